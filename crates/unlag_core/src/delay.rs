@@ -1,0 +1,183 @@
+//! The interpolation delay: how far behind the newest receivable server state a client renders
+//! simulated proxies.
+//!
+//! Definitions (seconds, on the server's clock):
+//!
+//! - *server time*: the client's estimate of the server's current time;
+//! - *one-way trip*: half the round-trip time; the newest state a client can have received was
+//!   sent at `server_time − one_way`, and no client can do better than that;
+//! - *interpolation delay*: how far the view time sits behind that newest receivable state;
+//! - *view time* = `server_time − one_way − interpolation_delay`: the server time at which
+//!   proxies are rendered, and the time every shot is judged at.
+//!
+//! Every millisecond of interpolation delay is a millisecond of peeker's advantage for the other
+//! side, so the target is the least that keeps a state newer than the view time in hand: one
+//! update interval (states are sent that far apart), plus one more to bridge a lost update when
+//! the link loses packets, plus a jitter margin for late packets.
+
+use serde::{Deserialize, Serialize};
+
+/// How the target interpolation delay is chosen and how fast the delay in effect may follow it.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DelayPolicy {
+    /// Jitter margin, in multiples of the measured jitter (default 2: ~95 % of late packets).
+    pub jitter_multiplier: f64,
+    /// Packet loss (0–1) above which one extra update interval is kept to bridge a lost update
+    /// (default 0.005).
+    pub bridge_loss_threshold: f64,
+    /// Smallest delay, seconds (default 0).
+    pub min_delay: f64,
+    /// Largest delay, seconds (default 0.5).
+    pub max_delay: f64,
+    /// How fast the delay in effect may grow towards its target, in seconds per second: view
+    /// time then runs this much slower than real time (default 0.1).
+    pub max_increase_rate: f64,
+    /// How fast the delay in effect may shrink towards its target, in seconds per second: view
+    /// time then runs this much faster than real time (default 0.05).
+    pub max_decrease_rate: f64,
+}
+
+impl Default for DelayPolicy {
+    fn default() -> Self {
+        Self {
+            jitter_multiplier: 2.0,
+            bridge_loss_threshold: 0.005,
+            min_delay: 0.0,
+            max_delay: 0.5,
+            max_increase_rate: 0.1,
+            max_decrease_rate: 0.05,
+        }
+    }
+}
+
+impl DelayPolicy {
+    /// The target interpolation delay, seconds, for states sent every `send_interval` seconds
+    /// over a link with `jitter` seconds of jitter and `loss` (0–1) packet loss. Non-finite or
+    /// negative inputs count as zero.
+    pub fn target(&self, send_interval: f64, jitter: f64, loss: f64) -> f64 {
+        let clean = |x: f64| if x.is_finite() && x > 0.0 { x } else { 0.0 };
+        let (send_interval, jitter, loss) = (clean(send_interval), clean(jitter), clean(loss));
+        let intervals = if loss > self.bridge_loss_threshold {
+            2.0
+        } else {
+            1.0
+        };
+        (intervals * send_interval + self.jitter_multiplier * jitter)
+            .clamp(self.min_delay, self.max_delay.max(self.min_delay))
+    }
+}
+
+/// The interpolation delay in effect, moved smoothly towards its target so that view time never
+/// jumps: it only runs a little slower or faster than real time while the delay changes.
+#[derive(Clone, Debug)]
+pub struct DelayController {
+    policy: DelayPolicy,
+    current: f64,
+    target: f64,
+}
+
+impl DelayController {
+    /// A controller that starts at (and targets) `initial` seconds.
+    pub fn new(policy: DelayPolicy, initial: f64) -> Self {
+        let initial = initial.clamp(policy.min_delay, policy.max_delay.max(policy.min_delay));
+        Self {
+            policy,
+            current: initial,
+            target: initial,
+        }
+    }
+
+    /// The policy in use.
+    pub fn policy(&self) -> &DelayPolicy {
+        &self.policy
+    }
+
+    /// The delay in effect, seconds.
+    pub fn current(&self) -> f64 {
+        self.current
+    }
+
+    /// The delay being moved towards, seconds.
+    pub fn target(&self) -> f64 {
+        self.target
+    }
+
+    /// Sets the target from the link's measured figures (see [`DelayPolicy::target`]).
+    pub fn set_inputs(&mut self, send_interval: f64, jitter: f64, loss: f64) {
+        self.target = self.policy.target(send_interval, jitter, loss);
+    }
+
+    /// Jumps straight to the target (e.g. on the first state received, when nothing is shown
+    /// yet and nothing can jump).
+    pub fn snap_to_target(&mut self) {
+        self.current = self.target;
+    }
+
+    /// Advances by `dt` seconds of real time and returns the delay in effect.
+    pub fn update(&mut self, dt: f64) -> f64 {
+        if !(dt.is_finite() && dt > 0.0) {
+            return self.current;
+        }
+        let gap = self.target - self.current;
+        let step = if gap > 0.0 {
+            gap.min(self.policy.max_increase_rate * dt)
+        } else {
+            gap.max(-self.policy.max_decrease_rate * dt)
+        };
+        self.current += step;
+        self.current
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_is_one_interval_plus_jitter_margin_without_loss() {
+        let p = DelayPolicy::default();
+        assert!((p.target(0.05, 0.0, 0.0) - 0.05).abs() < 1e-12);
+        assert!((p.target(0.05, 0.01, 0.0) - 0.07).abs() < 1e-12);
+    }
+
+    #[test]
+    fn loss_adds_one_interval_to_bridge_a_lost_update() {
+        let p = DelayPolicy::default();
+        assert!((p.target(0.05, 0.0, 0.03) - 0.10).abs() < 1e-12);
+        assert!((p.target(0.05, 0.0, 0.004) - 0.05).abs() < 1e-12);
+    }
+
+    #[test]
+    fn target_is_clamped_and_ignores_garbage() {
+        let p = DelayPolicy::default();
+        assert_eq!(p.target(1.0, 0.0, 0.5), 0.5);
+        assert_eq!(p.target(f64::NAN, -1.0, f64::INFINITY), 0.0);
+    }
+
+    #[test]
+    fn controller_moves_at_bounded_rate() {
+        let mut c = DelayController::new(DelayPolicy::default(), 0.05);
+        c.set_inputs(0.05, 0.0, 0.1); // target 0.10
+        let mut t = 0.0;
+        let mut last = c.current();
+        while t < 0.2 {
+            let now = c.update(0.01);
+            assert!(now - last <= 0.1 * 0.01 + 1e-12);
+            last = now;
+            t += 0.01;
+        }
+        assert!((c.current() - 0.07).abs() < 1e-9);
+        for _ in 0..100 {
+            c.update(0.01);
+        }
+        assert!(
+            (c.current() - 0.10).abs() < 1e-12,
+            "reaches the target and stays"
+        );
+        c.set_inputs(0.05, 0.0, 0.0); // back to 0.05, shrinking at 0.05 s/s
+        c.update(0.2);
+        assert!((c.current() - 0.09).abs() < 1e-9);
+        c.snap_to_target();
+        assert!((c.current() - 0.05).abs() < 1e-12);
+    }
+}

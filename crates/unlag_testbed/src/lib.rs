@@ -1,0 +1,1 @@
+//! unlag_testbed
