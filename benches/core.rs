@@ -1,1 +1,78 @@
-fn main() {}
+//! Benchmarks of `unlag_core`, each beside the naive way of doing the same thing.
+//!
+//! `link_simulator`: delivering packets through the simulated link (a binary heap on delivery
+//! time) against a plain vector scanned for due packets every frame.
+
+// criterion's macros generate undocumented functions.
+#![allow(missing_docs)]
+
+use core::time::Duration;
+use criterion::{BenchmarkId, Criterion, black_box, criterion_group, criterion_main};
+use unlag::core::{LinkSimulator, PathConditions, SplitMix64};
+
+const FRAME: f64 = 1.0 / 240.0;
+
+fn conditions() -> PathConditions {
+    PathConditions {
+        latency: Duration::from_millis(150),
+        jitter: Duration::from_millis(20),
+        loss: 0.02,
+    }
+}
+
+/// One simulated second at 240 frames with `per_frame` packets sent each frame.
+fn heap_second(per_frame: usize) -> usize {
+    let mut sim = LinkSimulator::new(conditions(), 1);
+    let mut delivered = 0;
+    for f in 0..240 {
+        let now = f as f64 * FRAME;
+        for p in 0..per_frame {
+            sim.send(now, p);
+        }
+        while sim.receive_due(now).is_some() {
+            delivered += 1;
+        }
+    }
+    delivered
+}
+
+/// The same with a vector of `(due, packet)` scanned and compacted every frame.
+fn naive_second(per_frame: usize) -> usize {
+    let c = conditions();
+    let mut rng = SplitMix64::new(1);
+    let mut queue: Vec<(f64, usize)> = Vec::new();
+    let mut delivered = 0;
+    for f in 0..240 {
+        let now = f as f64 * FRAME;
+        for p in 0..per_frame {
+            let lost = rng.next_f64() < c.loss;
+            let noise = rng.next_normal();
+            if !lost {
+                let delay = (c.latency.as_secs_f64() + noise * c.jitter.as_secs_f64()).max(0.0);
+                queue.push((now + delay, p));
+            }
+        }
+        let before = queue.len();
+        queue.retain(|(due, _)| *due > now);
+        delivered += before - queue.len();
+    }
+    delivered
+}
+
+fn link_simulator(c: &mut Criterion) {
+    let mut group = c.benchmark_group("link_simulator_one_second");
+    for per_frame in [1usize, 16, 128] {
+        group.bench_with_input(BenchmarkId::new("heap", per_frame), &per_frame, |b, &n| {
+            b.iter(|| heap_second(black_box(n)))
+        });
+        group.bench_with_input(
+            BenchmarkId::new("naive_vec", per_frame),
+            &per_frame,
+            |b, &n| b.iter(|| naive_second(black_box(n))),
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, link_simulator);
+criterion_main!(benches);

@@ -1,1 +1,5 @@
-//! tests
+//! Headless integration tests of `unlag`, in one binary so Bevy is linked once.
+//! One module per plugin.
+
+mod net;
+mod udp;

@@ -22,6 +22,8 @@ pub struct LinkConditions {
     /// Round-trip latency added to every link (0–2000 ms), half in each direction.
     pub latency: Duration,
     /// Standard deviation of the random extra delay of each packet, per direction (0–500 ms).
+    /// The mean latency stays as configured: packets cannot arrive before they are sent, so the
+    /// jitter in effect is capped at half the one-way latency.
     pub jitter: Duration,
     /// Share of packets dropped in each direction, from 0.0 (none) to 1.0 (all).
     pub loss: f32,

@@ -1,9 +1,11 @@
 //! A simulated network path for one direction of one link: delay, jitter and loss, seeded.
 //!
 //! Packets enter with [`LinkSimulator::send`] and come out of [`LinkSimulator::receive_due`]
-//! once their delivery time has come. Each packet gets `latency + N(0, jitter²)` of delay
-//! (never negative), so jitter can reorder packets as it does on real networks, and is lost with
-//! probability `loss`. Changing the conditions affects only packets sent afterwards: packets
+//! once their delivery time has come. Each packet gets `latency + N(0, σ²)` of delay, so jitter
+//! can reorder packets as it does on real networks, and is lost with probability `loss`. The
+//! mean delay stays `latency`: since no packet can arrive before it is sent, the jitter's
+//! standard deviation σ is `jitter` capped at half the latency (at zero latency there is no
+//! jitter), and the rare delay that would still fall below zero is clamped to zero. Changing the conditions affects only packets sent afterwards: packets
 //! already in flight keep their delivery time, as on a real path whose delay changes.
 
 use crate::rng::SplitMix64;
@@ -48,7 +50,8 @@ mod heap {
 pub struct PathConditions {
     /// Fixed delay of every packet.
     pub latency: Duration,
-    /// Standard deviation of the random extra delay of each packet.
+    /// Standard deviation of the random extra delay of each packet (capped at half the
+    /// latency, see the module docs).
     pub jitter: Duration,
     /// Probability (0–1) that a packet is lost.
     pub loss: f64,
@@ -117,9 +120,9 @@ impl<T> LinkSimulator<T> {
             self.stats.lost += 1;
             return false;
         }
-        let delay = (self.conditions.latency.as_secs_f64()
-            + noise * self.conditions.jitter.as_secs_f64())
-        .max(0.0);
+        let latency = self.conditions.latency.as_secs_f64();
+        let sigma = self.conditions.jitter.as_secs_f64().min(latency / 2.0);
+        let delay = (latency + noise * sigma).max(0.0);
         self.queue.push(std::cmp::Reverse(heap::Entry {
             due: now + delay,
             order: self.next_order,
@@ -209,6 +212,20 @@ mod tests {
             (delays.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / delays.len() as f64).sqrt();
         assert!((mean - 0.1005).abs() < 0.002, "{mean}");
         assert!((sd - 0.020).abs() < 0.002, "{sd}");
+    }
+
+    #[test]
+    fn jitter_never_moves_the_mean_below_or_above_latency() {
+        let c = PathConditions {
+            latency: Duration::ZERO,
+            jitter: Duration::from_millis(20),
+            loss: 0.0,
+        };
+        let mut sim = LinkSimulator::new(c, 5);
+        for i in 0..100 {
+            sim.send(1.0, i);
+        }
+        assert_eq!(drain(&mut sim, 1.0).len(), 100, "no delay at zero latency");
     }
 
     #[test]

@@ -1,1 +1,167 @@
-//! unlag_net
+//! The lightyear glue of `unlag`: channels and message registration, [`NetClock`], roles,
+//! [`NetConditions`], traffic counting and the ping monitor.
+//!
+//! See [`UnlagNetPlugin`]. Add lightyear's `ClientPlugins` or `ServerPlugins` first, then this
+//! plugin, then the other `unlag` plugins, in the same order on client and server.
+
+mod clock;
+mod conditions;
+mod link;
+mod ping;
+mod protocol;
+mod roles;
+mod time_source;
+
+pub use clock::{
+    BEAT_INTERVAL, DelayReport, MAX_REPORTED_DELAY, NetBeat, NetClock, RemoteClientClock,
+};
+pub use conditions::NetConditions;
+pub use link::{KindTraffic, LinkShaper, LinkTraffic, plausible_netcode_datagram};
+pub use ping::{HighPing, PingMonitor};
+pub use protocol::{
+    NetDirection, NetMessageAppExt, NetProtocol, ReliableChannel, SequencedChannel,
+    UnreliableChannel, short_type_name,
+};
+pub use roles::{Authority, AutonomousProxy, SimulatedProxy};
+pub use time_source::{NetTimeSource, real_elapsed, with_net_clock_at};
+pub use unlag_core::{ConditionsError, DelayPolicy, HighPingSettings, LinkConditions};
+
+use bevy::ecs::schedule::common_conditions::any_with_component;
+use bevy::prelude::*;
+use lightyear::connection::ConnectionSystems;
+use lightyear::core::tick::TickDuration;
+use lightyear::core::timeline::TimelineSystems;
+use lightyear::link::LinkSystems;
+use lightyear::prelude::server::{ClientOf, Server};
+use lightyear::prelude::*;
+use lightyear_sync::ping::plugin::PingSystems;
+
+/// Commonly used items.
+pub mod prelude {
+    pub use crate::{
+        Authority, AutonomousProxy, HighPing, LinkConditions, LinkTraffic, NetClock, NetConditions,
+        NetDirection, NetMessageAppExt, NetTimeSource, PingMonitor, RemoteClientClock,
+        SimulatedProxy, UnlagNetPlugin,
+    };
+}
+
+/// System sets of [`UnlagNetPlugin`].
+#[derive(SystemSet, Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NetSystems {
+    /// `PreUpdate`, right after lightyear's IO receive: drops malformed datagrams, counts bytes,
+    /// delays incoming datagrams on shaped links.
+    ReceiveDatagrams,
+    /// `PreUpdate`, after lightyear has read pings and messages: updates [`NetClock`] and
+    /// [`RemoteClientClock`]. Systems that read the clock in `PreUpdate` go after this.
+    Clock,
+    /// `Update`: beats, delay reports and the ping monitor.
+    Beats,
+    /// `PostUpdate`, right before lightyear's IO send: counts bytes and delays outgoing
+    /// datagrams on shaped links.
+    SendDatagrams,
+}
+
+/// The net layer every `unlag` plugin builds on.
+///
+/// | adds | role |
+/// | --- | --- |
+/// | [`UnreliableChannel`], [`SequencedChannel`], [`ReliableChannel`] | both |
+/// | [`NetClock`] (server time, RTT, jitter, loss, view time) | both |
+/// | [`RemoteClientClock`] on each client's link | server |
+/// | [`Authority`] / [`AutonomousProxy`] / [`SimulatedProxy`] | server / client |
+/// | [`NetConditions`] applied to the link to the server, both directions | client |
+/// | [`LinkTraffic`] on every link, malformed datagrams dropped | both |
+/// | [`PingMonitor`] and the [`HighPing`] event | client |
+///
+/// Requires lightyear's `ClientPlugins` or `ServerPlugins` to be added first.
+#[derive(Clone, Debug, Default)]
+pub struct UnlagNetPlugin {
+    /// How the interpolation delay is chosen.
+    pub delay_policy: DelayPolicy,
+    /// The high-ping warning.
+    pub high_ping: HighPingSettings,
+    /// Where lightyear's clock comes from (real time unless in the testbed).
+    pub time_source: NetTimeSource,
+}
+
+impl Plugin for UnlagNetPlugin {
+    fn build(&self, app: &mut App) {
+        assert!(
+            app.world().contains_resource::<TickDuration>(),
+            "UnlagNetPlugin needs lightyear's ClientPlugins or ServerPlugins to be added first"
+        );
+        app.insert_resource(self.time_source)
+            .init_resource::<NetConditions>()
+            .init_resource::<NetClock>()
+            .init_resource::<protocol::NetProtocol>()
+            .insert_resource(PingMonitor::new(self.high_ping))
+            .insert_resource(clock::ClientClockState::new(self.delay_policy))
+            .init_resource::<clock::ServerBeatState>()
+            .register_type::<(NetClock, LinkTraffic, RemoteClientClock)>();
+        app.register_required_components::<Link, LinkTraffic>()
+            .register_required_components::<ClientOf, RemoteClientClock>()
+            .register_required_components::<ClientOf, clock::ReportState>();
+
+        protocol::register_channels(app);
+        clock::register(app);
+        roles::register(app);
+
+        app.configure_sets(
+            PreUpdate,
+            (
+                NetSystems::ReceiveDatagrams
+                    .after(LinkSystems::Receive)
+                    .before(ConnectionSystems::Receive),
+                NetSystems::Clock
+                    .after(PingSystems::Receive)
+                    .after(TimelineSystems::Advance)
+                    .after(MessageSystems::Receive),
+            ),
+        )
+        .configure_sets(
+            PostUpdate,
+            NetSystems::SendDatagrams
+                .after(ConnectionSystems::Send)
+                .before(LinkSystems::Send),
+        )
+        // Real time is read again right before receiving and sending, so that pings measure
+        // the time spent between them (lightyear subtracts it from the RTT).
+        .add_systems(First, time_source::follow_real_time)
+        .add_systems(
+            PreUpdate,
+            time_source::follow_real_time.before(LinkSystems::Receive),
+        )
+        .add_systems(
+            PostUpdate,
+            time_source::follow_real_time.before(PingSystems::Send),
+        )
+        .add_systems(
+            PreUpdate,
+            (
+                (conditions::apply_conditions, link::receive_datagrams)
+                    .chain()
+                    .in_set(NetSystems::ReceiveDatagrams),
+                clock::update_client_clock
+                    .run_if(any_with_component::<Client>)
+                    .in_set(NetSystems::Clock),
+                clock::update_server_clock
+                    .run_if(any_with_component::<Server>)
+                    .in_set(NetSystems::Clock),
+            ),
+        )
+        .add_systems(
+            Update,
+            (
+                (clock::client_beats, ping::update_ping_monitor)
+                    .chain()
+                    .run_if(any_with_component::<Client>),
+                clock::server_beats.run_if(any_with_component::<Server>),
+            )
+                .in_set(NetSystems::Beats),
+        )
+        .add_systems(
+            PostUpdate,
+            link::send_datagrams.in_set(NetSystems::SendDatagrams),
+        );
+    }
+}

@@ -1,1 +1,378 @@
-//! unlag_testbed
+//! An in-process server and N clients connected through lightyear (crossbeam transport, netcode,
+//! simulated network conditions) and driven by a manual clock, so that a simulated minute runs in
+//! a few wall seconds; plus [`UdpSession`], the same over real UDP sockets in real time.
+//!
+//! ```no_run
+//! use core::time::Duration;
+//! use unlag_testbed::{Testbed, TestbedConfig};
+//!
+//! let mut testbed = Testbed::new(TestbedConfig { clients: 2, ..Default::default() });
+//! // testbed.add_plugins(MyGamePlugin); // to the server and every client
+//! assert!(testbed.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+//! testbed.run_for(Duration::from_secs(10));
+//! println!("{:?}", testbed.measures(0));
+//! ```
+//!
+//! # Repeatability
+//!
+//! The clock, the frame schedule and the simulated losses and delays (seeded by
+//! [`TestbedConfig::seed`]) are the same from run to run. What is not: netcode's connect tokens
+//! carry the wall-clock time and random nonces, and Bevy may run systems of one schedule in a
+//! different order on several threads, so runs agree closely but not bit for bit.
+
+mod measure;
+mod udp;
+
+pub use measure::{ClientMeasures, KindRate};
+pub use udp::{UdpSession, UdpSessionConfig};
+
+use bevy::app::{Plugins, PluginsState};
+use bevy::prelude::*;
+use bevy::state::app::StatesPlugin;
+use bevy::time::TimeUpdateStrategy;
+use core::net::{Ipv4Addr, SocketAddr};
+use core::time::Duration;
+use lightyear::crossbeam::CrossbeamIo;
+use lightyear::netcode::client_plugin::NetcodeConfig as ClientNetcodeConfig;
+use lightyear::netcode::server_plugin::NetcodeConfig as ServerNetcodeConfig;
+use lightyear::prelude::client::{ClientPlugins, NetcodeClient};
+use lightyear::prelude::server::{NetcodeServer, ServerPlugins, Start};
+use lightyear::prelude::*;
+use unlag_core::{ConditionsError, LinkConditions};
+use unlag_net::{NetClock, NetConditions, NetTimeSource, UnlagNetPlugin, with_net_clock_at};
+
+/// Protocol id of testbed connections.
+pub const PROTOCOL_ID: u64 = 0x0075_6E6C_6167; // "unlag"
+/// Private key of testbed connections (tests only: real games keep theirs secret).
+pub const PRIVATE_KEY: [u8; 32] = [7; 32];
+
+/// How a [`Testbed`] is set up.
+#[derive(Clone, Debug)]
+pub struct TestbedConfig {
+    /// Number of client Apps.
+    pub clients: usize,
+    /// Network conditions every client simulates on its link (both directions), and the server's
+    /// default proxy update rate.
+    pub conditions: LinkConditions,
+    /// Seed of the simulated randomness; client `i` uses `seed + i`.
+    pub seed: u64,
+    /// Simulation ticks per second on every App (`FixedUpdate`).
+    pub tick_rate_hz: f64,
+    /// Frames per second of the manual clock. Higher than the tick rate so that packets are
+    /// handled close to when they arrive: a round trip costs about one frame on top of the
+    /// simulated latency (4 ms at the default 240 Hz).
+    pub frame_rate_hz: f64,
+}
+
+impl Default for TestbedConfig {
+    fn default() -> Self {
+        Self {
+            clients: 1,
+            conditions: LinkConditions::default(),
+            seed: 1,
+            tick_rate_hz: 60.0,
+            frame_rate_hz: 240.0,
+        }
+    }
+}
+
+/// One server App and N client Apps in one process (see the crate docs).
+pub struct Testbed {
+    config: TestbedConfig,
+    server: App,
+    clients: Vec<App>,
+    server_entity: Option<Entity>,
+    client_entities: Vec<Entity>,
+    server_links: Vec<Entity>,
+    now: Duration,
+    frame: Duration,
+    measures: Vec<measure::Recorder>,
+}
+
+fn base_app(frame: Duration) -> App {
+    let mut app = App::new();
+    app.add_plugins((MinimalPlugins, StatesPlugin))
+        .insert_resource(TimeUpdateStrategy::ManualDuration(frame));
+    app
+}
+
+impl Testbed {
+    /// Builds the Apps with lightyear and [`UnlagNetPlugin`]; add game plugins with
+    /// [`Testbed::add_plugins`], then step. Panics if `config.conditions` are invalid.
+    pub fn new(config: TestbedConfig) -> Self {
+        config
+            .conditions
+            .validate()
+            .expect("TestbedConfig::conditions");
+        let tick = Duration::from_secs_f64(1.0 / config.tick_rate_hz);
+        let frame = Duration::from_secs_f64(1.0 / config.frame_rate_hz);
+        let net = UnlagNetPlugin {
+            time_source: NetTimeSource::Manual,
+            ..default()
+        };
+        let mut server = base_app(frame);
+        server
+            .add_plugins(ServerPlugins {
+                tick_duration: tick,
+            })
+            .add_plugins(net.clone())
+            .insert_resource(NetConditions::new(config.conditions, config.seed).unwrap());
+        let clients = (0..config.clients)
+            .map(|i| {
+                let mut app = base_app(frame);
+                app.add_plugins(ClientPlugins {
+                    tick_duration: tick,
+                })
+                .add_plugins(net.clone())
+                .insert_resource(
+                    NetConditions::new(config.conditions, config.seed + i as u64).unwrap(),
+                );
+                app
+            })
+            .collect();
+        Self {
+            measures: vec![measure::Recorder::default(); config.clients],
+            config,
+            server,
+            clients,
+            server_entity: None,
+            client_entities: Vec::new(),
+            server_links: Vec::new(),
+            now: Duration::ZERO,
+            frame,
+        }
+    }
+
+    /// Adds `plugins` to the server and every client, as a game adds the same plugins on both
+    /// sides. Must be called before the first step.
+    pub fn add_plugins<M>(&mut self, plugins: impl Plugins<M> + Clone) -> &mut Self {
+        assert!(self.server_entity.is_none(), "add plugins before stepping");
+        self.server.add_plugins(plugins.clone());
+        for app in &mut self.clients {
+            app.add_plugins(plugins.clone());
+        }
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TestbedConfig {
+        &self.config
+    }
+
+    /// Simulated time since the start.
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// Duration of one frame.
+    pub fn frame(&self) -> Duration {
+        self.frame
+    }
+
+    /// The server App.
+    pub fn server(&mut self) -> &mut App {
+        &mut self.server
+    }
+
+    /// The server's World.
+    pub fn server_world(&self) -> &World {
+        self.server.world()
+    }
+
+    /// The server's World, mutably.
+    pub fn server_world_mut(&mut self) -> &mut World {
+        self.server.world_mut()
+    }
+
+    /// Client App `i`.
+    pub fn client(&mut self, i: usize) -> &mut App {
+        &mut self.clients[i]
+    }
+
+    /// Client `i`'s World.
+    pub fn client_world(&self, i: usize) -> &World {
+        self.clients[i].world()
+    }
+
+    /// Client `i`'s World, mutably.
+    pub fn client_world_mut(&mut self, i: usize) -> &mut World {
+        self.clients[i].world_mut()
+    }
+
+    /// Number of clients.
+    pub fn client_count(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// Client `i`'s link entity (in its World), once started.
+    pub fn client_entity(&self, i: usize) -> Option<Entity> {
+        self.client_entities.get(i).copied()
+    }
+
+    /// The server's link entity for client `i` (in the server's World), once started.
+    pub fn server_link(&self, i: usize) -> Option<Entity> {
+        self.server_links.get(i).copied()
+    }
+
+    /// Client `i`'s [`NetClock`].
+    pub fn client_clock(&self, i: usize) -> &NetClock {
+        self.clients[i].world().resource::<NetClock>()
+    }
+
+    /// Whether every client is connected and has a server-time estimate.
+    pub fn all_synced(&self) -> bool {
+        (0..self.clients.len()).all(|i| self.client_clock(i).synced)
+    }
+
+    /// Changes the conditions of every client (and the server's update rate) at runtime; invalid
+    /// conditions change nothing.
+    pub fn set_conditions(&mut self, conditions: LinkConditions) -> Result<(), ConditionsError> {
+        conditions.validate()?;
+        self.server
+            .world_mut()
+            .resource_mut::<NetConditions>()
+            .set(conditions)?;
+        for i in 0..self.clients.len() {
+            self.set_client_conditions(i, conditions)?;
+        }
+        Ok(())
+    }
+
+    /// Changes client `i`'s conditions at runtime; invalid conditions change nothing.
+    pub fn set_client_conditions(
+        &mut self,
+        i: usize,
+        conditions: LinkConditions,
+    ) -> Result<(), ConditionsError> {
+        self.clients[i]
+            .world_mut()
+            .resource_mut::<NetConditions>()
+            .set(conditions)
+    }
+
+    fn start(&mut self) {
+        for app in std::iter::once(&mut self.server).chain(self.clients.iter_mut()) {
+            while app.plugins_state() == PluginsState::Adding {
+                bevy::tasks::tick_global_task_pools_on_main_thread();
+            }
+            app.finish();
+            app.cleanup();
+        }
+        let server_addr = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 5000);
+        let world = self.server.world_mut();
+        let server = world
+            .spawn(NetcodeServer::new(ServerNetcodeConfig {
+                protocol_id: PROTOCOL_ID,
+                private_key: PRIVATE_KEY,
+                // Crossbeam links have no address to check.
+                server_addr_check: false,
+                ..default()
+            }))
+            .id();
+        world.trigger(Start { entity: server });
+        world.flush();
+        self.server_entity = Some(server);
+        for (i, client) in self.clients.iter_mut().enumerate() {
+            let (client_io, server_io) = CrossbeamIo::new_pair();
+            let world = self.server.world_mut();
+            let link = world
+                .spawn((
+                    LinkOf { server },
+                    Link::default(),
+                    PeerAddr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 6000 + i as u16)),
+                    server_io,
+                    ReplicationSender,
+                    ReplicationReceiver,
+                ))
+                .id();
+            world.trigger(LinkStart { entity: link });
+            world.flush();
+            self.server_links.push(link);
+            let auth = Authentication::Manual {
+                server_addr,
+                client_id: i as u64 + 1,
+                private_key: PRIVATE_KEY,
+                protocol_id: PROTOCOL_ID,
+            };
+            let world = client.world_mut();
+            let entity = world
+                .spawn((
+                    Client,
+                    client_io,
+                    ReplicationSender,
+                    ReplicationReceiver,
+                    NetcodeClient::new(auth, ClientNetcodeConfig::default())
+                        .expect("netcode client"),
+                ))
+                .id();
+            world.trigger(Connect { entity });
+            world.flush();
+            self.client_entities.push(entity);
+        }
+    }
+
+    /// Advances every App by one frame: the server first, then the clients in order.
+    pub fn step(&mut self) {
+        if self.server_entity.is_none() {
+            self.start();
+        }
+        self.now += self.frame;
+        let (server, clients) = (&mut self.server, &mut self.clients);
+        with_net_clock_at(self.now, || {
+            server.update();
+            for client in clients.iter_mut() {
+                client.update();
+            }
+        });
+        let true_server_time = measure::server_time(self.server.world());
+        for (i, recorder) in self.measures.iter_mut().enumerate() {
+            recorder.sample(self.clients[i].world(), true_server_time);
+        }
+    }
+
+    /// Steps until `duration` of simulated time has passed.
+    pub fn run_for(&mut self, duration: Duration) {
+        let end = self.now + duration;
+        while self.now < end {
+            self.step();
+        }
+    }
+
+    /// Steps until `done` holds (checked after each frame) or `timeout` of simulated time has
+    /// passed; returns whether `done` held.
+    pub fn run_until(&mut self, timeout: Duration, mut done: impl FnMut(&Testbed) -> bool) -> bool {
+        let end = self.now + timeout;
+        while self.now < end {
+            self.step();
+            if done(self) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Forgets what was measured so far: the next [`Testbed::measures`] covers only what
+    /// happens from now on.
+    pub fn reset_measures(&mut self) {
+        for (i, recorder) in self.measures.iter_mut().enumerate() {
+            let client = self.clients[i].world();
+            let server_link = self.server_links.get(i).copied();
+            recorder.reset(
+                self.now,
+                client,
+                server_link.map(|e| (self.server.world(), e)),
+            );
+        }
+    }
+
+    /// What was measured for client `i` since the start or the last
+    /// [`Testbed::reset_measures`].
+    pub fn measures(&self, i: usize) -> ClientMeasures {
+        let server_link = self.server_links.get(i).copied();
+        self.measures[i].report(
+            self.now,
+            self.clients[i].world(),
+            server_link.map(|e| (self.server.world(), e)),
+        )
+    }
+}

@@ -1,0 +1,342 @@
+//! [`NetClock`]: server time, RTT, jitter and view time on the client; and per connected client
+//! on the server, [`RemoteClientClock`].
+//!
+//! Definitions (seconds on the server's clock; see also [`unlag_core::delay`]):
+//!
+//! - **server time**: on the server its own simulation time (ticks × tick duration + overstep);
+//!   on a client the estimate of the server's current time, from the server ticks in every
+//!   packet header plus half the RTT (lightyear's remote timeline), smoothed.
+//! - **one-way trip**: RTT / 2. The newest state a client can hold was sent at
+//!   `server_time − one_way`: no client can see the server closer than that.
+//! - **interpolation delay**: how far the view time sits behind that newest receivable state,
+//!   beyond the one-way trip. It adapts to the send interval, jitter and loss
+//!   ([`DelayPolicy`]) and moves smoothly so view time never jumps.
+//! - **view time** = `server_time − one_way − interpolation_delay`: when simulated proxies are
+//!   shown, and the time every shot is judged at.
+//!
+//! The server learns each client's interpolation delay from a small periodic report, and
+//! estimates that client's view time as `server_time − rtt / 2 − reported_delay`
+//! ([`RemoteClientClock::view_time`]); later plugins reject shots whose claimed view time is far
+//! from it.
+
+use crate::link::LinkTraffic;
+use crate::protocol::{NetDirection, NetMessageAppExt, UnreliableChannel};
+use bevy::prelude::*;
+use lightyear::core::tick::TickDuration;
+use lightyear::prelude::client::RemoteTimeline;
+use lightyear::prelude::server::ClientOf;
+use lightyear::prelude::*;
+use lightyear_sync::timeline::sync::SyncTargetTimeline;
+use serde::{Deserialize, Serialize};
+use unlag_core::{DelayController, DelayPolicy, Ewma, Seq16, SeqUnwrapper};
+
+/// Largest interpolation delay a client may report, seconds; larger reports are clamped.
+pub const MAX_REPORTED_DELAY: f64 = 1.0;
+
+/// Seconds between two [`NetBeat`]s from the server, and between two [`DelayReport`]s from a
+/// client.
+pub const BEAT_INTERVAL: f64 = 0.1;
+
+/// Time and link figures of this App, updated every frame in `PreUpdate`.
+///
+/// On a client: the estimates described in the [module docs](self). On the server: its own
+/// time, with RTT and delays at zero.
+#[derive(Resource, Clone, Debug, Default, Reflect)]
+pub struct NetClock {
+    /// Whether the figures are meaningful: always on the server; on a client once it is
+    /// connected and has a server-time estimate.
+    pub synced: bool,
+    /// Server time, seconds (see the module docs).
+    pub server_time: f64,
+    /// Duration of one simulation tick, seconds.
+    pub tick_duration: f64,
+    /// Smoothed round-trip time, seconds.
+    pub rtt: f64,
+    /// Jitter of the round-trip time, seconds (lightyear: half the mean deviation).
+    pub jitter: f64,
+    /// Share (0–1) of the server's periodic beats lost on the way to this client.
+    pub loss: f64,
+    /// Interval between two state updates of a simulated proxy, seconds, as set by the server.
+    pub send_interval: f64,
+    /// Interpolation delay in effect, seconds.
+    pub interpolation_delay: f64,
+    /// Interpolation delay being moved towards, seconds.
+    pub target_interpolation_delay: f64,
+}
+
+impl NetClock {
+    /// Half the RTT, seconds.
+    pub fn one_way(&self) -> f64 {
+        self.rtt / 2.0
+    }
+
+    /// Server time in ticks (with fraction).
+    pub fn server_tick(&self) -> f64 {
+        if self.tick_duration > 0.0 {
+            self.server_time / self.tick_duration
+        } else {
+            0.0
+        }
+    }
+
+    /// The server time at which simulated proxies are shown, seconds (see the module docs).
+    pub fn view_time(&self) -> f64 {
+        self.server_time - self.one_way() - self.interpolation_delay
+    }
+}
+
+/// On the server, per connected client (on its link entity): that client's link figures and the
+/// server's estimate of its view time.
+#[derive(Component, Clone, Debug, Default, Reflect)]
+pub struct RemoteClientClock {
+    /// Round-trip time measured by the server, seconds.
+    pub rtt: f64,
+    /// Jitter measured by the server, seconds.
+    pub jitter: f64,
+    /// The interpolation delay the client last reported, seconds (clamped to
+    /// [`MAX_REPORTED_DELAY`]).
+    pub interpolation_delay: f64,
+    /// Whether the client has reported its delay at least once.
+    pub reported: bool,
+    /// Reports dropped as malformed or stale.
+    pub rejected_reports: u64,
+}
+
+impl RemoteClientClock {
+    /// The server's estimate of the client's view time when the server's time is `server_time`,
+    /// seconds: `server_time − rtt / 2 − interpolation_delay`.
+    pub fn view_time(&self, server_time: f64) -> f64 {
+        server_time - self.rtt / 2.0 - self.interpolation_delay
+    }
+}
+
+/// Server → client, every [`BEAT_INTERVAL`]: a sequence number (the client measures loss from
+/// the gaps) and the proxy update rate (the client's interpolation delay depends on it).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct NetBeat {
+    /// Increases by one per beat, wrapping.
+    pub seq: Seq16,
+    /// The default proxy update rate, Hz.
+    pub update_rate_hz: f32,
+}
+
+/// Client → server, every [`BEAT_INTERVAL`]: the interpolation delay in effect.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct DelayReport {
+    /// Increases by one per report, wrapping; stale reports are dropped.
+    pub seq: Seq16,
+    /// Interpolation delay, whole microseconds.
+    pub delay_us: u32,
+}
+
+/// Weight of one beat in the loss average: about the last 50 beats (5 s) count.
+const LOSS_ALPHA: f64 = 0.02;
+
+/// Client-side state behind [`NetClock`].
+#[derive(Resource)]
+pub(crate) struct ClientClockState {
+    delay: DelayController,
+    beats: SeqUnwrapper,
+    loss: Ewma,
+    update_rate_hz: f32,
+    next_report: f64,
+    report_seq: Seq16,
+}
+
+impl ClientClockState {
+    pub(crate) fn new(policy: DelayPolicy) -> Self {
+        Self {
+            delay: DelayController::new(policy, policy.target(0.05, 0.0, 0.0)),
+            beats: SeqUnwrapper::new(),
+            loss: Ewma::new(),
+            update_rate_hz: 20.0,
+            next_report: 0.0,
+            report_seq: Seq16::default(),
+        }
+    }
+}
+
+/// Server-side state of the beat.
+#[derive(Resource, Default)]
+pub(crate) struct ServerBeatState {
+    next_beat: f64,
+    seq: Seq16,
+}
+
+pub(crate) fn register(app: &mut App) {
+    app.add_net_message::<NetBeat>(NetDirection::ServerToClient)
+        .add_net_message::<DelayReport>(NetDirection::ClientToServer);
+}
+
+fn server_time_of(timeline: &LocalTimeline, fixed: &Time<Fixed>, tick: f64) -> f64 {
+    (f64::from(timeline.tick().0) + fixed.overstep_fraction_f64()) * tick
+}
+
+/// PreUpdate on a client: reads lightyear's estimates into [`NetClock`].
+pub(crate) fn update_client_clock(
+    real: Res<Time<Real>>,
+    tick: Res<TickDuration>,
+    mut clock: ResMut<NetClock>,
+    mut state: ResMut<ClientClockState>,
+    link: Query<(&RemoteTimeline, &Link, Has<Connected>), With<Client>>,
+) {
+    let tick = tick.0.as_secs_f64();
+    clock.tick_duration = tick;
+    let Ok((remote, link, connected)) = link.single() else {
+        clock.synced = false;
+        return;
+    };
+    clock.synced = connected && remote.is_initialized();
+    clock.rtt = link.stats.rtt.as_secs_f64();
+    clock.jitter = link.stats.jitter.as_secs_f64();
+    if clock.synced {
+        let estimate = remote.current_estimate().value.to_num::<f64>();
+        clock.server_time = estimate * tick;
+    }
+    clock.loss = state.loss.mean();
+    clock.send_interval = 1.0 / f64::from(state.update_rate_hz);
+    let (interval, jitter, loss) = (clock.send_interval, clock.jitter, clock.loss);
+    state.delay.set_inputs(interval, jitter, loss);
+    if !clock.synced {
+        state.delay.snap_to_target();
+    }
+    clock.interpolation_delay = state.delay.update(real.delta_secs_f64());
+    clock.target_interpolation_delay = state.delay.target();
+}
+
+/// Update on a client: reads beats (loss, update rate) and sends delay reports.
+pub(crate) fn client_beats(
+    real: Res<Time<Real>>,
+    clock: Res<NetClock>,
+    mut state: ResMut<ClientClockState>,
+    mut link: Query<
+        (
+            &mut MessageReceiver<NetBeat>,
+            &mut MessageSender<DelayReport>,
+            &mut LinkTraffic,
+        ),
+        (With<Client>, With<Connected>),
+    >,
+) {
+    let Ok((mut beats, mut reports, mut traffic)) = link.single_mut() else {
+        return;
+    };
+    for beat in beats.receive() {
+        if !(beat.update_rate_hz.is_finite()
+            && (unlag_core::conditions::MIN_UPDATE_RATE_HZ
+                ..=unlag_core::conditions::MAX_UPDATE_RATE_HZ)
+                .contains(&beat.update_rate_hz))
+        {
+            warn!("dropped a NetBeat with update rate {}", beat.update_rate_hz);
+            continue;
+        }
+        let previous = state.beats.latest();
+        let Some(n) = state.beats.unwrap(beat.seq) else {
+            continue;
+        };
+        state.update_rate_hz = beat.update_rate_hz;
+        match previous {
+            // A late beat was already counted as lost; counting it again would skew the share.
+            Some(p) if n <= p => {}
+            _ => {
+                let missed = previous.map_or(0, |p| n - p - 1).min(1000);
+                for _ in 0..missed {
+                    state.loss.add(1.0, LOSS_ALPHA, LOSS_ALPHA);
+                }
+                state.loss.add(0.0, LOSS_ALPHA, LOSS_ALPHA);
+            }
+        }
+    }
+    let now = real.elapsed_secs_f64();
+    if clock.synced && now >= state.next_report {
+        state.next_report = now + BEAT_INTERVAL;
+        state.report_seq = state.report_seq.next();
+        let report = DelayReport {
+            seq: state.report_seq,
+            delay_us: (clock.interpolation_delay * 1e6)
+                .round()
+                .clamp(0.0, u32::MAX as f64) as u32,
+        };
+        traffic.send_counted::<UnreliableChannel, _>(&mut reports, report);
+    }
+}
+
+/// Per-client state of delay reports on the server.
+#[derive(Component, Default)]
+pub(crate) struct ReportState {
+    last: Option<Seq16>,
+}
+
+/// PreUpdate on the server: its own [`NetClock`], and each client's [`RemoteClientClock`].
+pub(crate) fn update_server_clock(
+    tick: Res<TickDuration>,
+    timeline: Res<LocalTimeline>,
+    fixed: Res<Time<Fixed>>,
+    mut clock: ResMut<NetClock>,
+    mut clients: Query<(&Link, &mut RemoteClientClock), With<ClientOf>>,
+) {
+    let tick = tick.0.as_secs_f64();
+    *clock = NetClock {
+        synced: true,
+        server_time: server_time_of(&timeline, &fixed, tick),
+        tick_duration: tick,
+        ..default()
+    };
+    for (link, mut remote) in &mut clients {
+        remote.rtt = link.stats.rtt.as_secs_f64();
+        remote.jitter = link.stats.jitter.as_secs_f64();
+    }
+}
+
+/// Update on the server: reads delay reports and sends beats.
+pub(crate) fn server_beats(
+    real: Res<Time<Real>>,
+    conditions: Res<crate::NetConditions>,
+    mut state: ResMut<ServerBeatState>,
+    mut clients: Query<
+        (
+            &mut RemoteClientClock,
+            &mut ReportState,
+            Option<&mut MessageReceiver<DelayReport>>,
+            &mut MessageSender<NetBeat>,
+            &mut LinkTraffic,
+        ),
+        (With<ClientOf>, With<Connected>),
+    >,
+) {
+    let now = real.elapsed_secs_f64();
+    let beat = (now >= state.next_beat).then(|| {
+        state.next_beat = now + BEAT_INTERVAL;
+        state.seq = state.seq.next();
+        NetBeat {
+            seq: state.seq,
+            update_rate_hz: conditions.get().update_rate_hz,
+        }
+    });
+    for (mut remote, mut reports, receiver, mut sender, mut traffic) in &mut clients {
+        if let Some(mut receiver) = receiver {
+            for report in receiver.receive() {
+                if reports
+                    .last
+                    .is_some_and(|last| !report.seq.is_newer_than(last))
+                {
+                    remote.rejected_reports += 1;
+                    continue;
+                }
+                reports.last = Some(report.seq);
+                let delay = f64::from(report.delay_us) / 1e6;
+                if delay > MAX_REPORTED_DELAY {
+                    remote.rejected_reports += 1;
+                    if remote.rejected_reports % 100 == 1 {
+                        warn!("clamped a reported interpolation delay of {delay} s");
+                    }
+                }
+                remote.interpolation_delay = delay.min(MAX_REPORTED_DELAY);
+                remote.reported = true;
+            }
+        }
+        if let Some(beat) = &beat {
+            traffic.send_counted::<UnreliableChannel, _>(&mut sender, beat.clone());
+        }
+    }
+}

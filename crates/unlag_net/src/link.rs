@@ -1,0 +1,185 @@
+//! What happens to datagrams between lightyear's IO and its connection layer: malformed ones are
+//! dropped and counted, bytes are counted, and on a client the simulated network conditions are
+//! applied in both directions.
+//!
+//! lightyear's own link conditioner only delays incoming packets and draws from an unseeded RNG,
+//! so `unlag` shapes both directions itself with a seeded [`LinkSimulator`]: one end (the client)
+//! can simulate the whole path, runs repeat for the same seed, and packets in flight keep their
+//! delivery time when conditions change.
+
+use bevy::platform::collections::HashMap;
+use bevy::prelude::*;
+use lightyear::link::{RecvPayload, SendPayload};
+use lightyear::prelude::*;
+use unlag_core::{LinkSimulator, PathConditions};
+
+/// Byte and message counters of one link (the client's connection, or one client's connection
+/// on the server). Sent figures count what this end sent; received figures what it received.
+#[derive(Component, Clone, Debug, Default, Reflect)]
+pub struct LinkTraffic {
+    /// Datagrams sent by this end (before any simulated loss).
+    pub datagrams_sent: u64,
+    /// Bytes in those datagrams (netcode and lightyear headers included, UDP/IP not).
+    pub bytes_sent: u64,
+    /// Datagrams received and accepted.
+    pub datagrams_received: u64,
+    /// Bytes in those datagrams.
+    pub bytes_received: u64,
+    /// Datagrams dropped on arrival because they could not be a valid netcode packet.
+    pub malformed_dropped: u64,
+    /// Per message kind (short type name): messages and payload bytes sent through
+    /// [`send_counted`](LinkTraffic::send_counted).
+    pub sent_by_kind: HashMap<&'static str, KindTraffic>,
+}
+
+/// Messages and payload bytes of one message kind.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Reflect)]
+pub struct KindTraffic {
+    /// Number of messages.
+    pub messages: u64,
+    /// Serialized payload bytes (lightyear's postcard encoding, without headers).
+    pub bytes: u64,
+}
+
+impl LinkTraffic {
+    /// Queues `message` on channel `C` of `sender` and counts it under its kind.
+    ///
+    /// This is how `unlag` plugins send, so traffic can be reported per message kind; measuring
+    /// the size costs one extra encoding pass into a counter, without allocating.
+    pub fn send_counted<C: Channel, M>(&mut self, sender: &mut MessageSender<M>, message: M)
+    where
+        M: serde::Serialize + Send + Sync + 'static,
+    {
+        let bytes =
+            postcard::serialize_with_flavor(&message, postcard::ser_flavors::Size::default())
+                .unwrap_or(0);
+        let entry = self
+            .sent_by_kind
+            .entry(crate::protocol::short_type_name::<M>())
+            .or_default();
+        entry.messages += 1;
+        entry.bytes += bytes as u64;
+        sender.send::<C>(message);
+    }
+}
+
+/// Whether `datagram` can be a netcode packet at all, judged by its clear-text prefix byte.
+///
+/// lightyear's netcode parser indexes with the prefix before validating it, and panics on some
+/// values (a packet kind above 7 overflows a shift; a sequence length above 8 overruns a
+/// buffer). Such datagrams are dropped here, before the parser sees them.
+pub fn plausible_netcode_datagram(datagram: &[u8]) -> bool {
+    match datagram.first() {
+        None => false,
+        Some(0) => true, // connection request
+        Some(&prefix) => {
+            let kind = prefix & 0x0F;
+            let sequence_len = prefix >> 4;
+            (1..=6).contains(&kind) && (1..=8).contains(&sequence_len)
+        }
+    }
+}
+
+/// Simulated conditions on one link, both directions; on client links only. Inserted and
+/// updated from [`NetConditions`](crate::NetConditions).
+#[derive(Component)]
+pub struct LinkShaper {
+    pub(crate) outgoing: LinkSimulator<SendPayload>,
+    pub(crate) incoming: LinkSimulator<RecvPayload>,
+}
+
+impl LinkShaper {
+    /// A shaper applying `each_way` to both directions, randomised from `seed`.
+    pub fn new(each_way: PathConditions, seed: u64) -> Self {
+        Self {
+            outgoing: LinkSimulator::new(each_way, seed),
+            incoming: LinkSimulator::new(each_way, seed ^ 0x5EED_F1A7),
+        }
+    }
+
+    /// Applies `each_way` to packets sent from now on, in both directions.
+    pub fn set_conditions(&mut self, each_way: PathConditions) {
+        self.outgoing.set_conditions(each_way);
+        self.incoming.set_conditions(each_way);
+    }
+
+    /// The conditions applied to each direction.
+    pub fn conditions(&self) -> &PathConditions {
+        self.outgoing.conditions()
+    }
+
+    /// Packets lost so far (outgoing, incoming).
+    pub fn lost(&self) -> (u64, u64) {
+        (self.outgoing.stats().lost, self.incoming.stats().lost)
+    }
+}
+
+/// PreUpdate, between lightyear's IO receive and its connection layer.
+pub(crate) fn receive_datagrams(
+    time: Res<Time<Real>>,
+    mut links: Query<(&mut Link, &mut LinkTraffic, Option<&mut LinkShaper>)>,
+    mut warned: Local<u64>,
+) {
+    let now = time.elapsed_secs_f64();
+    for (mut link, mut traffic, mut shaper) in &mut links {
+        let arrived: Vec<RecvPayload> = link.recv.drain().collect();
+        for datagram in arrived {
+            if !plausible_netcode_datagram(&datagram) {
+                traffic.malformed_dropped += 1;
+                *warned += 1;
+                // Rate-limited: the first, then every 1000th.
+                if *warned % 1000 == 1 {
+                    warn!(
+                        "dropped a malformed datagram of {} bytes ({} so far)",
+                        datagram.len(),
+                        *warned
+                    );
+                }
+                continue;
+            }
+            match shaper.as_deref_mut() {
+                Some(shaper) => {
+                    shaper.incoming.send(now, datagram);
+                }
+                None => accept(&mut link, &mut traffic, datagram),
+            }
+        }
+        if let Some(shaper) = shaper.as_deref_mut() {
+            while let Some(datagram) = shaper.incoming.receive_due(now) {
+                accept(&mut link, &mut traffic, datagram);
+            }
+        }
+    }
+}
+
+fn accept(link: &mut Link, traffic: &mut LinkTraffic, datagram: RecvPayload) {
+    traffic.datagrams_received += 1;
+    traffic.bytes_received += datagram.len() as u64;
+    link.recv.push_raw(datagram);
+}
+
+/// PostUpdate, between lightyear's connection layer and its IO send.
+pub(crate) fn send_datagrams(
+    time: Res<Time<Real>>,
+    mut links: Query<(&mut Link, &mut LinkTraffic, Option<&mut LinkShaper>)>,
+) {
+    let now = time.elapsed_secs_f64();
+    for (mut link, mut traffic, mut shaper) in &mut links {
+        let outgoing: Vec<SendPayload> = link.send.drain().collect();
+        for datagram in outgoing {
+            traffic.datagrams_sent += 1;
+            traffic.bytes_sent += datagram.len() as u64;
+            match shaper.as_deref_mut() {
+                Some(shaper) => {
+                    shaper.outgoing.send(now, datagram);
+                }
+                None => link.send.push(datagram),
+            }
+        }
+        if let Some(shaper) = shaper.as_deref_mut() {
+            while let Some(datagram) = shaper.outgoing.receive_due(now) {
+                link.send.push(datagram);
+            }
+        }
+    }
+}

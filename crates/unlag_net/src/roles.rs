@@ -1,0 +1,80 @@
+//! Network roles as components, set automatically from lightyear's replication and control
+//! (seed 001): [`Authority`] on the server, [`AutonomousProxy`] and [`SimulatedProxy`] on
+//! clients.
+
+use bevy::prelude::*;
+use lightyear::prelude::*;
+
+/// On the server: an entity the server simulates and replicates (it has lightyear's
+/// `Replicate`). The server's word on it is final.
+#[derive(Component, Copy, Clone, Debug, Default, PartialEq, Eq, Reflect)]
+#[reflect(Component)]
+pub struct Authority;
+
+/// On a client: a replicated entity this client controls (its own character), which it
+/// predicts.
+#[derive(Component, Copy, Clone, Debug, Default, PartialEq, Eq, Reflect)]
+#[reflect(Component)]
+pub struct AutonomousProxy;
+
+/// On a client: a replicated entity someone else controls, which it only shows, smoothed.
+#[derive(Component, Copy, Clone, Debug, Default, PartialEq, Eq, Reflect)]
+#[reflect(Component)]
+pub struct SimulatedProxy;
+
+pub(crate) fn register(app: &mut App) {
+    app.register_type::<(Authority, AutonomousProxy, SimulatedProxy)>()
+        .add_observer(on_replicate)
+        .add_observer(on_replicated)
+        .add_observer(on_controlled)
+        .add_observer(on_controlled_removed);
+}
+
+fn on_replicate(add: On<Add, Replicate>, mut commands: Commands) {
+    commands.entity(add.entity).insert(Authority);
+}
+
+fn on_replicated(
+    add: On<Add, Replicated>,
+    mut commands: Commands,
+    controlled: Query<Has<Controlled>>,
+) {
+    let entity = add.entity;
+    if controlled.get(entity).unwrap_or(false) {
+        commands
+            .entity(entity)
+            .insert(AutonomousProxy)
+            .remove::<SimulatedProxy>();
+    } else {
+        commands
+            .entity(entity)
+            .insert(SimulatedProxy)
+            .remove::<AutonomousProxy>();
+    }
+}
+
+fn on_controlled(
+    add: On<Add, Controlled>,
+    mut commands: Commands,
+    replicated: Query<(), With<Replicated>>,
+) {
+    if replicated.contains(add.entity) {
+        commands
+            .entity(add.entity)
+            .insert(AutonomousProxy)
+            .remove::<SimulatedProxy>();
+    }
+}
+
+fn on_controlled_removed(
+    remove: On<Remove, Controlled>,
+    mut commands: Commands,
+    replicated: Query<(), With<Replicated>>,
+) {
+    if replicated.contains(remove.entity) {
+        commands
+            .entity(remove.entity)
+            .try_insert(SimulatedProxy)
+            .try_remove::<AutonomousProxy>();
+    }
+}

@@ -1,0 +1,252 @@
+//! [`UdpSession`]: a server and N clients in one process over real UDP sockets on loopback, in
+//! real time. The ping example runs on it, and tests use it to check that real-time runs
+//! measure real time whatever clock the build compiled in.
+
+use bevy::app::PluginsState;
+use bevy::prelude::*;
+use bevy::state::app::StatesPlugin;
+use core::net::{Ipv4Addr, SocketAddr};
+use core::time::Duration;
+use lightyear::netcode::client_plugin::NetcodeConfig as ClientNetcodeConfig;
+use lightyear::netcode::server_plugin::NetcodeConfig as ServerNetcodeConfig;
+use lightyear::prelude::client::{ClientPlugins, NetcodeClient};
+use lightyear::prelude::server::{ClientOf, NetcodeServer, ServerPlugins, ServerUdpIo, Start};
+use lightyear::prelude::*;
+use unlag_core::LinkConditions;
+use unlag_net::{
+    NetClock, NetConditions, NetTimeSource, UnlagNetPlugin, real_elapsed, with_net_clock_at,
+};
+
+use crate::{PRIVATE_KEY, PROTOCOL_ID};
+
+/// How a [`UdpSession`] is set up.
+#[derive(Clone, Debug)]
+pub struct UdpSessionConfig {
+    /// Number of client Apps.
+    pub clients: usize,
+    /// Network conditions every client simulates on its link (both directions).
+    pub conditions: LinkConditions,
+    /// Seed of the simulated randomness; client `i` uses `seed + i`.
+    pub seed: u64,
+    /// Simulation ticks per second.
+    pub tick_rate_hz: f64,
+    /// Frames per second the session is stepped at (it sleeps between frames).
+    pub frame_rate_hz: f64,
+}
+
+impl Default for UdpSessionConfig {
+    fn default() -> Self {
+        Self {
+            clients: 2,
+            conditions: LinkConditions::default(),
+            seed: 1,
+            tick_rate_hz: 60.0,
+            frame_rate_hz: 250.0,
+        }
+    }
+}
+
+/// A server and N clients over real UDP sockets on `127.0.0.1`, stepped in real time.
+pub struct UdpSession {
+    server: App,
+    clients: Vec<App>,
+    server_addr: SocketAddr,
+    frame: Duration,
+    next_frame: Duration,
+}
+
+fn real_time_app() -> App {
+    let mut app = App::new();
+    app.add_plugins((MinimalPlugins, StatesPlugin));
+    app
+}
+
+fn finish(app: &mut App) {
+    while app.plugins_state() == PluginsState::Adding {
+        bevy::tasks::tick_global_task_pools_on_main_thread();
+    }
+    app.finish();
+    app.cleanup();
+}
+
+impl UdpSession {
+    /// Binds the server on an ephemeral loopback port and starts connecting the clients.
+    /// Panics if `config.conditions` are invalid.
+    pub fn new(config: UdpSessionConfig) -> Self {
+        let tick = Duration::from_secs_f64(1.0 / config.tick_rate_hz);
+        let net = UnlagNetPlugin {
+            time_source: NetTimeSource::Real,
+            ..default()
+        };
+        let mut server = real_time_app();
+        server
+            .add_plugins(ServerPlugins {
+                tick_duration: tick,
+            })
+            .add_plugins(net.clone())
+            .insert_resource(
+                NetConditions::new(config.conditions, config.seed).expect("conditions"),
+            );
+        finish(&mut server);
+        let world = server.world_mut();
+        let server_entity = world
+            .spawn((
+                NetcodeServer::new(ServerNetcodeConfig {
+                    protocol_id: PROTOCOL_ID,
+                    private_key: PRIVATE_KEY,
+                    ..default()
+                }),
+                LocalAddr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0)),
+                ServerUdpIo::default(),
+            ))
+            .id();
+        world.trigger(Start {
+            entity: server_entity,
+        });
+        world.flush();
+        server.add_observer(|add: On<Add, LinkOf>, mut commands: Commands| {
+            commands
+                .entity(add.entity)
+                .insert((ReplicationSender, ReplicationReceiver));
+        });
+        let server_addr = server
+            .world()
+            .get::<LocalAddr>(server_entity)
+            .expect("server LocalAddr")
+            .0;
+
+        let mut clients = Vec::new();
+        for i in 0..config.clients {
+            let mut app = real_time_app();
+            app.add_plugins(ClientPlugins {
+                tick_duration: tick,
+            })
+            .add_plugins(net.clone())
+            .insert_resource(
+                NetConditions::new(config.conditions, config.seed + i as u64).expect("conditions"),
+            );
+            finish(&mut app);
+            let auth = Authentication::Manual {
+                server_addr,
+                client_id: i as u64 + 1,
+                private_key: PRIVATE_KEY,
+                protocol_id: PROTOCOL_ID,
+            };
+            let world = app.world_mut();
+            let entity = world
+                .spawn((
+                    Client,
+                    LocalAddr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0)),
+                    PeerAddr(server_addr),
+                    UdpIo::default(),
+                    ReplicationSender,
+                    ReplicationReceiver,
+                    NetcodeClient::new(auth, ClientNetcodeConfig::default())
+                        .expect("netcode client"),
+                ))
+                .id();
+            world.trigger(Connect { entity });
+            world.flush();
+            clients.push(app);
+        }
+        Self {
+            server,
+            clients,
+            server_addr,
+            frame: Duration::from_secs_f64(1.0 / config.frame_rate_hz),
+            next_frame: real_elapsed(),
+        }
+    }
+
+    /// The server's UDP address.
+    pub fn server_addr(&self) -> SocketAddr {
+        self.server_addr
+    }
+
+    /// The UDP addresses of the connected clients, as the server sees them.
+    pub fn client_addrs(&mut self) -> Vec<SocketAddr> {
+        let world = self.server.world_mut();
+        let mut q = world.query_filtered::<&PeerAddr, (With<ClientOf>, With<Connected>)>();
+        q.iter(world).map(|a| a.0).collect()
+    }
+
+    /// The server's World.
+    pub fn server_world(&self) -> &World {
+        self.server.world()
+    }
+
+    /// The server's World, mutably.
+    pub fn server_world_mut(&mut self) -> &mut World {
+        self.server.world_mut()
+    }
+
+    /// Client `i`'s World.
+    pub fn client_world(&self, i: usize) -> &World {
+        self.clients[i].world()
+    }
+
+    /// Client `i`'s World, mutably.
+    pub fn client_world_mut(&mut self, i: usize) -> &mut World {
+        self.clients[i].world_mut()
+    }
+
+    /// Number of clients.
+    pub fn client_count(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// Client `i`'s [`NetClock`].
+    pub fn client_clock(&self, i: usize) -> &NetClock {
+        self.clients[i].world().resource::<NetClock>()
+    }
+
+    /// Whether every client is connected and synced.
+    pub fn all_synced(&self) -> bool {
+        (0..self.clients.len()).all(|i| self.client_clock(i).synced)
+    }
+
+    /// The server's time now, seconds (ticks simulated plus overstep).
+    pub fn server_time(&self) -> f64 {
+        crate::measure::server_time(self.server.world())
+    }
+
+    /// Sleeps until the next frame is due, then updates the server and every client.
+    pub fn step(&mut self) {
+        let now = real_elapsed();
+        if self.next_frame > now {
+            std::thread::sleep(self.next_frame - now);
+        }
+        self.next_frame = self.next_frame.max(now) + self.frame;
+        let (server, clients) = (&mut self.server, &mut self.clients);
+        with_net_clock_at(real_elapsed(), || {
+            server.update();
+            for client in clients.iter_mut() {
+                client.update();
+            }
+        });
+    }
+
+    /// Steps for `duration` of real time.
+    pub fn run_for(&mut self, duration: Duration) {
+        let end = real_elapsed() + duration;
+        while real_elapsed() < end {
+            self.step();
+        }
+    }
+
+    /// Steps until `done` holds or `timeout` of real time has passed; returns whether it held.
+    pub fn run_until(
+        &mut self,
+        timeout: Duration,
+        mut done: impl FnMut(&UdpSession) -> bool,
+    ) -> bool {
+        let end = real_elapsed() + timeout;
+        while real_elapsed() < end {
+            self.step();
+            if done(self) {
+                return true;
+            }
+        }
+        false
+    }
+}

@@ -1,0 +1,330 @@
+//! The net layer on the in-process testbed: connection, time sync, RTT, conditions, roles, the
+//! high-ping warning and malformed datagrams.
+
+use bevy::prelude::*;
+use core::time::Duration;
+use lightyear::prelude::server::ClientOf;
+use lightyear::prelude::*;
+use std::sync::{Arc, Mutex};
+use unlag::net::{
+    Authority, AutonomousProxy, HighPing, HighPingSettings, LinkConditions, LinkTraffic, NetClock,
+    NetConditions, NetProtocol, PingMonitor, RemoteClientClock, SimulatedProxy,
+};
+use unlag_testbed::{Testbed, TestbedConfig};
+
+const TICK: f64 = 1.0 / 60.0;
+
+fn conditions(rtt_ms: u64, jitter_ms: u64, loss: f32) -> LinkConditions {
+    LinkConditions::new(
+        Duration::from_millis(rtt_ms),
+        Duration::from_millis(jitter_ms),
+        loss,
+    )
+}
+
+fn testbed(clients: usize, c: LinkConditions) -> Testbed {
+    Testbed::new(TestbedConfig {
+        clients,
+        conditions: c,
+        ..default()
+    })
+}
+
+/// Connects under the given conditions and checks sync time, server-time error and RTT.
+fn sync_under(rtt_ms: u64) {
+    let jitter = 0.020;
+    let mut tb = testbed(2, conditions(rtt_ms, 20, 0.05));
+    assert!(
+        tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()),
+        "clients not synced within 3 s at {rtt_ms} ms"
+    );
+    // Let the estimators settle, then measure over 10 s.
+    tb.run_for(Duration::from_secs(3));
+    tb.reset_measures();
+    tb.run_for(Duration::from_secs(10));
+    for i in 0..2 {
+        let m = tb.measures(i);
+        let err = m.server_time_error;
+        println!("rtt {rtt_ms} ms client {i}: {m:?}");
+        assert!(err.count > 2000, "synced the whole time: {}", err.count);
+        let worst = err.max.abs().max(err.min.abs());
+        assert!(
+            worst <= jitter + TICK,
+            "server-time error {worst:.4} s above jitter + one tick at {rtt_ms} ms"
+        );
+        let configured = rtt_ms as f64 / 1000.0;
+        let tolerance = (configured * 0.10).max(0.005);
+        let rtt = m.rtt_over_time.mean;
+        assert!(
+            (rtt - configured).abs() <= tolerance,
+            "measured RTT {rtt:.4} s vs configured {configured} s"
+        );
+        assert!(m.bytes_up_per_sec > 0.0 && m.bytes_down_per_sec > 0.0);
+        assert!(
+            m.down_by_kind
+                .iter()
+                .any(|k| k.kind == "NetBeat" && k.messages_per_sec > 5.0)
+        );
+        assert!(m.up_by_kind.iter().any(|k| k.kind == "DelayReport"));
+    }
+}
+
+#[test]
+fn sync_at_0_ms() {
+    sync_under(0);
+}
+
+#[test]
+fn sync_at_100_ms() {
+    sync_under(100);
+}
+
+#[test]
+fn sync_at_300_ms() {
+    sync_under(300);
+}
+
+#[test]
+fn view_time_sits_behind_server_time_and_server_knows_it() {
+    let mut tb = testbed(1, conditions(100, 0, 0.0));
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    tb.run_for(Duration::from_secs(3));
+    let clock = tb.client_clock(0).clone();
+    // 20 Hz updates, no jitter, no loss: one interval of delay.
+    assert!(
+        (clock.interpolation_delay - 0.05).abs() < 0.005,
+        "{clock:?}"
+    );
+    let expected = clock.server_time - clock.rtt / 2.0 - clock.interpolation_delay;
+    assert!((clock.view_time() - expected).abs() < 1e-9);
+    let link = tb.server_link(0).unwrap();
+    let server_time = tb.server_world().resource::<NetClock>().server_time;
+    let remote = tb
+        .server_world()
+        .get::<RemoteClientClock>(link)
+        .unwrap()
+        .clone();
+    assert!(remote.reported);
+    assert!((remote.interpolation_delay - clock.interpolation_delay).abs() < 0.01);
+    // The server's estimate of the client's view time agrees with the client's own.
+    assert!(
+        (remote.view_time(server_time) - clock.view_time()).abs() < 0.02,
+        "server thinks {} client says {}",
+        remote.view_time(server_time),
+        clock.view_time()
+    );
+}
+
+#[test]
+fn delay_grows_with_loss_and_update_interval() {
+    let mut tb = testbed(1, conditions(50, 0, 0.10));
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    tb.run_for(Duration::from_secs(8));
+    let clock = tb.client_clock(0).clone();
+    assert!(clock.loss > 0.03 && clock.loss < 0.25, "{clock:?}");
+    // Two intervals of 50 ms to bridge a lost update.
+    assert!(
+        (clock.target_interpolation_delay - 0.10).abs() < 0.01,
+        "{clock:?}"
+    );
+    let slow = LinkConditions {
+        update_rate_hz: 10.0,
+        loss: 0.0,
+        ..conditions(50, 0, 0.0)
+    };
+    tb.set_conditions(slow).unwrap();
+    tb.run_for(Duration::from_secs(2));
+    assert!((tb.client_clock(0).send_interval - 0.1).abs() < 1e-6);
+}
+
+#[test]
+fn changing_conditions_changes_rtt_within_2s_and_invalid_ones_change_nothing() {
+    let mut tb = testbed(1, conditions(50, 0, 0.0));
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    tb.run_for(Duration::from_secs(2));
+    let before = tb.client_clock(0).rtt;
+    assert!((before - 0.05).abs() < 0.006, "{before}");
+
+    tb.set_conditions(conditions(250, 0, 0.0)).unwrap();
+    tb.run_for(Duration::from_secs(2));
+    let after = tb.client_clock(0).rtt;
+    println!("rtt before {before} after {after}");
+    assert!(
+        after > 0.15,
+        "RTT {after} s has not followed the change to 250 ms"
+    );
+
+    let current = *tb.client_world(0).resource::<NetConditions>().get();
+    for bad in [
+        conditions(2500, 0, 0.0),
+        conditions(100, 600, 0.0),
+        conditions(100, 0, 1.5),
+        conditions(100, 0, f32::NAN),
+    ] {
+        assert!(tb.set_conditions(bad).is_err(), "{bad:?} accepted");
+        assert!(tb.set_client_conditions(0, bad).is_err());
+    }
+    assert_eq!(
+        *tb.client_world(0).resource::<NetConditions>().get(),
+        current
+    );
+    tb.run_for(Duration::from_secs(3));
+    let settled = tb.client_clock(0).rtt;
+    assert!(
+        (settled - 0.25).abs() < 0.025,
+        "RTT {settled} after refused changes"
+    );
+}
+
+#[test]
+fn high_ping_warning_raised_and_cleared() {
+    let mut tb = testbed(1, conditions(50, 0, 0.0));
+    let settings = HighPingSettings {
+        check_interval: 1.0,
+        threshold: 0.150,
+        display_time: 1.0,
+        max_prediction_ping: 0.160,
+    };
+    tb.client_world_mut(0)
+        .insert_resource(PingMonitor::new(settings));
+    let events: Arc<Mutex<Vec<bool>>> = Arc::default();
+    let sink = events.clone();
+    tb.client_world_mut(0).add_observer(move |e: On<HighPing>| {
+        sink.lock().unwrap().push(e.raised);
+    });
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    tb.run_for(Duration::from_secs(2));
+    assert!(!tb.client_world(0).resource::<PingMonitor>().is_high());
+
+    tb.set_conditions(conditions(400, 0, 0.0)).unwrap();
+    assert!(
+        tb.run_until(Duration::from_secs(10), |tb| {
+            tb.client_world(0).resource::<PingMonitor>().is_high()
+        }),
+        "no warning at 400 ms"
+    );
+    assert!(
+        tb.client_world(0)
+            .resource::<PingMonitor>()
+            .above_max_prediction_ping()
+    );
+    assert_eq!(*events.lock().unwrap(), vec![true]);
+
+    tb.set_conditions(conditions(50, 0, 0.0)).unwrap();
+    assert!(
+        tb.run_until(Duration::from_secs(15), |tb| {
+            !tb.client_world(0).resource::<PingMonitor>().is_high()
+        }),
+        "warning never cleared"
+    );
+    assert_eq!(*events.lock().unwrap(), vec![true, false]);
+    assert!(
+        !tb.client_world(0)
+            .resource::<PingMonitor>()
+            .above_max_prediction_ping()
+    );
+}
+
+#[test]
+fn same_plugins_give_the_same_protocol_and_roles_follow_control() {
+    let mut tb = testbed(2, LinkConditions::default());
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    let server_protocol = tb
+        .server_world()
+        .resource::<NetProtocol>()
+        .messages()
+        .to_vec();
+    assert!(!server_protocol.is_empty());
+    for i in 0..2 {
+        assert_eq!(
+            tb.client_world(i).resource::<NetProtocol>().messages(),
+            server_protocol.as_slice()
+        );
+    }
+
+    let owner = tb.server_link(0).unwrap();
+    let character = tb
+        .server_world_mut()
+        .spawn((
+            Name::new("character"),
+            Replicate::to_clients(NetworkTarget::All),
+            ControlledBy {
+                owner,
+                lifetime: Lifetime::default(),
+            },
+        ))
+        .id();
+    tb.run_for(Duration::from_millis(500));
+    assert!(tb.server_world().get::<Authority>(character).is_some());
+    let roles = |tb: &mut Testbed, i: usize| {
+        let world = tb.client_world_mut(i);
+        let mut q =
+            world.query_filtered::<(Has<AutonomousProxy>, Has<SimulatedProxy>), With<Replicated>>();
+        q.iter(world).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        roles(&mut tb, 0),
+        vec![(true, false)],
+        "owner predicts its own entity"
+    );
+    assert_eq!(
+        roles(&mut tb, 1),
+        vec![(false, true)],
+        "others only show it"
+    );
+}
+
+#[test]
+fn malformed_datagrams_are_dropped_and_play_goes_on() {
+    let mut tb = testbed(1, conditions(50, 0, 0.0));
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    tb.run_for(Duration::from_secs(1));
+    let link = tb.server_link(0).unwrap();
+    let client = tb.client_entity(0).unwrap();
+    let garbage: Vec<Vec<u8>> = vec![
+        vec![],
+        vec![0xFF],
+        vec![0xFF; 40], // packet kind 15, sequence length 15: panics netcode's parser
+        vec![
+            0x9F, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+        ],
+        vec![0x15, 1, 2], // a truncated payload packet: netcode rejects it itself
+    ];
+    let beats_before = tb.measures(0);
+    for _ in 0..50 {
+        for g in &garbage {
+            let payload = lightyear::link::RecvPayload::from(&g[..]);
+            tb.server_world_mut()
+                .get_mut::<Link>(link)
+                .unwrap()
+                .recv
+                .push_raw(payload.clone());
+            tb.client_world_mut(0)
+                .get_mut::<Link>(client)
+                .unwrap()
+                .recv
+                .push_raw(payload);
+        }
+        tb.step();
+    }
+    tb.run_for(Duration::from_secs(2));
+    let dropped = tb
+        .server_world()
+        .get::<LinkTraffic>(link)
+        .unwrap()
+        .malformed_dropped;
+    assert_eq!(dropped, 50 * 4);
+    assert!(tb.client_clock(0).synced);
+    assert!(tb.server_world().get::<Connected>(link).is_some());
+    assert!(tb.server_world().get::<ClientOf>(link).is_some());
+    let after = tb.measures(0);
+    assert!(
+        after
+            .down_by_kind
+            .iter()
+            .map(|k| k.messages_per_sec)
+            .sum::<f64>()
+            > 0.0
+    );
+    assert!(after.seconds > beats_before.seconds);
+}
