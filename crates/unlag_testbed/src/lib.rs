@@ -20,26 +20,28 @@
 //! carry the wall-clock time and random nonces, and Bevy may run systems of one schedule in a
 //! different order on several threads, so runs agree closely but not bit for bit.
 
+mod apps;
 mod measure;
 mod udp;
+
+pub use apps::NetApps;
 
 pub use measure::{ClientMeasures, KindRate};
 pub use udp::{UdpSession, UdpSessionConfig};
 
-use bevy::app::{Plugins, PluginsState};
+use bevy::app::Plugins;
 use bevy::prelude::*;
 use bevy::state::app::StatesPlugin;
 use bevy::time::TimeUpdateStrategy;
 use core::net::{Ipv4Addr, SocketAddr};
 use core::time::Duration;
 use lightyear::crossbeam::CrossbeamIo;
-use lightyear::netcode::client_plugin::NetcodeConfig as ClientNetcodeConfig;
 use lightyear::netcode::server_plugin::NetcodeConfig as ServerNetcodeConfig;
-use lightyear::prelude::client::{ClientPlugins, NetcodeClient};
+use lightyear::prelude::client::ClientPlugins;
 use lightyear::prelude::server::{NetcodeServer, ServerPlugins, Start};
 use lightyear::prelude::*;
 use unlag_core::{ConditionsError, LinkConditions};
-use unlag_net::{NetClock, NetConditions, NetTimeSource, UnlagNetPlugin, with_net_clock_at};
+use unlag_net::{NetConditions, NetTimeSource, UnlagNetPlugin};
 
 /// Protocol id of testbed connections.
 pub const PROTOCOL_ID: u64 = 0x0075_6E6C_6167; // "unlag"
@@ -79,8 +81,7 @@ impl Default for TestbedConfig {
 /// One server App and N client Apps in one process (see the crate docs).
 pub struct Testbed {
     config: TestbedConfig,
-    server: App,
-    clients: Vec<App>,
+    apps: NetApps,
     server_entity: Option<Entity>,
     client_entities: Vec<Entity>,
     server_links: Vec<Entity>,
@@ -133,8 +134,7 @@ impl Testbed {
         Self {
             measures: vec![measure::Recorder::default(); config.clients],
             config,
-            server,
-            clients,
+            apps: NetApps { server, clients },
             server_entity: None,
             client_entities: Vec::new(),
             server_links: Vec::new(),
@@ -147,8 +147,8 @@ impl Testbed {
     /// sides. Must be called before the first step.
     pub fn add_plugins<M>(&mut self, plugins: impl Plugins<M> + Clone) -> &mut Self {
         assert!(self.server_entity.is_none(), "add plugins before stepping");
-        self.server.add_plugins(plugins.clone());
-        for app in &mut self.clients {
+        self.apps.server.add_plugins(plugins.clone());
+        for app in &mut self.apps.clients {
             app.add_plugins(plugins.clone());
         }
         self
@@ -169,41 +169,6 @@ impl Testbed {
         self.frame
     }
 
-    /// The server App.
-    pub fn server(&mut self) -> &mut App {
-        &mut self.server
-    }
-
-    /// The server's World.
-    pub fn server_world(&self) -> &World {
-        self.server.world()
-    }
-
-    /// The server's World, mutably.
-    pub fn server_world_mut(&mut self) -> &mut World {
-        self.server.world_mut()
-    }
-
-    /// Client App `i`.
-    pub fn client(&mut self, i: usize) -> &mut App {
-        &mut self.clients[i]
-    }
-
-    /// Client `i`'s World.
-    pub fn client_world(&self, i: usize) -> &World {
-        self.clients[i].world()
-    }
-
-    /// Client `i`'s World, mutably.
-    pub fn client_world_mut(&mut self, i: usize) -> &mut World {
-        self.clients[i].world_mut()
-    }
-
-    /// Number of clients.
-    pub fn client_count(&self) -> usize {
-        self.clients.len()
-    }
-
     /// Client `i`'s link entity (in its World), once started.
     pub fn client_entity(&self, i: usize) -> Option<Entity> {
         self.client_entities.get(i).copied()
@@ -214,25 +179,16 @@ impl Testbed {
         self.server_links.get(i).copied()
     }
 
-    /// Client `i`'s [`NetClock`].
-    pub fn client_clock(&self, i: usize) -> &NetClock {
-        self.clients[i].world().resource::<NetClock>()
-    }
-
-    /// Whether every client is connected and has a server-time estimate.
-    pub fn all_synced(&self) -> bool {
-        (0..self.clients.len()).all(|i| self.client_clock(i).synced)
-    }
-
     /// Changes the conditions of every client (and the server's update rate) at runtime; invalid
     /// conditions change nothing.
     pub fn set_conditions(&mut self, conditions: LinkConditions) -> Result<(), ConditionsError> {
         conditions.validate()?;
-        self.server
+        self.apps
+            .server
             .world_mut()
             .resource_mut::<NetConditions>()
             .set(conditions)?;
-        for i in 0..self.clients.len() {
+        for i in 0..self.apps.clients.len() {
             self.set_client_conditions(i, conditions)?;
         }
         Ok(())
@@ -244,22 +200,16 @@ impl Testbed {
         i: usize,
         conditions: LinkConditions,
     ) -> Result<(), ConditionsError> {
-        self.clients[i]
+        self.apps.clients[i]
             .world_mut()
             .resource_mut::<NetConditions>()
             .set(conditions)
     }
 
     fn start(&mut self) {
-        for app in std::iter::once(&mut self.server).chain(self.clients.iter_mut()) {
-            while app.plugins_state() == PluginsState::Adding {
-                bevy::tasks::tick_global_task_pools_on_main_thread();
-            }
-            app.finish();
-            app.cleanup();
-        }
+        self.apps.finish_all();
         let server_addr = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 5000);
-        let world = self.server.world_mut();
+        let world = self.apps.server.world_mut();
         let server = world
             .spawn(NetcodeServer::new(ServerNetcodeConfig {
                 protocol_id: PROTOCOL_ID,
@@ -272,9 +222,9 @@ impl Testbed {
         world.trigger(Start { entity: server });
         world.flush();
         self.server_entity = Some(server);
-        for (i, client) in self.clients.iter_mut().enumerate() {
+        for (i, client) in self.apps.clients.iter_mut().enumerate() {
             let (client_io, server_io) = CrossbeamIo::new_pair();
-            let world = self.server.world_mut();
+            let world = self.apps.server.world_mut();
             let link = world
                 .spawn((
                     LinkOf { server },
@@ -288,25 +238,7 @@ impl Testbed {
             world.trigger(LinkStart { entity: link });
             world.flush();
             self.server_links.push(link);
-            let auth = Authentication::Manual {
-                server_addr,
-                client_id: i as u64 + 1,
-                private_key: PRIVATE_KEY,
-                protocol_id: PROTOCOL_ID,
-            };
-            let world = client.world_mut();
-            let entity = world
-                .spawn((
-                    Client,
-                    client_io,
-                    ReplicationSender,
-                    ReplicationReceiver,
-                    NetcodeClient::new(auth, ClientNetcodeConfig::default())
-                        .expect("netcode client"),
-                ))
-                .id();
-            world.trigger(Connect { entity });
-            world.flush();
+            let entity = apps::connect_client(client, client_io, server_addr, i as u64 + 1);
             self.client_entities.push(entity);
         }
     }
@@ -317,16 +249,10 @@ impl Testbed {
             self.start();
         }
         self.now += self.frame;
-        let (server, clients) = (&mut self.server, &mut self.clients);
-        with_net_clock_at(self.now, || {
-            server.update();
-            for client in clients.iter_mut() {
-                client.update();
-            }
-        });
-        let true_server_time = measure::server_time(self.server.world());
+        self.apps.update_all(self.now);
+        let true_server_time = measure::server_time(self.apps.server.world());
         for (i, recorder) in self.measures.iter_mut().enumerate() {
-            recorder.sample(self.clients[i].world(), true_server_time);
+            recorder.sample(self.apps.clients[i].world(), true_server_time);
         }
     }
 
@@ -355,12 +281,12 @@ impl Testbed {
     /// happens from now on.
     pub fn reset_measures(&mut self) {
         for (i, recorder) in self.measures.iter_mut().enumerate() {
-            let client = self.clients[i].world();
+            let client = self.apps.clients[i].world();
             let server_link = self.server_links.get(i).copied();
             recorder.reset(
                 self.now,
                 client,
-                server_link.map(|e| (self.server.world(), e)),
+                server_link.map(|e| (self.apps.server.world(), e)),
             );
         }
     }
@@ -371,8 +297,21 @@ impl Testbed {
         let server_link = self.server_links.get(i).copied();
         self.measures[i].report(
             self.now,
-            self.clients[i].world(),
-            server_link.map(|e| (self.server.world(), e)),
+            self.apps.clients[i].world(),
+            server_link.map(|e| (self.apps.server.world(), e)),
         )
+    }
+}
+
+impl core::ops::Deref for Testbed {
+    type Target = NetApps;
+    fn deref(&self) -> &NetApps {
+        &self.apps
+    }
+}
+
+impl core::ops::DerefMut for Testbed {
+    fn deref_mut(&mut self) -> &mut NetApps {
+        &mut self.apps
     }
 }

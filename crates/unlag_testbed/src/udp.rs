@@ -2,22 +2,18 @@
 //! real time. The ping example runs on it, and tests use it to check that real-time runs
 //! measure real time whatever clock the build compiled in.
 
-use bevy::app::PluginsState;
 use bevy::prelude::*;
 use bevy::state::app::StatesPlugin;
 use core::net::{Ipv4Addr, SocketAddr};
 use core::time::Duration;
-use lightyear::netcode::client_plugin::NetcodeConfig as ClientNetcodeConfig;
 use lightyear::netcode::server_plugin::NetcodeConfig as ServerNetcodeConfig;
-use lightyear::prelude::client::{ClientPlugins, NetcodeClient};
+use lightyear::prelude::client::ClientPlugins;
 use lightyear::prelude::server::{ClientOf, NetcodeServer, ServerPlugins, ServerUdpIo, Start};
 use lightyear::prelude::*;
 use unlag_core::LinkConditions;
-use unlag_net::{
-    NetClock, NetConditions, NetTimeSource, UnlagNetPlugin, real_elapsed, with_net_clock_at,
-};
+use unlag_net::{NetConditions, NetTimeSource, UnlagNetPlugin, real_elapsed};
 
-use crate::{PRIVATE_KEY, PROTOCOL_ID};
+use crate::{NetApps, PRIVATE_KEY, PROTOCOL_ID};
 
 /// How a [`UdpSession`] is set up.
 #[derive(Clone, Debug)]
@@ -48,8 +44,7 @@ impl Default for UdpSessionConfig {
 
 /// A server and N clients over real UDP sockets on `127.0.0.1`, stepped in real time.
 pub struct UdpSession {
-    server: App,
-    clients: Vec<App>,
+    apps: NetApps,
     server_addr: SocketAddr,
     frame: Duration,
     next_frame: Duration,
@@ -59,14 +54,6 @@ fn real_time_app() -> App {
     let mut app = App::new();
     app.add_plugins((MinimalPlugins, StatesPlugin));
     app
-}
-
-fn finish(app: &mut App) {
-    while app.plugins_state() == PluginsState::Adding {
-        bevy::tasks::tick_global_task_pools_on_main_thread();
-    }
-    app.finish();
-    app.cleanup();
 }
 
 impl UdpSession {
@@ -87,7 +74,7 @@ impl UdpSession {
             .insert_resource(
                 NetConditions::new(config.conditions, config.seed).expect("conditions"),
             );
-        finish(&mut server);
+        crate::apps::finish_app(&mut server);
         let world = server.world_mut();
         let server_entity = world
             .spawn((
@@ -125,33 +112,21 @@ impl UdpSession {
             .insert_resource(
                 NetConditions::new(config.conditions, config.seed + i as u64).expect("conditions"),
             );
-            finish(&mut app);
-            let auth = Authentication::Manual {
-                server_addr,
-                client_id: i as u64 + 1,
-                private_key: PRIVATE_KEY,
-                protocol_id: PROTOCOL_ID,
-            };
-            let world = app.world_mut();
-            let entity = world
-                .spawn((
-                    Client,
+            crate::apps::finish_app(&mut app);
+            crate::apps::connect_client(
+                &mut app,
+                (
                     LocalAddr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0)),
                     PeerAddr(server_addr),
                     UdpIo::default(),
-                    ReplicationSender,
-                    ReplicationReceiver,
-                    NetcodeClient::new(auth, ClientNetcodeConfig::default())
-                        .expect("netcode client"),
-                ))
-                .id();
-            world.trigger(Connect { entity });
-            world.flush();
+                ),
+                server_addr,
+                i as u64 + 1,
+            );
             clients.push(app);
         }
         Self {
-            server,
-            clients,
+            apps: NetApps { server, clients },
             server_addr,
             frame: Duration::from_secs_f64(1.0 / config.frame_rate_hz),
             next_frame: real_elapsed(),
@@ -165,49 +140,9 @@ impl UdpSession {
 
     /// The UDP addresses of the connected clients, as the server sees them.
     pub fn client_addrs(&mut self) -> Vec<SocketAddr> {
-        let world = self.server.world_mut();
+        let world = self.apps.server.world_mut();
         let mut q = world.query_filtered::<&PeerAddr, (With<ClientOf>, With<Connected>)>();
         q.iter(world).map(|a| a.0).collect()
-    }
-
-    /// The server's World.
-    pub fn server_world(&self) -> &World {
-        self.server.world()
-    }
-
-    /// The server's World, mutably.
-    pub fn server_world_mut(&mut self) -> &mut World {
-        self.server.world_mut()
-    }
-
-    /// Client `i`'s World.
-    pub fn client_world(&self, i: usize) -> &World {
-        self.clients[i].world()
-    }
-
-    /// Client `i`'s World, mutably.
-    pub fn client_world_mut(&mut self, i: usize) -> &mut World {
-        self.clients[i].world_mut()
-    }
-
-    /// Number of clients.
-    pub fn client_count(&self) -> usize {
-        self.clients.len()
-    }
-
-    /// Client `i`'s [`NetClock`].
-    pub fn client_clock(&self, i: usize) -> &NetClock {
-        self.clients[i].world().resource::<NetClock>()
-    }
-
-    /// Whether every client is connected and synced.
-    pub fn all_synced(&self) -> bool {
-        (0..self.clients.len()).all(|i| self.client_clock(i).synced)
-    }
-
-    /// The server's time now, seconds (ticks simulated plus overstep).
-    pub fn server_time(&self) -> f64 {
-        crate::measure::server_time(self.server.world())
     }
 
     /// Sleeps until the next frame is due, then updates the server and every client.
@@ -217,13 +152,7 @@ impl UdpSession {
             std::thread::sleep(self.next_frame - now);
         }
         self.next_frame = self.next_frame.max(now) + self.frame;
-        let (server, clients) = (&mut self.server, &mut self.clients);
-        with_net_clock_at(real_elapsed(), || {
-            server.update();
-            for client in clients.iter_mut() {
-                client.update();
-            }
-        });
+        self.apps.update_all(real_elapsed());
     }
 
     /// Steps for `duration` of real time.
@@ -248,5 +177,18 @@ impl UdpSession {
             }
         }
         false
+    }
+}
+
+impl core::ops::Deref for UdpSession {
+    type Target = NetApps;
+    fn deref(&self) -> &NetApps {
+        &self.apps
+    }
+}
+
+impl core::ops::DerefMut for UdpSession {
+    fn deref_mut(&mut self) -> &mut NetApps {
+        &mut self.apps
     }
 }

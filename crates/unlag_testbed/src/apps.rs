@@ -1,0 +1,128 @@
+//! [`NetApps`]: a server App and its client Apps, stepped together under one clock value.
+
+use bevy::app::PluginsState;
+use bevy::prelude::*;
+use core::net::SocketAddr;
+use core::time::Duration;
+use lightyear::netcode::client_plugin::NetcodeConfig as ClientNetcodeConfig;
+use lightyear::prelude::client::NetcodeClient;
+use lightyear::prelude::*;
+use unlag_net::{NetClock, with_net_clock_at};
+
+use crate::{PRIVATE_KEY, PROTOCOL_ID};
+
+/// A server App and N client Apps in one process: what [`Testbed`](crate::Testbed) and
+/// [`UdpSession`](crate::UdpSession) share (both dereference to it).
+pub struct NetApps {
+    pub(crate) server: App,
+    pub(crate) clients: Vec<App>,
+}
+
+impl NetApps {
+    /// The server App.
+    pub fn server(&mut self) -> &mut App {
+        &mut self.server
+    }
+
+    /// The server's World.
+    pub fn server_world(&self) -> &World {
+        self.server.world()
+    }
+
+    /// The server's World, mutably.
+    pub fn server_world_mut(&mut self) -> &mut World {
+        self.server.world_mut()
+    }
+
+    /// Client App `i`.
+    pub fn client(&mut self, i: usize) -> &mut App {
+        &mut self.clients[i]
+    }
+
+    /// Client `i`'s World.
+    pub fn client_world(&self, i: usize) -> &World {
+        self.clients[i].world()
+    }
+
+    /// Client `i`'s World, mutably.
+    pub fn client_world_mut(&mut self, i: usize) -> &mut World {
+        self.clients[i].world_mut()
+    }
+
+    /// Number of clients.
+    pub fn client_count(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// Client `i`'s [`NetClock`].
+    pub fn client_clock(&self, i: usize) -> &NetClock {
+        self.clients[i].world().resource::<NetClock>()
+    }
+
+    /// Whether every client is connected and has a server-time estimate.
+    pub fn all_synced(&self) -> bool {
+        (0..self.clients.len()).all(|i| self.client_clock(i).synced)
+    }
+
+    /// The server's time now, seconds: its last simulated tick plus the overstep towards the
+    /// next.
+    pub fn server_time(&self) -> f64 {
+        crate::measure::server_time(self.server.world())
+    }
+
+    /// Finishes building every App (as `App::run` would) so they can be updated by hand.
+    pub(crate) fn finish_all(&mut self) {
+        for app in std::iter::once(&mut self.server).chain(self.clients.iter_mut()) {
+            finish_app(app);
+        }
+    }
+
+    /// Updates the server, then every client in order, with lightyear's clock at `now`.
+    pub(crate) fn update_all(&mut self, now: Duration) {
+        let (server, clients) = (&mut self.server, &mut self.clients);
+        with_net_clock_at(now, || {
+            server.update();
+            for client in clients.iter_mut() {
+                client.update();
+            }
+        });
+    }
+}
+
+/// Finishes building `app` (as `App::run` would) so it can be updated by hand.
+pub(crate) fn finish_app(app: &mut App) {
+    while app.plugins_state() == PluginsState::Adding {
+        bevy::tasks::tick_global_task_pools_on_main_thread();
+    }
+    app.finish();
+    app.cleanup();
+}
+
+/// Spawns client number `client_id` in `app`, over `transport`, and starts connecting it to
+/// the netcode server at `server_addr`. Returns the client's link entity.
+pub(crate) fn connect_client(
+    app: &mut App,
+    transport: impl Bundle,
+    server_addr: SocketAddr,
+    client_id: u64,
+) -> Entity {
+    let auth = Authentication::Manual {
+        server_addr,
+        client_id,
+        private_key: PRIVATE_KEY,
+        protocol_id: PROTOCOL_ID,
+    };
+    let world = app.world_mut();
+    let entity = world
+        .spawn((
+            Client,
+            transport,
+            ReplicationSender,
+            ReplicationReceiver,
+            NetcodeClient::new(auth, ClientNetcodeConfig::default()).expect("netcode client"),
+        ))
+        .id();
+    world.trigger(Connect { entity });
+    world.flush();
+    entity
+}
