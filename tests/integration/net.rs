@@ -52,6 +52,7 @@ fn sync_under(rtt_ms: u64) {
             worst <= jitter + TICK,
             "server-time error {worst:.4} s above jitter + one tick at {rtt_ms} ms"
         );
+        assert!(err.mean.abs() < TICK, "server-time bias {:.4} s", err.mean);
         let configured = rtt_ms as f64 / 1000.0;
         let tolerance = (configured * 0.10).max(0.005);
         let rtt = m.rtt_over_time.mean;

@@ -1,10 +1,11 @@
 //! Pure-Rust numerics of `unlag`, with no ECS: sequence arithmetic with wrap-around, network
-//! conditions and their validation, the interpolation-delay policy, the high-ping state machine,
+//! conditions and their validation, the server-clock estimator, the interpolation-delay policy, the high-ping state machine,
 //! a seeded link simulator (delay, jitter, loss) and statistics helpers.
 //!
 //! Everything here is deterministic and unit-tested without Bevy, so the tricky arithmetic can
 //! be checked in seconds; the plugins in the other crates are thin systems around it.
 
+pub mod clock;
 pub mod conditions;
 pub mod delay;
 pub mod linksim;
@@ -13,6 +14,7 @@ pub mod rng;
 pub mod seq;
 pub mod stats;
 
+pub use clock::ServerClockEstimator;
 pub use conditions::{ConditionsError, LinkConditions};
 pub use delay::{DelayController, DelayPolicy};
 pub use linksim::{LinkSimulator, LinkSimulatorStats, PathConditions};

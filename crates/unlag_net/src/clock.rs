@@ -3,9 +3,10 @@
 //!
 //! Definitions (seconds on the server's clock; see also [`unlag_core::delay`]):
 //!
-//! - **server time**: on the server its own simulation time (ticks × tick duration + overstep);
-//!   on a client the estimate of the server's current time, from the server ticks in every
-//!   packet header plus half the RTT (lightyear's remote timeline), smoothed.
+//! - **server time**: on the server its own simulation time (last tick × tick duration + the
+//!   virtual time since); on a client the estimate of the server's current time: each
+//!   [`NetBeat`] carries the server's exact time when sent, the client adds half the RTT and
+//!   averages the resulting clock offsets ([`ServerClockEstimator`]).
 //! - **one-way trip**: RTT / 2. The newest state a client can hold was sent at
 //!   `server_time − one_way`: no client can see the server closer than that.
 //! - **interpolation delay**: how far the view time sits behind that newest receivable state,
@@ -23,12 +24,10 @@ use crate::link::LinkTraffic;
 use crate::protocol::{NetDirection, NetMessageAppExt, UnreliableChannel};
 use bevy::prelude::*;
 use lightyear::core::tick::TickDuration;
-use lightyear::prelude::client::RemoteTimeline;
 use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
-use lightyear_sync::timeline::sync::SyncTargetTimeline;
 use serde::{Deserialize, Serialize};
-use unlag_core::{DelayController, DelayPolicy, Ewma, Seq16, SeqUnwrapper};
+use unlag_core::{DelayController, DelayPolicy, Ewma, Seq16, SeqUnwrapper, ServerClockEstimator};
 
 /// Largest interpolation delay a client may report, seconds; larger reports are clamped.
 pub const MAX_REPORTED_DELAY: f64 = 1.0;
@@ -110,12 +109,16 @@ impl RemoteClientClock {
     }
 }
 
-/// Server → client, every [`BEAT_INTERVAL`]: a sequence number (the client measures loss from
-/// the gaps) and the proxy update rate (the client's interpolation delay depends on it).
+/// Server → client, every [`BEAT_INTERVAL`]: the server's exact time (the client's clock
+/// estimate), a sequence number (the client measures loss from the gaps) and the proxy update
+/// rate (the client's interpolation delay depends on it).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct NetBeat {
     /// Increases by one per beat, wrapping.
     pub seq: Seq16,
+    /// The server's simulation time when it sent the beat, seconds: the stamp the client's
+    /// estimate of server time is built from.
+    pub server_time: f64,
     /// The default proxy update rate, Hz.
     pub update_rate_hz: f32,
 }
@@ -129,6 +132,9 @@ pub struct DelayReport {
     pub delay_us: u32,
 }
 
+/// Pongs needed before the RTT is trusted for the one-way trip.
+const MIN_PING_SAMPLES: u32 = 3;
+
 /// Weight of one beat in the loss average: about the last 50 beats (5 s) count.
 const LOSS_ALPHA: f64 = 0.02;
 
@@ -136,6 +142,8 @@ const LOSS_ALPHA: f64 = 0.02;
 #[derive(Resource)]
 pub(crate) struct ClientClockState {
     delay: DelayController,
+    server_clock: ServerClockEstimator,
+    rejected_beats: u64,
     beats: SeqUnwrapper,
     loss: Ewma,
     update_rate_hz: f32,
@@ -147,6 +155,8 @@ impl ClientClockState {
     pub(crate) fn new(policy: DelayPolicy) -> Self {
         Self {
             delay: DelayController::new(policy, policy.target(0.05, 0.0, 0.0)),
+            server_clock: ServerClockEstimator::default(),
+            rejected_beats: 0,
             beats: SeqUnwrapper::new(),
             loss: Ewma::new(),
             update_rate_hz: 20.0,
@@ -168,30 +178,105 @@ pub(crate) fn register(app: &mut App) {
         .add_net_message::<DelayReport>(NetDirection::ClientToServer);
 }
 
-fn server_time_of(timeline: &LocalTimeline, fixed: &Time<Fixed>, tick: f64) -> f64 {
-    (f64::from(timeline.tick().0) + fixed.overstep_fraction_f64()) * tick
+/// The server's simulation time now, seconds: the last simulated tick plus the virtual time
+/// elapsed since it. The same value anywhere in a frame (before the fixed loop it includes the
+/// time the loop is about to simulate).
+pub fn server_time_now(
+    timeline: &LocalTimeline,
+    virtual_time: &Time<Virtual>,
+    fixed: &Time<Fixed>,
+    tick: f64,
+) -> f64 {
+    f64::from(timeline.tick().0) * tick + (virtual_time.elapsed() - fixed.elapsed()).as_secs_f64()
 }
 
-/// PreUpdate on a client: reads lightyear's estimates into [`NetClock`].
+/// The server's simulation time now ([`server_time_now`]) read from a server App's World.
+pub fn server_time_of_world(world: &World) -> f64 {
+    server_time_now(
+        world.resource::<LocalTimeline>(),
+        world.resource::<Time<Virtual>>(),
+        world.resource::<Time<Fixed>>(),
+        world.resource::<TickDuration>().0.as_secs_f64(),
+    )
+}
+
+fn valid_beat(beat: &NetBeat) -> bool {
+    beat.update_rate_hz.is_finite()
+        && (unlag_core::conditions::MIN_UPDATE_RATE_HZ..=unlag_core::conditions::MAX_UPDATE_RATE_HZ)
+            .contains(&beat.update_rate_hz)
+        && beat.server_time.is_finite()
+        && beat.server_time >= 0.0
+}
+
+/// PreUpdate on a client: reads beats and lightyear's RTT and jitter into [`NetClock`].
 pub(crate) fn update_client_clock(
     real: Res<Time<Real>>,
     tick: Res<TickDuration>,
     mut clock: ResMut<NetClock>,
     mut state: ResMut<ClientClockState>,
-    link: Query<(&RemoteTimeline, &Link, Has<Connected>), With<Client>>,
+    mut link: Query<
+        (
+            &Link,
+            &PingManager,
+            Option<&mut MessageReceiver<NetBeat>>,
+            Has<Connected>,
+        ),
+        With<Client>,
+    >,
 ) {
-    let tick = tick.0.as_secs_f64();
-    clock.tick_duration = tick;
-    let Ok((remote, link, connected)) = link.single() else {
+    clock.tick_duration = tick.0.as_secs_f64();
+    let now = real.elapsed_secs_f64();
+    let Ok((link, ping, beats, connected)) = link.single_mut() else {
         clock.synced = false;
         return;
     };
-    clock.synced = connected && remote.is_initialized();
+    if !connected {
+        state.server_clock.reset();
+    }
     clock.rtt = link.stats.rtt.as_secs_f64();
     clock.jitter = link.stats.jitter.as_secs_f64();
-    if clock.synced {
-        let estimate = remote.current_estimate().value.to_num::<f64>();
-        clock.server_time = estimate * tick;
+    // Until a few pongs are in, half the RTT is not a one-way trip worth adding.
+    let rtt_known = ping.latency_samples_recv() >= MIN_PING_SAMPLES;
+    for beat in beats
+        .into_iter()
+        .flat_map(|mut b| b.receive().collect::<Vec<_>>())
+    {
+        if !valid_beat(&beat) {
+            state.rejected_beats += 1;
+            if state.rejected_beats % 100 == 1 {
+                warn!(
+                    "dropped a malformed NetBeat ({} so far): {beat:?}",
+                    state.rejected_beats
+                );
+            }
+            continue;
+        }
+        let previous = state.beats.latest();
+        let Some(n) = state.beats.unwrap(beat.seq) else {
+            continue;
+        };
+        state.update_rate_hz = beat.update_rate_hz;
+        match previous {
+            // A late beat was already counted as lost, and its stamp is stale.
+            Some(p) if n <= p => continue,
+            _ => {
+                let missed = previous.map_or(0, |p| n - p - 1).min(1000);
+                for _ in 0..missed {
+                    state.loss.add(1.0, LOSS_ALPHA, LOSS_ALPHA);
+                }
+                state.loss.add(0.0, LOSS_ALPHA, LOSS_ALPHA);
+            }
+        }
+        if connected && rtt_known {
+            state
+                .server_clock
+                .add_sample(now, beat.server_time, clock.rtt / 2.0);
+        }
+    }
+    let estimate = state.server_clock.server_time(now).filter(|_| connected);
+    clock.synced = estimate.is_some();
+    if let Some(server_time) = estimate {
+        clock.server_time = server_time;
     }
     clock.loss = state.loss.mean();
     clock.send_interval = 1.0 / f64::from(state.update_rate_hz);
@@ -204,49 +289,19 @@ pub(crate) fn update_client_clock(
     clock.target_interpolation_delay = state.delay.target();
 }
 
-/// Update on a client: reads beats (loss, update rate) and sends delay reports.
-pub(crate) fn client_beats(
+/// Update on a client: sends delay reports.
+pub(crate) fn send_delay_reports(
     real: Res<Time<Real>>,
     clock: Res<NetClock>,
     mut state: ResMut<ClientClockState>,
     mut link: Query<
-        (
-            &mut MessageReceiver<NetBeat>,
-            &mut MessageSender<DelayReport>,
-            &mut LinkTraffic,
-        ),
+        (&mut MessageSender<DelayReport>, &mut LinkTraffic),
         (With<Client>, With<Connected>),
     >,
 ) {
-    let Ok((mut beats, mut reports, mut traffic)) = link.single_mut() else {
+    let Ok((mut reports, mut traffic)) = link.single_mut() else {
         return;
     };
-    for beat in beats.receive() {
-        if !(beat.update_rate_hz.is_finite()
-            && (unlag_core::conditions::MIN_UPDATE_RATE_HZ
-                ..=unlag_core::conditions::MAX_UPDATE_RATE_HZ)
-                .contains(&beat.update_rate_hz))
-        {
-            warn!("dropped a NetBeat with update rate {}", beat.update_rate_hz);
-            continue;
-        }
-        let previous = state.beats.latest();
-        let Some(n) = state.beats.unwrap(beat.seq) else {
-            continue;
-        };
-        state.update_rate_hz = beat.update_rate_hz;
-        match previous {
-            // A late beat was already counted as lost; counting it again would skew the share.
-            Some(p) if n <= p => {}
-            _ => {
-                let missed = previous.map_or(0, |p| n - p - 1).min(1000);
-                for _ in 0..missed {
-                    state.loss.add(1.0, LOSS_ALPHA, LOSS_ALPHA);
-                }
-                state.loss.add(0.0, LOSS_ALPHA, LOSS_ALPHA);
-            }
-        }
-    }
     let now = real.elapsed_secs_f64();
     if clock.synced && now >= state.next_report {
         state.next_report = now + BEAT_INTERVAL;
@@ -271,6 +326,7 @@ pub(crate) struct ReportState {
 pub(crate) fn update_server_clock(
     tick: Res<TickDuration>,
     timeline: Res<LocalTimeline>,
+    virtual_time: Res<Time<Virtual>>,
     fixed: Res<Time<Fixed>>,
     mut clock: ResMut<NetClock>,
     mut clients: Query<(&Link, &mut RemoteClientClock), With<ClientOf>>,
@@ -278,7 +334,7 @@ pub(crate) fn update_server_clock(
     let tick = tick.0.as_secs_f64();
     *clock = NetClock {
         synced: true,
-        server_time: server_time_of(&timeline, &fixed, tick),
+        server_time: server_time_now(&timeline, &virtual_time, &fixed, tick),
         tick_duration: tick,
         ..default()
     };
@@ -291,6 +347,7 @@ pub(crate) fn update_server_clock(
 /// Update on the server: reads delay reports and sends beats.
 pub(crate) fn server_beats(
     real: Res<Time<Real>>,
+    clock: Res<NetClock>,
     conditions: Res<crate::NetConditions>,
     mut state: ResMut<ServerBeatState>,
     mut clients: Query<
@@ -310,6 +367,7 @@ pub(crate) fn server_beats(
         state.seq = state.seq.next();
         NetBeat {
             seq: state.seq,
+            server_time: clock.server_time,
             update_rate_hz: conditions.get().update_rate_hz,
         }
     });

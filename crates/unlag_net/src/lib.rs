@@ -14,6 +14,7 @@ mod time_source;
 
 pub use clock::{
     BEAT_INTERVAL, DelayReport, MAX_REPORTED_DELAY, NetBeat, NetClock, RemoteClientClock,
+    server_time_now, server_time_of_world,
 };
 pub use conditions::NetConditions;
 pub use link::{KindTraffic, LinkShaper, LinkTraffic, plausible_netcode_datagram};
@@ -152,7 +153,7 @@ impl Plugin for UnlagNetPlugin {
         .add_systems(
             Update,
             (
-                (clock::client_beats, ping::update_ping_monitor)
+                (clock::send_delay_reports, ping::update_ping_monitor)
                     .chain()
                     .run_if(any_with_component::<Client>),
                 clock::server_beats.run_if(any_with_component::<Server>),

@@ -3,7 +3,6 @@
 
 use bevy::prelude::*;
 use core::time::Duration;
-use lightyear::core::tick::TickDuration;
 use lightyear::prelude::*;
 use unlag_core::Summary;
 use unlag_net::{LinkTraffic, NetClock};
@@ -45,12 +44,9 @@ pub struct ClientMeasures {
     pub malformed_dropped: u64,
 }
 
-/// The server's time now, seconds: its last simulated tick plus the overstep towards the next.
+/// The server's time now, seconds (see [`unlag_net::server_time_of_world`]).
 pub fn server_time(server: &World) -> f64 {
-    let tick = server.resource::<TickDuration>().0.as_secs_f64();
-    let timeline = server.resource::<LocalTimeline>();
-    let fixed = server.resource::<Time<Fixed>>();
-    (f64::from(timeline.tick().0) + fixed.overstep_fraction_f64()) * tick
+    unlag_net::server_time_of_world(server)
 }
 
 fn client_traffic(client: &World) -> LinkTraffic {
