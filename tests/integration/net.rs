@@ -7,8 +7,9 @@ use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
 use std::sync::{Arc, Mutex};
 use unlag::net::{
-    Authority, AutonomousProxy, HighPing, HighPingSettings, LinkConditions, LinkTraffic, NetClock,
-    NetConditions, NetProtocol, PingMonitor, RemoteClientClock, SimulatedProxy,
+    Authority, AutonomousProxy, HighPing, HighPingSettings, LinkConditions, LinkShaper,
+    LinkTraffic, NetClock, NetConditions, NetProtocol, PingMonitor, RemoteClientClock,
+    SimulatedProxy,
 };
 use unlag_testbed::{Testbed, TestbedConfig};
 
@@ -328,4 +329,70 @@ fn malformed_datagrams_are_dropped_and_play_goes_on() {
             > 0.0
     );
     assert!(after.seconds > beats_before.seconds);
+}
+
+/// Datagram counts and RTT seen by each client after a fixed run.
+fn fingerprint(seed: u64) -> Vec<(u64, u64, u64, u64, u64)> {
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 2,
+        conditions: conditions(120, 15, 0.10),
+        seed,
+        ..default()
+    });
+    tb.run_for(Duration::from_secs(4));
+    (0..2)
+        .map(|i| {
+            let entity = tb.client_entity(i).unwrap();
+            let world = tb.client_world(i);
+            let traffic = world.get::<LinkTraffic>(entity).unwrap();
+            let (lost_out, lost_in) = world.get::<LinkShaper>(entity).unwrap().lost();
+            (
+                traffic.datagrams_sent,
+                traffic.datagrams_received,
+                lost_out,
+                lost_in,
+                (tb.client_clock(i).rtt * 1e9) as u64,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_same_config_gives_the_same_run() {
+    let a = fingerprint(5);
+    assert_eq!(a, fingerprint(5), "same seed, different run");
+    assert_ne!(a, fingerprint(6), "the seed changes nothing");
+}
+
+#[test]
+fn unlag_plugins_build_on_client_and_server_alike() {
+    use lightyear::prelude::client::ClientPlugins;
+    use lightyear::prelude::server::ServerPlugins;
+    use unlag::prelude::*;
+    let tick = Duration::from_secs_f64(TICK);
+    let mut client = App::new();
+    client
+        .add_plugins((MinimalPlugins, bevy::state::app::StatesPlugin))
+        .add_plugins(ClientPlugins {
+            tick_duration: tick,
+        })
+        .add_plugins(UnlagPlugins);
+    let mut server = App::new();
+    server
+        .add_plugins((MinimalPlugins, bevy::state::app::StatesPlugin))
+        .add_plugins(ServerPlugins {
+            tick_duration: tick,
+        })
+        .add_plugins(UnlagPlugins);
+    let protocol = |app: &App| app.world().resource::<NetProtocol>().messages().to_vec();
+    assert_eq!(protocol(&client), protocol(&server));
+    assert!(client.world().contains_resource::<NetClock>());
+    // Each plugin can be turned off.
+    let mut bare = App::new();
+    bare.add_plugins((MinimalPlugins, bevy::state::app::StatesPlugin))
+        .add_plugins(ClientPlugins {
+            tick_duration: tick,
+        })
+        .add_plugins(UnlagPlugins.build().disable::<unlag::net::UnlagNetPlugin>());
+    assert!(!bare.world().contains_resource::<NetClock>());
 }

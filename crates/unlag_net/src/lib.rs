@@ -17,14 +17,17 @@ pub use clock::{
     server_time_now, server_time_of_world,
 };
 pub use conditions::NetConditions;
-pub use link::{KindTraffic, LinkShaper, LinkTraffic, plausible_netcode_datagram};
+pub use link::{
+    KindTraffic, LinkBirth, LinkShaper, LinkTraffic, PeerLead, ServerLinkStats,
+    plausible_netcode_datagram,
+};
 pub use ping::{HighPing, PingMonitor};
 pub use protocol::{
     NetDirection, NetMessageAppExt, NetProtocol, ReliableChannel, SequencedChannel,
     UnreliableChannel, short_type_name,
 };
 pub use roles::{Authority, AutonomousProxy, SimulatedProxy};
-pub use time_source::{NetTimeSource, real_elapsed, with_net_clock_at};
+pub use time_source::{NetTimeSource, lightyear_clock_is_mocked, real_elapsed, with_net_clock_at};
 pub use unlag_core::{ConditionsError, DelayPolicy, HighPingSettings, LinkConditions};
 
 use bevy::ecs::schedule::common_conditions::any_with_component;
@@ -72,10 +75,11 @@ pub enum NetSystems {
 /// | [`Authority`] / [`AutonomousProxy`] / [`SimulatedProxy`] | server / client |
 /// | [`NetConditions`] applied to the link to the server, both directions | client |
 /// | [`LinkTraffic`] on every link, malformed datagrams dropped | both |
+/// | links that never connect despawned ([`ServerLinkStats`]) | server |
 /// | [`PingMonitor`] and the [`HighPing`] event | client |
 ///
 /// Requires lightyear's `ClientPlugins` or `ServerPlugins` to be added first.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct UnlagNetPlugin {
     /// How the interpolation delay is chosen.
     pub delay_policy: DelayPolicy,
@@ -83,6 +87,20 @@ pub struct UnlagNetPlugin {
     pub high_ping: HighPingSettings,
     /// Where lightyear's clock comes from (real time unless in the testbed).
     pub time_source: NetTimeSource,
+    /// On the server, seconds after which a link that has not completed netcode's handshake is
+    /// despawned (default 10 s). See [`ServerLinkStats`].
+    pub unconnected_link_timeout: f64,
+}
+
+impl Default for UnlagNetPlugin {
+    fn default() -> Self {
+        Self {
+            delay_policy: DelayPolicy::default(),
+            high_ping: HighPingSettings::default(),
+            time_source: NetTimeSource::default(),
+            unconnected_link_timeout: 10.0,
+        }
+    }
 }
 
 impl Plugin for UnlagNetPlugin {
@@ -98,10 +116,14 @@ impl Plugin for UnlagNetPlugin {
             .insert_resource(PingMonitor::new(self.high_ping))
             .insert_resource(clock::ClientClockState::new(self.delay_policy))
             .init_resource::<clock::ServerBeatState>()
+            .init_resource::<ServerLinkStats>()
+            .init_resource::<PeerLead>()
+            .insert_resource(link::UnconnectedLinkTimeout(self.unconnected_link_timeout))
             .register_type::<(NetClock, LinkTraffic, RemoteClientClock)>();
         app.register_required_components::<Link, LinkTraffic>()
             .register_required_components::<ClientOf, RemoteClientClock>()
-            .register_required_components::<ClientOf, clock::ReportState>();
+            .register_required_components::<ClientOf, clock::ReportState>()
+            .register_required_components::<LinkOf, LinkBirth>();
 
         protocol::register_channels(app);
         clock::register(app);
@@ -145,7 +167,7 @@ impl Plugin for UnlagNetPlugin {
                 clock::update_client_clock
                     .run_if(any_with_component::<Client>)
                     .in_set(NetSystems::Clock),
-                clock::update_server_clock
+                (clock::update_server_clock, link::despawn_unconnected_links)
                     .run_if(any_with_component::<Server>)
                     .in_set(NetSystems::Clock),
             ),

@@ -114,6 +114,14 @@ impl LinkShaper {
     }
 }
 
+/// How long after a datagram leaves this App the peer handles it, beyond the simulated latency;
+/// shaped links release outgoing datagrams that much early so the peer handles them on time.
+///
+/// Zero by default. In the testbed the server is updated before the clients in each frame, so it
+/// handles what a client sends one frame later: the testbed sets one frame on its clients.
+#[derive(Resource, Copy, Clone, Debug, Default, PartialEq, Eq, Reflect)]
+pub struct PeerLead(pub core::time::Duration);
+
 /// PreUpdate, between lightyear's IO receive and its connection layer.
 pub(crate) fn receive_datagrams(
     time: Res<Time<Real>>,
@@ -145,7 +153,11 @@ pub(crate) fn receive_datagrams(
             }
         }
         if let Some(shaper) = shaper.as_deref_mut() {
-            while let Some(datagram) = shaper.incoming.receive_due(now) {
+            // Datagrams are only handled once a frame: release those due before the middle of
+            // the next frame too, so the delay is rounded to the nearest frame rather than
+            // always up, and the simulated latency stays unbiased.
+            let horizon = now + time.delta_secs_f64() / 2.0;
+            while let Some(datagram) = shaper.incoming.receive_due(horizon) {
                 accept(&mut link, &mut traffic, datagram);
             }
         }
@@ -161,6 +173,7 @@ fn accept(link: &mut Link, traffic: &mut LinkTraffic, datagram: RecvPayload) {
 /// PostUpdate, between lightyear's connection layer and its IO send.
 pub(crate) fn send_datagrams(
     time: Res<Time<Real>>,
+    lead: Res<PeerLead>,
     mut links: Query<(&mut Link, &mut LinkTraffic, Option<&mut LinkShaper>)>,
 ) {
     let now = time.elapsed_secs_f64();
@@ -177,9 +190,53 @@ pub(crate) fn send_datagrams(
             }
         }
         if let Some(shaper) = shaper.as_deref_mut() {
-            while let Some(datagram) = shaper.outgoing.receive_due(now) {
+            let horizon = now + time.delta_secs_f64() / 2.0 + lead.0.as_secs_f64();
+            while let Some(datagram) = shaper.outgoing.receive_due(horizon) {
                 link.send.push(datagram);
             }
+        }
+    }
+}
+
+/// On the server, when a link without a connection (a source address that sent datagrams but
+/// never completed netcode's handshake) came to be, seconds of real time.
+#[derive(Component, Clone, Debug, Default)]
+pub struct LinkBirth(Option<f64>);
+
+/// Counters of the server's links.
+#[derive(Resource, Clone, Debug, Default, Reflect)]
+pub struct ServerLinkStats {
+    /// Links despawned because they never connected within
+    /// [`UnlagNetPlugin::unconnected_link_timeout`](crate::UnlagNetPlugin::unconnected_link_timeout).
+    pub unconnected_links_despawned: u64,
+}
+
+/// The timeout of links that never connect, seconds; see [`despawn_unconnected_links`].
+#[derive(Resource, Clone, Debug)]
+pub(crate) struct UnconnectedLinkTimeout(pub f64);
+
+/// PreUpdate on the server: despawns links that have not connected within the timeout.
+///
+/// lightyear's UDP server spawns a link entity for every new source address and keeps it until
+/// netcode times out a *connected* client; an address that only ever sends garbage would keep
+/// its entity forever, so a flood from many addresses would grow the World without bound.
+pub(crate) fn despawn_unconnected_links(
+    mut commands: Commands,
+    real: Res<Time<Real>>,
+    timeout: Res<UnconnectedLinkTimeout>,
+    mut stats: ResMut<ServerLinkStats>,
+    mut links: Query<(Entity, &mut LinkBirth), (With<LinkOf>, Without<Connected>)>,
+) {
+    let now = real.elapsed_secs_f64();
+    for (entity, mut birth) in &mut links {
+        let born = *birth.0.get_or_insert(now);
+        if now - born > timeout.0 {
+            stats.unconnected_links_despawned += 1;
+            debug!(
+                "despawned link {entity}: no connection after {:.1} s",
+                now - born
+            );
+            commands.entity(entity).try_despawn();
         }
     }
 }

@@ -61,3 +61,17 @@ pub(crate) fn follow_real_time(source: Res<NetTimeSource>) {
         MockClock::set_time(real_elapsed());
     }
 }
+
+/// Whether lightyear's `Instant` is the mock clock in this build (`lightyear_core/test_utils`
+/// unified in by something built beside it). Real-time Apps are correct either way; this tells
+/// which case a binary is in.
+pub fn lightyear_clock_is_mocked() -> bool {
+    let _guard = clock_lock();
+    let before = MockClock::time();
+    MockClock::set_time(Duration::from_secs(1_000_000));
+    let a = lightyear::core::time::Instant::now();
+    MockClock::set_time(Duration::from_secs(1_000_100));
+    let b = lightyear::core::time::Instant::now();
+    MockClock::set_time(before);
+    b.duration_since(a) >= Duration::from_secs(100)
+}

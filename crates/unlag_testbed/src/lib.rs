@@ -41,7 +41,7 @@ use lightyear::prelude::client::ClientPlugins;
 use lightyear::prelude::server::{NetcodeServer, ServerPlugins, Start};
 use lightyear::prelude::*;
 use unlag_core::{ConditionsError, LinkConditions};
-use unlag_net::{NetConditions, NetTimeSource, UnlagNetPlugin};
+use unlag_net::{NetConditions, NetTimeSource, PeerLead, UnlagNetPlugin};
 
 /// Protocol id of testbed connections.
 pub const PROTOCOL_ID: u64 = 0x0075_6E6C_6167; // "unlag"
@@ -61,8 +61,9 @@ pub struct TestbedConfig {
     /// Simulation ticks per second on every App (`FixedUpdate`).
     pub tick_rate_hz: f64,
     /// Frames per second of the manual clock. Higher than the tick rate so that packets are
-    /// handled close to when they arrive: a round trip costs about one frame on top of the
-    /// simulated latency (4 ms at the default 240 Hz).
+    /// handled close to when they are due: simulated delays are rounded to the nearest frame,
+    /// and the shortest possible round trip is one frame (4 ms at the default 240 Hz), since
+    /// the server answers at the frame after the client asked.
     pub frame_rate_hz: f64,
 }
 
@@ -127,7 +128,9 @@ impl Testbed {
                 .add_plugins(net.clone())
                 .insert_resource(
                     NetConditions::new(config.conditions, config.seed + i as u64).unwrap(),
-                );
+                )
+                // The server handles what a client sends at its next frame.
+                .insert_resource(PeerLead(frame));
                 app
             })
             .collect();

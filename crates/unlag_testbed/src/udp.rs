@@ -28,6 +28,8 @@ pub struct UdpSessionConfig {
     pub tick_rate_hz: f64,
     /// Frames per second the session is stepped at (it sleeps between frames).
     pub frame_rate_hz: f64,
+    /// Seconds after which the server despawns a link that never connected.
+    pub unconnected_link_timeout: f64,
 }
 
 impl Default for UdpSessionConfig {
@@ -38,6 +40,7 @@ impl Default for UdpSessionConfig {
             seed: 1,
             tick_rate_hz: 60.0,
             frame_rate_hz: 250.0,
+            unconnected_link_timeout: 10.0,
         }
     }
 }
@@ -63,6 +66,7 @@ impl UdpSession {
         let tick = Duration::from_secs_f64(1.0 / config.tick_rate_hz);
         let net = UnlagNetPlugin {
             time_source: NetTimeSource::Real,
+            unconnected_link_timeout: config.unconnected_link_timeout,
             ..default()
         };
         let mut server = real_time_app();
