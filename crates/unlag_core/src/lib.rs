@@ -1,23 +1,32 @@
 //! Pure-Rust numerics of `unlag`, with no ECS: sequence arithmetic with wrap-around, network
-//! conditions and their validation, the server-clock estimator, the interpolation-delay policy, the high-ping state machine,
-//! a seeded link simulator (delay, jitter, loss) and statistics helpers.
+//! conditions and their validation, the server-clock estimator, the interpolation-delay policy,
+//! the high-ping state machine, a seeded link simulator (delay, jitter, loss), the saved-move
+//! queue, quantisation, the time-discrepancy (speed-hack) accountant, correction throttling and
+//! smoothing, and statistics helpers.
 //!
 //! Everything here is deterministic and unit-tested without Bevy, so the tricky arithmetic can
 //! be checked in seconds; the plugins in the other crates are thin systems around it.
 
 pub mod clock;
 pub mod conditions;
+pub mod correction;
 pub mod delay;
+pub mod discrepancy;
 pub mod linksim;
+pub mod moves;
 pub mod ping;
+pub mod quantize;
 pub mod rng;
 pub mod seq;
 pub mod stats;
 
 pub use clock::ServerClockEstimator;
 pub use conditions::{ConditionsError, LinkConditions};
+pub use correction::{CorrectionThrottle, SmoothingSettings, VisualOffset};
 pub use delay::{DelayController, DelayPolicy};
+pub use discrepancy::{MoveTime, TimeDiscrepancy, TimeDiscrepancySettings};
 pub use linksim::{LinkSimulator, LinkSimulatorStats, PathConditions};
+pub use moves::{SavedMoves, Sequenced};
 pub use ping::{HighPingChange, HighPingMonitor, HighPingSettings};
 pub use rng::SplitMix64;
 pub use seq::{Seq16, SeqUnwrapper};

@@ -1,0 +1,150 @@
+//! Server-side pacing of corrections and client-side smoothing of their visual jump.
+
+use glam::Vec3;
+use serde::{Deserialize, Serialize};
+
+/// UE's throttle of client corrections: at most one every `min_interval`, or every
+/// `min_interval_large` when the error is at least `large_error`.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CorrectionThrottle {
+    /// Least time between two corrections, seconds (default 0.1).
+    pub min_interval: f64,
+    /// Least time between two corrections of a large error, seconds (default 0.05).
+    pub min_interval_large: f64,
+    /// An error at least this long is large, metres (default 0.5).
+    pub large_error: f32,
+}
+
+impl Default for CorrectionThrottle {
+    fn default() -> Self {
+        Self {
+            min_interval: 0.1,
+            min_interval_large: 0.05,
+            large_error: 0.5,
+        }
+    }
+}
+
+impl CorrectionThrottle {
+    /// Whether a correction of an error `error` metres long may be sent at `now`, the last one
+    /// having gone out at `last` (seconds).
+    pub fn allows(&self, now: f64, last: Option<f64>, error: f32) -> bool {
+        let interval = if error >= self.large_error {
+            self.min_interval_large
+        } else {
+            self.min_interval
+        };
+        last.is_none_or(|last| now - last >= interval)
+    }
+}
+
+/// How a correction's visual jump is hidden (UE's `SmoothClientPosition`).
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SmoothingSettings {
+    /// Seconds over which the visual offset decays to zero (default 0.1).
+    pub smooth_time: f32,
+    /// Offsets longer than this are shortened to it first, metres (default 2.56).
+    pub max_smooth_distance: f32,
+    /// Offsets longer than this are not smoothed at all: the pose snaps, metres (default 3.84).
+    pub teleport_distance: f32,
+}
+
+impl Default for SmoothingSettings {
+    fn default() -> Self {
+        Self {
+            smooth_time: 0.1,
+            max_smooth_distance: 2.56,
+            teleport_distance: 3.84,
+        }
+    }
+}
+
+/// The offset between where a character is drawn and where it is simulated, after a
+/// correction moved the simulation: it starts at the jump and eases out to zero over the smooth
+/// time, so the player sees a short glide instead of a pop.
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct VisualOffset {
+    start: Vec3,
+    elapsed: f32,
+    duration: f32,
+}
+
+impl VisualOffset {
+    /// Starts (or restarts) smoothing a jump of the simulated pose by `jump` metres, on top of
+    /// whatever offset is still being shown, so the drawn pose does not move at this instant.
+    /// Returns whether the jump was smoothed (false: it snapped).
+    pub fn on_correction(&mut self, jump: Vec3, settings: &SmoothingSettings) -> bool {
+        // The drawn pose stays where it was: the offset takes up the jump.
+        let total = self.current() - jump;
+        if !total.is_finite() || total.length() > settings.teleport_distance {
+            *self = Self::default();
+            return false;
+        }
+        *self = Self {
+            start: total.clamp_length_max(settings.max_smooth_distance),
+            elapsed: 0.0,
+            duration: settings.smooth_time.max(0.0),
+        };
+        true
+    }
+
+    /// The offset to add to the simulated position when drawing, metres.
+    pub fn current(&self) -> Vec3 {
+        if self.duration <= 0.0 || self.elapsed >= self.duration {
+            return Vec3::ZERO;
+        }
+        let left = 1.0 - self.elapsed / self.duration;
+        self.start * left * left
+    }
+
+    /// Advances by `dt` seconds and returns the new offset.
+    pub fn advance(&mut self, dt: f32) -> Vec3 {
+        if dt.is_finite() && dt > 0.0 {
+            self.elapsed += dt;
+        }
+        self.current()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throttle_spacing() {
+        let t = CorrectionThrottle::default();
+        assert!(t.allows(1.0, None, 0.01));
+        assert!(!t.allows(1.05, Some(1.0), 0.01));
+        assert!(t.allows(1.1, Some(1.0), 0.01));
+        assert!(t.allows(1.05, Some(1.0), 0.6));
+        assert!(!t.allows(1.04, Some(1.0), 0.6));
+    }
+
+    #[test]
+    fn offset_keeps_the_drawn_pose_then_decays_to_zero_within_smooth_time() {
+        let s = SmoothingSettings::default();
+        let mut o = VisualOffset::default();
+        // The simulation jumped 1 m back along x: drawn = simulated + offset stays put.
+        assert!(o.on_correction(Vec3::new(-1.0, 0.0, 0.0), &s));
+        assert_eq!(o.current(), Vec3::new(1.0, 0.0, 0.0));
+        let mut last = o.current().length();
+        for _ in 0..9 {
+            let now = o.advance(0.01).length();
+            assert!(now < last);
+            last = now;
+        }
+        assert!(o.advance(0.01).length() < 1e-6, "zero at the smooth time");
+    }
+
+    #[test]
+    fn large_jumps_clamp_and_teleports_snap() {
+        let s = SmoothingSettings::default();
+        let mut o = VisualOffset::default();
+        assert!(o.on_correction(Vec3::new(3.0, 0.0, 0.0), &s));
+        assert!((o.current().length() - 2.56).abs() < 1e-5);
+        let mut o = VisualOffset::default();
+        assert!(!o.on_correction(Vec3::new(5.0, 0.0, 0.0), &s));
+        assert_eq!(o.current(), Vec3::ZERO);
+        assert!(!o.on_correction(Vec3::NAN, &s));
+    }
+}

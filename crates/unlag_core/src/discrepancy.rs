@@ -1,0 +1,271 @@
+//! Speed-hack detection and resolution by time discrepancy (seed 002; UE's
+//! `ProcessClientTimeStampForTimeDiscrepancy`).
+//!
+//! Each move claims `dt` seconds of client time. Over a session the claims must add up to the
+//! server's own elapsed time; a client whose clock runs fast (a speed hack) claims more. The
+//! server keeps the *excess*: Σ claimed − Σ elapsed between moves.
+//!
+//! - Network jitter moves the excess up and down by a few tens of milliseconds; a stall pushes it
+//!   down (no moves arrive) and the burst that follows brings it back. The excess is therefore
+//!   measured against the fastest arrival of the first [`TimeDiscrepancySettings::anchor_time`],
+//!   not against the first move alone, which may have been a slow one; the reference moves by at
+//!   most [`TimeDiscrepancySettings::anchor_slack`], so a cheater cannot hide in it.
+//! - It may not fall below `min_time_margin`: a client cannot bank time by pausing and then
+//!   spend it running fast. The bank must still be deep enough for an honest stall (1 s).
+//! - Honest clocks drift by parts per million; `drift_allowance` forgives a small rate.
+//! - Above `max_time_margin` the client is flagged and *resolution* starts: each following move
+//!   is charged `resolution_rate × dt` of its time until the excess is paid back, so it moves
+//!   less on the server than it claims and is corrected. Over any span a cheater gains at most
+//!   `max_time_margin + anchor_slack + drift_allowance × span` of movement.
+
+use serde::{Deserialize, Serialize};
+
+/// Settings of the time-discrepancy check. On by default (UE ships it off).
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimeDiscrepancySettings {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// Excess of claimed time above which the client is flagged and charged, seconds (default
+    /// 0.1: a 1.1× clock is caught in about a second, while honest jitter stays far below).
+    pub max_time_margin: f64,
+    /// Least excess kept, seconds (default −1: an honest stall of up to a second is not held
+    /// against the burst that follows it).
+    pub min_time_margin: f64,
+    /// Share of elapsed time forgiven while the excess is positive (default 0.001: ten times a
+    /// poor quartz clock's error).
+    pub drift_allowance: f64,
+    /// Share of each move's time charged while resolving (default 1: no movement until paid).
+    pub resolution_rate: f64,
+    /// Seconds over which the fastest arrival sets the reference (default 0.5).
+    pub anchor_time: f64,
+    /// The most the reference may move from the first arrival, seconds (default 0.05: four
+    /// standard deviations of 12 ms one-way jitter).
+    pub anchor_slack: f64,
+}
+
+impl Default for TimeDiscrepancySettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_time_margin: 0.1,
+            min_time_margin: -1.0,
+            drift_allowance: 0.001,
+            resolution_rate: 1.0,
+            anchor_time: 0.5,
+            anchor_slack: 0.05,
+        }
+    }
+}
+
+/// What the check decided for one move.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct MoveTime {
+    /// Seconds the server simulates the move for (its claimed `dt`, less any charge).
+    pub simulate_dt: f64,
+    /// Whether this move started a resolution (the client was just flagged).
+    pub flagged: bool,
+    /// Whether a resolution is under way (corrections should be forced).
+    pub resolving: bool,
+}
+
+/// The per-client time-discrepancy state (see the module docs).
+#[derive(Clone, Debug)]
+pub struct TimeDiscrepancy {
+    settings: TimeDiscrepancySettings,
+    /// Σ claimed − Σ elapsed since the anchor, before the anchor correction.
+    raw: f64,
+    /// The largest `raw` seen during the anchor time (the fastest arrival).
+    anchor: f64,
+    started_at: Option<f64>,
+    last_server_time: Option<f64>,
+    resolving: bool,
+    flags: u64,
+}
+
+impl TimeDiscrepancy {
+    /// A fresh state.
+    pub fn new(settings: TimeDiscrepancySettings) -> Self {
+        Self {
+            settings,
+            raw: 0.0,
+            anchor: 0.0,
+            started_at: None,
+            last_server_time: None,
+            resolving: false,
+            flags: 0,
+        }
+    }
+
+    /// The settings in use.
+    pub fn settings(&self) -> &TimeDiscrepancySettings {
+        &self.settings
+    }
+
+    /// Claimed time in excess of elapsed time, seconds.
+    pub fn excess(&self) -> f64 {
+        self.raw - self.anchor
+    }
+
+    /// Whether a resolution is under way.
+    pub fn resolving(&self) -> bool {
+        self.resolving
+    }
+
+    /// How many times the client was flagged.
+    pub fn flags(&self) -> u64 {
+        self.flags
+    }
+
+    /// Accounts for one move claiming `claimed_dt` seconds, processed when the server's clock
+    /// read `server_now` seconds.
+    pub fn on_move(&mut self, server_now: f64, claimed_dt: f64) -> MoveTime {
+        let s = self.settings;
+        let unchanged = MoveTime {
+            simulate_dt: claimed_dt,
+            flagged: false,
+            resolving: false,
+        };
+        if !s.enabled || !claimed_dt.is_finite() || !server_now.is_finite() {
+            return unchanged;
+        }
+        let started = *self.started_at.get_or_insert(server_now);
+        let elapsed = self
+            .last_server_time
+            .map_or(0.0, |last| (server_now - last).max(0.0));
+        self.last_server_time = Some(server_now);
+        self.raw += claimed_dt - elapsed;
+        if server_now - started <= s.anchor_time {
+            self.anchor = self.anchor.max(self.raw).min(s.anchor_slack);
+        }
+        let mut excess = self.excess();
+        if excess > 0.0 {
+            excess = (excess - elapsed * s.drift_allowance).max(0.0);
+        }
+        excess = excess.max(s.min_time_margin);
+        let mut flagged = false;
+        if !self.resolving && excess > s.max_time_margin {
+            self.resolving = true;
+            self.flags += 1;
+            flagged = true;
+        }
+        let mut simulate_dt = claimed_dt;
+        if self.resolving {
+            let charge = (claimed_dt * s.resolution_rate).min(excess.max(0.0));
+            simulate_dt -= charge;
+            excess -= charge;
+            if excess <= 0.0 {
+                self.resolving = false;
+            }
+        }
+        self.raw = excess + self.anchor;
+        MoveTime {
+            simulate_dt,
+            flagged,
+            resolving: self.resolving || flagged,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SplitMix64;
+
+    const DT: f64 = 1.0 / 60.0;
+
+    /// Sends moves from a client whose clock runs `rate` times real time, over a link with
+    /// `jitter` (s.d., seconds) and an optional stall `(start, length)`; returns the time of
+    /// the first flag and the total simulated time.
+    fn run(rate: f64, jitter: f64, stall: Option<(f64, f64)>, seconds: f64) -> (Option<f64>, f64) {
+        let mut td = TimeDiscrepancy::new(TimeDiscrepancySettings::default());
+        let mut rng = SplitMix64::new(11);
+        // Arrival times of moves sent every DT of real time, each claiming rate × DT.
+        let mut arrivals: Vec<f64> = (0..(seconds / DT) as usize)
+            .map(|i| {
+                let sent = i as f64 * DT;
+                let mut arrive = sent + 0.05 + (jitter * rng.next_normal()).max(-0.05);
+                if let Some((start, len)) = stall
+                    && sent >= start
+                    && sent < start + len
+                {
+                    arrive = arrive.max(start + len + 0.05);
+                }
+                arrive
+            })
+            .collect();
+        // The server processes moves in order, each when it and all before it have arrived,
+        // at its next 1/60 s frame.
+        for i in 1..arrivals.len() {
+            arrivals[i] = arrivals[i].max(arrivals[i - 1]);
+        }
+        let mut first_flag = None;
+        let mut simulated = 0.0;
+        for (i, arrive) in arrivals.iter().enumerate() {
+            let frame = (arrive / DT).ceil() * DT;
+            let t = td.on_move(frame, rate * DT);
+            simulated += t.simulate_dt;
+            if t.flagged && first_flag.is_none() {
+                first_flag = Some(i as f64 * DT);
+            }
+        }
+        (first_flag, simulated)
+    }
+
+    #[test]
+    fn honest_clients_are_never_flagged() {
+        for jitter in [0.0, 0.02, 0.04] {
+            let (flag, simulated) = run(1.0, jitter, None, 60.0);
+            assert_eq!(flag, None, "jitter {jitter}");
+            assert!((simulated - 60.0).abs() < 0.02);
+        }
+        let (flag, _) = run(1.0, 0.02, Some((10.0, 0.5)), 30.0);
+        assert_eq!(flag, None, "a 500 ms stall");
+        let (flag, _) = run(1.0, 0.02, Some((0.1, 0.5)), 30.0);
+        assert_eq!(flag, None, "a stall during the anchor time");
+        // A clock 0.1 % fast is drift, not a hack.
+        assert_eq!(run(1.001, 0.02, None, 120.0).0, None);
+    }
+
+    #[test]
+    fn speed_hacks_are_flagged_within_2s_and_gain_at_most_the_margin() {
+        for rate in [1.1, 2.0] {
+            let (flag, simulated) = run(rate, 0.02, None, 10.0);
+            let flag = flag.expect("flagged");
+            assert!(flag < 2.0, "{rate}× flagged at {flag} s");
+            // Simulated time may exceed real time by at most what the settings allow.
+            let real = 10.0;
+            let s = TimeDiscrepancySettings::default();
+            let allowed = s.max_time_margin + s.anchor_slack + s.drift_allowance * real;
+            assert!(
+                simulated <= real + allowed + 2.0 * DT,
+                "{rate}×: {simulated} s simulated"
+            );
+        }
+    }
+
+    #[test]
+    fn pausing_cannot_bank_more_than_the_min_margin() {
+        let mut td = TimeDiscrepancy::new(TimeDiscrepancySettings::default());
+        td.on_move(0.0, DT);
+        // Ten seconds of silence, then a flood of 2 s of moves claimed at once.
+        let mut flagged = false;
+        for i in 0..120 {
+            flagged |= td.on_move(10.0 + i as f64 * 1e-4, DT).flagged;
+        }
+        assert!(flagged, "banked time was spent");
+        assert!(td.excess() <= 0.1 + 1e-9);
+    }
+
+    #[test]
+    fn disabled_and_garbage_change_nothing() {
+        let mut td = TimeDiscrepancy::new(TimeDiscrepancySettings {
+            enabled: false,
+            ..Default::default()
+        });
+        assert_eq!(td.on_move(0.0, 5.0).simulate_dt, 5.0);
+        let mut td = TimeDiscrepancy::new(TimeDiscrepancySettings::default());
+        td.on_move(0.0, f64::NAN);
+        td.on_move(f64::INFINITY, DT);
+        assert_eq!(td.excess(), 0.0);
+    }
+}
