@@ -9,6 +9,7 @@
 //! | plugin | what it does |
 //! | --- | --- |
 //! | [`UnlagNetPlugin`](net::UnlagNetPlugin) | channels, [`NetClock`](net::NetClock) (server time, RTT, jitter, view time), roles, simulated [`NetConditions`](net::NetConditions), traffic counters, ping monitor |
+//! | [`MovementPredictionPlugin<CharacterMovement>`](movement::MovementPredictionPlugin) | the local player moves at once; saved moves, server checks, corrections with replay, speed-hack resolution (other models, e.g. [`KartMovement`](movement::KartMovement), are added the same way) |
 //!
 //! Each plugin can be replaced or turned off with
 //! `UnlagPlugins.build().disable::<P>()`.
@@ -20,6 +21,11 @@ pub mod net {
     pub use unlag_net::*;
 }
 
+/// Movement prediction and correction: see [`unlag_movement`].
+pub mod movement {
+    pub use unlag_movement::*;
+}
+
 /// Pure numerics shared by the plugins: see [`unlag_core`].
 pub mod core {
     pub use unlag_core::*;
@@ -28,6 +34,10 @@ pub mod core {
 /// Everything a game usually needs.
 pub mod prelude {
     pub use crate::UnlagPlugins;
+    pub use unlag_movement::{
+        CharacterAction, CharacterInputPlugin, CharacterMovement, CharacterState, KartMovement,
+        MovementPredictionPlugin, MovementState, MovementStats, NextMove,
+    };
     pub use unlag_net::prelude::*;
 }
 
@@ -37,6 +47,10 @@ pub struct UnlagPlugins;
 
 impl PluginGroup for UnlagPlugins {
     fn build(self) -> PluginGroupBuilder {
-        PluginGroupBuilder::start::<Self>().add(unlag_net::UnlagNetPlugin::default())
+        PluginGroupBuilder::start::<Self>()
+            .add(unlag_net::UnlagNetPlugin::default())
+            .add(unlag_movement::MovementPredictionPlugin::<
+                unlag_movement::CharacterMovement,
+            >::default())
     }
 }

@@ -1,5 +1,6 @@
 //! Headless integration tests of `unlag`, in one binary so Bevy is linked once.
 //! One module per plugin.
 
+mod movement;
 mod net;
 mod udp;

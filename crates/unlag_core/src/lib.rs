@@ -8,6 +8,7 @@
 //! be checked in seconds; the plugins in the other crates are thin systems around it.
 
 pub mod clock;
+pub mod codec;
 pub mod conditions;
 pub mod correction;
 pub mod delay;
@@ -21,6 +22,7 @@ pub mod seq;
 pub mod stats;
 
 pub use clock::ServerClockEstimator;
+pub use codec::{ByteReader, ByteWriter, DecodeError};
 pub use conditions::{ConditionsError, LinkConditions};
 pub use correction::{CorrectionThrottle, SmoothingSettings, VisualOffset};
 pub use delay::{DelayController, DelayPolicy};

@@ -5,6 +5,7 @@
 //! `Plugin::build` through [`NetMessageAppExt::add_net_message`], whatever the App's role: adding
 //! the same plugins in the same order on client and server always yields the same protocol.
 
+use bevy::ecs::entity::MapEntities;
 use bevy::prelude::*;
 use lightyear::prelude::*;
 use serde::{Serialize, de::DeserializeOwned};
@@ -83,6 +84,13 @@ pub trait NetMessageAppExt {
     fn add_net_message<M>(&mut self, direction: NetDirection) -> &mut Self
     where
         M: Serialize + DeserializeOwned + Send + Sync + 'static;
+
+    /// Like [`add_net_message`](Self::add_net_message), for a message that refers to
+    /// replicated entities: they are mapped between the two ends' entities on the way (an
+    /// entity the receiver does not know arrives as `Entity::PLACEHOLDER`).
+    fn add_net_message_mapped<M>(&mut self, direction: NetDirection) -> &mut Self
+    where
+        M: Serialize + DeserializeOwned + MapEntities + Clone + Send + Sync + 'static;
 }
 
 impl NetMessageAppExt for App {
@@ -100,14 +108,49 @@ impl NetMessageAppExt for App {
             .add_direction(NetworkDirection::from(direction));
         self
     }
+
+    fn add_net_message_mapped<M>(&mut self, direction: NetDirection) -> &mut Self
+    where
+        M: Serialize + DeserializeOwned + MapEntities + Clone + Send + Sync + 'static,
+    {
+        let name = short_type_name::<M>();
+        let mut protocol = self.world_mut().get_resource_or_init::<NetProtocol>();
+        if protocol.messages.iter().any(|(n, _)| *n == name) {
+            return self;
+        }
+        protocol.messages.push((name, direction));
+        self.register_message::<M>()
+            .add_map_entities()
+            .add_direction(NetworkDirection::from(direction));
+        self
+    }
 }
 
-/// `path::to::Type<A>` → `Type<A>`: how message kinds are named in traffic figures.
+/// `path::to::Type<other::Arg>` → `Type<Arg>`: how message kinds are named in traffic figures.
 pub fn short_type_name<T: ?Sized>() -> &'static str {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static NAMES: OnceLock<Mutex<HashMap<&'static str, &'static str>>> = OnceLock::new();
     let full = core::any::type_name::<T>();
-    let head = full.split('<').next().unwrap_or(full);
-    match head.rfind("::") {
-        Some(i) => &full[i + 2..],
-        None => full,
-    }
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    names.entry(full).or_insert_with(|| {
+        // Keep the last segment of every path: split at identifier boundaries.
+        let mut short = String::with_capacity(full.len());
+        let mut segment = String::new();
+        for c in full.chars() {
+            if c.is_alphanumeric() || c == '_' || c == ':' {
+                segment.push(c);
+            } else {
+                short.push_str(segment.rsplit("::").next().unwrap_or(&segment));
+                segment.clear();
+                short.push(c);
+            }
+        }
+        short.push_str(segment.rsplit("::").next().unwrap_or(&segment));
+        // One small string per message type, kept for the life of the process.
+        Box::leak(short.into_boxed_str())
+    })
 }

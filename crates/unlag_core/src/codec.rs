@@ -1,0 +1,214 @@
+//! A tiny byte codec for compact wire formats: little-endian integers and zigzag varints.
+//!
+//! Messages sent every tick (moves) are packed by hand so that a move with three redundant
+//! copies fits in a few dozen bytes; reading never panics, whatever the bytes.
+
+/// Why bytes could not be decoded.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The bytes ended before the value did.
+    #[error("truncated")]
+    Truncated,
+    /// A value is out of its allowed range.
+    #[error("invalid value")]
+    Invalid,
+    /// Bytes were left over after the last value.
+    #[error("trailing bytes")]
+    Trailing,
+}
+
+/// Appends values to a byte vector.
+#[derive(Debug, Default)]
+pub struct ByteWriter {
+    bytes: Vec<u8>,
+}
+
+impl ByteWriter {
+    /// An empty writer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The bytes written.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+
+    /// Writes one byte.
+    pub fn u8(&mut self, v: u8) {
+        self.bytes.push(v);
+    }
+
+    /// Writes a signed byte.
+    pub fn i8(&mut self, v: i8) {
+        self.bytes.push(v as u8);
+    }
+
+    /// Writes a little-endian `u16`.
+    pub fn u16(&mut self, v: u16) {
+        self.bytes.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// Writes a little-endian `i16`.
+    pub fn i16(&mut self, v: i16) {
+        self.bytes.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// Writes an unsigned LEB128 varint (1 byte below 128).
+    pub fn varint(&mut self, mut v: u64) {
+        loop {
+            let byte = (v & 0x7F) as u8;
+            v >>= 7;
+            if v == 0 {
+                self.bytes.push(byte);
+                return;
+            }
+            self.bytes.push(byte | 0x80);
+        }
+    }
+
+    /// Writes a signed zigzag varint (1 byte for -64..=63).
+    pub fn zigzag(&mut self, v: i32) {
+        self.varint(u64::from(((v << 1) ^ (v >> 31)) as u32));
+    }
+}
+
+/// Reads values from a byte slice, failing cleanly when it runs out.
+#[derive(Debug)]
+pub struct ByteReader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> ByteReader<'a> {
+    /// A reader over `bytes`.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Self { bytes }
+    }
+
+    /// Bytes left.
+    pub fn remaining(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Fails unless every byte was read.
+    pub fn finish(&self) -> Result<(), DecodeError> {
+        if self.bytes.is_empty() {
+            Ok(())
+        } else {
+            Err(DecodeError::Trailing)
+        }
+    }
+
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let (head, rest) = self
+            .bytes
+            .split_first_chunk::<N>()
+            .ok_or(DecodeError::Truncated)?;
+        self.bytes = rest;
+        Ok(*head)
+    }
+
+    /// Reads one byte.
+    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take::<1>()?[0])
+    }
+
+    /// Reads a signed byte.
+    pub fn i8(&mut self) -> Result<i8, DecodeError> {
+        Ok(self.take::<1>()?[0] as i8)
+    }
+
+    /// Reads a little-endian `u16`.
+    pub fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_le_bytes(self.take::<2>()?))
+    }
+
+    /// Reads a little-endian `i16`.
+    pub fn i16(&mut self) -> Result<i16, DecodeError> {
+        Ok(i16::from_le_bytes(self.take::<2>()?))
+    }
+
+    /// Reads an unsigned LEB128 varint of at most 10 bytes.
+    pub fn varint(&mut self) -> Result<u64, DecodeError> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let byte = self.u8()?;
+            if i == 9 && byte > 1 {
+                return Err(DecodeError::Invalid);
+            }
+            v |= u64::from(byte & 0x7F) << (7 * i);
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError::Invalid)
+    }
+
+    /// Reads a signed zigzag varint that must fit an `i32`.
+    pub fn zigzag(&mut self) -> Result<i32, DecodeError> {
+        let v = u32::try_from(self.varint()?).map_err(|_| DecodeError::Invalid)?;
+        Ok(((v >> 1) as i32) ^ -((v & 1) as i32))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SplitMix64;
+
+    #[test]
+    fn round_trip() {
+        let mut w = ByteWriter::new();
+        w.u8(7);
+        w.i8(-3);
+        w.u16(65_000);
+        w.i16(-32_000);
+        for v in [0i32, 1, -1, 63, -64, 64, i32::MAX, i32::MIN] {
+            w.zigzag(v);
+        }
+        w.varint(u64::MAX);
+        let bytes = w.into_bytes();
+        let mut r = ByteReader::new(&bytes);
+        assert_eq!(r.u8(), Ok(7));
+        assert_eq!(r.i8(), Ok(-3));
+        assert_eq!(r.u16(), Ok(65_000));
+        assert_eq!(r.i16(), Ok(-32_000));
+        for v in [0i32, 1, -1, 63, -64, 64, i32::MAX, i32::MIN] {
+            assert_eq!(r.zigzag(), Ok(v));
+        }
+        assert_eq!(r.varint(), Ok(u64::MAX));
+        assert_eq!(r.finish(), Ok(()));
+    }
+
+    #[test]
+    fn small_values_are_one_byte() {
+        let mut w = ByteWriter::new();
+        w.zigzag(-64);
+        w.zigzag(63);
+        assert_eq!(w.into_bytes().len(), 2);
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let mut rng = SplitMix64::new(1);
+        for _ in 0..10_000 {
+            let len = (rng.next_u64() % 16) as usize;
+            let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+            let mut r = ByteReader::new(&bytes);
+            while r.remaining() > 0 {
+                if r.zigzag().is_err() {
+                    break;
+                }
+            }
+        }
+        assert_eq!(
+            ByteReader::new(&[0x80; 11]).varint(),
+            Err(DecodeError::Invalid)
+        );
+        assert_eq!(
+            ByteReader::new(&[0xFF, 0xFF, 0xFF, 0xFF, 0x7F]).zigzag(),
+            Err(DecodeError::Invalid)
+        );
+        assert_eq!(ByteReader::new(&[1]).u16(), Err(DecodeError::Truncated));
+    }
+}

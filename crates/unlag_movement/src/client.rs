@@ -1,0 +1,281 @@
+//! The client side: simulate each move at once, save it, send it with redundancy, and on a
+//! correction restore the server's state and replay the pending moves.
+
+use crate::model::MovementModel;
+use crate::protocol::{
+    MAX_MOVES_PER_MESSAGE, MoveResponse, ServerMove, ServerMoveData, WireMove, decode_dt,
+    encode_dt, encode_end,
+};
+use crate::settings::{CharacterCollisions, MovementSettings};
+use crate::stats::MovementStats;
+use crate::world::{EmptyPhysics, movement_filter, with_collision_world};
+use crate::{MovementEvent, MovementState, NextMove};
+use bevy::prelude::*;
+use bevy_rapier3d::prelude::{RapierColliderHandle, ReadRapierContext};
+use lightyear::prelude::*;
+use unlag_core::{SavedMoves, Seq16, Sequenced, VisualOffset};
+use unlag_net::{AutonomousProxy, LinkTraffic, UnreliableChannel};
+
+/// A move the client made and the server has not acknowledged yet.
+#[derive(Clone, Debug)]
+pub struct SavedMove<M: MovementModel> {
+    /// Sequence number.
+    pub seq: Seq16,
+    /// Duration, encoded (see [`decode_dt`]).
+    pub dt: u16,
+    /// Input.
+    pub input: M::Input,
+    /// State after the move.
+    pub end: M::State,
+}
+
+impl<M: MovementModel> Sequenced for SavedMove<M> {
+    fn seq(&self) -> Seq16 {
+        self.seq
+    }
+}
+
+/// On the client's own character: the moves not yet acknowledged and what is needed to send,
+/// correct and smooth them.
+#[derive(Component)]
+pub struct Prediction<M: MovementModel> {
+    /// Moves not yet acknowledged, oldest first.
+    pub saved: SavedMoves<SavedMove<M>>,
+    next_seq: Seq16,
+    last_sent: Option<Seq16>,
+    last_ack: Seq16,
+    correction_ack: u8,
+    /// The visual offset hiding the last correction.
+    pub offset: VisualOffset,
+}
+
+impl<M: MovementModel> Prediction<M> {
+    fn new(capacity: usize, ack: Seq16) -> Self {
+        Self {
+            saved: SavedMoves::new(capacity),
+            next_seq: ack.next(),
+            last_sent: Some(ack),
+            last_ack: ack,
+            correction_ack: 0,
+            offset: VisualOffset::default(),
+        }
+    }
+
+    /// The sequence number the next move will get.
+    pub fn next_seq(&self) -> Seq16 {
+        self.next_seq
+    }
+}
+
+/// PreUpdate: applies acknowledgements and corrections from the server.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn apply_responses<M: MovementModel>(
+    mut commands: Commands,
+    model: Res<M>,
+    settings: Res<MovementSettings<M>>,
+    rapier: ReadRapierContext,
+    empty: Local<EmptyPhysics>,
+    mut stats: ResMut<MovementStats>,
+    mut link: Query<&mut MessageReceiver<MoveResponse<M>>, With<Client>>,
+    mut characters: Query<
+        (
+            Option<&mut MovementState<M>>,
+            Option<&mut Prediction<M>>,
+            Option<&RapierColliderHandle>,
+        ),
+        With<AutonomousProxy>,
+    >,
+) {
+    let Ok(mut receiver) = link.single_mut() else {
+        return;
+    };
+    for response in receiver.receive() {
+        let Ok((state, prediction, collider)) = characters.get_mut(response.entity) else {
+            // Not (yet) known here as our own character: the server resends until applied.
+            stats.responses_dropped += 1;
+            continue;
+        };
+        let (Some(mut state), Some(mut prediction)) = (state, prediction) else {
+            // The first response: the server's initial state.
+            if let Some(correction) = response.correction
+                && M::is_valid(&correction.state)
+            {
+                let mut p = Prediction::<M>::new(settings.max_saved_moves, response.ack);
+                p.correction_ack = correction.id;
+                tracing::debug!(target: "unlag::movement", entity = ?response.entity, seq = response.ack.0, "initial state");
+                commands
+                    .entity(response.entity)
+                    .insert((MovementState::<M>(correction.state), p));
+            } else {
+                stats.responses_dropped += 1;
+            }
+            continue;
+        };
+        if !response.ack.is_newer_than(prediction.last_ack) && response.correction.is_none() {
+            continue;
+        }
+        if response.ack.is_newer_than(prediction.last_ack) {
+            prediction.last_ack = response.ack;
+            prediction.saved.acknowledge(response.ack);
+            stats.acks_received += 1;
+            tracing::trace!(target: "unlag::movement", seq = response.ack.0, "acked");
+        }
+        let Some(correction) = response.correction else {
+            continue;
+        };
+        if correction.id == prediction.correction_ack || !M::is_valid(&correction.state) {
+            stats.responses_dropped += 1;
+            continue;
+        }
+        // Moves up to the corrected one are settled; replay the rest from the server's state.
+        prediction.saved.acknowledge(response.ack);
+        let before = M::position(&state.0);
+        let mut current = correction.state;
+        let include_characters = settings.character_collisions == CharacterCollisions::Block;
+        let filter = movement_filter(include_characters, collider.map(|c| c.0));
+        let replayed = with_collision_world(&rapier, &empty, filter, |world| {
+            let mut n = 0;
+            for m in prediction.saved.pending_mut() {
+                // Events of replayed moves are dropped: they fired when the move was live.
+                let (next, _events) =
+                    model.simulate(&current, &m.input, decode_dt(m.dt) as f32, world);
+                m.end = next.clone();
+                current = next;
+                n += 1;
+            }
+            n
+        });
+        let after = M::position(&current);
+        state.0 = current;
+        prediction.correction_ack = correction.id;
+        if !prediction
+            .offset
+            .on_correction(after - before, &settings.smoothing)
+        {
+            stats.snaps += 1;
+        }
+        stats.corrections_received += 1;
+        stats.moves_replayed += replayed;
+        tracing::debug!(target: "unlag::movement", seq = response.ack.0, id = correction.id, replayed, error = (after - before).length(), "corrected");
+    }
+}
+
+/// FixedUpdate: simulates this tick's move at once and saves it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn simulate_moves<M: MovementModel>(
+    model: Res<M>,
+    settings: Res<MovementSettings<M>>,
+    time: Res<Time<Fixed>>,
+    rapier: ReadRapierContext,
+    empty: Local<EmptyPhysics>,
+    mut stats: ResMut<MovementStats>,
+    mut events: MessageWriter<MovementEvent>,
+    mut characters: Query<
+        (
+            Entity,
+            &mut MovementState<M>,
+            &mut Prediction<M>,
+            Option<&NextMove<M>>,
+            Option<&RapierColliderHandle>,
+        ),
+        With<AutonomousProxy>,
+    >,
+) {
+    let dt = encode_dt(time.timestep().as_secs_f64());
+    for (entity, mut state, mut prediction, next, collider) in &mut characters {
+        let input = next.map(|n| n.0.clone()).unwrap_or_default();
+        let include_characters = settings.character_collisions == CharacterCollisions::Block;
+        let filter = movement_filter(include_characters, collider.map(|c| c.0));
+        let (end, fired) = with_collision_world(&rapier, &empty, filter, |world| {
+            model.simulate(&state.0, &input, decode_dt(dt) as f32, world)
+        });
+        let seq = prediction.next_seq;
+        prediction.next_seq = seq.next();
+        if prediction
+            .saved
+            .push(SavedMove {
+                seq,
+                dt,
+                input,
+                end: end.clone(),
+            })
+            .is_some()
+        {
+            stats.saved_moves_evicted += 1;
+        }
+        state.0 = end;
+        stats.moves_simulated += 1;
+        if fired != Default::default() {
+            events.write(MovementEvent {
+                entity,
+                events: fired,
+            });
+        }
+    }
+}
+
+/// PostUpdate: sends the moves made since the last send, with redundant older ones.
+pub(crate) fn send_moves<M: MovementModel>(
+    settings: Res<MovementSettings<M>>,
+    mut stats: ResMut<MovementStats>,
+    mut link: Query<(&mut MessageSender<ServerMove<M>>, &mut LinkTraffic), With<Client>>,
+    mut characters: Query<&mut Prediction<M>, With<AutonomousProxy>>,
+) {
+    let Ok((mut sender, mut traffic)) = link.single_mut() else {
+        return;
+    };
+    for mut prediction in &mut characters {
+        let Some(newest) = prediction.saved.last().map(|m| m.seq) else {
+            continue;
+        };
+        if prediction
+            .last_sent
+            .is_some_and(|s| !newest.is_newer_than(s))
+        {
+            continue;
+        }
+        // New moves, plus up to `redundancy` older pending ones; at most a message's worth.
+        let first_new = prediction.last_sent.map_or(newest, |s| s.next());
+        let pending: Vec<&SavedMove<M>> = prediction.saved.pending().collect();
+        let new_count = pending
+            .iter()
+            .filter(|m| !first_new.is_newer_than(m.seq))
+            .count();
+        let take = (new_count + settings.redundancy)
+            .min(pending.len())
+            .min(MAX_MOVES_PER_MESSAGE);
+        let chosen = &pending[pending.len() - take..];
+        let data = ServerMoveData {
+            moves: chosen
+                .iter()
+                .map(|m| WireMove {
+                    seq: m.seq,
+                    dt: m.dt,
+                    input: m.input.clone(),
+                })
+                .collect(),
+            end: encode_end(M::position(&chosen[take - 1].end)),
+            correction_ack: prediction.correction_ack,
+        };
+        tracing::trace!(target: "unlag::movement", newest = newest.0, moves = take, "sent");
+        // Unordered: a late message still brings moves the server may be waiting for (it orders
+        // moves itself); a sequenced channel would drop it.
+        traffic.send_counted::<UnreliableChannel, _>(&mut sender, ServerMove::<M>::encode(&data));
+        stats.messages_sent += 1;
+        stats.moves_sent += take as u64;
+        prediction.last_sent = Some(newest);
+    }
+}
+
+/// PostUpdate: places the client's own character where it is predicted, plus the visual offset
+/// of the last correction.
+pub(crate) fn place_predicted<M: MovementModel>(
+    time: Res<Time>,
+    mut characters: Query<(&MovementState<M>, &mut Prediction<M>, &mut Transform)>,
+) {
+    for (state, mut prediction, mut transform) in &mut characters {
+        let offset = prediction.offset.advance(time.delta_secs());
+        transform.translation = M::position(&state.0) + offset;
+        transform.rotation = M::rotation(&state.0);
+    }
+}

@@ -1,0 +1,68 @@
+//! The [`MovementModel`] trait: what a movement model must provide to be predicted, checked and
+//! corrected by [`MovementPredictionPlugin`](crate::MovementPredictionPlugin).
+
+use crate::world::CollisionWorld;
+use bevy::prelude::*;
+use core::fmt::Debug;
+use serde::{Serialize, de::DeserializeOwned};
+use unlag_core::{ByteReader, ByteWriter, DecodeError};
+
+/// What a move's simulation did that a game may want to show or play (a jump sound, a dash
+/// trail). Emitted as [`MovementEvent`](crate::MovementEvent)s for live moves only, never for
+/// moves replayed after a correction, so effects never fire twice.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Reflect)]
+pub struct MoveEvents {
+    /// The character left the ground by jumping.
+    pub jumped: bool,
+    /// The character used its dash ability.
+    pub dashed: bool,
+    /// The character landed.
+    pub landed: bool,
+}
+
+/// A move's input, encoded compactly for the wire. The encoded form is the exact value both
+/// sides simulate: inputs hold quantised values (see [`unlag_core::quantize`]), so encoding and
+/// decoding loses nothing.
+pub trait MoveInputCodec: Sized {
+    /// Appends the input's bytes.
+    fn encode(&self, out: &mut ByteWriter);
+    /// Reads an input back; errors on truncated or out-of-range bytes.
+    fn decode(input: &mut ByteReader) -> Result<Self, DecodeError>;
+}
+
+/// A movement model: its parameters (the type itself, a resource that must be equal on client
+/// and server), its input and its state, and one move of simulation.
+///
+/// `simulate` must be a pure function of its arguments: the server re-simulates every move the
+/// client made, and the client replays its pending moves after a correction, and both must
+/// come out bit for bit the same as the first time.
+pub trait MovementModel: Resource + Clone + Debug {
+    /// The input of one move.
+    type Input: MoveInputCodec + Clone + PartialEq + Default + Debug + Send + Sync + 'static;
+    /// Everything the model needs to continue from a point: corrections carry the whole state,
+    /// never the position alone.
+    type State: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static;
+
+    /// Simulates one move of `dt` seconds from `state` with `input` against `world`.
+    fn simulate(
+        &self,
+        state: &Self::State,
+        input: &Self::Input,
+        dt: f32,
+        world: &CollisionWorld,
+    ) -> (Self::State, MoveEvents);
+
+    /// Where the state stands, metres.
+    fn position(state: &Self::State) -> Vec3;
+
+    /// Which way the state faces.
+    fn rotation(state: &Self::State) -> Quat;
+
+    /// The state moved to `position` (for the server's optional trust in client positions
+    /// within tolerance, and for teleports by the game).
+    fn with_position(state: &Self::State, position: Vec3) -> Self::State;
+
+    /// Whether every number in the state is finite and in range (a corrupted state is never
+    /// adopted).
+    fn is_valid(state: &Self::State) -> bool;
+}

@@ -1,0 +1,483 @@
+//! The server side: validate every move, simulate it with its own duration, compare with where
+//! the client ended up, then acknowledge or correct; account for the client's clock (speed
+//! hacks).
+
+use crate::model::MovementModel;
+use crate::protocol::{
+    Correction, MAX_MOVES_PER_MESSAGE, MoveResponse, ServerMove, ServerMoveData, WireMove,
+    decode_dt, decode_end,
+};
+use crate::settings::{CharacterCollisions, MovementSettings};
+use crate::stats::{MovementStats, RejectReason};
+use crate::world::{EmptyPhysics, movement_filter, with_collision_world};
+use crate::{MovementState, SpeedHackDetected};
+use bevy::platform::collections::HashMap;
+use bevy::prelude::*;
+use bevy_rapier3d::prelude::{RapierColliderHandle, ReadRapierContext};
+use lightyear::prelude::server::ClientOf;
+use lightyear::prelude::*;
+use std::collections::{BTreeMap, VecDeque};
+use unlag_core::{Seq16, TimeDiscrepancy};
+use unlag_net::{LinkTraffic, NetClock, RemoteClientClock, SequencedChannel};
+
+/// On the server, per predicted character: what the server knows of its client's moves.
+#[derive(Component)]
+pub struct ServerMovement<M: MovementModel> {
+    /// Extended sequence number of the last move processed.
+    last: u64,
+    /// Moves received beyond a gap, waiting for the missing ones (by extended number).
+    held: BTreeMap<u64, WireMove<M::Input>>,
+    /// Since when the move after `last` has been missing.
+    gap_since: Option<f64>,
+    /// End positions the client reported: (extended number of the move, end, correction ack).
+    reports: VecDeque<(u64, IVec3, u8)>,
+    time: TimeDiscrepancy,
+    last_correction_at: Option<f64>,
+    /// The correction the client has not confirmed yet: (id, sent at).
+    pending_correction: Option<(u8, f64)>,
+    next_correction_id: u8,
+    last_ack_sent: Option<(Seq16, f64)>,
+    tokens: f64,
+    tokens_at: Option<f64>,
+    _model: core::marker::PhantomData<fn() -> M>,
+}
+
+impl<M: MovementModel> ServerMovement<M> {
+    fn new(settings: &MovementSettings<M>) -> Self {
+        Self {
+            last: 0,
+            held: BTreeMap::new(),
+            gap_since: None,
+            reports: VecDeque::new(),
+            time: TimeDiscrepancy::new(settings.time_discrepancy),
+            last_correction_at: None,
+            pending_correction: None,
+            next_correction_id: 1,
+            last_ack_sent: None,
+            tokens: settings.max_moves_per_second * 2.0,
+            tokens_at: None,
+            _model: core::marker::PhantomData,
+        }
+    }
+
+    /// The last move processed.
+    pub fn last_processed(&self) -> Seq16 {
+        Seq16(self.last as u16)
+    }
+
+    /// Claimed client time in excess of elapsed server time, seconds (speed-hack accounting).
+    pub fn time_excess(&self) -> f64 {
+        self.time.excess()
+    }
+
+    /// Whether a speed hack is being resolved.
+    pub fn resolving_speed_hack(&self) -> bool {
+        self.time.resolving()
+    }
+
+    /// The extended number of `seq`, taken as the one nearest the last processed move.
+    fn extend(&self, seq: Seq16) -> i64 {
+        self.last as i64 + i64::from(seq.diff(self.last_processed()))
+    }
+
+    fn take_correction_id(&mut self) -> u8 {
+        let id = self.next_correction_id;
+        // 0 means "no correction applied yet" on the client.
+        self.next_correction_id = self.next_correction_id.wrapping_add(1).max(1);
+        id
+    }
+
+    fn refill(&mut self, now: f64, settings: &MovementSettings<M>) {
+        let cap = settings.max_moves_per_second * 2.0;
+        if let Some(at) = self.tokens_at {
+            self.tokens =
+                (self.tokens + (now - at).max(0.0) * settings.max_moves_per_second).min(cap);
+        }
+        self.tokens_at = Some(now);
+    }
+}
+
+/// Counts a rejection with a rate-limited warning naming the client and the reason.
+fn reject(stats: &mut MovementStats, reason: RejectReason, link: Entity, peer: Option<&RemoteId>) {
+    let n = stats.reject(reason);
+    if n % 100 == 1 {
+        warn!(
+            target: "unlag::movement",
+            "rejected moves from client {:?} (link {link}): {reason:?} ({n} so far)",
+            peer.map(|p| p.0)
+        );
+    }
+}
+
+/// Update: gives new predicted characters their server state and sends the client its initial
+/// state (resent until the client uses it).
+pub(crate) fn start_characters<M: MovementModel>(
+    mut commands: Commands,
+    settings: Res<MovementSettings<M>>,
+    characters: Query<
+        Entity,
+        (
+            With<MovementState<M>>,
+            With<ControlledBy>,
+            Without<ServerMovement<M>>,
+        ),
+    >,
+) {
+    for entity in &characters {
+        commands
+            .entity(entity)
+            .insert(ServerMovement::<M>::new(&settings));
+    }
+}
+
+/// Update: takes in the moves clients sent, then simulates every character's moves in order,
+/// compares, and acknowledges or corrects.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn process_moves<M: MovementModel>(
+    model: Res<M>,
+    settings: Res<MovementSettings<M>>,
+    clock: Res<NetClock>,
+    rapier: ReadRapierContext,
+    empty: Local<EmptyPhysics>,
+    mut stats: ResMut<MovementStats>,
+    mut hacks: MessageWriter<SpeedHackDetected>,
+    mut links: Query<
+        (
+            Entity,
+            Option<&RemoteId>,
+            &mut MessageReceiver<ServerMove<M>>,
+            &mut MessageSender<MoveResponse<M>>,
+            &mut LinkTraffic,
+            Option<&RemoteClientClock>,
+        ),
+        With<ClientOf>,
+    >,
+    mut characters: Query<(
+        Entity,
+        &ControlledBy,
+        &mut MovementState<M>,
+        &mut ServerMovement<M>,
+        Option<&RapierColliderHandle>,
+    )>,
+) {
+    let now = clock.server_time;
+    // One character of this model per client: the one its link controls.
+    let by_owner: HashMap<Entity, Entity> =
+        characters.iter().map(|(e, c, ..)| (c.owner, e)).collect();
+    for (link, peer, mut receiver, ..) in &mut links {
+        let character = by_owner.get(&link).copied();
+        for message in receiver.receive() {
+            let Some(entity) = character else {
+                reject(&mut stats, RejectReason::NotControlled, link, peer);
+                continue;
+            };
+            let (.., mut server, _) = characters.get_mut(entity).unwrap();
+            let data = match message.decode() {
+                Ok(data) => data,
+                Err(_) => {
+                    // An over-long list is told apart from garbage for the counters.
+                    let reason = if message
+                        .first_byte()
+                        .is_some_and(|n| n as usize > MAX_MOVES_PER_MESSAGE)
+                    {
+                        RejectReason::TooManyMoves
+                    } else {
+                        RejectReason::Malformed
+                    };
+                    reject(&mut stats, reason, link, peer);
+                    continue;
+                }
+            };
+            if let Err(reason) = take_in(&settings, now, &mut server, &data, &mut stats) {
+                reject(&mut stats, reason, link, peer);
+            }
+        }
+    }
+
+    for (entity, controlled, mut state, mut server, collider) in &mut characters {
+        let include_characters = settings.character_collisions == CharacterCollisions::Block;
+        let filter = movement_filter(include_characters, collider.map(|c| c.0));
+        let flagged = with_collision_world(&rapier, &empty, filter, |world| {
+            simulate_ready(
+                &*model,
+                &*settings,
+                now,
+                &mut state.0,
+                &mut server,
+                world,
+                &mut stats,
+            )
+        });
+        let Ok((link, peer, _, mut sender, mut traffic, remote)) = links.get_mut(controlled.owner)
+        else {
+            continue;
+        };
+        if flagged {
+            stats.speed_hacks_flagged += 1;
+            warn!(
+                target: "unlag::movement",
+                "speed hack from client {:?} (link {link}): {:.3} s of excess time",
+                peer.map(|p| p.0),
+                server.time.excess()
+            );
+            hacks.write(SpeedHackDetected {
+                character: entity,
+                client: link,
+                excess: server.time.excess(),
+            });
+        }
+        // Compare with the client's report for exactly the last processed move.
+        let last = server.last;
+        while server.reports.front().is_some_and(|r| r.0 < last) {
+            server.reports.pop_front();
+        }
+        let Some(&(_, end, correction_ack)) = server.reports.front().filter(|r| r.0 == last) else {
+            continue;
+        };
+        server.reports.pop_front();
+        if server
+            .pending_correction
+            .is_some_and(|(id, sent)| id != correction_ack && now - sent < resend_after(remote))
+        {
+            // The client has not applied our last correction yet: its moves still start from
+            // the old state.
+            continue;
+        }
+        if server
+            .pending_correction
+            .is_some_and(|(id, _)| id == correction_ack)
+        {
+            server.pending_correction = None;
+        }
+        let client_end = decode_end(end);
+        let error = M::position(&state.0).distance(client_end);
+        let wrong = error * error > settings.max_position_error_sq
+            || (server.time.resolving() && settings.force_corrections_during_resolution);
+        if !wrong {
+            if settings.accept_client_position && client_end.is_finite() {
+                state.0 = M::with_position(&state.0, client_end);
+            }
+            continue;
+        }
+        if !settings
+            .throttle
+            .allows(now, server.last_correction_at, error)
+        {
+            stats.corrections_throttled += 1;
+            continue;
+        }
+        let id = server.take_correction_id();
+        server.last_correction_at = Some(now);
+        server.pending_correction = Some((id, now));
+        let ack = server.last_processed();
+        server.last_ack_sent = Some((ack, now));
+        tracing::debug!(target: "unlag::movement", seq = ack.0, error, id, "correction sent");
+        traffic.send_counted::<SequencedChannel, _>(
+            &mut sender,
+            MoveResponse::<M> {
+                entity,
+                ack,
+                correction: Some(Correction {
+                    id,
+                    state: state.0.clone(),
+                }),
+            },
+        );
+        stats.corrections_sent += 1;
+        stats.acks_sent += 1;
+    }
+}
+
+/// How long the server waits for the client to confirm a correction (or its initial state)
+/// before sending it again: a round trip with margin for jitter (1 s while the RTT is unknown).
+fn resend_after(remote: Option<&RemoteClientClock>) -> f64 {
+    match remote {
+        Some(r) if r.rtt > 0.0 => (1.5 * r.rtt + 4.0 * r.jitter + 0.1).max(0.2),
+        _ => 1.0,
+    }
+}
+
+/// Validates the moves of one message and keeps the new ones for [`simulate_ready`]. Nothing
+/// changes on error.
+fn take_in<M: MovementModel>(
+    settings: &MovementSettings<M>,
+    now: f64,
+    server: &mut ServerMovement<M>,
+    data: &ServerMoveData<M::Input>,
+    stats: &mut MovementStats,
+) -> Result<(), RejectReason> {
+    let newest = server.extend(data.moves.last().expect("decoded messages have moves").seq);
+    let last = server.last as i64;
+    if newest <= last {
+        // Every move was processed already: a late copy (normal), or a replay from long ago.
+        stats.duplicate_moves += data.moves.len() as u64;
+        return if newest < last - 256 {
+            Err(RejectReason::Stale)
+        } else {
+            Ok(())
+        };
+    }
+    if newest - last > i64::from(settings.max_seq_gap) {
+        return Err(RejectReason::FarAhead);
+    }
+    let fresh: Vec<(u64, &WireMove<M::Input>)> = data
+        .moves
+        .iter()
+        .map(|m| (server.extend(m.seq), m))
+        .filter(|(n, _)| *n > last && !server.held.contains_key(&(*n as u64)))
+        .map(|(n, m)| (n as u64, m))
+        .collect();
+    for (_, m) in &fresh {
+        if m.dt == 0 || decode_dt(m.dt) > settings.max_move_delta {
+            return Err(RejectReason::BadDelta);
+        }
+    }
+    server.refill(now, settings);
+    let cost = fresh.len() as f64;
+    if cost > server.tokens {
+        return Err(RejectReason::TooFrequent);
+    }
+    server.tokens -= cost;
+    stats.duplicate_moves += (data.moves.len() - fresh.len()) as u64;
+    for (n, m) in fresh {
+        server.held.insert(n, m.clone());
+    }
+    if server.reports.len() >= 64 {
+        server.reports.pop_front();
+    }
+    server
+        .reports
+        .push_back((newest as u64, data.end, data.correction_ack));
+    Ok(())
+}
+
+/// Simulates, in order, every held move that follows the last processed one. A missing move is
+/// waited for up to `max_gap_wait` (it may come late, or in the next message's redundant
+/// copies), then simulated with the next known move's input and duration. Returns whether the
+/// client was just flagged for a speed hack.
+#[allow(clippy::too_many_arguments)]
+fn simulate_ready<M: MovementModel>(
+    model: &M,
+    settings: &MovementSettings<M>,
+    now: f64,
+    state: &mut M::State,
+    server: &mut ServerMovement<M>,
+    world: &crate::CollisionWorld,
+    stats: &mut MovementStats,
+) -> bool {
+    let mut flagged = false;
+    loop {
+        let next = server.last + 1;
+        let m = match server.held.first_key_value() {
+            None => {
+                server.gap_since = None;
+                break;
+            }
+            Some((&n, _)) if n == next => {
+                server.gap_since = None;
+                server.held.remove(&n).expect("present")
+            }
+            Some((_, first)) => {
+                let since = *server.gap_since.get_or_insert(now);
+                if now - since < settings.max_gap_wait {
+                    break;
+                }
+                // Given up on the missing move: the next one's input is the best guess.
+                stats.missing_moves_filled += 1;
+                first.clone()
+            }
+        };
+        let verdict = server.time.on_move(now, decode_dt(m.dt));
+        flagged |= verdict.flagged;
+        if verdict.simulate_dt > 0.0 {
+            let (after, _events) =
+                model.simulate(state, &m.input, verdict.simulate_dt as f32, world);
+            // A model must never produce an invalid state; keep the last good one if it does.
+            if M::is_valid(&after) {
+                *state = after;
+            }
+        }
+        server.last = next;
+        stats.moves_processed += 1;
+    }
+    flagged
+}
+
+/// Update (after processing): batched acknowledgements, and the initial state or a lost
+/// correction sent again.
+pub(crate) fn send_acks<M: MovementModel>(
+    settings: Res<MovementSettings<M>>,
+    clock: Res<NetClock>,
+    mut stats: ResMut<MovementStats>,
+    mut links: Query<
+        (
+            &mut MessageSender<MoveResponse<M>>,
+            &mut LinkTraffic,
+            Option<&RemoteClientClock>,
+        ),
+        With<ClientOf>,
+    >,
+    mut characters: Query<(
+        Entity,
+        &MovementState<M>,
+        &mut ServerMovement<M>,
+        &ControlledBy,
+    )>,
+) {
+    let now = clock.server_time;
+    for (entity, state, mut server, controlled) in &mut characters {
+        let Ok((mut sender, mut traffic, remote)) = links.get_mut(controlled.owner) else {
+            continue;
+        };
+        let ack = server.last_processed();
+        let unconfirmed = server
+            .pending_correction
+            .is_none_or(|(_, sent)| now - sent >= resend_after(remote));
+        let never_started = server.last_ack_sent.is_none();
+        if never_started || (server.pending_correction.is_some() && unconfirmed) {
+            // The initial state, or a correction that was lost: send the current state again.
+            let id = server.take_correction_id();
+            server.pending_correction = Some((id, now));
+            server.last_correction_at = Some(now);
+            server.last_ack_sent = Some((ack, now));
+            traffic.send_counted::<SequencedChannel, _>(
+                &mut sender,
+                MoveResponse::<M> {
+                    entity,
+                    ack,
+                    correction: Some(Correction {
+                        id,
+                        state: state.0.clone(),
+                    }),
+                },
+            );
+            stats.acks_sent += 1;
+            continue;
+        }
+        let due = server
+            .last_ack_sent
+            .is_none_or(|(seq, at)| ack.is_newer_than(seq) && now - at >= settings.ack_interval);
+        if due {
+            server.last_ack_sent = Some((ack, now));
+            traffic.send_counted::<SequencedChannel, _>(
+                &mut sender,
+                MoveResponse::<M> {
+                    entity,
+                    ack,
+                    correction: None,
+                },
+            );
+            stats.acks_sent += 1;
+        }
+    }
+}
+
+/// PostUpdate: places server characters at their state.
+pub(crate) fn place_authoritative<M: MovementModel>(
+    mut characters: Query<(&MovementState<M>, &mut Transform), With<ServerMovement<M>>>,
+) {
+    for (state, mut transform) in &mut characters {
+        transform.translation = M::position(&state.0);
+        transform.rotation = M::rotation(&state.0);
+    }
+}

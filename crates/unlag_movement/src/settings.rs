@@ -1,0 +1,87 @@
+//! [`MovementSettings`]: the numbers of movement prediction, with UE's defaults in metres.
+
+use bevy::prelude::*;
+use core::marker::PhantomData;
+use unlag_core::{CorrectionThrottle, SmoothingSettings, TimeDiscrepancySettings};
+
+/// Whether characters block each other.
+///
+/// A client predicts its own character in the present but sees every other character in the
+/// past (at its view time), so a collision the client predicts against another character is
+/// against where that character *was*: bumping into others is where honest corrections come
+/// from. By default characters pass through each other and only the static world blocks them;
+/// a game that wants blocking accepts occasional corrections when players brush past.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Reflect)]
+pub enum CharacterCollisions {
+    /// Characters do not block each other (default).
+    #[default]
+    Ignore,
+    /// Characters' own colliders (members of [`CHARACTER_GROUP`](crate::CHARACTER_GROUP))
+    /// block other characters.
+    Block,
+}
+
+/// Settings of [`MovementPredictionPlugin<M>`](crate::MovementPredictionPlugin) for model `M`.
+/// A resource; defaults are UE's CharacterMovementComponent values converted to metres.
+#[derive(Resource, Clone, Debug)]
+pub struct MovementSettings<M> {
+    /// Most unacknowledged moves the client keeps (default 96).
+    pub max_saved_moves: usize,
+    /// Older unacknowledged moves sent again with each new one (default 3), so single lost
+    /// packets never cause a correction.
+    pub redundancy: usize,
+    /// Squared distance between the client's and the server's end position above which the
+    /// client is corrected, m² (default 0.0003, UE's 3 cm²).
+    pub max_position_error_sq: f32,
+    /// Longest move accepted, seconds (default 0.125).
+    pub max_move_delta: f64,
+    /// Spacing of corrections.
+    pub throttle: CorrectionThrottle,
+    /// How the client hides a correction's jump.
+    pub smoothing: SmoothingSettings,
+    /// Seconds between two batched acknowledgements (default 0.1).
+    pub ack_interval: f64,
+    /// Speed-hack detection and resolution (on by default).
+    pub time_discrepancy: TimeDiscrepancySettings,
+    /// Whether every move is corrected while a speed hack is being resolved (default true).
+    pub force_corrections_during_resolution: bool,
+    /// Whether the server adopts the client's end position when it is within
+    /// `max_position_error_sq` of its own (UE's `bServerAcceptClientAuthoritativePosition`;
+    /// default false).
+    pub accept_client_position: bool,
+    /// Most new moves per second accepted from one client, sustained (default 120, twice the
+    /// tick rate); bursts of up to two seconds' worth are allowed after a stall.
+    pub max_moves_per_second: f64,
+    /// Largest jump ahead of the last processed sequence number accepted (default 600 moves);
+    /// farther is dropped.
+    pub max_seq_gap: u32,
+    /// How long the server waits for a missing move (late, or in the next message's redundant
+    /// copies) before simulating it with the next move's input, seconds (default 0.1).
+    pub max_gap_wait: f64,
+    /// Whether characters block each other.
+    pub character_collisions: CharacterCollisions,
+    #[doc(hidden)]
+    pub _model: PhantomData<fn() -> M>,
+}
+
+impl<M> Default for MovementSettings<M> {
+    fn default() -> Self {
+        Self {
+            max_saved_moves: 96,
+            redundancy: 3,
+            max_position_error_sq: 0.0003,
+            max_move_delta: 0.125,
+            throttle: CorrectionThrottle::default(),
+            smoothing: SmoothingSettings::default(),
+            ack_interval: 0.1,
+            time_discrepancy: TimeDiscrepancySettings::default(),
+            force_corrections_during_resolution: true,
+            accept_client_position: false,
+            max_moves_per_second: 120.0,
+            max_seq_gap: 600,
+            max_gap_wait: 0.1,
+            character_collisions: CharacterCollisions::Ignore,
+            _model: PhantomData,
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! [`MovementStats`]: counters of movement prediction, for HUDs, reports and tests.
+
+use bevy::prelude::*;
+
+/// Why the server dropped a move or a whole [`ServerMove`](crate::ServerMove).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Reflect)]
+pub enum RejectReason {
+    /// The bytes do not decode to a move list.
+    Malformed,
+    /// More moves in one message than allowed.
+    TooManyMoves,
+    /// A move's duration is zero or above `max_move_delta`.
+    BadDelta,
+    /// Every move in the message was processed before (a replayed message).
+    Stale,
+    /// The first move is too far ahead of the last processed one.
+    FarAhead,
+    /// More moves per second than real time allows.
+    TooFrequent,
+    /// The sending client controls no character of this model.
+    NotControlled,
+}
+
+impl RejectReason {
+    /// Every reason, in a fixed order.
+    pub const ALL: [RejectReason; 7] = [
+        RejectReason::Malformed,
+        RejectReason::TooManyMoves,
+        RejectReason::BadDelta,
+        RejectReason::Stale,
+        RejectReason::FarAhead,
+        RejectReason::TooFrequent,
+        RejectReason::NotControlled,
+    ];
+
+    fn index(self) -> usize {
+        Self::ALL.iter().position(|r| *r == self).unwrap_or(0)
+    }
+}
+
+/// Counters of movement prediction in this App (all models together). On a client the client
+/// figures move; on the server the server figures.
+#[derive(Resource, Clone, Debug, Default, Reflect)]
+#[reflect(Resource)]
+pub struct MovementStats {
+    /// Client: moves simulated live (not replays).
+    pub moves_simulated: u64,
+    /// Client: `ServerMove` messages sent.
+    pub messages_sent: u64,
+    /// Client: moves sent, redundant copies included.
+    pub moves_sent: u64,
+    /// Client: acknowledgements received.
+    pub acks_received: u64,
+    /// Client: corrections applied.
+    pub corrections_received: u64,
+    /// Client: moves replayed after corrections.
+    pub moves_replayed: u64,
+    /// Client: corrections too large to smooth (snapped).
+    pub snaps: u64,
+    /// Client: moves dropped from a full saved-move list.
+    pub saved_moves_evicted: u64,
+    /// Client: responses dropped (unknown entity, not controlled, stale).
+    pub responses_dropped: u64,
+    /// Server: new moves processed.
+    pub moves_processed: u64,
+    /// Server: redundant copies of moves already processed (normal).
+    pub duplicate_moves: u64,
+    /// Server: moves lost in every copy, simulated with the next move's input.
+    pub missing_moves_filled: u64,
+    /// Server: acknowledgements sent (corrections included).
+    pub acks_sent: u64,
+    /// Server: corrections sent.
+    pub corrections_sent: u64,
+    /// Server: corrections due but held back by the throttle.
+    pub corrections_throttled: u64,
+    /// Server: speed hacks flagged.
+    pub speed_hacks_flagged: u64,
+    /// Server: moves or messages rejected, per [`RejectReason::ALL`].
+    pub rejected: [u64; 7],
+}
+
+impl MovementStats {
+    /// Rejections for `reason`.
+    pub fn rejected(&self, reason: RejectReason) -> u64 {
+        self.rejected[reason.index()]
+    }
+
+    /// Counts a rejection for `reason`; returns the count so far.
+    pub fn reject(&mut self, reason: RejectReason) -> u64 {
+        let slot = &mut self.rejected[reason.index()];
+        *slot += 1;
+        *slot
+    }
+
+    /// Every rejection, all reasons together.
+    pub fn rejected_total(&self) -> u64 {
+        self.rejected.iter().sum()
+    }
+}
