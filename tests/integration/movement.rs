@@ -11,6 +11,7 @@ use unlag::movement::{
     MovementPredictionSystems, MovementSettings, MovementState, MovementStats, NextMove,
     Prediction, flags,
 };
+use unlag::movement::{Cheats, SpeedHackDetected};
 use unlag::net::{AutonomousProxy, LinkConditions};
 use unlag_core::quantize::{quantize_accel, quantize_angle};
 use unlag_testbed::{Testbed, TestbedConfig};
@@ -43,9 +44,27 @@ fn arena(mut commands: Commands) {
 
 /// What every App gets: transforms, rapier in the fixed schedule, the arena, and movement
 /// prediction of characters.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct MovementTestPlugin {
-    settings: Option<MovementSettings<CharacterMovement>>,
+    settings: MovementSettings<CharacterMovement>,
+    level: fn(Commands),
+}
+
+impl Default for MovementTestPlugin {
+    fn default() -> Self {
+        Self {
+            settings: MovementSettings::default(),
+            level: arena,
+        }
+    }
+}
+
+/// A floor 1 km wide and nothing else, for long straight runs.
+fn open_field(mut commands: Commands) {
+    commands.spawn((
+        Collider::cuboid(500.0, 0.5, 500.0),
+        Transform::from_xyz(0.0, -0.5, 0.0),
+    ));
 }
 
 impl Plugin for MovementTestPlugin {
@@ -57,16 +76,17 @@ impl Plugin for MovementTestPlugin {
             })
             .add_plugins(RapierPhysicsPlugin::<NoUserData>::default().in_fixed_schedule())
             .add_plugins(MovementPredictionPlugin::<CharacterMovement>::new(
-                self.settings.clone().unwrap_or_default(),
+                self.settings.clone(),
             ))
-            .add_systems(Startup, arena);
+            .add_systems(Startup, self.level);
     }
 }
 
-/// Whether the scripted player moves (on the client App).
+/// Whether the scripted player moves (on the client App), and how.
 #[derive(Resource, Clone, Copy)]
 struct Script {
     running: bool,
+    input: fn(u32) -> CharacterInput,
 }
 
 /// The scripted player's input for its move number `n` (a 10 s loop at 60 Hz): walk, slide
@@ -112,7 +132,7 @@ fn drive(
 ) {
     for (prediction, mut next) in &mut players {
         next.0 = if script.running {
-            scripted_input(u32::from(prediction.next_seq().0))
+            (script.input)(u32::from(prediction.next_seq().0))
         } else {
             CharacterInput::default()
         };
@@ -166,7 +186,10 @@ fn movement_testbed(
     tb.add_plugins(plugin);
     for i in 0..clients {
         tb.client(i)
-            .insert_resource(Script { running: true })
+            .insert_resource(Script {
+                running: true,
+                input: scripted_input,
+            })
             .init_resource::<EventCount>()
             .add_systems(Update, count_events)
             .add_systems(
@@ -281,4 +304,455 @@ fn honest_player_is_never_corrected_at_100_ms() {
 #[test]
 fn honest_player_is_never_corrected_at_250_ms() {
     honest_run(250);
+}
+
+/// Walk towards +X at full input, facing it.
+fn walk_east(_n: u32) -> CharacterInput {
+    CharacterInput {
+        accel: quantize_accel(Vec2::X),
+        yaw: quantize_angle(-core::f32::consts::FRAC_PI_2),
+        pitch: 0,
+        flags: 0,
+    }
+}
+
+fn set_script(tb: &mut Testbed, i: usize, input: fn(u32) -> CharacterInput) {
+    tb.client_world_mut(i).resource_mut::<Script>().input = input;
+}
+
+/// The server entity of client `i`'s character.
+fn character_of(tb: &mut Testbed, i: usize) -> Entity {
+    let owner = tb.server_link(i).unwrap();
+    let world = tb.server_world_mut();
+    let mut q = world.query::<(Entity, &ControlledBy)>();
+    q.iter(world).find(|(_, c)| c.owner == owner).unwrap().0
+}
+
+fn client_stats(tb: &Testbed, i: usize) -> MovementStats {
+    tb.client_world(i).resource::<MovementStats>().clone()
+}
+
+fn offset_len(tb: &Testbed, i: usize) -> f32 {
+    let world = tb.client_world(i);
+    let mut q = world.try_query::<&Prediction<CharacterMovement>>().unwrap();
+    q.iter(world).next().unwrap().offset.current().length()
+}
+
+/// Every move's end state as the client last had it (after any replay).
+#[derive(Resource, Default)]
+struct ClientEnds(std::collections::BTreeMap<u16, CharacterState>);
+
+fn record_client_ends(
+    mut ends: ResMut<ClientEnds>,
+    players: Query<&Prediction<CharacterMovement>>,
+) {
+    for p in &players {
+        for m in p.saved.pending() {
+            ends.0.insert(m.seq.0, m.end.clone());
+        }
+    }
+}
+
+/// The server's state after its last processed move, each frame.
+#[derive(Resource, Default)]
+struct ServerEnds(std::collections::BTreeMap<u16, CharacterState>);
+
+fn record_server_ends(
+    mut ends: ResMut<ServerEnds>,
+    characters: Query<(
+        &MovementState<CharacterMovement>,
+        &unlag::movement::ServerMovement<CharacterMovement>,
+    )>,
+) {
+    for (state, server) in &characters {
+        ends.0.insert(server.last_processed().0, state.0.clone());
+    }
+}
+
+#[test]
+fn server_divergence_is_corrected_replayed_and_smoothed() {
+    let rtt = 0.1;
+    let conditions = LinkConditions::new(Duration::from_secs_f64(rtt), Duration::ZERO, 0.0);
+    let mut tb = movement_testbed(1, conditions, MovementTestPlugin::default());
+    tb.client(0).init_resource::<ClientEnds>().add_systems(
+        PostUpdate,
+        record_client_ends.after(MovementPredictionSystems::Send),
+    );
+    tb.server().init_resource::<ServerEnds>().add_systems(
+        Update,
+        record_server_ends.after(MovementPredictionSystems::Check),
+    );
+    tb.run_for(Duration::from_secs(2));
+    assert_eq!(client_stats(&tb, 0).corrections_received, 0);
+
+    // The server shoves the character 1 m sideways: something the client could not predict.
+    let character = character_of(&mut tb, 0);
+    let pushed_at = tb.now();
+    tb.server_world_mut()
+        .get_mut::<MovementState<CharacterMovement>>(character)
+        .unwrap()
+        .0
+        .feet
+        .x += 1.0;
+    let throttle = 0.1;
+    assert!(
+        tb.run_until(Duration::from_secs(2), |tb| client_stats(tb, 0)
+            .corrections_received
+            >= 1),
+        "never corrected"
+    );
+    let delay = (tb.now() - pushed_at).as_secs_f64();
+    assert!(
+        delay <= rtt + throttle,
+        "corrected {delay} s after the push"
+    );
+    let server_seq_at_correction = *tb
+        .server_world()
+        .resource::<ServerEnds>()
+        .0
+        .keys()
+        .last()
+        .unwrap();
+
+    // The jump is hidden by an offset that is gone after the smooth time (0.1 s).
+    let shown = offset_len(&tb, 0);
+    assert!(shown > 0.5 && shown < 1.5, "offset {shown}");
+    tb.run_for(Duration::from_secs_f64(0.1) + tb.frame());
+    assert!(
+        offset_len(&tb, 0) < 1e-6,
+        "offset left: {}",
+        offset_len(&tb, 0)
+    );
+
+    // From the correction on, every move the client made ends exactly where the server's does.
+    tb.run_for(Duration::from_secs(2));
+    let client_ends = &tb.client_world(0).resource::<ClientEnds>().0;
+    let server_ends = &tb.server_world().resource::<ServerEnds>().0;
+    let mut compared = 0;
+    for (seq, server_state) in server_ends.range(server_seq_at_correction..) {
+        if let Some(client_state) = client_ends.get(seq) {
+            assert_eq!(client_state, server_state, "move {seq}");
+            compared += 1;
+        }
+    }
+    assert!(compared > 50, "{compared} moves compared");
+    let stats = client_stats(&tb, 0);
+    assert!(stats.corrections_received <= 2, "{stats:?}");
+    assert!(stats.moves_replayed > 0);
+    assert_eq!(stats.snaps, 0);
+}
+
+#[test]
+fn a_jump_above_the_teleport_distance_snaps() {
+    let conditions = LinkConditions::new(Duration::from_millis(80), Duration::ZERO, 0.0);
+    let mut tb = movement_testbed(1, conditions, MovementTestPlugin::default());
+    tb.run_for(Duration::from_secs(1));
+    let character = character_of(&mut tb, 0);
+    tb.server_world_mut()
+        .get_mut::<MovementState<CharacterMovement>>(character)
+        .unwrap()
+        .0
+        .feet
+        .z -= 8.0;
+    assert!(tb.run_until(
+        Duration::from_secs(2),
+        |tb| client_stats(tb, 0).corrections_received >= 1
+    ));
+    assert_eq!(client_stats(&tb, 0).snaps, 1);
+    assert_eq!(offset_len(&tb, 0), 0.0, "snapped, not smoothed");
+}
+
+/// When the server flagged each client (seconds of testbed time).
+#[derive(Resource, Default)]
+struct Flags(Vec<(Entity, f64)>);
+
+fn record_flags(
+    mut reader: MessageReader<SpeedHackDetected>,
+    clock: Res<unlag::net::NetClock>,
+    mut flags: ResMut<Flags>,
+) {
+    for f in reader.read() {
+        flags.0.push((f.client, clock.server_time));
+    }
+}
+
+#[test]
+fn speed_hacks_are_caught_and_gain_nothing_while_honest_stalls_are_not() {
+    let base = LinkConditions::new(Duration::from_millis(80), Duration::from_millis(20), 0.0);
+    let plugin = MovementTestPlugin {
+        level: open_field,
+        ..default()
+    };
+    let mut tb = movement_testbed(3, base, plugin);
+    tb.server()
+        .init_resource::<Flags>()
+        .add_systems(Update, record_flags);
+    for i in 0..3 {
+        set_script(&mut tb, i, walk_east);
+    }
+    tb.run_for(Duration::from_secs(2));
+    let start: Vec<f32> = (0..3).map(|i| authoritative(&mut tb, i).feet.x).collect();
+    let t0 = tb
+        .server_world()
+        .resource::<unlag::net::NetClock>()
+        .server_time;
+    tb.client_world_mut(0).insert_resource(Cheats {
+        clock_rate: 1.1,
+        teleport: None,
+    });
+    tb.client_world_mut(1).insert_resource(Cheats {
+        clock_rate: 2.0,
+        teleport: None,
+    });
+    // Client 2 is honest but its link stalls for half a second.
+    tb.run_for(Duration::from_secs(3));
+    let stalled = LinkConditions {
+        latency: Duration::from_millis(1080),
+        ..base
+    };
+    tb.set_client_conditions(2, stalled).unwrap();
+    tb.run_for(Duration::from_millis(500));
+    tb.set_client_conditions(2, base).unwrap();
+    tb.run_for(Duration::from_millis(6500));
+
+    let flags = &tb.server_world().resource::<Flags>().0;
+    for i in 0..2 {
+        let link = tb.server_link(i).unwrap();
+        let first = flags.iter().find(|(l, _)| *l == link).map(|(_, t)| t - t0);
+        let first = first.unwrap_or_else(|| panic!("client {i} never flagged"));
+        assert!(first < 2.0, "client {i} flagged after {first} s");
+    }
+    let honest = tb.server_link(2).unwrap();
+    assert!(
+        !flags.iter().any(|(l, _)| *l == honest),
+        "the honest client was flagged"
+    );
+
+    // Over the 10 s, a cheater covers no more than an honest walker plus what the margins allow.
+    let model = CharacterMovement::default();
+    let settings = MovementSettings::<CharacterMovement>::default().time_discrepancy;
+    let allowed_time =
+        settings.max_time_margin + settings.anchor_slack + settings.drift_allowance * 10.0;
+    let honest_distance = model.max_walk_speed as f64 * 10.0;
+    for (i, x0) in start.iter().enumerate().take(2) {
+        let covered = f64::from(authoritative(&mut tb, i).feet.x - x0);
+        let allowed = honest_distance + model.max_walk_speed as f64 * allowed_time + 0.5;
+        assert!(
+            covered <= allowed,
+            "client {i} covered {covered} m, allowed {allowed} m"
+        );
+    }
+    let honest_covered = f64::from(authoritative(&mut tb, 2).feet.x - start[2]);
+    assert!(
+        honest_covered > honest_distance - 1.0,
+        "honest client covered {honest_covered} m"
+    );
+}
+
+#[test]
+fn a_claimed_teleport_is_corrected_and_never_adopted() {
+    for accept_client_position in [false, true] {
+        let conditions = LinkConditions::new(Duration::from_millis(100), Duration::ZERO, 0.0);
+        let plugin = MovementTestPlugin {
+            settings: MovementSettings {
+                accept_client_position,
+                ..default()
+            },
+            ..default()
+        };
+        let mut tb = movement_testbed(1, conditions, plugin);
+        tb.run_for(Duration::from_secs(1));
+        let before = authoritative(&mut tb, 0).feet;
+        tb.client_world_mut(0).insert_resource(Cheats {
+            clock_rate: 1.0,
+            teleport: Some(Vec3::new(5.0, 0.0, 0.0)),
+        });
+        let mut farthest: f32 = 0.0;
+        for _ in 0..(240 * 2) {
+            tb.step();
+            farthest = farthest.max(authoritative(&mut tb, 0).feet.distance(before));
+        }
+        let server = tb.server_world().resource::<MovementStats>().clone();
+        assert!(server.corrections_sent >= 1, "{server:?}");
+        // Two seconds of walking cover at most 12 m, but never by a 5 m jump: the server's
+        // position moves at most a walking step per move.
+        let p = predicted(&tb, 0).unwrap();
+        let s = authoritative(&mut tb, 0);
+        assert!(
+            p.feet.distance(s.feet) < 0.5,
+            "client still at its claimed position"
+        );
+        assert!(farthest < 13.0);
+    }
+}
+
+/// Client-side hook: the next frames' messages are replaced by these raw payloads.
+fn inject(tb: &mut Testbed, payload: Vec<u8>) {
+    let client = tb.client_entity(0).unwrap();
+    let world = tb.client_world_mut(0);
+    world
+        .get_mut::<MessageSender<unlag::movement::ServerMove<CharacterMovement>>>(client)
+        .unwrap()
+        .send::<unlag::net::UnreliableChannel>(unlag::movement::ServerMove::from_raw(payload));
+}
+
+fn server_stats(tb: &Testbed) -> MovementStats {
+    tb.server_world().resource::<MovementStats>().clone()
+}
+
+/// A hand-made ServerMove payload: `count` moves ending at `newest`, each `dt` units long.
+fn payload(count: u8, newest: u16, dt: u16) -> Vec<u8> {
+    let moves = (0..count)
+        .map(|k| unlag::movement::WireMove {
+            seq: unlag::core::Seq16(newest.wrapping_sub(u16::from(count - 1 - k))),
+            dt,
+            input: CharacterInput::default(),
+        })
+        .collect();
+    let data = unlag::movement::ServerMoveData {
+        moves,
+        end: IVec3::ZERO,
+        correction_ack: 1,
+    };
+    unlag::movement::ServerMove::<CharacterMovement>::encode(&data)
+        .payload()
+        .to_vec()
+}
+
+fn server_last(tb: &mut Testbed, i: usize) -> u16 {
+    let character = character_of(tb, i);
+    tb.server_world()
+        .get::<unlag::movement::ServerMovement<CharacterMovement>>(character)
+        .unwrap()
+        .last_processed()
+        .0
+}
+
+#[test]
+fn bad_moves_are_rejected_counted_and_change_nothing() {
+    use unlag::movement::{RejectReason, encode_dt};
+    let conditions = LinkConditions::new(Duration::from_millis(40), Duration::ZERO, 0.0);
+    let mut tb = movement_testbed(2, conditions, MovementTestPlugin::default());
+    tb.run_for(Duration::from_secs(1));
+    stop_scripts(&mut tb);
+    tb.run_for(Duration::from_secs(1));
+    let state = authoritative(&mut tb, 0);
+    let last = server_last(&mut tb, 0);
+    let good_dt = encode_dt(1.0 / 60.0);
+    let cases: Vec<(RejectReason, Vec<u8>)> = vec![
+        (RejectReason::Malformed, vec![3, 1, 2]),
+        // Two moves announced, then a varint that never ends.
+        (RejectReason::Malformed, vec![2, 7, 0, 1, 0x80, 0x80]),
+        (RejectReason::TooManyMoves, {
+            let mut p = payload(16, last.wrapping_add(40), good_dt);
+            p[0] = 40;
+            p
+        }),
+        (RejectReason::BadDelta, payload(1, last.wrapping_add(50), 0)),
+        (
+            RejectReason::BadDelta,
+            payload(2, last.wrapping_add(50), encode_dt(0.2)),
+        ),
+        (
+            RejectReason::FarAhead,
+            payload(1, last.wrapping_add(2000), good_dt),
+        ),
+        (
+            RejectReason::Stale,
+            payload(3, last.wrapping_sub(1000), good_dt),
+        ),
+    ];
+    for (reason, bytes) in cases {
+        let before = server_stats(&tb).rejected(reason);
+        inject(&mut tb, bytes);
+        tb.run_for(Duration::from_millis(100));
+        assert_eq!(server_stats(&tb).rejected(reason), before + 1, "{reason:?}");
+        assert_eq!(
+            authoritative(&mut tb, 0),
+            state,
+            "{reason:?} changed the server state"
+        );
+    }
+
+    // A client without a character of this model.
+    let other = character_of(&mut tb, 1);
+    tb.server_world_mut().despawn(other);
+    tb.run_for(Duration::from_millis(300));
+    let before = server_stats(&tb).rejected(RejectReason::NotControlled);
+    let client = tb.client_entity(1).unwrap();
+    tb.client_world_mut(1)
+        .get_mut::<MessageSender<unlag::movement::ServerMove<CharacterMovement>>>(client)
+        .unwrap()
+        .send::<unlag::net::UnreliableChannel>(unlag::movement::ServerMove::from_raw(payload(
+            1, 5, good_dt,
+        )));
+    tb.run_for(Duration::from_millis(100));
+    assert_eq!(
+        server_stats(&tb).rejected(RejectReason::NotControlled),
+        before + 1
+    );
+
+    // Far more moves than real time allows: the excess is refused.
+    let before = server_stats(&tb).rejected(RejectReason::TooFrequent);
+    for k in 0..20u16 {
+        inject(
+            &mut tb,
+            payload(16, last.wrapping_add(20 + 16 * (k + 1)), good_dt),
+        );
+    }
+    tb.run_for(Duration::from_millis(100));
+    assert!(server_stats(&tb).rejected(RejectReason::TooFrequent) > before);
+    // The moves admitted before the limit were valid moves and count (the server corrects the
+    // client it then disagrees with); afterwards client and server agree again.
+    tb.run_for(Duration::from_secs(2));
+    let p = predicted(&tb, 0).unwrap();
+    assert!(p.feet.distance(authoritative(&mut tb, 0).feet) < 1e-4);
+}
+
+#[test]
+fn replaying_moves_in_one_pass_matches_simulating_them_one_by_one() {
+    use bevy_rapier3d::rapier::prelude::{ColliderBuilder, PhysicsWorld, QueryFilter, Vector};
+    use unlag::movement::{CollisionWorld, MovementModel};
+    let mut physics = PhysicsWorld::new();
+    physics.insert_collider(
+        ColliderBuilder::cuboid(50.0, 0.5, 50.0).translation(Vector::new(0.0, -0.5, 0.0)),
+        None,
+    );
+    for i in 0..40 {
+        let (x, z) = ((i % 8) as f32 * 3.0 - 12.0, (i / 8) as f32 * 3.0 - 7.0);
+        physics.insert_collider(
+            ColliderBuilder::cuboid(0.6, 0.1 + (i % 4) as f32 * 0.3, 0.6)
+                .translation(Vector::new(x, 0.3, z)),
+            None,
+        );
+    }
+    physics.step();
+    let model = CharacterMovement::default();
+    // Forward between two rows of pillars, then sideways into one and along it.
+    let inputs: Vec<CharacterInput> = (0..120).map(|n| scripted_input(n + 40)).collect();
+    let start = CharacterState {
+        feet: Vec3::new(1.5, 0.0, 8.0),
+        ..default()
+    };
+    let dt = unlag::movement::decode_dt(unlag::movement::encode_dt(1.0 / 60.0)) as f32;
+    // One by one, each with a fresh view of the world, as live ticks do.
+    let mut one_by_one = start.clone();
+    for input in &inputs {
+        let world = CollisionWorld::new(
+            physics.query_pipeline_with_filter(QueryFilter::default().exclude_sensors()),
+        );
+        one_by_one = model.simulate(&one_by_one, input, dt, &world).0;
+    }
+    // In one pass, as a replay does.
+    let world = CollisionWorld::new(
+        physics.query_pipeline_with_filter(QueryFilter::default().exclude_sensors()),
+    );
+    let replayed = inputs.iter().fold(start.clone(), |s, input| {
+        model.simulate(&s, input, dt, &world).0
+    });
+    assert_eq!(replayed, one_by_one);
+    assert!(
+        replayed.feet.distance(start.feet) > 5.0,
+        "the moves went somewhere"
+    );
 }

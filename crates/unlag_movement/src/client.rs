@@ -170,6 +170,7 @@ pub(crate) fn simulate_moves<M: MovementModel>(
     empty: Local<EmptyPhysics>,
     mut stats: ResMut<MovementStats>,
     mut events: MessageWriter<MovementEvent>,
+    #[cfg(feature = "cheats")] mut cheats: Option<ResMut<crate::cheats::Cheats>>,
     mut characters: Query<
         (
             Entity,
@@ -181,8 +182,16 @@ pub(crate) fn simulate_moves<M: MovementModel>(
         With<AutonomousProxy>,
     >,
 ) {
+    #[cfg(feature = "cheats")]
+    let dt =
+        encode_dt(time.timestep().as_secs_f64() * cheats.as_deref().map_or(1.0, |c| c.clock_rate));
+    #[cfg(not(feature = "cheats"))]
     let dt = encode_dt(time.timestep().as_secs_f64());
     for (entity, mut state, mut prediction, next, collider) in &mut characters {
+        #[cfg(feature = "cheats")]
+        if let Some(offset) = cheats.as_deref_mut().and_then(|c| c.teleport.take()) {
+            state.0 = M::with_position(&state.0, M::position(&state.0) + offset);
+        }
         let input = next.map(|n| n.0.clone()).unwrap_or_default();
         let include_characters = settings.character_collisions == CharacterCollisions::Block;
         let filter = movement_filter(include_characters, collider.map(|c| c.0));

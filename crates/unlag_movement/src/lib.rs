@@ -24,6 +24,8 @@
 //! [`KartMovement`] (seed 001) come with the crate.
 
 mod character;
+#[cfg(feature = "cheats")]
+mod cheats;
 mod client;
 mod input;
 mod kart;
@@ -35,6 +37,8 @@ mod stats;
 mod world;
 
 pub use character::{CharacterInput, CharacterMovement, CharacterState, MoveMode, flags};
+#[cfg(feature = "cheats")]
+pub use cheats::Cheats;
 pub use client::{Prediction, SavedMove};
 pub use input::{CharacterAction, CharacterInputPlugin, LookAngles, character_input};
 pub use kart::{KartInput, KartMovement, KartState};

@@ -159,6 +159,11 @@ impl<M: MovementModel> ServerMove<M> {
         })
     }
 
+    /// The packed bytes.
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+
     /// The first payload byte (the move count), if any.
     pub fn first_byte(&self) -> Option<u8> {
         self.payload.first().copied()
