@@ -7,9 +7,9 @@ use bevy_rapier3d::prelude::*;
 use core::time::Duration;
 use lightyear::prelude::*;
 use unlag::movement::{
-    CharacterInput, CharacterMovement, CharacterState, MovementEvent, MovementPredictionPlugin,
-    MovementPredictionSystems, MovementSettings, MovementState, MovementStats, NextMove,
-    Prediction, flags,
+    CharacterInput, CharacterMovement, CharacterState, KartInput, KartMovement, KartState,
+    MovementEvent, MovementPredictionPlugin, MovementPredictionSystems, MovementSettings,
+    MovementState, MovementStats, NextMove, Prediction, flags,
 };
 use unlag::movement::{Cheats, SpeedHackDetected};
 use unlag::net::{AutonomousProxy, LinkConditions};
@@ -754,5 +754,250 @@ fn replaying_moves_in_one_pass_matches_simulating_them_one_by_one() {
     assert!(
         replayed.feet.distance(start.feet) > 5.0,
         "the moves went somewhere"
+    );
+}
+
+/// Two players walk straight at each other and through each other's path.
+fn walk_across(n: u32) -> CharacterInput {
+    let toward = if (n / 240).is_multiple_of(2) {
+        Vec2::X
+    } else {
+        Vec2::NEG_X
+    };
+    CharacterInput {
+        accel: quantize_accel(toward),
+        yaw: 0,
+        pitch: 0,
+        flags: 0,
+    }
+}
+
+fn walk_across_mirrored(n: u32) -> CharacterInput {
+    let mut input = walk_across(n);
+    input.accel[0] = -input.accel[0];
+    input
+}
+
+/// Gives every predicted or authoritative character a capsule collider in the character group,
+/// as a game whose characters can touch would.
+fn character_colliders(
+    mut commands: Commands,
+    new: Query<Entity, (Added<MovementState<CharacterMovement>>, Without<Collider>)>,
+) {
+    let model = CharacterMovement::default();
+    for e in &new {
+        commands.entity(e).insert((
+            Collider::capsule_y(model.half_height, model.radius),
+            unlag::movement::character_collision_groups(),
+        ));
+    }
+}
+
+#[test]
+fn players_brushing_past_each_other_are_not_corrected_by_default() {
+    let conditions =
+        LinkConditions::new(Duration::from_millis(150), Duration::from_millis(10), 0.02);
+    let mut tb = movement_testbed(2, conditions, MovementTestPlugin::default());
+    tb.server().add_systems(Update, character_colliders);
+    for i in 0..2 {
+        tb.client(i).add_systems(Update, character_colliders);
+    }
+    // Both on the line z = 4, 2 m apart, walking towards each other: they meet and cross.
+    set_script(&mut tb, 0, walk_across);
+    set_script(&mut tb, 1, walk_across_mirrored);
+    let mut closest = f32::MAX;
+    for _ in 0..(240 * 20) {
+        tb.step();
+        let a = authoritative(&mut tb, 0).feet;
+        let b = authoritative(&mut tb, 1).feet;
+        closest = closest.min(a.distance(b));
+    }
+    let server = server_stats(&tb);
+    println!("crossing with CharacterCollisions::Ignore: closest {closest} m, {server:?}");
+    assert!(closest < 0.3, "they never met: closest {closest} m");
+    assert_eq!(server.corrections_sent, 0);
+    let received =
+        client_stats(&tb, 0).corrections_received + client_stats(&tb, 1).corrections_received;
+    assert_eq!(received, 0);
+}
+
+#[test]
+fn leafwing_actions_become_the_move_input() {
+    use leafwing_input_manager::prelude::ActionState;
+    use unlag::movement::{CharacterAction, CharacterInputPlugin, LookAngles, character_input};
+    let conditions = LinkConditions::new(Duration::from_millis(50), Duration::ZERO, 0.0);
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions,
+        ..default()
+    });
+    tb.add_plugins((
+        MovementTestPlugin::default(),
+        CharacterInputPlugin {
+            insert_input_map: false,
+            ..default()
+        },
+    ));
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    let owner = tb.server_link(0).unwrap();
+    tb.server_world_mut().spawn((
+        MovementState::<CharacterMovement>(CharacterState::default()),
+        Replicate::to_clients(NetworkTarget::All),
+        ControlledBy {
+            owner,
+            lifetime: Lifetime::default(),
+        },
+    ));
+    assert!(tb.run_until(Duration::from_secs(3), |tb| predicted(tb, 0).is_some()));
+    let player = {
+        let world = tb.client_world_mut(0);
+        let mut q = world.query_filtered::<Entity, With<AutonomousProxy>>();
+        q.single(world).unwrap()
+    };
+    // Look a quarter turn left, walk forward, hold crouch.
+    {
+        let world = tb.client_world_mut(0);
+        world.get_mut::<LookAngles>(player).unwrap().yaw = core::f32::consts::FRAC_PI_2;
+        let mut actions = world
+            .get_mut::<ActionState<CharacterAction>>(player)
+            .unwrap();
+        actions.set_axis_pair(&CharacterAction::Move, Vec2::Y);
+        actions.press(&CharacterAction::Crouch);
+        actions.set_fixed_update_state_from_state();
+    }
+    tb.run_for(Duration::from_millis(20));
+    let world = tb.client_world(0);
+    let input = world.get::<NextMove<CharacterMovement>>(player).unwrap().0;
+    // Facing +90° about Y means forward is −X.
+    assert_eq!(input.accel, [-10, 0]);
+    assert_eq!(input.yaw, quantize_angle(core::f32::consts::FRAC_PI_2));
+    assert!(input.has(flags::CROUCH) && !input.has(flags::JUMP));
+    let actions = world.get::<ActionState<CharacterAction>>(player).unwrap();
+    let look = world.get::<LookAngles>(player).unwrap();
+    assert_eq!(character_input(actions, look).accel, input.accel);
+    tb.run_for(Duration::from_millis(500));
+    let state = predicted(&tb, 0).unwrap();
+    assert!(state.crouched && state.feet.x < -0.5, "{state:?}");
+}
+
+#[derive(Clone)]
+struct KartTestPlugin;
+
+/// A walled square 40 m wide with a floor.
+fn kart_track(mut commands: Commands) {
+    let mut solid = |half: Vec3, at: Vec3| {
+        commands.spawn((
+            Collider::cuboid(half.x, half.y, half.z),
+            Transform::from_translation(at),
+        ));
+    };
+    solid(Vec3::new(50.0, 0.5, 50.0), Vec3::new(0.0, -0.5, 0.0));
+    solid(Vec3::new(0.5, 2.0, 20.0), Vec3::new(20.0, 2.0, 0.0));
+    solid(Vec3::new(0.5, 2.0, 20.0), Vec3::new(-20.0, 2.0, 0.0));
+    solid(Vec3::new(20.0, 2.0, 0.5), Vec3::new(0.0, 2.0, 20.0));
+    solid(Vec3::new(20.0, 2.0, 0.5), Vec3::new(0.0, 2.0, -20.0));
+}
+
+impl Plugin for KartTestPlugin {
+    fn build(&self, app: &mut App) {
+        app.add_plugins(TransformPlugin)
+            .insert_resource(TimestepMode::Fixed {
+                dt: 1.0 / 60.0,
+                substeps: 1,
+            })
+            .add_plugins(RapierPhysicsPlugin::<NoUserData>::default().in_fixed_schedule())
+            .add_plugins(MovementPredictionPlugin::<KartMovement>::default())
+            .add_systems(Startup, kart_track)
+            .init_resource::<KartExtent>()
+            .add_systems(Last, track_kart_extent);
+    }
+}
+
+/// How far from the centre any kart got on this App, metres (per axis).
+#[derive(Resource, Default)]
+struct KartExtent(f32);
+
+fn track_kart_extent(mut extent: ResMut<KartExtent>, karts: Query<&MovementState<KartMovement>>) {
+    for k in &karts {
+        extent.0 = extent.0.max(k.0.position.x.abs()).max(k.0.position.z.abs());
+    }
+}
+
+fn drive_kart(
+    mut karts: Query<(
+        &Prediction<KartMovement>,
+        Option<&mut NextMove<KartMovement>>,
+        Entity,
+    )>,
+    mut commands: Commands,
+) {
+    for (prediction, next, entity) in &mut karts {
+        let n = u32::from(prediction.next_seq().0);
+        // Full throttle, steering in slow waves, braking now and then: it will hit walls.
+        let input = KartInput {
+            throttle: if n % 600 < 520 { 10 } else { -10 },
+            steering: match (n / 90) % 4 {
+                0 => 0,
+                1 => 6,
+                2 => 0,
+                _ => -10,
+            },
+        };
+        match next {
+            Some(mut next) => next.0 = input,
+            None => {
+                commands
+                    .entity(entity)
+                    .insert(NextMove::<KartMovement>(input));
+            }
+        }
+    }
+}
+
+#[test]
+fn kart_is_never_corrected_and_never_drives_through_a_wall() {
+    let conditions =
+        LinkConditions::new(Duration::from_millis(250), Duration::from_millis(20), 0.05);
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions,
+        ..default()
+    });
+    tb.add_plugins(KartTestPlugin);
+    tb.client(0).add_systems(
+        FixedUpdate,
+        drive_kart.before(MovementPredictionSystems::Simulate),
+    );
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    let owner = tb.server_link(0).unwrap();
+    tb.server_world_mut().spawn((
+        MovementState::<KartMovement>(KartState {
+            position: Vec3::new(0.0, 0.45, 0.0),
+            ..default()
+        }),
+        Replicate::to_clients(NetworkTarget::All),
+        ControlledBy {
+            owner,
+            lifetime: Lifetime::default(),
+        },
+    ));
+    tb.run_for(Duration::from_secs(40));
+    let server = server_stats(&tb);
+    let client = client_stats(&tb, 0);
+    println!("kart server {server:?}\nkart client {client:?}");
+    assert!(client.moves_simulated > 2000);
+    assert_eq!(client.corrections_received, 0);
+    assert_eq!(server.corrections_sent, 0);
+    // The inner faces of the walls are 19.5 m out; the kart's centre never passes them.
+    let wall = 19.5;
+    let server_extent = tb.server_world().resource::<KartExtent>().0;
+    let client_extent = tb.client_world(0).resource::<KartExtent>().0;
+    assert!(
+        server_extent < wall && client_extent < wall,
+        "{server_extent} {client_extent}"
+    );
+    assert!(
+        server_extent > 15.0,
+        "the kart never reached a wall: {server_extent}"
     );
 }
