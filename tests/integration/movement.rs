@@ -385,6 +385,9 @@ fn server_divergence_is_corrected_replayed_and_smoothed() {
     tb.run_for(Duration::from_secs(2));
     assert_eq!(client_stats(&tb, 0).corrections_received, 0);
 
+    tb.client_world_mut(0)
+        .resource_mut::<unlag::movement::MovementDebug>()
+        .show_corrections = true;
     // The server shoves the character 1 m sideways: something the client could not predict.
     let character = character_of(&mut tb, 0);
     let pushed_at = tb.now();
@@ -414,6 +417,19 @@ fn server_divergence_is_corrected_replayed_and_smoothed() {
         .last()
         .unwrap();
 
+    // A correction mark: green where the server had the character, red where the client did,
+    // about the 1 m shove apart.
+    let marks = tb
+        .client_world(0)
+        .resource::<unlag::movement::CorrectionMarks>()
+        .0
+        .clone();
+    assert_eq!(marks.len(), 1, "{marks:?}");
+    let gap = marks[0]
+        .server
+        .distance(marks[0].client.expect("client pose known"));
+    assert!((gap - 1.0).abs() < 0.2, "marks {gap} m apart");
+
     // The jump is hidden by an offset that is gone after the smooth time (0.1 s).
     let shown = offset_len(&tb, 0);
     assert!(shown > 0.5 && shown < 1.5, "offset {shown}");
@@ -436,6 +452,13 @@ fn server_divergence_is_corrected_replayed_and_smoothed() {
         }
     }
     assert!(compared > 50, "{compared} moves compared");
+    // Marks fade after their lifetime (2 s).
+    assert!(
+        tb.client_world(0)
+            .resource::<unlag::movement::CorrectionMarks>()
+            .0
+            .is_empty()
+    );
     let stats = client_stats(&tb, 0);
     assert!(stats.corrections_received <= 2, "{stats:?}");
     assert!(stats.moves_replayed > 0);

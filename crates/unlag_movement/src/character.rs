@@ -156,16 +156,10 @@ impl MoveInputCodec for CharacterInput {
     }
 
     fn decode(input: &mut ByteReader) -> Result<Self, DecodeError> {
-        let accel = [input.i8()?, input.i8()?];
-        if accel.iter().any(|a| !(-10..=10).contains(a)) {
-            return Err(DecodeError::Invalid);
-        }
+        let accel = read_accel(input)?;
         let yaw = input.u16()?;
         let pitch = input.i16()?;
-        let flags = input.u8()?;
-        if flags & !flags::ALL != 0 {
-            return Err(DecodeError::Invalid);
-        }
+        let flags = read_flags(input)?;
         Ok(Self {
             accel,
             yaw,
@@ -173,6 +167,64 @@ impl MoveInputCodec for CharacterInput {
             flags,
         })
     }
+
+    fn encode_delta(&self, reference: &Self, out: &mut ByteWriter) {
+        let mask = u8::from(self.accel != reference.accel)
+            | (u8::from(self.yaw != reference.yaw) << 1)
+            | (u8::from(self.pitch != reference.pitch) << 2)
+            | (u8::from(self.flags != reference.flags) << 3);
+        out.u8(mask);
+        if mask & 1 != 0 {
+            out.i8(self.accel[0]);
+            out.i8(self.accel[1]);
+        }
+        if mask & 2 != 0 {
+            out.u16(self.yaw);
+        }
+        if mask & 4 != 0 {
+            out.i16(self.pitch);
+        }
+        if mask & 8 != 0 {
+            out.u8(self.flags);
+        }
+    }
+
+    fn decode_delta(reference: &Self, input: &mut ByteReader) -> Result<Self, DecodeError> {
+        let mask = input.u8()?;
+        if mask & !0x0F != 0 {
+            return Err(DecodeError::Invalid);
+        }
+        let mut out = *reference;
+        if mask & 1 != 0 {
+            out.accel = read_accel(input)?;
+        }
+        if mask & 2 != 0 {
+            out.yaw = input.u16()?;
+        }
+        if mask & 4 != 0 {
+            out.pitch = input.i16()?;
+        }
+        if mask & 8 != 0 {
+            out.flags = read_flags(input)?;
+        }
+        Ok(out)
+    }
+}
+
+fn read_accel(input: &mut ByteReader) -> Result<[i8; 2], DecodeError> {
+    let accel = [input.i8()?, input.i8()?];
+    if accel.iter().any(|a| !(-10..=10).contains(a)) {
+        return Err(DecodeError::Invalid);
+    }
+    Ok(accel)
+}
+
+fn read_flags(input: &mut ByteReader) -> Result<u8, DecodeError> {
+    let flags = input.u8()?;
+    if flags & !flags::ALL != 0 {
+        return Err(DecodeError::Invalid);
+    }
+    Ok(flags)
 }
 
 impl CharacterMovement {
@@ -365,6 +417,10 @@ impl MovementModel for CharacterMovement {
             feet: position,
             ..state.clone()
         }
+    }
+
+    fn urgent(previous: &CharacterInput, next: &CharacterInput) -> bool {
+        previous.flags != next.flags
     }
 
     fn is_valid(s: &CharacterState) -> bool {

@@ -1,6 +1,7 @@
 //! The client side: simulate each move at once, save it, send it with redundancy, and on a
 //! correction restore the server's state and replay the pending moves.
 
+use crate::debug::CorrectionApplied;
 use crate::model::MovementModel;
 use crate::protocol::{
     MAX_MOVES_PER_MESSAGE, MoveResponse, ServerMove, ServerMoveData, WireMove, decode_dt,
@@ -13,6 +14,7 @@ use crate::{MovementEvent, MovementState, NextMove};
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::{RapierColliderHandle, ReadRapierContext};
 use lightyear::prelude::*;
+use std::collections::VecDeque;
 use unlag_core::{SavedMoves, Seq16, Sequenced, VisualOffset};
 use unlag_net::{AutonomousProxy, LinkTraffic, UnreliableChannel};
 
@@ -43,6 +45,9 @@ pub struct Prediction<M: MovementModel> {
     pub saved: SavedMoves<SavedMove<M>>,
     next_seq: Seq16,
     last_sent: Option<Seq16>,
+    last_sent_at: f64,
+    /// The first new move of each of the last few messages, oldest first (for redundancy).
+    recent_firsts: VecDeque<Seq16>,
     last_ack: Seq16,
     correction_ack: u8,
     /// The visual offset hiding the last correction.
@@ -55,6 +60,8 @@ impl<M: MovementModel> Prediction<M> {
             saved: SavedMoves::new(capacity),
             next_seq: ack.next(),
             last_sent: Some(ack),
+            last_sent_at: f64::NEG_INFINITY,
+            recent_firsts: VecDeque::new(),
             last_ack: ack,
             correction_ack: 0,
             offset: VisualOffset::default(),
@@ -76,6 +83,7 @@ pub(crate) fn apply_responses<M: MovementModel>(
     rapier: ReadRapierContext,
     empty: Local<EmptyPhysics>,
     mut stats: ResMut<MovementStats>,
+    mut applied: MessageWriter<CorrectionApplied>,
     mut link: Query<&mut MessageReceiver<MoveResponse<M>>, With<Client>>,
     mut characters: Query<
         (
@@ -114,6 +122,12 @@ pub(crate) fn apply_responses<M: MovementModel>(
         if !response.ack.is_newer_than(prediction.last_ack) && response.correction.is_none() {
             continue;
         }
+        // What the client had predicted for the corrected move, before it is dropped.
+        let predicted_at_ack = prediction
+            .saved
+            .pending()
+            .find(|m| m.seq == response.ack)
+            .map(|m| M::position(&m.end));
         if response.ack.is_newer_than(prediction.last_ack) {
             prediction.last_ack = response.ack;
             prediction.saved.acknowledge(response.ack);
@@ -130,6 +144,7 @@ pub(crate) fn apply_responses<M: MovementModel>(
         // Moves up to the corrected one are settled; replay the rest from the server's state.
         prediction.saved.acknowledge(response.ack);
         let before = M::position(&state.0);
+        let server_state = correction.state.clone();
         let mut current = correction.state;
         let include_characters = settings.character_collisions == CharacterCollisions::Block;
         let filter = movement_filter(include_characters, collider.map(|c| c.0));
@@ -156,6 +171,12 @@ pub(crate) fn apply_responses<M: MovementModel>(
         }
         stats.corrections_received += 1;
         stats.moves_replayed += replayed;
+        applied.write(CorrectionApplied {
+            entity: response.entity,
+            server_position: M::position(&server_state),
+            client_position: predicted_at_ack,
+            replayed: replayed as u32,
+        });
         tracing::debug!(target: "unlag::movement", seq = response.ack.0, id = correction.id, replayed, error = (after - before).length(), "corrected");
     }
 }
@@ -226,6 +247,7 @@ pub(crate) fn simulate_moves<M: MovementModel>(
 /// PostUpdate: sends the moves made since the last send, with redundant older ones.
 pub(crate) fn send_moves<M: MovementModel>(
     settings: Res<MovementSettings<M>>,
+    time: Res<Time<Real>>,
     mut stats: ResMut<MovementStats>,
     mut link: Query<(&mut MessageSender<ServerMove<M>>, &mut LinkTraffic), With<Client>>,
     mut characters: Query<&mut Prediction<M>, With<AutonomousProxy>>,
@@ -250,9 +272,34 @@ pub(crate) fn send_moves<M: MovementModel>(
             .iter()
             .filter(|m| !first_new.is_newer_than(m.seq))
             .count();
-        let take = (new_count + settings.redundancy)
-            .min(pending.len())
-            .min(MAX_MOVES_PER_MESSAGE);
+        // Wait for the send interval, unless an ability changed (the server should see a jump
+        // as early as the client did).
+        let now = time.elapsed_secs_f64();
+        let urgent = pending
+            .windows(2)
+            .rev()
+            .take(new_count)
+            .any(|w| M::urgent(&w[0].input, &w[1].input));
+        if now - prediction.last_sent_at < settings.send_interval - 1e-9 && !urgent {
+            continue;
+        }
+        // Redundancy counts messages: the pending moves of the last `redundancy` messages go
+        // again, so that many lost packets in a row cost nothing.
+        let resend_from = prediction
+            .recent_firsts
+            .iter()
+            .rev()
+            .nth(settings.redundancy.saturating_sub(1))
+            .or(prediction.recent_firsts.front())
+            .copied()
+            .filter(|_| settings.redundancy > 0)
+            .unwrap_or(first_new);
+        let with_redundancy = pending
+            .iter()
+            .filter(|m| !resend_from.is_newer_than(m.seq))
+            .count()
+            .max(new_count);
+        let take = with_redundancy.min(MAX_MOVES_PER_MESSAGE);
         let chosen = &pending[pending.len() - take..];
         let data = ServerMoveData {
             moves: chosen
@@ -273,6 +320,11 @@ pub(crate) fn send_moves<M: MovementModel>(
         stats.messages_sent += 1;
         stats.moves_sent += take as u64;
         prediction.last_sent = Some(newest);
+        prediction.recent_firsts.push_back(first_new);
+        while prediction.recent_firsts.len() > settings.redundancy.max(1) {
+            prediction.recent_firsts.pop_front();
+        }
+        prediction.last_sent_at = now;
     }
 }
 

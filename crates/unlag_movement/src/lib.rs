@@ -27,6 +27,7 @@ mod character;
 #[cfg(feature = "cheats")]
 mod cheats;
 mod client;
+mod debug;
 mod input;
 mod kart;
 mod model;
@@ -40,6 +41,7 @@ pub use character::{CharacterInput, CharacterMovement, CharacterState, MoveMode,
 #[cfg(feature = "cheats")]
 pub use cheats::Cheats;
 pub use client::{Prediction, SavedMove};
+pub use debug::{CorrectionApplied, CorrectionMark, CorrectionMarks, MovementDebug};
 pub use input::{CharacterAction, CharacterInputPlugin, LookAngles, character_input};
 pub use kart::{KartInput, KartMovement, KartState};
 pub use model::{MoveEvents, MoveInputCodec, MovementModel};
@@ -113,6 +115,11 @@ pub struct SpeedHackDetected {
     pub excess: f64,
 }
 
+/// Marks that the model-independent correction marks system was added (by the first model's
+/// plugin); further models share it.
+#[derive(Resource, Default)]
+struct MarksKept;
+
 /// System sets of movement prediction.
 #[derive(SystemSet, Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum MovementPredictionSystems {
@@ -167,6 +174,9 @@ impl<M: MovementModel + Default> Plugin for MovementPredictionPlugin<M> {
             .init_resource::<MovementStats>()
             .add_message::<MovementEvent>()
             .add_message::<SpeedHackDetected>()
+            .add_message::<CorrectionApplied>()
+            .init_resource::<MovementDebug>()
+            .init_resource::<CorrectionMarks>()
             .add_net_message::<ServerMove<M>>(NetDirection::ClientToServer)
             .add_net_message_mapped::<MoveResponse<M>>(NetDirection::ServerToClient);
 
@@ -213,8 +223,18 @@ impl<M: MovementModel + Default> Plugin for MovementPredictionPlugin<M> {
                 .chain()
                 .run_if(any_with_component::<Server>)
                 .in_set(MovementPredictionSystems::Check),
-        )
-        .add_systems(
+        );
+        // Shared by every model's plugin: added once.
+        if !app.world().contains_resource::<MarksKept>() {
+            app.init_resource::<MarksKept>()
+                .add_systems(Update, debug::keep_marks);
+            #[cfg(feature = "debug-draw")]
+            app.add_systems(
+                PostUpdate,
+                debug::draw_marks.run_if(resource_exists::<bevy::gizmos::config::GizmoConfigStore>),
+            );
+        }
+        app.add_systems(
             PostUpdate,
             (
                 client::send_moves::<M>

@@ -28,6 +28,20 @@ pub trait MoveInputCodec: Sized {
     fn encode(&self, out: &mut ByteWriter);
     /// Reads an input back; errors on truncated or out-of-range bytes.
     fn decode(input: &mut ByteReader) -> Result<Self, DecodeError>;
+
+    /// Appends the input's bytes as a change from `reference` (the next newer move's input in
+    /// the same message). The default writes the whole input; models whose inputs change one
+    /// field at a time (look angles) save bytes by writing only what changed.
+    fn encode_delta(&self, reference: &Self, out: &mut ByteWriter) {
+        let _ = reference;
+        self.encode(out);
+    }
+
+    /// Reads an input written by [`encode_delta`](Self::encode_delta) against `reference`.
+    fn decode_delta(reference: &Self, input: &mut ByteReader) -> Result<Self, DecodeError> {
+        let _ = reference;
+        Self::decode(input)
+    }
 }
 
 /// A movement model: its parameters (the type itself, a resource that must be equal on client
@@ -65,4 +79,11 @@ pub trait MovementModel: Resource + Clone + Debug {
     /// Whether every number in the state is finite and in range (a corrupted state is never
     /// adopted).
     fn is_valid(state: &Self::State) -> bool;
+
+    /// Whether going from input `previous` to `next` should reach the server at once rather
+    /// than wait for the send interval (an ability was used). Default: never.
+    fn urgent(previous: &Self::Input, next: &Self::Input) -> bool {
+        let _ = (previous, next);
+        false
+    }
 }

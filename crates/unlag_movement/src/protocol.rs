@@ -55,8 +55,9 @@ pub struct ServerMoveData<I> {
     pub correction_ack: u8,
 }
 
-/// Client → server: moves of model `M` (see the module docs). The payload is packed by hand:
-/// a move whose input and duration equal the next newer one's costs one byte.
+/// Client → server: moves of model `M` (see the module docs). The payload is packed by hand,
+/// newest move first, each older one written as its change from the one after it: a move whose
+/// input and duration equal the next newer one's costs one byte.
 #[derive(Serialize, Deserialize)]
 #[serde(bound = "")]
 pub struct ServerMove<M> {
@@ -104,8 +105,10 @@ impl<M: MovementModel> ServerMove<M> {
             let same_input = next.is_some_and(|n| n.input == m.input);
             let same_dt = next.is_some_and(|n| n.dt == m.dt);
             w.u8((u8::from(same_input) * SAME_INPUT) | (u8::from(same_dt) * SAME_DT));
-            if !same_input {
-                m.input.encode(&mut w);
+            match next {
+                _ if same_input => {}
+                Some(n) => m.input.encode_delta(&n.input, &mut w),
+                None => m.input.encode(&mut w),
             }
             if !same_dt {
                 w.u16(m.dt);
@@ -136,8 +139,10 @@ impl<M: MovementModel> ServerMove<M> {
             }
             let input = if header & SAME_INPUT != 0 {
                 moves[i - 1].input.clone()
-            } else {
+            } else if i == 0 {
                 M::Input::decode(&mut r)?
+            } else {
+                M::Input::decode_delta(&moves[i - 1].input, &mut r)?
             };
             let dt = if header & SAME_DT != 0 {
                 moves[i - 1].dt

@@ -27,9 +27,13 @@ pub enum CharacterCollisions {
 pub struct MovementSettings<M> {
     /// Most unacknowledged moves the client keeps (default 96).
     pub max_saved_moves: usize,
-    /// Older unacknowledged moves sent again with each new one (default 3), so single lost
-    /// packets never cause a correction.
+    /// How many earlier messages' moves each `ServerMove` repeats while they are
+    /// unacknowledged (default 3): that many lost packets in a row cost no correction.
     pub redundancy: usize,
+    /// Least time between two `ServerMove`s, seconds (default 1/30: two 60 Hz moves per
+    /// message, which halves lightyear's per-packet overhead, ~40 bytes). A move that changes
+    /// the ability flags (jump, crouch, dash) is sent at once. 0 sends every frame.
+    pub send_interval: f64,
     /// Squared distance between the client's and the server's end position above which the
     /// client is corrected, m² (default 0.0003, UE's 3 cm²).
     pub max_position_error_sq: f32,
@@ -55,8 +59,9 @@ pub struct MovementSettings<M> {
     /// Largest jump ahead of the last processed sequence number accepted (default 600 moves);
     /// farther is dropped.
     pub max_seq_gap: u32,
-    /// How long the server waits for a missing move (late, or in the next message's redundant
-    /// copies) before simulating it with the next move's input, seconds (default 0.1).
+    /// How long the server waits for a missing move (late, or in the next messages' redundant
+    /// copies) before simulating it with the next move's input, seconds (default 0.2: longer
+    /// than `redundancy + 1` send intervals plus jitter).
     pub max_gap_wait: f64,
     /// Whether characters block each other.
     pub character_collisions: CharacterCollisions,
@@ -69,6 +74,7 @@ impl<M> Default for MovementSettings<M> {
         Self {
             max_saved_moves: 96,
             redundancy: 3,
+            send_interval: 1.0 / 30.0,
             max_position_error_sq: 0.0003,
             max_move_delta: 0.125,
             throttle: CorrectionThrottle::default(),
@@ -79,7 +85,7 @@ impl<M> Default for MovementSettings<M> {
             accept_client_position: false,
             max_moves_per_second: 120.0,
             max_seq_gap: 600,
-            max_gap_wait: 0.1,
+            max_gap_wait: 0.2,
             character_collisions: CharacterCollisions::Ignore,
             _model: PhantomData,
         }

@@ -32,9 +32,12 @@ use unlag_core::{DelayController, DelayPolicy, Ewma, Seq16, SeqUnwrapper, Server
 /// Largest interpolation delay a client may report, seconds; larger reports are clamped.
 pub const MAX_REPORTED_DELAY: f64 = 1.0;
 
-/// Seconds between two [`NetBeat`]s from the server, and between two [`DelayReport`]s from a
-/// client.
+/// Seconds between two [`NetBeat`]s from the server.
 pub const BEAT_INTERVAL: f64 = 0.1;
+
+/// Seconds between two [`DelayReport`]s from a client: the delay moves slowly, and each report
+/// sent on its own costs a datagram's headers.
+pub const REPORT_INTERVAL: f64 = 0.5;
 
 /// Time and link figures of this App, updated every frame in `PreUpdate`.
 ///
@@ -123,7 +126,7 @@ pub struct NetBeat {
     pub update_rate_hz: f32,
 }
 
-/// Client → server, every [`BEAT_INTERVAL`]: the interpolation delay in effect.
+/// Client → server, every [`REPORT_INTERVAL`]: the interpolation delay in effect.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct DelayReport {
     /// Increases by one per report, wrapping; stale reports are dropped.
@@ -304,7 +307,7 @@ pub(crate) fn send_delay_reports(
     };
     let now = real.elapsed_secs_f64();
     if clock.synced && now >= state.next_report {
-        state.next_report = now + BEAT_INTERVAL;
+        state.next_report = now + REPORT_INTERVAL;
         state.report_seq = state.report_seq.next();
         let report = DelayReport {
             seq: state.report_seq,

@@ -13,8 +13,8 @@ mod roles;
 mod time_source;
 
 pub use clock::{
-    BEAT_INTERVAL, DelayReport, MAX_REPORTED_DELAY, NetBeat, NetClock, RemoteClientClock,
-    server_time_now, server_time_of_world,
+    BEAT_INTERVAL, DelayReport, MAX_REPORTED_DELAY, NetBeat, NetClock, REPORT_INTERVAL,
+    RemoteClientClock, server_time_now, server_time_of_world,
 };
 pub use conditions::NetConditions;
 pub use link::{
@@ -39,6 +39,8 @@ use lightyear::link::LinkSystems;
 use lightyear::prelude::server::{ClientOf, Server};
 use lightyear::prelude::*;
 use lightyear_sync::ping::plugin::PingSystems;
+use lightyear_sync::timeline::input::InputTimelineConfig;
+use lightyear_sync::timeline::sync::SyncConfig;
 
 /// Commonly used items.
 pub mod prelude {
@@ -125,6 +127,15 @@ impl Plugin for UnlagNetPlugin {
             .register_required_components::<ClientOf, clock::ReportState>()
             .register_required_components::<LinkOf, LinkBirth>();
 
+        // The client's simulation runs at real time. lightyear would otherwise speed its
+        // clock up or down by 5 % for seconds at a time to keep its input timeline ahead of
+        // the server; unlag does not use that timeline (moves carry their own duration), and a
+        // clock running 5 % fast is exactly what the speed-hack check must catch. lightyear
+        // still corrects its timeline by jumps when it is more than 10 ticks off.
+        app.insert_resource(InputTimelineConfig::default().with_sync_config(SyncConfig {
+            speedup_factor: 1.0,
+            ..default()
+        }));
         protocol::register_channels(app);
         clock::register(app);
         roles::register(app);

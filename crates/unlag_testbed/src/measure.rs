@@ -36,6 +36,10 @@ pub struct ClientMeasures {
     pub bytes_up_per_sec: f64,
     /// Downstream (server → client) bytes per second on the wire, headers included.
     pub bytes_down_per_sec: f64,
+    /// Upstream datagrams per second.
+    pub datagrams_up_per_sec: f64,
+    /// Downstream datagrams per second.
+    pub datagrams_down_per_sec: f64,
     /// Upstream payload by message kind.
     pub up_by_kind: Vec<KindRate>,
     /// Downstream payload by message kind.
@@ -128,6 +132,10 @@ impl Recorder {
             server_time_error: Summary::of(&self.errors),
             bytes_up_per_sec: (up.bytes_sent - self.client_base.bytes_sent) as f64 / seconds,
             bytes_down_per_sec: (down.bytes_sent - self.server_base.bytes_sent) as f64 / seconds,
+            datagrams_up_per_sec: (up.datagrams_sent - self.client_base.datagrams_sent) as f64
+                / seconds,
+            datagrams_down_per_sec: (down.datagrams_sent - self.server_base.datagrams_sent) as f64
+                / seconds,
             up_by_kind: rates(&up, &self.client_base, seconds),
             down_by_kind: rates(&down, &self.server_base, seconds),
             malformed_dropped: up.malformed_dropped + down.malformed_dropped,
