@@ -266,26 +266,47 @@ pub(crate) fn process_moves<M: MovementModel>(
             stats.corrections_throttled += 1;
             continue;
         }
-        let id = server.take_correction_id();
-        server.last_correction_at = Some(now);
-        server.pending_correction = Some((id, now));
-        let ack = server.last_processed();
-        server.last_ack_sent = Some((ack, now));
-        tracing::debug!(target: "unlag::movement", seq = ack.0, error, id, "correction sent");
-        traffic.send_counted::<SequencedChannel, _>(
+        let (ack, id) = send_state(
+            &mut server,
+            now,
+            entity,
+            &state.0,
             &mut sender,
-            MoveResponse::<M> {
-                entity,
-                ack,
-                correction: Some(Correction {
-                    id,
-                    state: state.0.clone(),
-                }),
-            },
+            &mut traffic,
         );
+        tracing::debug!(target: "unlag::movement", seq = ack.0, error, id, "correction sent");
         stats.corrections_sent += 1;
         stats.acks_sent += 1;
     }
+}
+
+/// Sends the client the server's whole state after the last processed move, under a new
+/// correction id it must confirm; returns the acknowledged move and the id.
+fn send_state<M: MovementModel>(
+    server: &mut ServerMovement<M>,
+    now: f64,
+    entity: Entity,
+    state: &M::State,
+    sender: &mut MessageSender<MoveResponse<M>>,
+    traffic: &mut LinkTraffic,
+) -> (Seq16, u8) {
+    let id = server.take_correction_id();
+    let ack = server.last_processed();
+    server.last_correction_at = Some(now);
+    server.pending_correction = Some((id, now));
+    server.last_ack_sent = Some((ack, now));
+    traffic.send_counted::<SequencedChannel, _>(
+        sender,
+        MoveResponse::<M> {
+            entity,
+            ack,
+            correction: Some(Correction {
+                id,
+                state: state.clone(),
+            }),
+        },
+    );
+    (ack, id)
 }
 
 /// How long the server waits for the client to confirm a correction (or its initial state)
@@ -436,20 +457,13 @@ pub(crate) fn send_acks<M: MovementModel>(
         let never_started = server.last_ack_sent.is_none();
         if never_started || (server.pending_correction.is_some() && unconfirmed) {
             // The initial state, or a correction that was lost: send the current state again.
-            let id = server.take_correction_id();
-            server.pending_correction = Some((id, now));
-            server.last_correction_at = Some(now);
-            server.last_ack_sent = Some((ack, now));
-            traffic.send_counted::<SequencedChannel, _>(
+            send_state(
+                &mut server,
+                now,
+                entity,
+                &state.0,
                 &mut sender,
-                MoveResponse::<M> {
-                    entity,
-                    ack,
-                    correction: Some(Correction {
-                        id,
-                        state: state.0.clone(),
-                    }),
-                },
+                &mut traffic,
             );
             stats.acks_sent += 1;
             continue;

@@ -73,14 +73,7 @@ impl<'a> CollisionWorld<'a> {
         position: Vec3,
         desired: Vec3,
     ) -> EffectiveCharacterMovement {
-        controller.move_shape(
-            dt,
-            &self.query,
-            shape,
-            &Pose::from_translation(position),
-            desired,
-            |_| {},
-        )
+        self.move_shape_rotated(controller, dt, shape, position, Quat::IDENTITY, desired)
     }
 
     /// [`move_shape`](Self::move_shape) for a shape turned by `rotation`.

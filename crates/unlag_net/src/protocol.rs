@@ -98,14 +98,10 @@ impl NetMessageAppExt for App {
     where
         M: Serialize + DeserializeOwned + Send + Sync + 'static,
     {
-        let name = short_type_name::<M>();
-        let mut protocol = self.world_mut().get_resource_or_init::<NetProtocol>();
-        if protocol.messages.iter().any(|(n, _)| *n == name) {
-            return self;
+        if record::<M>(self, direction) {
+            self.register_message::<M>()
+                .add_direction(NetworkDirection::from(direction));
         }
-        protocol.messages.push((name, direction));
-        self.register_message::<M>()
-            .add_direction(NetworkDirection::from(direction));
         self
     }
 
@@ -113,17 +109,24 @@ impl NetMessageAppExt for App {
     where
         M: Serialize + DeserializeOwned + MapEntities + Clone + Send + Sync + 'static,
     {
-        let name = short_type_name::<M>();
-        let mut protocol = self.world_mut().get_resource_or_init::<NetProtocol>();
-        if protocol.messages.iter().any(|(n, _)| *n == name) {
-            return self;
+        if record::<M>(self, direction) {
+            self.register_message::<M>()
+                .add_map_entities()
+                .add_direction(NetworkDirection::from(direction));
         }
-        protocol.messages.push((name, direction));
-        self.register_message::<M>()
-            .add_map_entities()
-            .add_direction(NetworkDirection::from(direction));
         self
     }
+}
+
+/// Records message `M` in [`NetProtocol`]; false if it was registered already.
+fn record<M: 'static>(app: &mut App, direction: NetDirection) -> bool {
+    let name = short_type_name::<M>();
+    let mut protocol = app.world_mut().get_resource_or_init::<NetProtocol>();
+    if protocol.messages.iter().any(|(n, _)| *n == name) {
+        return false;
+    }
+    protocol.messages.push((name, direction));
+    true
 }
 
 /// `path::to::Type<other::Arg>` → `Type<Arg>`: how message kinds are named in traffic figures.
