@@ -360,6 +360,7 @@ fn take_in<M: MovementModel>(
     }
     server.tokens -= cost;
     stats.duplicate_moves += (data.moves.len() - fresh.len()) as u64;
+    tracing::trace!(target: "unlag::movement", newest, fresh = fresh.len(), "moves received");
     for (n, m) in fresh {
         server.held.insert(n, m.clone());
     }
@@ -420,6 +421,7 @@ fn simulate_ready<M: MovementModel>(
         }
         server.last = next;
         stats.moves_processed += 1;
+        tracing::trace!(target: "unlag::movement", seq = next as u16, dt = verdict.simulate_dt, "move processed");
     }
     flagged
 }
@@ -472,6 +474,7 @@ pub(crate) fn send_acks<M: MovementModel>(
             .last_ack_sent
             .is_none_or(|(seq, at)| ack.is_newer_than(seq) && now - at >= settings.ack_interval);
         if due {
+            tracing::trace!(target: "unlag::movement", seq = ack.0, "ack sent");
             server.last_ack_sent = Some((ack, now));
             traffic.send_counted::<SequencedChannel, _>(
                 &mut sender,
