@@ -2,7 +2,7 @@
 //! conditions and their validation, the server-clock estimator, the interpolation-delay policy,
 //! the high-ping state machine, a seeded link simulator (delay, jitter, loss), the saved-move
 //! queue, quantisation, the time-discrepancy (speed-hack) accountant, correction throttling and
-//! smoothing, and statistics helpers.
+//! smoothing, proxy state buffers and interpolation curves, and statistics helpers.
 //!
 //! Everything here is deterministic and unit-tested without Bevy, so the tricky arithmetic can
 //! be checked in seconds; the plugins in the other crates are thin systems around it.
@@ -19,6 +19,7 @@ pub mod ping;
 pub mod quantize;
 pub mod rng;
 pub mod seq;
+pub mod smoothing;
 pub mod stats;
 
 pub use clock::ServerClockEstimator;
@@ -32,4 +33,7 @@ pub use moves::{SavedMoves, Sequenced};
 pub use ping::{HighPingChange, HighPingMonitor, HighPingSettings};
 pub use rng::SplitMix64;
 pub use seq::{Seq16, SeqUnwrapper};
+pub use smoothing::{
+    ProxyState, Sample, SampleKind, SmoothingMode, StateBuffer, StateRejected, evaluate, hermite,
+};
 pub use stats::{Ewma, Summary};

@@ -1,0 +1,469 @@
+//! Smoothing simulated proxies between sparse server states: a bounded buffer of received
+//! states and the curves that render a proxy at the client's view time.
+//!
+//! - `Snap`: the latest state, as is (the stop-motion baseline).
+//! - `Linear`: lerp of position, slerp of rotation between the two states around the view time.
+//! - `Hermite`: cubic Hermite curve on position whose tangents are each state's velocity times
+//!   the interval between the two states (velocity is m/s and the curve parameter runs 0–1 over
+//!   the interval, so the tangent in metres is `v × Δt`); rotation by slerp, never derived from
+//!   velocity (a character can walk backwards).
+//! - `Extrapolate`: dead reckoning from the newest state not after the view time
+//!   (`p + v × (t − t₀)`), bounded by the max extrapolation time (UE's simulated proxies).
+//!
+//! Every rendered pose comes from `(state A, state B, blend factor)`, which [`evaluate`]
+//! reproduces exactly: the client reports those with its shots so the server can rebuild the
+//! pose the shooter saw.
+
+use glam::{Quat, Vec3};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// One received state of a proxy.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProxyState {
+    /// Server tick of the state.
+    pub tick: u32,
+    /// Server time of the state, seconds.
+    pub time: f64,
+    /// Position, metres.
+    pub position: Vec3,
+    /// Rotation.
+    pub rotation: Quat,
+    /// Velocity, m/s.
+    pub velocity: Vec3,
+    /// Movement flags (bit 0: crouched), shown as they were at the state.
+    pub flags: u8,
+    /// The proxy teleported to this state: never interpolate into it.
+    pub teleport: bool,
+}
+
+impl ProxyState {
+    /// Whether every number is finite and the rotation is (about) unit length.
+    pub fn is_valid(&self) -> bool {
+        self.time.is_finite()
+            && self.position.is_finite()
+            && self.velocity.is_finite()
+            && self.rotation.is_finite()
+            && (self.rotation.length_squared() - 1.0).abs() < 1e-3
+    }
+}
+
+/// How a proxy is rendered between states.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SmoothingMode {
+    /// The latest state.
+    Snap,
+    /// Lerp and slerp, one update behind.
+    Linear,
+    /// Cubic Hermite with velocity tangents (default).
+    #[default]
+    Hermite,
+    /// Dead reckoning from the newest state, bounded.
+    Extrapolate,
+}
+
+/// Why a rendered pose is what it is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SampleKind {
+    /// Between two states.
+    Interpolated,
+    /// Past the newest state, standing still at it (no newer state in time).
+    Held,
+    /// Past the newest state, moved on by its velocity (no newer state in time).
+    Extrapolated,
+    /// Before the oldest state kept, or with a single state: shown as is.
+    Clamped,
+}
+
+/// A rendered pose and where it came from.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// Position, metres.
+    pub position: Vec3,
+    /// Rotation.
+    pub rotation: Quat,
+    /// Flags in effect.
+    pub flags: u8,
+    /// Tick of the state the pose starts from.
+    pub from: u32,
+    /// Tick of the state the pose goes towards (equal to `from` when holding).
+    pub to: u32,
+    /// Blend factor between them: 0 at `from`, 1 at `to`; above 1 when extrapolating, in
+    /// units of the interval (or seconds past `from` over 1 s when `from == to`).
+    pub alpha: f32,
+    /// How the pose was obtained.
+    pub kind: SampleKind,
+}
+
+/// The pose between states `a` and `b` at blend factor `alpha` with `mode`: the function the
+/// client renders with and the server replays with.
+pub fn evaluate(mode: SmoothingMode, a: &ProxyState, b: &ProxyState, alpha: f32) -> (Vec3, Quat) {
+    let rotation = a.rotation.slerp(b.rotation, alpha.clamp(0.0, 1.0));
+    let position = match mode {
+        SmoothingMode::Snap => {
+            if alpha >= 1.0 {
+                b.position
+            } else {
+                a.position
+            }
+        }
+        SmoothingMode::Linear => a.position.lerp(b.position, alpha),
+        SmoothingMode::Hermite => {
+            let dt = (b.time - a.time) as f32;
+            hermite(
+                a.position,
+                a.velocity * dt,
+                b.position,
+                b.velocity * dt,
+                alpha,
+            )
+        }
+        SmoothingMode::Extrapolate => {
+            let dt = (b.time - a.time) as f32;
+            a.position + a.velocity * (dt * alpha)
+        }
+    };
+    (position, rotation)
+}
+
+/// Cubic Hermite curve from `p0` (tangent `m0`) to `p1` (tangent `m1`) at `s` in `[0, 1]`.
+pub fn hermite(p0: Vec3, m0: Vec3, p1: Vec3, m1: Vec3, s: f32) -> Vec3 {
+    let s2 = s * s;
+    let s3 = s2 * s;
+    let h00 = 2.0 * s3 - 3.0 * s2 + 1.0;
+    let h10 = s3 - 2.0 * s2 + s;
+    let h01 = -2.0 * s3 + 3.0 * s2;
+    let h11 = s3 - s2;
+    p0 * h00 + m0 * h10 + p1 * h01 + m1 * h11
+}
+
+/// Why a state was not buffered.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StateRejected {
+    /// A number is not finite, or the rotation is not a unit quaternion.
+    #[error("non-finite or invalid values")]
+    Invalid,
+    /// A state with this tick is already buffered.
+    #[error("duplicate tick")]
+    Duplicate,
+    /// Older than every buffered state (arrived too late to matter).
+    #[error("out of order")]
+    OutOfOrder,
+    /// Further in the future than the server can be.
+    #[error("far-future tick")]
+    FarFuture,
+}
+
+/// A bounded, time-ordered buffer of one proxy's states.
+#[derive(Clone, Debug)]
+pub struct StateBuffer {
+    states: VecDeque<ProxyState>,
+    capacity: usize,
+}
+
+impl StateBuffer {
+    /// An empty buffer keeping at most `capacity` states (at least 2).
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            states: VecDeque::with_capacity(capacity.max(2)),
+            capacity: capacity.max(2),
+        }
+    }
+
+    /// The buffered states, oldest first.
+    pub fn states(&self) -> impl DoubleEndedIterator<Item = &ProxyState> + ExactSizeIterator {
+        self.states.iter()
+    }
+
+    /// The newest state.
+    pub fn newest(&self) -> Option<&ProxyState> {
+        self.states.back()
+    }
+
+    /// The state with tick `tick`, if buffered.
+    pub fn get(&self, tick: u32) -> Option<&ProxyState> {
+        self.states.iter().find(|s| s.tick == tick)
+    }
+
+    /// Adds a state received when the client's estimate of server time was `server_now`;
+    /// late states still newer than the oldest are inserted in order. The oldest state goes when
+    /// the buffer is full.
+    pub fn push(&mut self, state: ProxyState, server_now: f64) -> Result<(), StateRejected> {
+        if !state.is_valid() {
+            return Err(StateRejected::Invalid);
+        }
+        // A state cannot come from more than a second past the server's present.
+        if state.time > server_now + 1.0 {
+            return Err(StateRejected::FarFuture);
+        }
+        if self.states.iter().any(|s| s.tick == state.tick) {
+            return Err(StateRejected::Duplicate);
+        }
+        if self.states.len() == self.capacity
+            && self.states.front().is_some_and(|s| state.time < s.time)
+        {
+            return Err(StateRejected::OutOfOrder);
+        }
+        let at = self.states.partition_point(|s| s.time < state.time);
+        self.states.insert(at, state);
+        while self.states.len() > self.capacity {
+            self.states.pop_front();
+        }
+        Ok(())
+    }
+
+    /// Drops states no longer needed to render at `view_time` or later (all but the newest one
+    /// at or before it).
+    pub fn prune(&mut self, view_time: f64) {
+        while self.states.len() > 2 && self.states[1].time <= view_time {
+            self.states.pop_front();
+        }
+    }
+
+    /// The pose at `view_time` (server seconds) with `mode`; `None` while empty. Past the newest
+    /// state, `Extrapolate` (and, for up to `max_extrapolation` seconds, every mode but `Snap`)
+    /// moves on by the newest velocity; beyond that the proxy holds.
+    pub fn sample(
+        &self,
+        view_time: f64,
+        mode: SmoothingMode,
+        max_extrapolation: f64,
+    ) -> Option<Sample> {
+        let newest = self.states.back()?;
+        if mode == SmoothingMode::Snap {
+            // The latest state that has "arrived" in view time, else the oldest.
+            let s = self
+                .states
+                .iter()
+                .rev()
+                .find(|s| s.time <= view_time)
+                .unwrap_or(&self.states[0]);
+            return Some(at_state(s, SampleKind::Interpolated));
+        }
+        let oldest = self.states.front()?;
+        if view_time < oldest.time || self.states.len() == 1 && view_time <= newest.time {
+            return Some(at_state(oldest, SampleKind::Clamped));
+        }
+        if view_time >= newest.time {
+            let past = view_time - newest.time;
+            let ahead = past.min(max_extrapolation.max(0.0));
+            let kind = if past <= max_extrapolation && ahead > 0.0 {
+                SampleKind::Extrapolated
+            } else if past > 0.0 {
+                SampleKind::Held
+            } else {
+                SampleKind::Interpolated
+            };
+            return Some(Sample {
+                position: newest.position + newest.velocity * ahead as f32,
+                rotation: newest.rotation,
+                flags: newest.flags,
+                from: newest.tick,
+                to: newest.tick,
+                alpha: ahead as f32,
+                kind,
+            });
+        }
+        // Two states around the view time.
+        let i = self.states.partition_point(|s| s.time <= view_time);
+        let (a, b) = (&self.states[i - 1], &self.states[i]);
+        if b.teleport {
+            // Never sweep through the world: stay at A until B's time, then jump.
+            return Some(at_state(a, SampleKind::Interpolated));
+        }
+        let alpha = ((view_time - a.time) / (b.time - a.time)) as f32;
+        let (position, rotation) = evaluate(mode, a, b, alpha);
+        Some(Sample {
+            position,
+            rotation,
+            // Flags switch at the state that set them, as on the server.
+            flags: a.flags,
+            from: a.tick,
+            to: b.tick,
+            alpha,
+            kind: SampleKind::Interpolated,
+        })
+    }
+}
+
+fn at_state(s: &ProxyState, kind: SampleKind) -> Sample {
+    Sample {
+        position: s.position,
+        rotation: s.rotation,
+        flags: s.flags,
+        from: s.tick,
+        to: s.tick,
+        alpha: 0.0,
+        kind,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(tick: u32, time: f64, position: Vec3, velocity: Vec3) -> ProxyState {
+        ProxyState {
+            tick,
+            time,
+            position,
+            rotation: Quat::IDENTITY,
+            velocity,
+            flags: 0,
+            teleport: false,
+        }
+    }
+
+    #[test]
+    fn hermite_meets_ends_and_tangents() {
+        let (p0, p1) = (Vec3::ZERO, Vec3::new(1.0, 0.0, 0.0));
+        let (m0, m1) = (Vec3::new(0.0, 0.0, 2.0), Vec3::new(0.0, 0.0, -2.0));
+        assert_eq!(hermite(p0, m0, p1, m1, 0.0), p0);
+        assert!((hermite(p0, m0, p1, m1, 1.0) - p1).length() < 1e-6);
+        // Numerical derivative at 0 equals the tangent.
+        let d = (hermite(p0, m0, p1, m1, 1e-3) - p0) / 1e-3;
+        assert!((d - m0).length() < 1e-2, "{d}");
+    }
+
+    #[test]
+    fn hermite_follows_a_circle_better_than_linear() {
+        // A proxy on a circle of radius 5 m at 1 rad/s, states every 0.5 s.
+        let on = |t: f64| {
+            let t = t as f32;
+            (
+                Vec3::new(5.0 * t.cos(), 0.0, 5.0 * t.sin()),
+                Vec3::new(-5.0 * t.sin(), 0.0, 5.0 * t.cos()),
+            )
+        };
+        let mut buffer = StateBuffer::new(16);
+        for k in 0..8 {
+            let (p, v) = on(k as f64 * 0.5);
+            buffer.push(state(k, k as f64 * 0.5, p, v), 10.0).unwrap();
+        }
+        let (mut lin, mut her) = (0.0f32, 0.0f32);
+        for i in 0..300 {
+            let t = 0.5 + i as f64 * 0.01;
+            let truth = on(t).0;
+            lin += (buffer
+                .sample(t, SmoothingMode::Linear, 0.0)
+                .unwrap()
+                .position
+                - truth)
+                .length_squared();
+            her += (buffer
+                .sample(t, SmoothingMode::Hermite, 0.0)
+                .unwrap()
+                .position
+                - truth)
+                .length_squared();
+        }
+        assert!(her * 20.0 < lin, "hermite {her} vs linear {lin}");
+    }
+
+    #[test]
+    fn sample_reproduces_from_pair_and_alpha() {
+        let mut buffer = StateBuffer::new(8);
+        buffer
+            .push(state(10, 1.0, Vec3::ZERO, Vec3::X), 5.0)
+            .unwrap();
+        buffer
+            .push(
+                state(
+                    13,
+                    1.05,
+                    Vec3::new(0.05, 0.1, 0.0),
+                    Vec3::new(1.0, 2.0, 0.0),
+                ),
+                5.0,
+            )
+            .unwrap();
+        for mode in [SmoothingMode::Linear, SmoothingMode::Hermite] {
+            let s = buffer.sample(1.0317, mode, 0.1).unwrap();
+            let (a, b) = (buffer.get(s.from).unwrap(), buffer.get(s.to).unwrap());
+            let (p, r) = evaluate(mode, a, b, s.alpha);
+            assert_eq!(p, s.position);
+            assert_eq!(r, s.rotation);
+        }
+    }
+
+    #[test]
+    fn past_the_newest_it_extrapolates_then_holds() {
+        let mut buffer = StateBuffer::new(8);
+        buffer
+            .push(state(1, 1.0, Vec3::ZERO, Vec3::X), 5.0)
+            .unwrap();
+        buffer
+            .push(state(2, 1.1, Vec3::new(0.1, 0.0, 0.0), Vec3::X), 5.0)
+            .unwrap();
+        let s = buffer.sample(1.15, SmoothingMode::Hermite, 0.1).unwrap();
+        assert_eq!(s.kind, SampleKind::Extrapolated);
+        assert!((s.position.x - 0.15).abs() < 1e-6);
+        let s = buffer.sample(1.5, SmoothingMode::Hermite, 0.1).unwrap();
+        assert_eq!(s.kind, SampleKind::Held);
+        assert!((s.position.x - 0.2).abs() < 1e-6, "stops at the bound");
+    }
+
+    #[test]
+    fn teleport_never_sweeps() {
+        let mut buffer = StateBuffer::new(8);
+        buffer
+            .push(state(1, 1.0, Vec3::ZERO, Vec3::ZERO), 5.0)
+            .unwrap();
+        let mut far = state(2, 1.1, Vec3::new(50.0, 0.0, 0.0), Vec3::ZERO);
+        far.teleport = true;
+        buffer.push(far, 5.0).unwrap();
+        for i in 0..=20 {
+            let t = 1.0 + i as f64 * 0.01;
+            let x = buffer
+                .sample(t, SmoothingMode::Hermite, 0.1)
+                .unwrap()
+                .position
+                .x;
+            assert!(
+                x == 0.0 || x == 50.0,
+                "rendered between the two places: {x}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_states_are_refused_and_the_buffer_is_bounded() {
+        let mut buffer = StateBuffer::new(4);
+        let mut bad = state(1, 1.0, Vec3::NAN, Vec3::ZERO);
+        assert_eq!(buffer.push(bad, 5.0), Err(StateRejected::Invalid));
+        bad.position = Vec3::ZERO;
+        bad.rotation = Quat::from_xyzw(0.0, 0.0, 0.0, 3.0);
+        assert_eq!(buffer.push(bad, 5.0), Err(StateRejected::Invalid));
+        assert_eq!(
+            buffer.push(state(9, 100.0, Vec3::ZERO, Vec3::ZERO), 5.0),
+            Err(StateRejected::FarFuture)
+        );
+        for k in 0..10 {
+            buffer
+                .push(state(k, 1.0 + k as f64 * 0.05, Vec3::ZERO, Vec3::ZERO), 5.0)
+                .unwrap();
+        }
+        assert_eq!(buffer.states().len(), 4);
+        assert_eq!(
+            buffer.push(state(9, 2.0, Vec3::ZERO, Vec3::ZERO), 5.0),
+            Err(StateRejected::Duplicate)
+        );
+        assert_eq!(
+            buffer.push(state(2, 1.1, Vec3::ZERO, Vec3::ZERO), 5.0),
+            Err(StateRejected::OutOfOrder)
+        );
+        // A late state that still fits goes in order.
+        let mut buffer = StateBuffer::new(4);
+        buffer
+            .push(state(1, 1.0, Vec3::ZERO, Vec3::ZERO), 5.0)
+            .unwrap();
+        buffer
+            .push(state(3, 1.1, Vec3::ZERO, Vec3::ZERO), 5.0)
+            .unwrap();
+        buffer
+            .push(state(2, 1.05, Vec3::ZERO, Vec3::ZERO), 5.0)
+            .unwrap();
+        let ticks: Vec<u32> = buffer.states().map(|s| s.tick).collect();
+        assert_eq!(ticks, vec![1, 2, 3]);
+    }
+}
