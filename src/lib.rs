@@ -26,6 +26,11 @@ pub mod movement {
     pub use unlag_movement::*;
 }
 
+/// Simulated-proxy smoothing: see [`unlag_smoothing`].
+pub mod smoothing {
+    pub use unlag_smoothing::*;
+}
+
 /// Pure numerics shared by the plugins: see [`unlag_core`].
 pub mod core {
     pub use unlag_core::*;

@@ -3,4 +3,5 @@
 
 mod movement;
 mod net;
+mod smoothing;
 mod udp;

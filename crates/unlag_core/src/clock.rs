@@ -13,11 +13,20 @@
 /// server that stalled and jumped).
 pub const RESET_OFFSET: f64 = 0.5;
 
+/// How fast the clock shown moves towards the estimate: at most this many seconds per second
+/// (5 %), so server time, and the view time derived from it, never jump.
+pub const SLEW_RATE: f64 = 0.05;
+
+/// A gap between the clock shown and the estimate above this (seconds) is closed at once.
+pub const SLEW_SNAP: f64 = 0.1;
+
 /// Estimates the server's clock from stamped samples (see the module docs).
 #[derive(Clone, Debug)]
 pub struct ServerClockEstimator {
     alpha: f64,
     offset: Option<f64>,
+    /// The offset shown: follows `offset` at a bounded rate.
+    shown: Option<(f64, f64)>,
     samples: u64,
 }
 
@@ -34,6 +43,7 @@ impl ServerClockEstimator {
         Self {
             alpha: alpha.clamp(1e-6, 1.0),
             offset: None,
+            shown: None,
             samples: 0,
         }
     }
@@ -63,6 +73,22 @@ impl ServerClockEstimator {
         self.offset.map(|offset| local_now + offset)
     }
 
+    /// The server time shown when the local clock reads `local_now`: it runs smoothly, moving
+    /// towards [`server_time`](Self::server_time) at most [`SLEW_RATE`] seconds per second (a
+    /// gap above [`SLEW_SNAP`] closes at once). Call with non-decreasing `local_now`.
+    pub fn smooth_server_time(&mut self, local_now: f64) -> Option<f64> {
+        let target = self.offset?;
+        let shown = match self.shown {
+            Some((at, shown)) if (target - shown).abs() <= SLEW_SNAP => {
+                let step = SLEW_RATE * (local_now - at).max(0.0);
+                shown + (target - shown).clamp(-step, step)
+            }
+            _ => target,
+        };
+        self.shown = Some((local_now, shown));
+        Some(local_now + shown)
+    }
+
     /// Samples since the estimate last (re)started.
     pub fn samples(&self) -> u64 {
         self.samples
@@ -71,6 +97,7 @@ impl ServerClockEstimator {
     /// Forgets everything (on disconnect).
     pub fn reset(&mut self) {
         self.offset = None;
+        self.shown = None;
         self.samples = 0;
     }
 }
@@ -123,6 +150,25 @@ mod tests {
         assert!((e.server_time(0.2).unwrap() - 50.0).abs() < 1e-9);
         e.reset();
         assert_eq!(e.server_time(0.3), None);
+    }
+
+    #[test]
+    fn the_shown_clock_slews_and_snaps() {
+        let mut e = ServerClockEstimator::new(1.0);
+        e.add_sample(0.0, 100.0, 0.0);
+        assert_eq!(e.smooth_server_time(0.0), Some(100.0));
+        assert_eq!(e.smooth_server_time(0.9), Some(100.9));
+        // The estimate moves 20 ms ahead: the shown clock follows at 5 %.
+        e.add_sample(1.0, 101.02, 0.0);
+        let t = e.smooth_server_time(1.0).unwrap();
+        assert!((t - 101.005).abs() < 1e-9, "no jump: {t}");
+        let t = e.smooth_server_time(1.2).unwrap();
+        assert!((t - 101.215).abs() < 1e-9, "{t}");
+        let t = e.smooth_server_time(2.0).unwrap();
+        assert!((t - 102.02).abs() < 1e-9, "caught up: {t}");
+        // A large jump (a hitch) is taken at once.
+        e.add_sample(3.0, 103.4, 0.0);
+        assert!((e.smooth_server_time(3.0).unwrap() - 103.4).abs() < 1e-9);
     }
 
     #[test]

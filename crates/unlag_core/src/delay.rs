@@ -27,7 +27,7 @@ pub struct DelayPolicy {
     pub bridge_loss_threshold: f64,
     /// Smallest delay, seconds (default 0).
     pub min_delay: f64,
-    /// Largest delay, seconds (default 0.5).
+    /// Largest delay, seconds (default 2.5: a 1 Hz proxy bridging one lost update).
     pub max_delay: f64,
     /// How fast the delay in effect may grow towards its target, in seconds per second: view
     /// time then runs this much slower than real time (default 0.1).
@@ -43,7 +43,7 @@ impl Default for DelayPolicy {
             jitter_multiplier: 2.0,
             bridge_loss_threshold: 0.005,
             min_delay: 0.0,
-            max_delay: 0.5,
+            max_delay: 2.5,
             max_increase_rate: 0.1,
             max_decrease_rate: 0.05,
         }
@@ -150,7 +150,7 @@ mod tests {
     #[test]
     fn target_is_clamped_and_ignores_garbage() {
         let p = DelayPolicy::default();
-        assert_eq!(p.target(1.0, 0.0, 0.5), 0.5);
+        assert_eq!(p.target(2.0, 0.0, 0.5), 2.5);
         assert_eq!(p.target(f64::NAN, -1.0, f64::INFINITY), 0.0);
     }
 

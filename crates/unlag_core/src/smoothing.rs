@@ -180,6 +180,16 @@ impl StateBuffer {
         self.states.back()
     }
 
+    /// The interval at which states have been coming, seconds: the shortest of the last four
+    /// gaps between buffered states (lost states make some gaps longer, never shorter).
+    pub fn recent_interval(&self) -> Option<f64> {
+        let n = self.states.len();
+        (n.saturating_sub(5)..n.saturating_sub(1))
+            .map(|i| self.states[i + 1].time - self.states[i].time)
+            .filter(|gap| *gap > 0.0)
+            .min_by(f64::total_cmp)
+    }
+
     /// The state with tick `tick`, if buffered.
     pub fn get(&self, tick: u32) -> Option<&ProxyState> {
         self.states.iter().find(|s| s.tick == tick)
@@ -401,6 +411,18 @@ mod tests {
         let s = buffer.sample(1.5, SmoothingMode::Hermite, 0.1).unwrap();
         assert_eq!(s.kind, SampleKind::Held);
         assert!((s.position.x - 0.2).abs() < 1e-6, "stops at the bound");
+    }
+
+    #[test]
+    fn recent_interval_ignores_gaps_from_loss() {
+        let mut buffer = StateBuffer::new(16);
+        assert_eq!(buffer.recent_interval(), None);
+        for (k, t) in [0.0, 0.05, 0.15, 0.2, 0.3, 0.35].iter().enumerate() {
+            buffer
+                .push(state(k as u32, *t, Vec3::ZERO, Vec3::ZERO), 5.0)
+                .unwrap();
+        }
+        assert!((buffer.recent_interval().unwrap() - 0.05).abs() < 1e-9);
     }
 
     #[test]

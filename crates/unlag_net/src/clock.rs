@@ -276,7 +276,12 @@ pub(crate) fn update_client_clock(
                 .add_sample(now, beat.server_time, clock.rtt / 2.0);
         }
     }
-    let estimate = state.server_clock.server_time(now).filter(|_| connected);
+    // The smoothed clock: estimates are noisy by the jitter, and a view time that jumps with
+    // every beat would make proxies stutter.
+    let estimate = state
+        .server_clock
+        .smooth_server_time(now)
+        .filter(|_| connected);
     clock.synced = estimate.is_some();
     if let Some(server_time) = estimate {
         clock.server_time = server_time;

@@ -1,0 +1,281 @@
+//! The client side: buffer each proxy's states and place it at view time.
+
+use crate::SmoothingSettings;
+use crate::protocol::ProxyUpdates;
+use bevy::prelude::*;
+use lightyear::prelude::*;
+use unlag_core::{
+    DelayController, SampleKind, SmoothingMode, SmoothingSettings as OffsetSettings, StateBuffer,
+    StateRejected, VisualOffset,
+};
+use unlag_net::{AutonomousProxy, NetClock};
+
+/// On a client, per simulated proxy: its received states, its smoothing mode (switchable at
+/// runtime) and how its frames were rendered.
+#[derive(Component, Clone, Debug)]
+pub struct ProxySmoothing {
+    /// Received states, oldest first.
+    pub buffer: StateBuffer,
+    /// How the proxy is rendered.
+    pub mode: SmoothingMode,
+    /// Frames rendered.
+    pub frames: u64,
+    /// Frames held at the newest state for want of a newer one.
+    pub held: u64,
+    /// Frames moved on past the newest state for want of a newer one.
+    pub extrapolated: u64,
+    /// This proxy's interpolation delay, following its own update interval.
+    pub delay: DelayController,
+    /// `Extrapolate` mode: the newest state blended to, and the offset easing into it.
+    blend: Option<(u32, VisualOffset)>,
+    last_rendered: Option<Vec3>,
+}
+
+impl ProxySmoothing {
+    fn new(settings: &SmoothingSettings) -> Self {
+        Self {
+            buffer: StateBuffer::new(settings.buffer_len),
+            mode: settings.default_mode,
+            frames: 0,
+            held: 0,
+            extrapolated: 0,
+            delay: DelayController::new(settings.delay_policy, 0.1),
+            blend: None,
+            last_rendered: None,
+        }
+    }
+
+    /// Share of frames held or extrapolated.
+    pub fn starved_share(&self) -> f64 {
+        if self.frames == 0 {
+            0.0
+        } else {
+            (self.held + self.extrapolated) as f64 / self.frames as f64
+        }
+    }
+}
+
+/// What was on screen for a proxy this frame: which two states and blend factor, in which mode.
+/// Shots carry it so the server can rebuild the exact pose the shooter saw.
+#[derive(Component, Copy, Clone, Debug, PartialEq, Reflect)]
+#[reflect(Component)]
+pub struct RenderedPose {
+    /// Tick of the state the pose starts from.
+    pub from: u32,
+    /// Tick of the state it goes towards.
+    pub to: u32,
+    /// Blend factor (see [`unlag_core::Sample::alpha`]).
+    pub alpha: f32,
+    /// The view time it was rendered at, server seconds.
+    pub view_time: f64,
+    /// The interpolation delay in effect for this proxy, seconds.
+    pub delay: f64,
+    /// The rendered position, metres.
+    pub position: Vec3,
+    /// Whether the pose was interpolated, held or extrapolated.
+    #[reflect(ignore, default = "interpolated")]
+    pub kind: SampleKind,
+}
+
+/// Counters of proxy smoothing on this client.
+#[derive(Resource, Clone, Debug, Default, Reflect)]
+#[reflect(Resource)]
+pub struct SmoothingStats {
+    /// States buffered.
+    pub states_received: u64,
+    /// States refused: invalid values.
+    pub rejected_invalid: u64,
+    /// States refused: duplicates.
+    pub rejected_duplicate: u64,
+    /// States refused: older than every buffered state.
+    pub rejected_out_of_order: u64,
+    /// States refused: from the far future.
+    pub rejected_far_future: u64,
+    /// States for entities this client does not know (yet).
+    pub unknown_entity: u64,
+    /// Proxy frames rendered.
+    pub frames: u64,
+    /// Proxy frames held for want of a newer state.
+    pub held_frames: u64,
+    /// Proxy frames extrapolated for want of a newer state.
+    pub extrapolated_frames: u64,
+}
+
+/// PreUpdate: buffers received states.
+pub(crate) fn receive_states(
+    mut commands: Commands,
+    settings: Res<SmoothingSettings>,
+    clock: Res<NetClock>,
+    mut stats: ResMut<SmoothingStats>,
+    mut link: Query<&mut MessageReceiver<ProxyUpdates>, With<Client>>,
+    mut proxies: Query<Option<&mut ProxySmoothing>, Without<AutonomousProxy>>,
+    mut fresh: Local<Vec<(Entity, ProxySmoothing)>>,
+) {
+    let Ok(mut receiver) = link.single_mut() else {
+        return;
+    };
+    let tick = clock.tick_duration;
+    for update in receiver.receive() {
+        let time = f64::from(update.tick) * tick;
+        for wire in &update.states {
+            let Ok(existing) = proxies.get_mut(wire.entity) else {
+                stats.unknown_entity += 1;
+                continue;
+            };
+            let state = wire.to_state(update.tick, time);
+            let result = match existing {
+                Some(mut smoothing) => smoothing.buffer.push(state, clock.server_time),
+                None => {
+                    let at = match fresh.iter().position(|(e, _)| *e == wire.entity) {
+                        Some(i) => i,
+                        None => {
+                            fresh.push((wire.entity, ProxySmoothing::new(&settings)));
+                            fresh.len() - 1
+                        }
+                    };
+                    fresh[at].1.buffer.push(state, clock.server_time)
+                }
+            };
+            match result {
+                Ok(()) => stats.states_received += 1,
+                Err(reason) => {
+                    let n = match reason {
+                        StateRejected::Invalid => &mut stats.rejected_invalid,
+                        StateRejected::Duplicate => &mut stats.rejected_duplicate,
+                        StateRejected::OutOfOrder => &mut stats.rejected_out_of_order,
+                        StateRejected::FarFuture => &mut stats.rejected_far_future,
+                    };
+                    *n += 1;
+                    if *n % 100 == 1 && reason != StateRejected::Duplicate {
+                        warn!("dropped a proxy state: {reason} ({} so far)", *n);
+                    }
+                }
+            }
+        }
+    }
+    for (entity, smoothing) in fresh.drain(..) {
+        commands
+            .entity(entity)
+            .insert((smoothing, Transform::default()));
+    }
+}
+
+/// PostUpdate: places every proxy at view time.
+pub(crate) fn place_proxies(
+    mut commands: Commands,
+    settings: Res<SmoothingSettings>,
+    clock: Res<NetClock>,
+    time: Res<Time>,
+    mut stats: ResMut<SmoothingStats>,
+    mut proxies: Query<(
+        Entity,
+        &mut ProxySmoothing,
+        &mut Transform,
+        Option<&mut RenderedPose>,
+    )>,
+) {
+    if !clock.synced {
+        return;
+    }
+    let offset_settings = OffsetSettings {
+        smooth_time: settings.extrapolation_smooth_time,
+        max_smooth_distance: settings.teleport_distance,
+        teleport_distance: settings.teleport_distance,
+    };
+    for (entity, mut proxy, mut transform, pose) in &mut proxies {
+        let proxy = &mut *proxy;
+        // This proxy's delay: its own interval (a 1 Hz proxy cannot be shown 50 ms behind).
+        let interval = proxy
+            .buffer
+            .recent_interval()
+            .unwrap_or(clock.send_interval);
+        proxy.delay.set_inputs(interval, clock.jitter, clock.loss);
+        // Until its interval is known nothing has been shown that could jump.
+        if proxy.buffer.states().len() < 3 {
+            proxy.delay.snap_to_target();
+        }
+        let delay = proxy.delay.update(time.delta_secs_f64());
+        let view_time = clock.server_time - clock.one_way() - delay;
+        let (position, rotation, sample) = if proxy.mode == SmoothingMode::Extrapolate {
+            // UE's simulated proxies: dead reckoning from the newest state at the present the
+            // client can know (server time less the one-way trip), easing into each new state.
+            let Some(newest) = proxy.buffer.newest().copied() else {
+                continue;
+            };
+            let present = clock.server_time - clock.one_way();
+            let Some(sample) = proxy.buffer.sample(
+                present.max(newest.time),
+                SmoothingMode::Hermite,
+                settings.max_extrapolation,
+            ) else {
+                continue;
+            };
+            let offset = match proxy.blend {
+                Some((tick, mut o)) if tick == newest.tick => {
+                    let current = o.advance(time.delta_secs());
+                    proxy.blend = Some((tick, o));
+                    current
+                }
+                _ => {
+                    // A new state: start from where the proxy is drawn, ease into the new path.
+                    let mut o = VisualOffset::default();
+                    if let Some(shown) = proxy.last_rendered
+                        && !newest.teleport
+                    {
+                        o.on_correction(sample.position - shown, &offset_settings);
+                    }
+                    proxy.blend = Some((newest.tick, o));
+                    o.current()
+                }
+            };
+            (sample.position + offset, sample.rotation, sample)
+        } else {
+            let Some(sample) =
+                proxy
+                    .buffer
+                    .sample(view_time, proxy.mode, settings.max_extrapolation)
+            else {
+                continue;
+            };
+            (sample.position, sample.rotation, sample)
+        };
+        transform.translation = position;
+        transform.rotation = rotation;
+        proxy.last_rendered = Some(position);
+        proxy.frames += 1;
+        stats.frames += 1;
+        match sample.kind {
+            SampleKind::Held => {
+                proxy.held += 1;
+                stats.held_frames += 1;
+            }
+            SampleKind::Extrapolated if proxy.mode != SmoothingMode::Extrapolate => {
+                proxy.extrapolated += 1;
+                stats.extrapolated_frames += 1;
+            }
+            _ => {}
+        }
+        proxy
+            .buffer
+            .prune(view_time.min(clock.server_time - clock.one_way()) - 1.0);
+        let rendered = RenderedPose {
+            from: sample.from,
+            to: sample.to,
+            alpha: sample.alpha,
+            view_time,
+            delay,
+            position,
+            kind: sample.kind,
+        };
+        match pose {
+            Some(mut pose) => *pose = rendered,
+            None => {
+                commands.entity(entity).insert(rendered);
+            }
+        }
+    }
+}
+
+fn interpolated() -> SampleKind {
+    SampleKind::Interpolated
+}

@@ -1,0 +1,123 @@
+//! Simulated-proxy smoothing (seeds 001, 002): on a client, every replicated entity it does not
+//! control moves smoothly between the sparse states the server sends, rendered at the client's
+//! view time.
+//!
+//! See [`ProxySmoothingPlugin`]. The data flow:
+//!
+//! 1. **Server, `FixedPostUpdate`**: every entity with [`SmoothedProxy`] is sampled after the
+//!    tick (position, rotation, velocity from the last tick's motion, [`ProxyFlags`], teleport
+//!    when it jumped farther than the teleport distance or was marked [`Teleported`]). Entities
+//!    whose [`NetUpdateFrequency`] says they are due go out in one [`ProxyUpdates`] message per
+//!    client, skipping the entity the client controls.
+//! 2. **Client, `PreUpdate`**: states are checked and buffered per proxy ([`ProxySmoothing`]).
+//! 3. **Client, `PostUpdate`**: each proxy is placed at its view time with its
+//!    [`SmoothingMode`]: `server_time − one_way − delay`, where the delay (see
+//!    [`unlag_net::NetClock`]) follows *that proxy's* update interval, so a 1 Hz proxy waits a
+//!    second and a 60 Hz one 17 ms. [`RenderedPose`] records which two states and blend factor
+//!    were used, so shots can tell the server exactly what was on screen.
+
+mod client;
+mod protocol;
+mod server;
+
+pub use client::{ProxySmoothing, RenderedPose, SmoothingStats};
+pub use protocol::{ProxyUpdates, WireProxyState};
+pub use server::{NetUpdateFrequency, ProxyFlags, SmoothedProxy, Teleported};
+pub use unlag_core::{SampleKind, SmoothingMode};
+
+use bevy::ecs::schedule::common_conditions::any_with_component;
+use bevy::prelude::*;
+use bevy::transform::TransformSystems;
+use lightyear::prelude::server::Server;
+use lightyear::prelude::*;
+use unlag_net::{NetDirection, NetMessageAppExt, NetSystems};
+
+/// Settings of [`ProxySmoothingPlugin`] (a resource).
+#[derive(Resource, Clone, Debug, Reflect)]
+pub struct SmoothingSettings {
+    /// Mode of proxies that do not choose one (default Hermite).
+    #[reflect(ignore)]
+    pub default_mode: SmoothingMode,
+    /// States kept per proxy (default 32).
+    pub buffer_len: usize,
+    /// Longest time a proxy is moved on past its newest state, seconds (default 0.25).
+    pub max_extrapolation: f64,
+    /// A jump between two ticks longer than this is a teleport, metres (default 3.84).
+    pub teleport_distance: f32,
+    /// Seconds over which `Extrapolate` blends to each new state (default 0.1).
+    pub extrapolation_smooth_time: f32,
+    /// How each proxy's interpolation delay follows its own update interval, the jitter and
+    /// the loss.
+    #[reflect(ignore)]
+    pub delay_policy: unlag_core::DelayPolicy,
+}
+
+impl Default for SmoothingSettings {
+    fn default() -> Self {
+        Self {
+            default_mode: SmoothingMode::Hermite,
+            buffer_len: 32,
+            max_extrapolation: 0.25,
+            teleport_distance: 3.84,
+            extrapolation_smooth_time: 0.1,
+            delay_policy: unlag_core::DelayPolicy::default(),
+        }
+    }
+}
+
+/// System sets of proxy smoothing.
+#[derive(SystemSet, Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ProxySmoothingSystems {
+    /// `FixedPostUpdate` on the server: sample proxies after the tick and send the due ones.
+    Send,
+    /// `PreUpdate` on a client, after the net clock: buffer received states.
+    Receive,
+    /// `PostUpdate` on a client, before transform propagation: place proxies at view time.
+    Place,
+}
+
+/// Smooths simulated proxies on clients and sends their states from the server. Add it on both
+/// sides, after [`UnlagNetPlugin`](unlag_net::UnlagNetPlugin).
+#[derive(Clone, Debug, Default)]
+pub struct ProxySmoothingPlugin {
+    /// The settings (inserted as a resource).
+    pub settings: SmoothingSettings,
+}
+
+impl Plugin for ProxySmoothingPlugin {
+    fn build(&self, app: &mut App) {
+        app.insert_resource(self.settings.clone())
+            .init_resource::<SmoothingStats>()
+            .register_type::<(NetUpdateFrequency, ProxyFlags, RenderedPose)>()
+            .add_net_message_mapped::<ProxyUpdates>(NetDirection::ServerToClient)
+            .configure_sets(
+                PreUpdate,
+                ProxySmoothingSystems::Receive
+                    .after(MessageSystems::Receive)
+                    .after(NetSystems::Clock),
+            )
+            .configure_sets(
+                PostUpdate,
+                ProxySmoothingSystems::Place.before(TransformSystems::Propagate),
+            )
+            .add_systems(
+                FixedPostUpdate,
+                (server::sample_proxies, server::send_due)
+                    .chain()
+                    .run_if(any_with_component::<Server>)
+                    .in_set(ProxySmoothingSystems::Send),
+            )
+            .add_systems(
+                PreUpdate,
+                client::receive_states
+                    .run_if(any_with_component::<Client>)
+                    .in_set(ProxySmoothingSystems::Receive),
+            )
+            .add_systems(
+                PostUpdate,
+                client::place_proxies
+                    .run_if(any_with_component::<Client>)
+                    .in_set(ProxySmoothingSystems::Place),
+            );
+    }
+}

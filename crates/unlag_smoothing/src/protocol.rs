@@ -1,0 +1,100 @@
+//! [`ProxyUpdates`]: the server's states of simulated proxies, one message per client per tick
+//! with anything due.
+
+use bevy::ecs::entity::MapEntities;
+use bevy::prelude::*;
+use serde::{Deserialize, Serialize};
+use unlag_core::ProxyState;
+
+/// Flag bit of [`WireProxyState::flags`] marking a teleport.
+pub const TELEPORT_BIT: u8 = 0x80;
+
+/// One proxy's state on the wire: position to the millimetre (a centimetre grid would add
+/// 4 mm RMS of noise, more than Hermite's whole error at 20 Hz), rotation and velocity in 16-bit
+/// fixed point, game flags (the top bit marks a teleport).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct WireProxyState {
+    /// The entity (mapped to the client's on arrival).
+    pub entity: Entity,
+    /// Position, whole millimetres.
+    pub position: [i32; 3],
+    /// Rotation quaternion (x, y, z, w), each × 32 767.
+    pub rotation: [i16; 4],
+    /// Velocity, cm/s.
+    pub velocity: [i16; 3],
+    /// [`ProxyFlags`](crate::ProxyFlags) bits 0–6, and [`TELEPORT_BIT`].
+    pub flags: u8,
+}
+
+impl WireProxyState {
+    /// Quantises a pose.
+    pub fn new(
+        entity: Entity,
+        position: Vec3,
+        rotation: Quat,
+        velocity: Vec3,
+        flags: u8,
+        teleport: bool,
+    ) -> Self {
+        let mm = |x: f32| {
+            if x.is_finite() {
+                (x * 1000.0).round().clamp(i32::MIN as f32, i32::MAX as f32) as i32
+            } else {
+                0
+            }
+        };
+        let r = rotation.normalize();
+        let r = if r.w < 0.0 { -r } else { r };
+        let unit = |x: f32| (x.clamp(-1.0, 1.0) * 32_767.0).round() as i16;
+        let cms = |x: f32| (x * 100.0).round().clamp(-32_767.0, 32_767.0) as i16;
+        Self {
+            entity,
+            position: [mm(position.x), mm(position.y), mm(position.z)],
+            rotation: [unit(r.x), unit(r.y), unit(r.z), unit(r.w)],
+            velocity: [cms(velocity.x), cms(velocity.y), cms(velocity.z)],
+            flags: (flags & !TELEPORT_BIT) | if teleport { TELEPORT_BIT } else { 0 },
+        }
+    }
+
+    /// The state it stands for, at server `tick` and `time` seconds. The rotation may be
+    /// invalid (all zero) when forged: [`ProxyState::is_valid`] catches it.
+    pub fn to_state(&self, tick: u32, time: f64) -> ProxyState {
+        let r = self.rotation.map(|x| f32::from(x) / 32_767.0);
+        let rotation = Quat::from_xyzw(r[0], r[1], r[2], r[3]);
+        let rotation = if rotation.length_squared() > 0.25 {
+            rotation.normalize()
+        } else {
+            rotation
+        };
+        ProxyState {
+            tick,
+            time,
+            position: IVec3::from_array(self.position).as_vec3() / 1000.0,
+            rotation,
+            velocity: Vec3::new(
+                f32::from(self.velocity[0]),
+                f32::from(self.velocity[1]),
+                f32::from(self.velocity[2]),
+            ) / 100.0,
+            flags: self.flags & !TELEPORT_BIT,
+            teleport: self.flags & TELEPORT_BIT != 0,
+        }
+    }
+}
+
+/// Server → client: the states of the proxies due at server tick `tick`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ProxyUpdates {
+    /// The server tick the states were sampled at.
+    pub tick: u32,
+    /// The states.
+    pub states: Vec<WireProxyState>,
+}
+
+impl MapEntities for ProxyUpdates {
+    fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
+        for s in &mut self.states {
+            s.entity = mapper.get_mapped(s.entity);
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The server side: sample proxies after each tick and send the due ones.
+
+use crate::SmoothingSettings;
+use crate::protocol::{ProxyUpdates, WireProxyState};
+use bevy::platform::collections::HashMap;
+use bevy::prelude::*;
+use lightyear::core::tick::TickDuration;
+use lightyear::prelude::server::ClientOf;
+use lightyear::prelude::*;
+use unlag_net::{LinkTraffic, NetConditions, UnreliableChannel};
+
+/// Marks a server entity whose state is sent to clients for smoothing (its `Transform` is
+/// sampled after every tick).
+#[derive(Component, Copy, Clone, Debug, Default)]
+#[require(Transform, ProxyFlags)]
+pub struct SmoothedProxy;
+
+/// How many states a second the server sends for this entity, 1–60 Hz (seed 001 exaggerates
+/// with 1 Hz). Without it the server's default
+/// ([`NetConditions`](unlag_net::NetConditions) update rate) applies. Changeable at runtime.
+#[derive(Component, Copy, Clone, Debug, PartialEq, Reflect)]
+#[reflect(Component)]
+pub struct NetUpdateFrequency(pub f32);
+
+/// Game movement flags shown with the proxy (bit 0: crouched by convention; bit 7 is reserved).
+#[derive(Component, Copy, Clone, Debug, Default, PartialEq, Eq, Reflect)]
+#[reflect(Component)]
+pub struct ProxyFlags(pub u8);
+
+/// Insert on a server entity that was just moved instantly (respawn, teleporter): its next state
+/// is flagged so clients snap instead of sweeping through the world. Removed once sent.
+#[derive(Component, Copy, Clone, Debug, Default)]
+pub struct Teleported;
+
+/// Per-proxy sampling state on the server.
+#[derive(Component, Default)]
+pub(crate) struct ProxySampler {
+    last: Option<(u32, Vec3)>,
+    velocity: Vec3,
+    teleport: bool,
+    next_send: f64,
+}
+
+/// FixedPostUpdate: velocity from the tick's motion, teleports from jumps or markers.
+pub(crate) fn sample_proxies(
+    mut commands: Commands,
+    settings: Res<SmoothingSettings>,
+    timeline: Res<LocalTimeline>,
+    tick: Res<TickDuration>,
+    mut proxies: Query<
+        (
+            Entity,
+            &Transform,
+            Option<&mut ProxySampler>,
+            Has<Teleported>,
+        ),
+        With<SmoothedProxy>,
+    >,
+) {
+    let now = timeline.tick().0;
+    let dt = tick.0.as_secs_f32();
+    for (entity, transform, sampler, teleported) in &mut proxies {
+        let Some(mut sampler) = sampler else {
+            commands.entity(entity).insert(ProxySampler {
+                last: Some((now, transform.translation)),
+                teleport: true,
+                ..default()
+            });
+            continue;
+        };
+        if let Some((then, before)) = sampler.last
+            && now > then
+        {
+            let moved = transform.translation - before;
+            if teleported || moved.length() > settings.teleport_distance {
+                sampler.teleport = true;
+                sampler.velocity = Vec3::ZERO;
+            } else {
+                sampler.velocity = moved / (dt * (now - then) as f32);
+            }
+        }
+        if teleported {
+            sampler.teleport = true;
+            commands.entity(entity).remove::<Teleported>();
+        }
+        sampler.last = Some((now, transform.translation));
+    }
+}
+
+/// FixedPostUpdate: one [`ProxyUpdates`] per client with every proxy that is due, except the
+/// one the client controls (it predicts that one itself).
+pub(crate) fn send_due(
+    timeline: Res<LocalTimeline>,
+    tick: Res<TickDuration>,
+    conditions: Res<NetConditions>,
+    mut proxies: Query<(
+        Entity,
+        &Transform,
+        &ProxyFlags,
+        &mut ProxySampler,
+        Option<&NetUpdateFrequency>,
+        Option<&ControlledBy>,
+    )>,
+    mut links: Query<
+        (Entity, &mut MessageSender<ProxyUpdates>, &mut LinkTraffic),
+        (With<ClientOf>, With<Connected>),
+    >,
+) {
+    let now_tick = timeline.tick().0;
+    let now = f64::from(now_tick) * tick.0.as_secs_f64();
+    let mut due: Vec<(WireProxyState, Option<Entity>)> = Vec::new();
+    for (entity, transform, flags, mut sampler, frequency, controlled) in &mut proxies {
+        if now + 1e-9 < sampler.next_send {
+            continue;
+        }
+        let rate = frequency
+            .map_or(conditions.get().update_rate_hz, |f| f.0)
+            .clamp(1.0, 60.0);
+        // Stay on the rate's grid so the interval the clients measure is steady.
+        let interval = 1.0 / f64::from(rate);
+        sampler.next_send = if now - sampler.next_send < interval {
+            sampler.next_send + interval
+        } else {
+            now + interval
+        };
+        due.push((
+            WireProxyState::new(
+                entity,
+                transform.translation,
+                transform.rotation,
+                sampler.velocity,
+                flags.0,
+                sampler.teleport,
+            ),
+            controlled.map(|c| c.owner),
+        ));
+        sampler.teleport = false;
+    }
+    if due.is_empty() {
+        return;
+    }
+    let mut per_link: HashMap<Entity, Vec<WireProxyState>> = HashMap::default();
+    for (link, ..) in &links {
+        let states = due
+            .iter()
+            .filter(|(_, owner)| *owner != Some(link))
+            .map(|(s, _)| s.clone())
+            .collect();
+        per_link.insert(link, states);
+    }
+    for (link, mut sender, mut traffic) in &mut links {
+        if let Some(states) = per_link.remove(&link)
+            && !states.is_empty()
+        {
+            traffic.send_counted::<UnreliableChannel, _>(
+                &mut sender,
+                ProxyUpdates {
+                    tick: now_tick,
+                    states,
+                },
+            );
+        }
+    }
+}

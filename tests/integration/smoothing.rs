@@ -1,0 +1,290 @@
+//! Simulated-proxy smoothing on the testbed: a server-driven character on scripted paths,
+//! rendered on a client and compared with the server's true pose at the rendered view time.
+
+use bevy::prelude::*;
+use core::time::Duration;
+use lightyear::prelude::*;
+use std::sync::{Arc, Mutex};
+use unlag::core::Summary;
+use unlag::net::LinkConditions;
+use unlag::smoothing::{
+    NetUpdateFrequency, ProxySmoothing, ProxySmoothingPlugin, RenderedPose, SmoothedProxy,
+    SmoothingMode, SmoothingStats, Teleported,
+};
+use unlag_testbed::{Testbed, TestbedConfig};
+
+/// Top speed of the scripted paths, m/s.
+const SPEED: f32 = 5.0;
+
+/// The server's pose of the proxy after every tick: (server time, position).
+#[derive(Resource, Clone, Default)]
+struct Truth(Arc<Mutex<Vec<(f64, Vec3)>>>);
+
+impl Truth {
+    /// The true position at server time `t` (linear between ticks).
+    fn at(&self, t: f64) -> Option<Vec3> {
+        let h = self.0.lock().unwrap();
+        let i = h.partition_point(|(time, _)| *time <= t);
+        if i == 0 || i == h.len() {
+            return None;
+        }
+        let ((t0, p0), (t1, p1)) = (h[i - 1], h[i]);
+        Some(p0.lerp(p1, ((t - t0) / (t1 - t0)) as f32))
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Path {
+    /// A circle of radius 5 m at 1 rad/s.
+    Circle,
+    /// Zig-zag strafing with sudden stops.
+    ZigZag,
+    /// Circle, with a 20 m teleport at 3 s.
+    CircleWithTeleport,
+}
+
+#[derive(Resource, Clone, Copy)]
+struct Script(Path);
+
+fn path_position(path: Path, t: f32) -> Vec3 {
+    match path {
+        Path::Circle | Path::CircleWithTeleport => {
+            let a = t * SPEED / 5.0;
+            let base = Vec3::new(5.0 * a.cos(), 0.0, 5.0 * a.sin());
+            if path == Path::CircleWithTeleport && t >= 3.0 {
+                base + Vec3::new(20.0, 0.0, 0.0)
+            } else {
+                base
+            }
+        }
+        Path::ZigZag => {
+            // 0.6 s strafing one way at full speed, 0.2 s standing, 0.6 s the other way, ...
+            let cycle = t % 1.6;
+            let leg = |s: f32| SPEED * s.clamp(0.0, 0.6);
+            let x = leg(cycle) - leg(cycle - 0.8);
+            Vec3::new(x, 0.0, t * 0.5)
+        }
+    }
+}
+
+fn move_proxy(
+    script: Res<Script>,
+    timeline: Res<LocalTimeline>,
+    tick: Res<lightyear::core::tick::TickDuration>,
+    mut commands: Commands,
+    mut proxies: Query<(Entity, &mut Transform), With<SmoothedProxy>>,
+) {
+    let t = timeline.tick().0 as f32 * tick.0.as_secs_f32();
+    for (entity, mut transform) in &mut proxies {
+        let next = path_position(script.0, t);
+        if (next - transform.translation).length() > 10.0 {
+            commands.entity(entity).insert(Teleported);
+        }
+        transform.translation = next;
+    }
+}
+
+fn record_truth(
+    truth: Res<Truth>,
+    timeline: Res<LocalTimeline>,
+    tick: Res<lightyear::core::tick::TickDuration>,
+    proxies: Query<&Transform, With<SmoothedProxy>>,
+) {
+    let t = f64::from(timeline.tick().0) * tick.0.as_secs_f64();
+    for transform in &proxies {
+        truth.0.lock().unwrap().push((t, transform.translation));
+    }
+}
+
+/// What the client rendered: (error to the truth at view time, jump since the last frame,
+/// position).
+#[derive(Resource, Default)]
+struct Seen {
+    errors: Vec<f64>,
+    jumps: Vec<(f64, Vec3)>,
+    last: Option<Vec3>,
+}
+
+fn measure(truth: Res<Truth>, mut seen: ResMut<Seen>, poses: Query<&RenderedPose>) {
+    for pose in &poses {
+        if let Some(t) = truth.at(pose.view_time) {
+            seen.errors.push(f64::from(pose.position.distance(t)));
+        }
+        if let Some(last) = seen.last {
+            seen.jumps
+                .push((f64::from(pose.position.distance(last)), pose.position));
+        }
+        seen.last = Some(pose.position);
+    }
+}
+
+struct Run {
+    error: Summary,
+    max_jump: f64,
+    jumps: Vec<(f64, Vec3)>,
+    stats: SmoothingStats,
+    delay: f64,
+}
+
+fn run(
+    path: Path,
+    mode: SmoothingMode,
+    rate_hz: f32,
+    conditions: LinkConditions,
+    seconds: u64,
+) -> Run {
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions,
+        ..default()
+    });
+    tb.add_plugins(ProxySmoothingPlugin::default());
+    let truth = Truth::default();
+    tb.server()
+        .insert_resource(truth.clone())
+        .insert_resource(Script(path))
+        .add_systems(FixedUpdate, move_proxy)
+        .add_systems(
+            FixedPostUpdate,
+            record_truth.before(unlag::smoothing::ProxySmoothingSystems::Send),
+        );
+    tb.client(0)
+        .insert_resource(truth)
+        .init_resource::<Seen>()
+        .add_systems(Last, measure);
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    tb.server_world_mut().spawn((
+        SmoothedProxy,
+        NetUpdateFrequency(rate_hz),
+        Replicate::to_clients(NetworkTarget::All),
+    ));
+    assert!(tb.run_until(Duration::from_secs(3), |tb| {
+        let world = tb.client_world(0);
+        world
+            .iter_entities()
+            .any(|e| e.contains::<ProxySmoothing>())
+    }));
+    {
+        let world = tb.client_world_mut(0);
+        let mut q = world.query::<&mut ProxySmoothing>();
+        for mut p in q.iter_mut(world) {
+            p.mode = mode;
+        }
+    }
+    // Settle, then measure.
+    tb.run_for(Duration::from_secs(2));
+    *tb.client_world_mut(0).resource_mut::<Seen>() = Seen::default();
+    tb.run_for(Duration::from_secs(seconds));
+    let seen = tb.client_world(0).resource::<Seen>();
+    Run {
+        error: Summary::of(&seen.errors),
+        max_jump: seen.jumps.iter().map(|j| j.0).fold(0.0, f64::max),
+        jumps: seen.jumps.clone(),
+        stats: tb.client_world(0).resource::<SmoothingStats>().clone(),
+        delay: {
+            let world = tb.client_world_mut(0);
+            let mut q = world.query::<&RenderedPose>();
+            q.iter(world).next().map_or(f64::NAN, |p| p.delay)
+        },
+    }
+}
+
+fn conditions(loss: f32) -> LinkConditions {
+    LinkConditions::new(Duration::from_millis(100), Duration::from_millis(20), loss)
+}
+
+#[test]
+fn hermite_beats_linear_on_curves_and_only_snap_pops() {
+    let frame = 1.0 / 240.0;
+    let no_pop = 2.0 * f64::from(SPEED) * frame;
+    for rate in [1.0, 10.0, 20.0] {
+        let linear = run(
+            Path::Circle,
+            SmoothingMode::Linear,
+            rate,
+            conditions(0.0),
+            6,
+        );
+        let hermite = run(
+            Path::Circle,
+            SmoothingMode::Hermite,
+            rate,
+            conditions(0.0),
+            6,
+        );
+        let snap = run(Path::Circle, SmoothingMode::Snap, rate, conditions(0.0), 6);
+        println!(
+            "{rate} Hz circle: linear rms {:.4} p99 {:.4} jump {:.4} | hermite rms {:.4} p99 {:.4} jump {:.4} | snap rms {:.4} jump {:.4}; delay {:.3} s",
+            linear.error.rms,
+            linear.error.p99,
+            linear.max_jump,
+            hermite.error.rms,
+            hermite.error.p99,
+            hermite.max_jump,
+            snap.error.rms,
+            snap.max_jump,
+            hermite.delay
+        );
+        assert!(hermite.error.count > 1000);
+        assert!(
+            hermite.error.rms < linear.error.rms,
+            "{rate} Hz: Hermite no better than Linear"
+        );
+        assert!(
+            linear.max_jump <= no_pop,
+            "linear pops: {}",
+            linear.max_jump
+        );
+        assert!(
+            hermite.max_jump <= no_pop,
+            "hermite pops: {}",
+            hermite.max_jump
+        );
+        assert!(
+            snap.max_jump > 5.0 * no_pop,
+            "snap should pop: {}",
+            snap.max_jump
+        );
+    }
+}
+
+#[test]
+fn a_teleport_snaps_without_sweeping() {
+    let r = run(
+        Path::CircleWithTeleport,
+        SmoothingMode::Hermite,
+        20.0,
+        conditions(0.0),
+        4,
+    );
+    // One frame jumps the 20 m; no frame is rendered in between the two places.
+    let big: Vec<_> = r.jumps.iter().filter(|j| j.0 > 1.0).collect();
+    assert_eq!(big.len(), 1, "{big:?}");
+    for (_, p) in &r.jumps {
+        let near_circle = (p.x * p.x + p.z * p.z).sqrt() < 5.5;
+        let near_moved = ((p.x - 20.0).powi(2) + p.z * p.z).sqrt() < 5.5;
+        assert!(
+            near_circle || near_moved,
+            "rendered between the places: {p}"
+        );
+    }
+}
+
+#[test]
+fn zigzag_with_loss_is_smooth_and_rarely_starved() {
+    for mode in [SmoothingMode::Linear, SmoothingMode::Hermite] {
+        let r = run(Path::ZigZag, mode, 20.0, conditions(0.05), 8);
+        let starved =
+            (r.stats.held_frames + r.stats.extrapolated_frames) as f64 / r.stats.frames as f64;
+        println!(
+            "zigzag 20 Hz 5 % loss {mode:?}: rms {:.4} p99 {:.4} max jump {:.4} starved {:.4} delay {:.3}",
+            r.error.rms, r.error.p99, r.max_jump, starved, r.delay
+        );
+        assert!(r.error.count > 1000);
+        assert!(
+            r.max_jump <= 2.0 * f64::from(SPEED) / 240.0 * 1.5,
+            "{mode:?} pops: {}",
+            r.max_jump
+        );
+    }
+}
