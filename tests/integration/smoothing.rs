@@ -288,3 +288,50 @@ fn zigzag_with_loss_is_smooth_and_rarely_starved() {
         );
     }
 }
+
+#[test]
+fn adaptive_delay_stays_short_and_rarely_starves() {
+    for rate in [60.0, 20.0] {
+        let rough = run(
+            Path::Circle,
+            SmoothingMode::Hermite,
+            rate,
+            LinkConditions::new(Duration::from_millis(100), Duration::from_millis(10), 0.05),
+            10,
+        );
+        let clean = run(
+            Path::Circle,
+            SmoothingMode::Hermite,
+            rate,
+            LinkConditions::new(Duration::from_millis(100), Duration::ZERO, 0.0),
+            10,
+        );
+        let starved = |r: &Run| {
+            (r.stats.held_frames + r.stats.extrapolated_frames) as f64 / r.stats.frames as f64
+        };
+        println!(
+            "{rate} Hz: ±10 ms jitter, 5 % loss: delay {:.1} ms, starved {:.2} % | clean: delay {:.1} ms, starved {:.2} %",
+            rough.delay * 1000.0,
+            starved(&rough) * 100.0,
+            clean.delay * 1000.0,
+            starved(&clean) * 100.0
+        );
+        assert!(
+            starved(&rough) < 0.01,
+            "{rate} Hz starved {:.3}",
+            starved(&rough)
+        );
+        assert!(starved(&clean) < 0.01);
+        assert!(
+            clean.delay < rough.delay,
+            "the delay did not shrink on a clean link"
+        );
+        if rate == 60.0 {
+            assert!(
+                rough.delay <= 0.045,
+                "60 Hz delay {:.3} s above 45 ms",
+                rough.delay
+            );
+        }
+    }
+}

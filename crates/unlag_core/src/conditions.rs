@@ -21,9 +21,10 @@ pub const MAX_UPDATE_RATE_HZ: f32 = 60.0;
 pub struct LinkConditions {
     /// Round-trip latency added to every link (0–2000 ms), half in each direction.
     pub latency: Duration,
-    /// Standard deviation of the random extra delay of each packet, per direction (0–500 ms).
-    /// The mean latency stays as configured: packets cannot arrive before they are sent, so the
-    /// jitter in effect is capped at half the one-way latency.
+    /// How far each packet's delay varies from the one-way latency, either way, uniformly, per
+    /// direction (0–500 ms; "±jitter" as netem and engine lag simulators mean it). The mean
+    /// latency stays as configured: packets cannot arrive before they are sent, so the jitter in
+    /// effect is capped at the one-way latency.
     pub jitter: Duration,
     /// Share of packets dropped in each direction, from 0.0 (none) to 1.0 (all).
     pub loss: f32,
