@@ -10,11 +10,14 @@
 //! | --- | --- |
 //! | [`UnlagNetPlugin`](net::UnlagNetPlugin) | channels, [`NetClock`](net::NetClock) (server time, RTT, jitter, view time), roles, simulated [`NetConditions`](net::NetConditions), traffic counters, ping monitor |
 //! | [`MovementPredictionPlugin<CharacterMovement>`](movement::MovementPredictionPlugin) | the local player moves at once; saved moves, server checks, corrections with replay, speed-hack resolution (other models, e.g. [`KartMovement`](movement::KartMovement), are added the same way) |
+//! | [`ProxySmoothingPlugin`](smoothing::ProxySmoothingPlugin) | everyone else moves smoothly between sparse server states, at a per-proxy view time |
+//! | [`CharacterProxyPlugin`] | the server's characters are smoothed proxies on the other clients, crouch included |
 //!
 //! Each plugin can be replaced or turned off with
 //! `UnlagPlugins.build().disable::<P>()`.
 
-use bevy::app::{PluginGroup, PluginGroupBuilder};
+use bevy::app::PluginGroupBuilder;
+use bevy::prelude::*;
 
 /// The net layer: see [`unlag_net`].
 pub mod net {
@@ -57,5 +60,61 @@ impl PluginGroup for UnlagPlugins {
             .add(unlag_movement::MovementPredictionPlugin::<
                 unlag_movement::CharacterMovement,
             >::default())
+            .add(unlag_smoothing::ProxySmoothingPlugin::default())
+            .add(CharacterProxyPlugin)
+    }
+}
+
+/// Joins movement and smoothing for [`CharacterMovement`](movement::CharacterMovement) (the two
+/// crates do not know each other): on the server every character with authority is a
+/// [`SmoothedProxy`](smoothing::SmoothedProxy) for the other clients, and its crouch state rides
+/// in [`ProxyFlags`](smoothing::ProxyFlags) bit 0 ([`CROUCHED_FLAG`]).
+#[derive(Clone, Debug, Default)]
+pub struct CharacterProxyPlugin;
+
+/// [`ProxyFlags`](smoothing::ProxyFlags) bit of a crouched character.
+pub const CROUCHED_FLAG: u8 = 1;
+
+type CharacterState = unlag_movement::MovementState<unlag_movement::CharacterMovement>;
+
+impl Plugin for CharacterProxyPlugin {
+    fn build(&self, app: &mut App) {
+        app.add_systems(PostUpdate, (mark_character_proxies, copy_crouch).chain());
+    }
+}
+
+fn mark_character_proxies(
+    mut commands: Commands,
+    new: Query<
+        Entity,
+        (
+            With<CharacterState>,
+            With<unlag_net::Authority>,
+            Without<unlag_smoothing::SmoothedProxy>,
+        ),
+    >,
+) {
+    for entity in &new {
+        commands
+            .entity(entity)
+            .insert(unlag_smoothing::SmoothedProxy);
+    }
+}
+
+fn copy_crouch(
+    mut characters: Query<
+        (&CharacterState, &mut unlag_smoothing::ProxyFlags),
+        Changed<CharacterState>,
+    >,
+) {
+    for (state, mut flags) in &mut characters {
+        let bits = if state.0.crouched {
+            flags.0 | CROUCHED_FLAG
+        } else {
+            flags.0 & !CROUCHED_FLAG
+        };
+        if bits != flags.0 {
+            flags.0 = bits;
+        }
     }
 }

@@ -72,6 +72,8 @@ pub struct RenderedPose {
     pub delay: f64,
     /// The rendered position, metres.
     pub position: Vec3,
+    /// The movement flags shown ([`ProxyFlags`](crate::ProxyFlags) of the state in effect).
+    pub flags: u8,
     /// Whether the pose was interpolated, held or extrapolated.
     #[reflect(ignore, default = "interpolated")]
     pub kind: SampleKind,
@@ -265,6 +267,7 @@ pub(crate) fn place_proxies(
             view_time,
             delay,
             position,
+            flags: sample.flags,
             kind: sample.kind,
         };
         match pose {
