@@ -3,6 +3,7 @@
 
 use bevy::prelude::*;
 use core::time::Duration;
+use lightyear::prelude::LocalTimeline;
 use lightyear::prelude::*;
 use std::sync::{Arc, Mutex};
 use unlag::core::Summary;
@@ -334,4 +335,75 @@ fn adaptive_delay_stays_short_and_rarely_starves() {
             );
         }
     }
+}
+
+#[test]
+fn forged_states_are_refused_and_counted() {
+    use unlag::smoothing::{ProxyUpdates, WireProxyState};
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions: LinkConditions::new(Duration::from_millis(60), Duration::ZERO, 0.0),
+        ..default()
+    });
+    tb.add_plugins(ProxySmoothingPlugin::default());
+    tb.server()
+        .insert_resource(Script(Path::Circle))
+        .add_systems(FixedUpdate, move_proxy);
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    let proxy = tb
+        .server_world_mut()
+        .spawn((
+            SmoothedProxy,
+            NetUpdateFrequency(20.0),
+            Replicate::to_clients(NetworkTarget::All),
+        ))
+        .id();
+    tb.run_for(Duration::from_secs(2));
+    let stats = |tb: &Testbed| tb.client_world(0).resource::<SmoothingStats>().clone();
+    let before = stats(&tb);
+    assert!(before.states_received > 20);
+    let link = tb.server_link(0).unwrap();
+    let now_tick = tb.server_world().resource::<LocalTimeline>().tick().0;
+    let good = WireProxyState::new(proxy, Vec3::ONE, Quat::IDENTITY, Vec3::ZERO, 0, false);
+    let send = |tb: &mut Testbed, tick: u32, states: Vec<WireProxyState>| {
+        tb.server_world_mut()
+            .get_mut::<MessageSender<ProxyUpdates>>(link)
+            .unwrap()
+            .send::<unlag::net::ReliableChannel>(ProxyUpdates { tick, states });
+    };
+    // Not a rotation; a tick an hour ahead; a tick long gone; an entity the client never saw.
+    send(
+        &mut tb,
+        now_tick,
+        vec![WireProxyState {
+            rotation: [0; 4],
+            ..good.clone()
+        }],
+    );
+    send(&mut tb, now_tick + 216_000, vec![good.clone()]);
+    send(&mut tb, now_tick.saturating_sub(100), vec![good.clone()]);
+    let stranger = tb.server_world_mut().spawn_empty().id();
+    send(
+        &mut tb,
+        now_tick,
+        vec![WireProxyState {
+            entity: stranger,
+            ..good.clone()
+        }],
+    );
+    // A flood of plausible near-future states: the buffer stays bounded.
+    for k in 1..=50 {
+        send(&mut tb, now_tick + k, vec![good.clone()]);
+    }
+    tb.run_for(Duration::from_millis(300));
+    let after = stats(&tb);
+    assert_eq!(after.rejected_invalid, before.rejected_invalid + 1);
+    assert_eq!(after.rejected_far_future, before.rejected_far_future + 1);
+    assert!(after.rejected_out_of_order > before.rejected_out_of_order);
+    assert!(after.unknown_entity > before.unknown_entity);
+    let world = tb.client_world_mut(0);
+    let mut q = world.query::<&ProxySmoothing>();
+    let smoothing = q.single(world).unwrap();
+    assert!(smoothing.buffer.states().len() <= 32);
+    assert!(after.frames > before.frames, "the proxy is still rendered");
 }

@@ -146,7 +146,7 @@ pub enum StateRejected {
     /// A state with this tick is already buffered.
     #[error("duplicate tick")]
     Duplicate,
-    /// Older than every buffered state (arrived too late to matter).
+    /// Older than every buffered state (the view time has passed it).
     #[error("out of order")]
     OutOfOrder,
     /// Further in the future than the server can be.
@@ -196,8 +196,8 @@ impl StateBuffer {
     }
 
     /// Adds a state received when the client's estimate of server time was `server_now`;
-    /// late states still newer than the oldest are inserted in order. The oldest state goes when
-    /// the buffer is full.
+    /// late states still newer than the oldest kept are inserted in order, older ones refused.
+    /// The oldest state goes when the buffer is full.
     pub fn push(&mut self, state: ProxyState, server_now: f64) -> Result<(), StateRejected> {
         if !state.is_valid() {
             return Err(StateRejected::Invalid);
@@ -209,9 +209,8 @@ impl StateBuffer {
         if self.states.iter().any(|s| s.tick == state.tick) {
             return Err(StateRejected::Duplicate);
         }
-        if self.states.len() == self.capacity
-            && self.states.front().is_some_and(|s| state.time < s.time)
-        {
+        // Older than everything kept: the view time has passed it.
+        if self.states.front().is_some_and(|s| state.time < s.time) {
             return Err(StateRejected::OutOfOrder);
         }
         let at = self.states.partition_point(|s| s.time < state.time);
