@@ -42,6 +42,8 @@ enum Path {
     ZigZag,
     /// Circle, with a 20 m teleport at 3 s.
     CircleWithTeleport,
+    /// Running forward and jumping: 0.7 s parabolic arcs 1.4 m high, 0.2 s on the ground.
+    JumpArcs,
 }
 
 #[derive(Resource, Clone, Copy)]
@@ -57,6 +59,16 @@ fn path_position(path: Path, t: f32) -> Vec3 {
             } else {
                 base
             }
+        }
+        Path::JumpArcs => {
+            let phase = t % 1.0;
+            let s = (phase / 0.8).min(1.0);
+            let y = if phase < 0.8 {
+                6.4 * s * (1.0 - s)
+            } else {
+                0.0
+            };
+            Vec3::new(SPEED * 0.6 * t, y, 0.0)
         }
         Path::ZigZag => {
             // 0.6 s strafing one way at full speed, 0.2 s standing, 0.6 s the other way, ...
@@ -175,6 +187,7 @@ fn run(
     // Settle, then measure.
     tb.run_for(Duration::from_secs(2));
     *tb.client_world_mut(0).resource_mut::<Seen>() = Seen::default();
+    *tb.client_world_mut(0).resource_mut::<SmoothingStats>() = SmoothingStats::default();
     tb.run_for(Duration::from_secs(seconds));
     let seen = tb.client_world(0).resource::<Seen>();
     Run {
@@ -406,4 +419,57 @@ fn forged_states_are_refused_and_counted() {
     let smoothing = q.single(world).unwrap();
     assert!(smoothing.buffer.states().len() <= 32);
     assert!(after.frames > before.frames, "the proxy is still rendered");
+}
+
+#[test]
+fn smoothing_matrix() {
+    let frame = 1.0 / 240.0;
+    let no_pop = 2.0 * f64::from(SPEED) * frame;
+    println!("path, rate, loss, mode: rms / p99 / largest jump (m), starved share");
+    for path in [Path::Circle, Path::JumpArcs, Path::ZigZag] {
+        for rate in [1.0, 10.0, 20.0] {
+            for loss in [0.0, 0.05] {
+                let mut rms = Vec::new();
+                for mode in [
+                    SmoothingMode::Linear,
+                    SmoothingMode::Hermite,
+                    SmoothingMode::Snap,
+                ] {
+                    let r = run(path, mode, rate, conditions(loss), 5);
+                    let starved = (r.stats.held_frames + r.stats.extrapolated_frames) as f64
+                        / r.stats.frames.max(1) as f64;
+                    println!(
+                        "{}, {rate} Hz, {:.0} %, {mode:?}: {:.4} / {:.4} / {:.4}, {:.4}",
+                        match path {
+                            Path::Circle => "circle",
+                            Path::JumpArcs => "jump arcs",
+                            Path::ZigZag => "zig-zag",
+                            Path::CircleWithTeleport => "teleport",
+                        },
+                        loss * 100.0,
+                        r.error.rms,
+                        r.error.p99,
+                        r.max_jump,
+                        starved
+                    );
+                    assert!(r.error.count > 500);
+                    if mode != SmoothingMode::Snap {
+                        // A jump arc's fall is faster than the run: allow its top speed.
+                        let limit = if path == Path::JumpArcs {
+                            2.0 * 8.5 * frame
+                        } else {
+                            no_pop
+                        };
+                        assert!(r.max_jump <= limit, "{mode:?} pops: {}", r.max_jump);
+                    }
+                    rms.push(r.error.rms);
+                }
+                // Curves: every circle; jump arcs where updates come more often than jumps (at
+                // 1 Hz a whole 0.9 s jump fits between two states: nothing can rebuild it).
+                if path == Path::Circle || (path == Path::JumpArcs && rate > 1.0) {
+                    assert!(rms[1] < rms[0], "Hermite no better than Linear on a curve");
+                }
+            }
+        }
+    }
 }

@@ -20,7 +20,8 @@ use serde::{Deserialize, Serialize};
 /// How the target interpolation delay is chosen and how fast the delay in effect may follow it.
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DelayPolicy {
-    /// Jitter margin, in multiples of the measured jitter (default 2: ~95 % of late packets).
+    /// Jitter margin, in multiples of the measured jitter (default 2), used until lateness has
+    /// been measured (see [`DelayPolicy::target_with_margin`]).
     pub jitter_multiplier: f64,
     /// Packet loss (0–1) above which one extra update interval is kept to bridge a lost update
     /// (default 0.005).
@@ -67,6 +68,22 @@ impl DelayPolicy {
     }
 }
 
+impl DelayPolicy {
+    /// The target interpolation delay, seconds, for states sent every `send_interval` seconds
+    /// that arrive up to `margin` seconds later than expected (e.g. the 99th percentile of
+    /// measured lateness), over a link losing `loss` (0–1) of its packets.
+    pub fn target_with_margin(&self, send_interval: f64, margin: f64, loss: f64) -> f64 {
+        let clean = |x: f64| if x.is_finite() && x > 0.0 { x } else { 0.0 };
+        let intervals = if clean(loss) > self.bridge_loss_threshold {
+            2.0
+        } else {
+            1.0
+        };
+        (intervals * clean(send_interval) + clean(margin))
+            .clamp(self.min_delay, self.max_delay.max(self.min_delay))
+    }
+}
+
 /// The interpolation delay in effect, moved smoothly towards its target so that view time never
 /// jumps: it only runs a little slower or faster than real time while the delay changes.
 #[derive(Clone, Debug)]
@@ -100,6 +117,16 @@ impl DelayController {
     /// The delay being moved towards, seconds.
     pub fn target(&self) -> f64 {
         self.target
+    }
+
+    /// Sets the target directly, seconds (clamped to the policy's bounds).
+    pub fn set_target(&mut self, target: f64) {
+        if target.is_finite() {
+            self.target = target.clamp(
+                self.policy.min_delay,
+                self.policy.max_delay.max(self.policy.min_delay),
+            );
+        }
     }
 
     /// Sets the target from the link's measured figures (see [`DelayPolicy::target`]).
@@ -138,6 +165,16 @@ mod tests {
         let p = DelayPolicy::default();
         assert!((p.target(0.05, 0.0, 0.0) - 0.05).abs() < 1e-12);
         assert!((p.target(0.05, 0.01, 0.0) - 0.07).abs() < 1e-12);
+    }
+
+    #[test]
+    fn measured_margin_replaces_the_jitter_estimate() {
+        let p = DelayPolicy::default();
+        assert!((p.target_with_margin(1.0 / 60.0, 0.01, 0.05) - (2.0 / 60.0 + 0.01)).abs() < 1e-12);
+        assert!((p.target_with_margin(0.05, -1.0, 0.0) - 0.05).abs() < 1e-12);
+        let mut c = DelayController::new(p, 0.05);
+        c.set_target(9.0);
+        assert_eq!(c.target(), 2.5);
     }
 
     #[test]

@@ -28,6 +28,9 @@ pub struct ProxySmoothing {
     pub delay: DelayController,
     /// `Extrapolate` mode: the newest state blended to, and the offset easing into it.
     blend: Option<(u32, VisualOffset)>,
+    /// After a starved frame (held or extrapolated), the offset easing back onto the curve.
+    ease: VisualOffset,
+    last_kind: Option<SampleKind>,
     last_rendered: Option<Vec3>,
 }
 
@@ -41,6 +44,8 @@ impl ProxySmoothing {
             extrapolated: 0,
             delay: DelayController::new(settings.delay_policy, 0.1),
             blend: None,
+            ease: VisualOffset::default(),
+            last_kind: None,
             last_rendered: None,
         }
     }
@@ -70,13 +75,56 @@ pub struct RenderedPose {
     pub view_time: f64,
     /// The interpolation delay in effect for this proxy, seconds.
     pub delay: f64,
-    /// The rendered position, metres.
+    /// The rendered position, metres: the curve at (`from`, `to`, `alpha`) plus `ease`.
     pub position: Vec3,
+    /// The offset easing the proxy back onto its curve after a starved frame (zero otherwise),
+    /// metres; part of what was on screen.
+    pub ease: Vec3,
     /// The movement flags shown ([`ProxyFlags`](crate::ProxyFlags) of the state in effect).
     pub flags: u8,
     /// Whether the pose was interpolated, held or extrapolated.
     #[reflect(ignore, default = "interpolated")]
     pub kind: SampleKind,
+}
+
+/// How late proxy states arrive on this client: for each state, the client's estimate of the
+/// present it can know (server time less the one-way trip) minus the state's time, over the
+/// last 256 states. Its 99th percentile is the margin each proxy's delay keeps for late states,
+/// measured rather than guessed from the RTT jitter.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct ArrivalLateness {
+    samples: std::collections::VecDeque<f64>,
+    p99: Option<f64>,
+}
+
+impl ArrivalLateness {
+    const WINDOW: usize = 256;
+    /// Fewer samples than this and the jitter estimate is used instead.
+    const MIN_SAMPLES: usize = 32;
+
+    fn add(&mut self, lateness: f64) {
+        if lateness.is_finite() {
+            if self.samples.len() == Self::WINDOW {
+                self.samples.pop_front();
+            }
+            self.samples.push_back(lateness);
+            self.p99 = None;
+        }
+    }
+
+    /// The 99th percentile of lateness, seconds, once enough states arrived.
+    pub fn p99(&mut self) -> Option<f64> {
+        if self.samples.len() < Self::MIN_SAMPLES {
+            return None;
+        }
+        if self.p99.is_none() {
+            let mut v: Vec<f64> = self.samples.iter().copied().collect();
+            v.sort_by(f64::total_cmp);
+            let i = ((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1;
+            self.p99 = Some(v[i]);
+        }
+        self.p99
+    }
 }
 
 /// Counters of proxy smoothing on this client.
@@ -104,11 +152,13 @@ pub struct SmoothingStats {
 }
 
 /// PreUpdate: buffers received states.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn receive_states(
     mut commands: Commands,
     settings: Res<SmoothingSettings>,
     clock: Res<NetClock>,
     mut stats: ResMut<SmoothingStats>,
+    mut lateness: ResMut<ArrivalLateness>,
     mut link: Query<&mut MessageReceiver<ProxyUpdates>, With<Client>>,
     mut proxies: Query<Option<&mut ProxySmoothing>, Without<AutonomousProxy>>,
     mut fresh: Local<Vec<(Entity, ProxySmoothing)>>,
@@ -119,6 +169,9 @@ pub(crate) fn receive_states(
     let tick = clock.tick_duration;
     for update in receiver.receive() {
         let time = f64::from(update.tick) * tick;
+        if clock.synced {
+            lateness.add(clock.server_time - clock.one_way() - time);
+        }
         for wire in &update.states {
             let Ok(existing) = proxies.get_mut(wire.entity) else {
                 stats.unknown_entity += 1;
@@ -169,6 +222,7 @@ pub(crate) fn place_proxies(
     clock: Res<NetClock>,
     time: Res<Time>,
     mut stats: ResMut<SmoothingStats>,
+    mut lateness: ResMut<ArrivalLateness>,
     mut proxies: Query<(
         Entity,
         &mut ProxySmoothing,
@@ -184,6 +238,7 @@ pub(crate) fn place_proxies(
         max_smooth_distance: settings.teleport_distance,
         teleport_distance: settings.teleport_distance,
     };
+    let late = lateness.p99();
     for (entity, mut proxy, mut transform, pose) in &mut proxies {
         let proxy = &mut *proxy;
         // This proxy's delay: its own interval (a 1 Hz proxy cannot be shown 50 ms behind).
@@ -191,7 +246,15 @@ pub(crate) fn place_proxies(
             .buffer
             .recent_interval()
             .unwrap_or(clock.send_interval);
-        proxy.delay.set_inputs(interval, clock.jitter, clock.loss);
+        match late {
+            // The measured lateness of states, once there is enough of it.
+            Some(margin) => proxy.delay.set_target(
+                settings
+                    .delay_policy
+                    .target_with_margin(interval, margin, clock.loss),
+            ),
+            None => proxy.delay.set_inputs(interval, clock.jitter, clock.loss),
+        }
         // Until its interval is known nothing has been shown that could jump.
         if proxy.buffer.states().len() < 3 {
             proxy.delay.snap_to_target();
@@ -241,6 +304,21 @@ pub(crate) fn place_proxies(
             };
             (sample.position, sample.rotation, sample)
         };
+        // Back on the curve after holding or extrapolating: the curve has moved on from where
+        // the proxy was drawn; ease over to it instead of popping (UE smooths the same way).
+        let starved =
+            |k: Option<SampleKind>| matches!(k, Some(SampleKind::Held | SampleKind::Extrapolated));
+        if proxy.mode != SmoothingMode::Extrapolate
+            && starved(proxy.last_kind)
+            && !starved(Some(sample.kind))
+            && let Some(shown) = proxy.last_rendered
+        {
+            proxy.ease = VisualOffset::default();
+            proxy.ease.on_correction(position - shown, &offset_settings);
+        }
+        let ease = proxy.ease.advance(time.delta_secs());
+        let position = position + ease;
+        proxy.last_kind = Some(sample.kind);
         transform.translation = position;
         transform.rotation = rotation;
         proxy.last_rendered = Some(position);
@@ -267,6 +345,7 @@ pub(crate) fn place_proxies(
             view_time,
             delay,
             position,
+            ease,
             flags: sample.flags,
             kind: sample.kind,
         };

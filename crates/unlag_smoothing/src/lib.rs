@@ -20,7 +20,7 @@ mod client;
 mod protocol;
 mod server;
 
-pub use client::{ProxySmoothing, RenderedPose, SmoothingStats};
+pub use client::{ArrivalLateness, ProxySmoothing, RenderedPose, SmoothingStats};
 pub use protocol::{ProxyUpdates, WireProxyState};
 pub use server::{NetUpdateFrequency, ProxyFlags, SmoothedProxy, Teleported};
 pub use unlag_core::{SampleKind, SmoothingMode};
@@ -88,6 +88,7 @@ impl Plugin for ProxySmoothingPlugin {
     fn build(&self, app: &mut App) {
         app.insert_resource(self.settings.clone())
             .init_resource::<SmoothingStats>()
+            .init_resource::<ArrivalLateness>()
             .register_type::<(NetUpdateFrequency, ProxyFlags, RenderedPose)>()
             .add_net_message_mapped::<ProxyUpdates>(NetDirection::ServerToClient)
             .configure_sets(
