@@ -21,6 +21,7 @@ mod protocol;
 mod server;
 
 pub use client::{ArrivalLateness, ProxySmoothing, RenderedPose, SmoothingStats};
+
 pub use protocol::{ProxyUpdates, WireProxyState};
 pub use server::{NetUpdateFrequency, ProxyFlags, SmoothedProxy, Teleported};
 pub use unlag_core::{SampleKind, SmoothingMode};
@@ -65,6 +66,49 @@ impl Default for SmoothingSettings {
     }
 }
 
+/// Runtime switch of the smoothing debug view: a ghost of each proxy's newest server state
+/// beside the rendered proxy (drawn with gizmos when the `debug-draw` feature is on).
+#[derive(Resource, Clone, Debug, Default, Reflect)]
+#[reflect(Resource)]
+pub struct SmoothingDebug {
+    /// Whether ghosts are drawn.
+    pub show_server_ghosts: bool,
+}
+
+/// The ghosts to draw this frame: each proxy's newest received state (position, rotation),
+/// filled while [`SmoothingDebug::show_server_ghosts`] is on.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct ServerGhosts(pub Vec<(Vec3, Quat)>);
+
+fn collect_ghosts(
+    debug: Res<SmoothingDebug>,
+    mut ghosts: ResMut<ServerGhosts>,
+    proxies: Query<&ProxySmoothing>,
+) {
+    ghosts.0.clear();
+    if debug.show_server_ghosts {
+        ghosts.0.extend(
+            proxies
+                .iter()
+                .filter_map(|p| p.buffer.newest())
+                .map(|s| (s.position, s.rotation)),
+        );
+    }
+}
+
+#[cfg(feature = "debug-draw")]
+fn draw_ghosts(ghosts: Res<ServerGhosts>, mut gizmos: Gizmos) {
+    for (position, rotation) in &ghosts.0 {
+        let colour = bevy::color::palettes::css::AQUA;
+        gizmos.sphere(
+            Isometry3d::new(*position + Vec3::Y * 0.9, *rotation),
+            0.4,
+            colour,
+        );
+        gizmos.line(*position, *position + Vec3::Y * 1.8, colour);
+    }
+}
+
 /// System sets of proxy smoothing.
 #[derive(SystemSet, Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ProxySmoothingSystems {
@@ -89,6 +133,8 @@ impl Plugin for ProxySmoothingPlugin {
         app.insert_resource(self.settings.clone())
             .init_resource::<SmoothingStats>()
             .init_resource::<ArrivalLateness>()
+            .init_resource::<SmoothingDebug>()
+            .init_resource::<ServerGhosts>()
             .register_type::<(NetUpdateFrequency, ProxyFlags, RenderedPose)>()
             .add_net_message_mapped::<ProxyUpdates>(NetDirection::ServerToClient)
             .configure_sets(
@@ -116,9 +162,17 @@ impl Plugin for ProxySmoothingPlugin {
             )
             .add_systems(
                 PostUpdate,
-                client::place_proxies
+                (client::place_proxies, collect_ghosts)
+                    .chain()
                     .run_if(any_with_component::<Client>)
                     .in_set(ProxySmoothingSystems::Place),
             );
+        #[cfg(feature = "debug-draw")]
+        app.add_systems(
+            PostUpdate,
+            draw_ghosts
+                .after(ProxySmoothingSystems::Place)
+                .run_if(resource_exists::<bevy::gizmos::config::GizmoConfigStore>),
+        );
     }
 }
