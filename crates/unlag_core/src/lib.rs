@@ -34,6 +34,7 @@ pub use ping::{HighPingChange, HighPingMonitor, HighPingSettings};
 pub use rng::SplitMix64;
 pub use seq::{Seq16, SeqUnwrapper};
 pub use smoothing::{
-    ProxyState, Sample, SampleKind, SmoothingMode, StateBuffer, StateRejected, evaluate, hermite,
+    KINK_ACCELERATION, ProxyState, Sample, SampleKind, SmoothingMode, StateBuffer, StateRejected,
+    evaluate, hermite,
 };
 pub use stats::{Ewma, Summary};

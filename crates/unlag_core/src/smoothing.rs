@@ -6,7 +6,9 @@
 //! - `Hermite`: cubic Hermite curve on position whose tangents are each state's velocity times
 //!   the interval between the two states (velocity is m/s and the curve parameter runs 0–1 over
 //!   the interval, so the tangent in metres is `v × Δt`); rotation by slerp, never derived from
-//!   velocity (a character can walk backwards).
+//!   velocity (a character can walk backwards). A curve assumes smooth motion: where the two
+//!   velocities imply more than [`KINK_ACCELERATION`] (a landing, a wall, a jump's take-off), the
+//!   segment is drawn straight instead, which is what such motion looks like.
 //! - `Extrapolate`: dead reckoning from the newest state not after the view time
 //!   (`p + v × (t − t₀)`), bounded by the max extrapolation time (UE's simulated proxies).
 //!
@@ -110,13 +112,17 @@ pub fn evaluate(mode: SmoothingMode, a: &ProxyState, b: &ProxyState, alpha: f32)
         SmoothingMode::Linear => a.position.lerp(b.position, alpha),
         SmoothingMode::Hermite => {
             let dt = (b.time - a.time) as f32;
-            hermite(
-                a.position,
-                a.velocity * dt,
-                b.position,
-                b.velocity * dt,
-                alpha,
-            )
+            if (b.velocity - a.velocity).length() > KINK_ACCELERATION * dt {
+                a.position.lerp(b.position, alpha)
+            } else {
+                hermite(
+                    a.position,
+                    a.velocity * dt,
+                    b.position,
+                    b.velocity * dt,
+                    alpha,
+                )
+            }
         }
         SmoothingMode::Extrapolate => {
             let dt = (b.time - a.time) as f32;
@@ -125,6 +131,10 @@ pub fn evaluate(mode: SmoothingMode, a: &ProxyState, b: &ProxyState, alpha: f32)
     };
     (position, rotation)
 }
+
+/// Velocity change between two states above which the motion between them is taken as a kink
+/// (landing, take-off, bump), not a curve, m/s² (walking accelerates at ~30, gravity is ~20).
+pub const KINK_ACCELERATION: f32 = 50.0;
 
 /// Cubic Hermite curve from `p0` (tangent `m0`) to `p1` (tangent `m1`) at `s` in `[0, 1]`.
 pub fn hermite(p0: Vec3, m0: Vec3, p1: Vec3, m1: Vec3, s: f32) -> Vec3 {
@@ -367,6 +377,20 @@ mod tests {
                 .length_squared();
         }
         assert!(her * 20.0 < lin, "hermite {her} vs linear {lin}");
+    }
+
+    #[test]
+    fn a_kink_is_drawn_straight() {
+        // Falling at 8 m/s, then standing on the ground 50 ms later: a landing.
+        let a = state(1, 1.0, Vec3::new(0.0, 0.3, 0.0), Vec3::new(0.0, -8.0, 0.0));
+        let b = state(4, 1.05, Vec3::ZERO, Vec3::ZERO);
+        let (p, _) = evaluate(SmoothingMode::Hermite, &a, &b, 0.5);
+        assert!((p - Vec3::new(0.0, 0.15, 0.0)).length() < 1e-6);
+        // A gentle turn stays a curve.
+        let d = state(1, 1.0, Vec3::ZERO, Vec3::X);
+        let c = state(4, 1.05, Vec3::new(0.05, 0.0, 0.0), Vec3::new(1.0, 0.0, 0.1));
+        let (p, _) = evaluate(SmoothingMode::Hermite, &d, &c, 0.5);
+        assert!((p - d.position.lerp(c.position, 0.5)).length() > 1e-6);
     }
 
     #[test]
