@@ -140,15 +140,10 @@ fn replay_bench(c: &mut Criterion) {
     group.finish();
 }
 
-fn server_move_bench(c: &mut Criterion) {
-    let physics = level();
-    let world = CollisionWorld::new(
-        physics.query_pipeline_with_filter(QueryFilter::default().exclude_sensors()),
-    );
-    let model = CharacterMovement::default();
-    let moves = inputs(4);
-    let data = ServerMoveData {
-        moves: moves
+/// A ServerMove's content: the given moves (a new one and its redundant copies) at 60 Hz.
+fn four_moves(inputs: &[CharacterInput]) -> ServerMoveData<CharacterInput> {
+    ServerMoveData {
+        moves: inputs
             .iter()
             .enumerate()
             .map(|(i, input)| WireMove {
@@ -157,10 +152,18 @@ fn server_move_bench(c: &mut Criterion) {
                 input: *input,
             })
             .collect(),
-        end: IVec3::new(123, 0, -456),
+        end: IVec3::new(1234, 0, -4567),
         correction_ack: 1,
-    };
-    let message = ServerMove::<CharacterMovement>::encode(&data);
+    }
+}
+
+fn server_move_bench(c: &mut Criterion) {
+    let physics = level();
+    let world = CollisionWorld::new(
+        physics.query_pipeline_with_filter(QueryFilter::default().exclude_sensors()),
+    );
+    let model = CharacterMovement::default();
+    let message = ServerMove::<CharacterMovement>::encode(&four_moves(&inputs(4)));
     let state = start();
     c.bench_function("server_move/decode_and_simulate_one_new_move", |b| {
         b.iter(|| {
@@ -173,22 +176,11 @@ fn server_move_bench(c: &mut Criterion) {
 
 /// Prints the sizes the movement issue asks for; runs once (not a timing).
 fn sizes(_c: &mut Criterion) {
-    let moves = inputs(4);
+    let changing = inputs(4);
+    let steady = vec![changing[0]; 4];
     let encode = |same: bool| {
-        let data = ServerMoveData {
-            moves: moves
-                .iter()
-                .enumerate()
-                .map(|(i, input)| WireMove {
-                    seq: Seq16(100 + i as u16),
-                    dt: encode_dt(1.0 / 60.0),
-                    input: if same { moves[0] } else { *input },
-                })
-                .collect(),
-            end: IVec3::new(1234, 0, -4567),
-            correction_ack: 1,
-        };
-        ServerMove::<CharacterMovement>::encode(&data).len()
+        let moves = if same { &steady } else { &changing };
+        ServerMove::<CharacterMovement>::encode(&four_moves(moves)).len()
     };
     println!(
         "ServerMove with redundancy 3: {} bytes (steady input), {} bytes (input changing every move)",

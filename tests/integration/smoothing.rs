@@ -350,9 +350,8 @@ fn adaptive_delay_stays_short_and_rarely_starves() {
     }
 }
 
-#[test]
-fn forged_states_are_refused_and_counted() {
-    use unlag::smoothing::{ProxyUpdates, WireProxyState};
+/// One client, 60 ms RTT, and a server proxy circling at 20 Hz that it has seen for 2 s.
+fn one_proxy_at_20_hz() -> (Testbed, Entity) {
     let mut tb = Testbed::new(TestbedConfig {
         clients: 1,
         conditions: LinkConditions::new(Duration::from_millis(60), Duration::ZERO, 0.0),
@@ -372,6 +371,13 @@ fn forged_states_are_refused_and_counted() {
         ))
         .id();
     tb.run_for(Duration::from_secs(2));
+    (tb, proxy)
+}
+
+#[test]
+fn forged_states_are_refused_and_counted() {
+    use unlag::smoothing::{ProxyUpdates, WireProxyState};
+    let (mut tb, proxy) = one_proxy_at_20_hz();
     let stats = |tb: &Testbed| tb.client_world(0).resource::<SmoothingStats>().clone();
     let before = stats(&tb);
     assert!(before.states_received > 20);
@@ -476,25 +482,7 @@ fn smoothing_matrix() {
 
 #[test]
 fn update_rate_changes_at_runtime_and_ghosts_follow_the_newest_state() {
-    let mut tb = Testbed::new(TestbedConfig {
-        clients: 1,
-        conditions: LinkConditions::new(Duration::from_millis(60), Duration::ZERO, 0.0),
-        ..default()
-    });
-    tb.add_plugins(ProxySmoothingPlugin::default());
-    tb.server()
-        .insert_resource(Script(Path::Circle))
-        .add_systems(FixedUpdate, move_proxy);
-    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
-    let proxy = tb
-        .server_world_mut()
-        .spawn((
-            SmoothedProxy,
-            NetUpdateFrequency(20.0),
-            Replicate::to_clients(NetworkTarget::All),
-        ))
-        .id();
-    tb.run_for(Duration::from_secs(2));
+    let (mut tb, proxy) = one_proxy_at_20_hz();
     let interval = |tb: &mut Testbed| {
         let world = tb.client_world_mut(0);
         let mut q = world.query::<&ProxySmoothing>();
