@@ -34,6 +34,11 @@ pub mod smoothing {
     pub use unlag_smoothing::*;
 }
 
+/// Lag compensation: see [`unlag_rewind`].
+pub mod rewind {
+    pub use unlag_rewind::*;
+}
+
 /// Pure numerics shared by the plugins: see [`unlag_core`].
 pub mod core {
     pub use unlag_core::*;

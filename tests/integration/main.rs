@@ -3,5 +3,6 @@
 
 mod movement;
 mod net;
+mod rewind;
 mod smoothing;
 mod udp;
