@@ -9,6 +9,25 @@ use unlag::net::{LinkConditions, NetClock};
 use unlag::rewind::{HitBox, HitShape, LagCompensationPlugin, RewindError, RewindHit, RewindQuery};
 use unlag_testbed::{Testbed, TestbedConfig};
 
+/// Crouching lowers the head box from 1.7 m to 1.2 m (the game's animation).
+#[derive(Component)]
+struct Crouching(bool);
+
+fn animate(
+    characters: Query<(&Crouching, &Children)>,
+    mut boxes: Query<(&HitBox, &mut Transform)>,
+) {
+    for (crouching, children) in &characters {
+        for child in children.iter() {
+            if let Ok((hit_box, mut transform)) = boxes.get_mut(child)
+                && hit_box.is_head
+            {
+                transform.translation.y = if crouching.0 { 1.2 } else { 1.7 };
+            }
+        }
+    }
+}
+
 /// Walks along +X at 5 m/s from `start`.
 #[derive(Component)]
 struct Walker {
@@ -38,7 +57,7 @@ impl Plugin for Setup {
             })
             .add_plugins(RapierPhysicsPlugin::<NoUserData>::default().in_fixed_schedule())
             .add_plugins(LagCompensationPlugin::default())
-            .add_systems(FixedUpdate, walk);
+            .add_systems(FixedUpdate, (walk, animate));
     }
 }
 
@@ -159,4 +178,111 @@ fn rays_are_judged_against_the_past() {
     ));
     assert_eq!(ray(&mut tb, o, Vec3::ZERO, t), Err(RewindError::Invalid));
     assert_eq!(ray(&mut tb, o, d, f64::NAN), Err(RewindError::Invalid));
+}
+
+#[test]
+fn pellets_segments_poses_crouching_and_unknown_characters() {
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions: LinkConditions::default(),
+        ..default()
+    });
+    tb.add_plugins(Setup);
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    let character = spawn_character(tb.server_world_mut(), Vec3::ZERO);
+    tb.server_world_mut()
+        .entity_mut(character)
+        .insert(Crouching(false));
+    tb.run_for(Duration::from_secs(1));
+    let standing = now(&tb) - 0.1;
+    tb.server_world_mut()
+        .entity_mut(character)
+        .insert(Crouching(true));
+    tb.run_for(Duration::from_millis(500));
+    let crouched = now(&tb) - 0.1;
+    let x = |t: f64| 5.0 * t as f32;
+
+    // A ray over where the crouched head is misses while crouched, hits while standing.
+    let over = |t: f64| (Vec3::new(x(t), 1.7, -10.0), Vec3::Z);
+    let (o, d) = over(crouched);
+    assert!(
+        ray(&mut tb, o, d, crouched).unwrap().is_none(),
+        "crouched head rewound"
+    );
+    let (o, d) = over(standing);
+    assert!(ray(&mut tb, o, d, standing).unwrap().unwrap().is_head);
+
+    // Pellets share one rewind: one answer per pellet, in order.
+    let t = crouched;
+    let pellets = vec![
+        (Vec3::new(x(t), 1.2, -10.0), Vec3::Z),
+        (Vec3::new(x(t) + 3.0, 1.2, -10.0), Vec3::Z),
+        (Vec3::new(x(t), 1.0, -10.0), Vec3::Z),
+    ];
+    let hits = tb
+        .server_world_mut()
+        .run_system_once(move |q: RewindQuery| q.rays(&pellets, 100.0, t, None))
+        .unwrap()
+        .unwrap();
+    assert_eq!(hits.len(), 3);
+    assert!(hits[0].as_ref().unwrap().is_head && hits[1].is_none());
+    assert_eq!(hits[2].as_ref().unwrap().bone, "torso");
+
+    // A projectile's step: hits only if the segment reaches the box.
+    let short = tb
+        .server_world_mut()
+        .run_system_once(move |q: RewindQuery| {
+            q.segment(
+                Vec3::new(x(t), 1.0, -10.0),
+                Vec3::new(x(t), 1.0, -5.0),
+                t,
+                None,
+            )
+        })
+        .unwrap()
+        .unwrap();
+    assert!(short.is_none());
+    let long = tb
+        .server_world_mut()
+        .run_system_once(move |q: RewindQuery| {
+            q.segment(
+                Vec3::new(x(t), 1.0, -10.0),
+                Vec3::new(x(t), 1.0, 0.0),
+                t,
+                None,
+            )
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(long.unwrap().character, character);
+    // The shooter never hits itself.
+    let own = tb
+        .server_world_mut()
+        .run_system_once(move |q: RewindQuery| {
+            q.ray(
+                Vec3::new(x(t), 1.0, -10.0),
+                Vec3::Z,
+                100.0,
+                t,
+                Some(character),
+            )
+        })
+        .unwrap()
+        .unwrap();
+    assert!(own.is_none());
+
+    // The pose at a time, and errors for characters that are not (or no longer) there.
+    let poses = tb
+        .server_world_mut()
+        .run_system_once(move |q: RewindQuery| q.pose_at(character, crouched))
+        .unwrap()
+        .unwrap();
+    assert_eq!(poses.len(), 2);
+    assert!(poses.iter().any(|(_, p, _)| (p.y - 1.2).abs() < 1e-4));
+    tb.server_world_mut().entity_mut(character).despawn();
+    let gone = tb
+        .server_world_mut()
+        .run_system_once(move |q: RewindQuery| q.pose_at(character, crouched))
+        .unwrap();
+    assert_eq!(gone, Err(RewindError::UnknownCharacter));
 }

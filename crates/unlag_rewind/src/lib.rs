@@ -63,12 +63,16 @@ pub struct HitBox {
 pub struct RewindSettings {
     /// How far back shots may be judged, seconds (default 1).
     pub max_record_time: f64,
+    /// A character moving farther than this in one tick teleported: its history is never
+    /// interpolated across that tick, metres (default 3.84).
+    pub teleport_distance: f32,
 }
 
 impl Default for RewindSettings {
     fn default() -> Self {
         Self {
             max_record_time: 1.0,
+            teleport_distance: 3.84,
         }
     }
 }
@@ -83,6 +87,7 @@ pub struct FrameHistory {
     /// Head boxes first: the order boxes are tested in.
     pub(crate) order: Vec<usize>,
     scratch: Vec<(Vec3, Quat)>,
+    last_root: Option<Vec3>,
 }
 
 /// System sets of lag compensation.
@@ -133,6 +138,7 @@ fn start_histories(
         commands.entity(entity).insert(FrameHistory {
             history: PoseHistory::new(hit.len(), frames),
             scratch: Vec::with_capacity(hit.len()),
+            last_root: None,
             boxes: hit,
             order,
         });
@@ -141,6 +147,7 @@ fn start_histories(
 
 /// Appends this tick's poses: each box's pose is its parent's transform times its own.
 fn record_frames(
+    settings: Res<RewindSettings>,
     timeline: Res<LocalTimeline>,
     tick: Res<TickDuration>,
     mut characters: Query<(&Transform, &mut FrameHistory)>,
@@ -155,9 +162,13 @@ fn record_frames(
             let global = root.mul_transform(local);
             history.scratch.push((global.translation, global.rotation));
         }
+        let teleport = history
+            .last_root
+            .is_some_and(|last| last.distance(root.translation) > settings.teleport_distance);
         if history.scratch.len() == history.history.boxes() {
             // A refused frame (same tick twice, garbage) leaves the history as it was.
-            let _ = history.history.record(time, false, &history.scratch);
+            let _ = history.history.record(time, teleport, &history.scratch);
         }
+        history.last_root = Some(root.translation);
     }
 }

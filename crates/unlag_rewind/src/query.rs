@@ -23,6 +23,9 @@ pub enum RewindError {
     /// A time, origin or direction is NaN or infinite, or the direction has no length.
     #[error("invalid ray or time")]
     Invalid,
+    /// The entity is not a character with a history (unknown, or despawned since).
+    #[error("not a character with a history")]
+    UnknownCharacter,
 }
 
 /// What a rewound ray hit.
@@ -79,13 +82,91 @@ impl RewindQuery<'_, '_> {
         time: f64,
         shooter: Option<Entity>,
     ) -> Result<Option<RewindHit>, RewindError> {
-        if !origin.is_finite()
-            || !direction.is_finite()
-            || !time.is_finite()
-            || direction.length_squared() < 1e-12
+        Ok(self
+            .rays(&[(origin, direction)], max_distance, time, shooter)?
+            .pop()
+            .flatten())
+    }
+
+    /// A projectile's step at time `time`: the first hit box on the segment from `from` to `to`.
+    pub fn segment(
+        &self,
+        from: Vec3,
+        to: Vec3,
+        time: f64,
+        shooter: Option<Entity>,
+    ) -> Result<Option<RewindHit>, RewindError> {
+        self.ray(from, to - from, (to - from).length(), time, shooter)
+    }
+
+    /// The poses of `character`'s hit boxes at `time`: (hit-box entity, position, rotation).
+    pub fn pose_at(
+        &self,
+        character: Entity,
+        time: f64,
+    ) -> Result<Vec<(Entity, Vec3, Quat)>, RewindError> {
+        let (_, history) = self
+            .characters
+            .get(character)
+            .map_err(|_| RewindError::UnknownCharacter)?;
+        let pair = history.history.lookup(time).map_err(|e| match e {
+            LookupError::TooOld { requested, oldest } => RewindError::TooOld { requested, oldest },
+            _ => RewindError::Invalid,
+        })?;
+        Ok((0..history.boxes.len())
+            .map(|k| {
+                let (p, r) = history.history.pose(&pair, k);
+                (history.boxes[k], p, r)
+            })
+            .collect())
+    }
+
+    /// Many rays at one time (a shotgun's pellets), sharing one rewind: each character is looked
+    /// up once and all rays are tested against its posed boxes. One answer per ray, in order.
+    pub fn rays(
+        &self,
+        rays: &[(Vec3, Vec3)],
+        max_distance: f32,
+        time: f64,
+        shooter: Option<Entity>,
+    ) -> Result<Vec<Option<RewindHit>>, RewindError> {
+        if !time.is_finite()
+            || !max_distance.is_finite()
+            || rays
+                .iter()
+                .any(|(o, d)| !o.is_finite() || !d.is_finite() || d.length_squared() < 1e-12)
         {
             return Err(RewindError::Invalid);
         }
+        let mut posed: Vec<(Entity, &FrameHistory, unlag_core::FramePair)> = Vec::new();
+        for (character, history) in &self.characters {
+            if Some(character) == shooter {
+                continue;
+            }
+            match history.history.lookup(time) {
+                Ok(pair) => posed.push((character, history, pair)),
+                Err(LookupError::TooOld { requested, oldest }) => {
+                    return Err(RewindError::TooOld { requested, oldest });
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(rays
+            .iter()
+            .map(|&(origin, direction)| {
+                self.first_hit(origin, direction, max_distance, shooter, &posed)
+            })
+            .collect())
+    }
+
+    fn first_hit(
+        &self,
+        origin: Vec3,
+        direction: Vec3,
+        max_distance: f32,
+        shooter: Option<Entity>,
+        posed: &[(Entity, &FrameHistory, unlag_core::FramePair)],
+    ) -> Option<RewindHit> {
         let dir = direction.normalize();
         let ray = Ray::new(origin, dir);
         // The world in the way, as it is now: colliders that are not characters, hit boxes or
@@ -103,17 +184,7 @@ impl RewindQuery<'_, '_> {
             .and_then(|ctx| ctx.cast_ray(origin, dir, max_distance, true, filter))
             .map_or(max_distance, |(_, toi)| toi);
         let mut best: Option<RewindHit> = None;
-        for (character, history) in &self.characters {
-            if Some(character) == shooter {
-                continue;
-            }
-            let pair = match history.history.lookup(time) {
-                Ok(pair) => pair,
-                Err(LookupError::TooOld { requested, oldest }) => {
-                    return Err(RewindError::TooOld { requested, oldest });
-                }
-                Err(_) => continue,
-            };
+        for &(character, history, pair) in posed {
             let limit = best.as_ref().map_or(wall, |b| b.distance);
             // Head boxes first: a ray through head and torso at the same distance is a headshot.
             for &k in &history.order {
@@ -138,6 +209,6 @@ impl RewindQuery<'_, '_> {
                 }
             }
         }
-        Ok(best.filter(|b| b.distance <= wall))
+        best.filter(|b| b.distance <= wall)
     }
 }
