@@ -86,8 +86,27 @@ pub struct FrameHistory {
     pub boxes: Vec<Entity>,
     /// Head boxes first: the order boxes are tested in.
     pub(crate) order: Vec<usize>,
+    /// Radius around the character's origin that holds every box in any pose, metres: rays
+    /// that miss this sphere skip the character's boxes.
+    pub(crate) reach: f32,
     scratch: Vec<(Vec3, Quat)>,
     last_root: Option<Vec3>,
+}
+
+/// Slack on a character's reach for animation moving boxes beyond their rest pose, metres.
+const REACH_SLACK: f32 = 0.5;
+
+impl HitShape {
+    /// Radius of a sphere around the shape's centre that contains it, metres.
+    pub fn bounding_radius(&self) -> f32 {
+        match *self {
+            HitShape::Cuboid { half_extents } => half_extents.length(),
+            HitShape::Capsule {
+                half_height,
+                radius,
+            } => half_height + radius,
+        }
+    }
 }
 
 /// System sets of lag compensation.
@@ -125,7 +144,7 @@ fn start_histories(
     settings: Res<RewindSettings>,
     tick: Res<TickDuration>,
     characters: Query<(Entity, &Children), (With<Authority>, Without<FrameHistory>)>,
-    boxes: Query<&HitBox>,
+    boxes: Query<(&HitBox, &Transform)>,
 ) {
     let frames = (settings.max_record_time / tick.0.as_secs_f64()).ceil() as usize + 2;
     for (entity, children) in &characters {
@@ -134,9 +153,17 @@ fn start_histories(
             continue;
         }
         let mut order: Vec<usize> = (0..hit.len()).collect();
-        order.sort_by_key(|&i| !boxes.get(hit[i]).map(|b| b.is_head).unwrap_or(false));
+        order.sort_by_key(|&i| !boxes.get(hit[i]).map(|(b, _)| b.is_head).unwrap_or(false));
+        let reach = hit
+            .iter()
+            .filter_map(|e| boxes.get(*e).ok())
+            .map(|(b, t)| t.translation.length() + b.shape.bounding_radius())
+            .fold(0.0, f32::max)
+            + REACH_SLACK;
         commands.entity(entity).insert(FrameHistory {
-            history: PoseHistory::new(hit.len(), frames),
+            // One pose per box, and the character's own (for the reach test) last.
+            history: PoseHistory::new(hit.len() + 1, frames),
+            reach,
             scratch: Vec::with_capacity(hit.len()),
             last_root: None,
             boxes: hit,
@@ -162,6 +189,7 @@ fn record_frames(
             let global = root.mul_transform(local);
             history.scratch.push((global.translation, global.rotation));
         }
+        history.scratch.push((root.translation, root.rotation));
         let teleport = history
             .last_root
             .is_some_and(|last| last.distance(root.translation) > settings.teleport_distance);

@@ -186,6 +186,18 @@ impl RewindQuery<'_, '_> {
         let mut best: Option<RewindHit> = None;
         for &(character, history, pair) in posed {
             let limit = best.as_ref().map_or(wall, |b| b.distance);
+            // Broad test: the sphere around the character's rewound origin that holds all its
+            // boxes. Most rays miss most characters here, without posing a single box.
+            let (root, _) = history.history.pose(&pair, history.boxes.len());
+            let to_centre = root - origin;
+            let along = to_centre.dot(dir);
+            let closest_sq = to_centre.length_squared() - along * along;
+            if closest_sq > history.reach * history.reach
+                || along + history.reach < 0.0
+                || along - history.reach > limit
+            {
+                continue;
+            }
             // Head boxes first: a ray through head and torso at the same distance is a headshot.
             for &k in &history.order {
                 let Ok(hit_box) = self.boxes.get(history.boxes[k]) else {
