@@ -233,12 +233,7 @@ fn upstream_in_testbed(script: fn(usize) -> CharacterInput) -> unlag_testbed::Cl
     struct Setup;
     impl Plugin for Setup {
         fn build(&self, app: &mut App) {
-            app.add_plugins(TransformPlugin)
-                .insert_resource(TimestepMode::Fixed {
-                    dt: 1.0 / 60.0,
-                    substeps: 1,
-                })
-                .add_plugins(RapierPhysicsPlugin::<NoUserData>::default().in_fixed_schedule())
+            app.add_plugins(unlag_testbed::RapierFixedPlugin::default())
                 .add_plugins(MovementPredictionPlugin::<CharacterMovement>::default())
                 .add_systems(Startup, |mut commands: Commands| {
                     commands.spawn((

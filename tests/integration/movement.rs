@@ -69,12 +69,7 @@ fn open_field(mut commands: Commands) {
 
 impl Plugin for MovementTestPlugin {
     fn build(&self, app: &mut App) {
-        app.add_plugins(TransformPlugin)
-            .insert_resource(TimestepMode::Fixed {
-                dt: 1.0 / 60.0,
-                substeps: 1,
-            })
-            .add_plugins(RapierPhysicsPlugin::<NoUserData>::default().in_fixed_schedule())
+        app.add_plugins(unlag_testbed::RapierFixedPlugin::default())
             .add_plugins(MovementPredictionPlugin::<CharacterMovement>::new(
                 self.settings.clone(),
             ))
@@ -923,12 +918,7 @@ fn kart_track(mut commands: Commands) {
 
 impl Plugin for KartTestPlugin {
     fn build(&self, app: &mut App) {
-        app.add_plugins(TransformPlugin)
-            .insert_resource(TimestepMode::Fixed {
-                dt: 1.0 / 60.0,
-                substeps: 1,
-            })
-            .add_plugins(RapierPhysicsPlugin::<NoUserData>::default().in_fixed_schedule())
+        app.add_plugins(unlag_testbed::RapierFixedPlugin::default())
             .add_plugins(MovementPredictionPlugin::<KartMovement>::default())
             .add_systems(Startup, kart_track)
             .init_resource::<KartExtent>()

@@ -50,12 +50,7 @@ struct Setup;
 
 impl Plugin for Setup {
     fn build(&self, app: &mut App) {
-        app.add_plugins(TransformPlugin)
-            .insert_resource(TimestepMode::Fixed {
-                dt: 1.0 / 60.0,
-                substeps: 1,
-            })
-            .add_plugins(RapierPhysicsPlugin::<NoUserData>::default().in_fixed_schedule())
+        app.add_plugins(unlag_testbed::RapierFixedPlugin::default())
             .add_plugins(LagCompensationPlugin::default())
             .add_systems(FixedUpdate, (walk, animate));
     }

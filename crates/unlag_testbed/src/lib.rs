@@ -22,9 +22,11 @@
 
 mod apps;
 mod measure;
+mod physics;
 mod udp;
 
 pub use apps::NetApps;
+pub use physics::RapierFixedPlugin;
 
 pub use measure::{ClientMeasures, KindRate};
 pub use udp::{UdpSession, UdpSessionConfig};
