@@ -106,8 +106,8 @@ fn now(tb: &Testbed) -> f64 {
     tb.server_world().resource::<NetClock>().server_time
 }
 
-#[test]
-fn rays_are_judged_against_the_past() {
+/// One server (and a client, so it runs) with physics, lag compensation and walkers, synced.
+fn rewind_testbed() -> Testbed {
     let mut tb = Testbed::new(TestbedConfig {
         clients: 1,
         conditions: LinkConditions::default(),
@@ -115,6 +115,12 @@ fn rays_are_judged_against_the_past() {
     });
     tb.add_plugins(Setup);
     assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    tb
+}
+
+#[test]
+fn rays_are_judged_against_the_past() {
+    let mut tb = rewind_testbed();
     let near = spawn_character(tb.server_world_mut(), Vec3::new(0.0, 0.0, 0.0));
     tb.run_for(Duration::from_secs(2));
 
@@ -177,13 +183,7 @@ fn rays_are_judged_against_the_past() {
 
 #[test]
 fn pellets_segments_poses_crouching_and_unknown_characters() {
-    let mut tb = Testbed::new(TestbedConfig {
-        clients: 1,
-        conditions: LinkConditions::default(),
-        ..default()
-    });
-    tb.add_plugins(Setup);
-    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    let mut tb = rewind_testbed();
     let character = spawn_character(tb.server_world_mut(), Vec3::ZERO);
     tb.server_world_mut()
         .entity_mut(character)
