@@ -6,7 +6,13 @@ use bevy_rapier3d::prelude::*;
 use core::time::Duration;
 use lightyear::prelude::*;
 use unlag::net::{LinkConditions, NetClock};
-use unlag::rewind::{HitBox, HitShape, LagCompensationPlugin, RewindError, RewindHit, RewindQuery};
+use unlag::rewind::{
+    CROUCHED_BIT, ClaimedView, FrameHistory, HitBox, HitBoxLayout, HitShape, LagCompensationPlugin,
+    RewindError, RewindHit, RewindQuery, UseHitBoxLayout,
+};
+use unlag::smoothing::{
+    ProxyFlags, ProxySmoothing, ProxySmoothingPlugin, RenderedPose, SmoothedProxy, SmoothingMode,
+};
 use unlag_testbed::{Testbed, TestbedConfig};
 
 /// Crouching lowers the head box from 1.7 m to 1.2 m (the game's animation).
@@ -230,6 +236,7 @@ fn pellets_segments_poses_crouching_and_unknown_characters() {
             q.segment(
                 Vec3::new(x(t), 1.0, -10.0),
                 Vec3::new(x(t), 1.0, -5.0),
+                0.0,
                 t,
                 None,
             )
@@ -243,6 +250,7 @@ fn pellets_segments_poses_crouching_and_unknown_characters() {
             q.segment(
                 Vec3::new(x(t), 1.0, -10.0),
                 Vec3::new(x(t), 1.0, 0.0),
+                0.0,
                 t,
                 None,
             )
@@ -250,6 +258,43 @@ fn pellets_segments_poses_crouching_and_unknown_characters() {
         .unwrap()
         .unwrap();
     assert_eq!(long.unwrap().character, character);
+    // A projectile with a radius: passing 10 cm beside the torso (half width 0.25 m) misses
+    // as a point and hits as a 15 cm ball, touching the box's side.
+    let beside = |radius: f32| {
+        move |q: RewindQuery| {
+            q.segment(
+                Vec3::new(x(t) + 0.35, 1.0, -10.0),
+                Vec3::new(x(t) + 0.35, 1.0, 10.0),
+                radius,
+                t,
+                None,
+            )
+        }
+    };
+    let point = tb.server_world_mut().run_system_once(beside(0.0)).unwrap();
+    assert_eq!(point, Ok(None));
+    let ball = tb
+        .server_world_mut()
+        .run_system_once(beside(0.15))
+        .unwrap()
+        .unwrap()
+        .expect("the ball touches the torso");
+    assert_eq!(ball.bone, "torso");
+    assert!(
+        (ball.point.x - (x(t) + 0.25)).abs() < 0.01,
+        "{:?}",
+        ball.point
+    );
+    // First contact is the box's vertical edge at (+0.25, -0.15): the ball's centre is then
+    // sqrt(0.15² − 0.1²) before the front face, and the normal points from the edge to it.
+    let before_face = (0.15f32 * 0.15 - 0.1 * 0.1).sqrt();
+    let normal = Vec3::new(0.1, 0.0, -before_face) / 0.15;
+    assert!(ball.normal.distance(normal) < 0.02, "{:?}", ball.normal);
+    assert!(
+        (ball.distance - (10.0 - 0.15 - before_face)).abs() < 0.01,
+        "{}",
+        ball.distance
+    );
     // The shooter never hits itself.
     let own = tb
         .server_world_mut()
@@ -280,4 +325,286 @@ fn pellets_segments_poses_crouching_and_unknown_characters() {
         .run_system_once(move |q: RewindQuery| q.pose_at(character, crouched))
         .unwrap();
     assert_eq!(gone, Err(RewindError::UnknownCharacter));
+}
+
+/// Loads assets from the repository root, so tests can reach `assets/` and `tests/fixtures/`.
+fn asset_plugin() -> AssetPlugin {
+    AssetPlugin {
+        file_path: env!("CARGO_MANIFEST_DIR").into(),
+        ..default()
+    }
+}
+
+const HUMANOID: &str = "assets/humanoid.hitboxes.ron";
+
+#[test]
+fn layouts_name_the_file_and_field_that_is_wrong() {
+    let error = |text: &str| HitBoxLayout::from_ron(text, "x.hitboxes.ron").unwrap_err();
+    let good = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/assets/humanoid.hitboxes.ron"
+    ))
+    .unwrap();
+    let layout = HitBoxLayout::from_ron(&good, HUMANOID).unwrap();
+    assert!(layout.boxes.len() >= 11);
+    for bone in ["head", "torso", "pelvis", "upper_arm_l", "lower_leg_r"] {
+        assert!(layout.boxes.iter().any(|b| b.bone == bone), "{bone}");
+    }
+    assert_eq!(layout.boxes.iter().filter(|b| b.is_head).count(), 1);
+
+    let missing = error(
+        "(boxes: [(shape: Cuboid(half_extents: (1.0, 1.0, 1.0)), stand: (translation: (0.0, 0.0, 0.0)))])",
+    );
+    assert_eq!(missing.file, "x.hitboxes.ron");
+    assert!(missing.message.contains("bone"), "{missing}");
+    let syntax = error("(boxes: [(bone: \"head\",\n  shape: Cuboid(half_extents: (1.0, 1.0)),");
+    assert!(
+        syntax.message.starts_with("2:"),
+        "the line is named: {syntax}"
+    );
+    let unknown = error("(boxes: [], colour: 3)");
+    assert!(unknown.message.contains("colour"), "{unknown}");
+    let negative = error(&good.replacen("(0.2, 0.2, 0.12)", "(0.2, -0.2, 0.12)", 1));
+    assert!(
+        negative
+            .to_string()
+            .contains("boxes[1] (torso).shape.half_extents"),
+        "{negative}"
+    );
+    let nan = error(&good.replacen("damage_multiplier: 4.0", "damage_multiplier: NaN", 1));
+    assert!(
+        nan.to_string()
+            .contains("boxes[0] (head).damage_multiplier"),
+        "{nan}"
+    );
+    assert!(error("(boxes: [])").message.contains("at least one box"));
+}
+
+/// The server's character: walks a circle (turning), crouching for 0.4 s of every second.
+#[derive(Component)]
+struct Circler;
+
+fn circle(
+    timeline: Res<LocalTimeline>,
+    tick: Res<lightyear::core::tick::TickDuration>,
+    mut characters: Query<(&mut Transform, &mut ProxyFlags), With<Circler>>,
+) {
+    let t = timeline.tick().0 as f32 * tick.0.as_secs_f32();
+    for (mut transform, mut flags) in &mut characters {
+        let a = t * 0.8;
+        transform.translation = Vec3::new(6.0 * a.cos(), 0.0, 6.0 * a.sin());
+        transform.rotation = Quat::from_rotation_y(-a);
+        flags.0 = u8::from(t % 1.0 < 0.4) * CROUCHED_BIT;
+    }
+}
+
+/// Client: every proxy gets the humanoid's boxes, as the game would give them.
+fn give_proxies_boxes(
+    mut commands: Commands,
+    assets: Res<AssetServer>,
+    proxies: Query<Entity, (With<ProxySmoothing>, Without<UseHitBoxLayout>)>,
+) {
+    for proxy in &proxies {
+        commands
+            .entity(proxy)
+            .insert(UseHitBoxLayout(assets.load(HUMANOID)));
+    }
+}
+
+/// What the client had on screen at one frame: its rendered pose and each box by bone.
+type Screen = (RenderedPose, Vec<(String, GlobalTransform)>);
+
+fn screen(world: &mut World) -> Option<Screen> {
+    let mut proxies = world.query::<(&RenderedPose, &Children)>();
+    let (pose, children) = proxies.iter(world).next()?;
+    let (pose, children) = (*pose, children.to_vec());
+    let boxes = children
+        .iter()
+        .filter_map(|c| {
+            let e = world.entity(*c);
+            Some((
+                e.get::<HitBox>()?.bone.clone(),
+                *e.get::<GlobalTransform>()?,
+            ))
+        })
+        .collect::<Vec<_>>();
+    Some((pose, boxes))
+}
+
+#[test]
+fn layouts_load_and_the_server_rebuilds_exactly_what_the_client_drew() {
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions: LinkConditions {
+            latency: Duration::from_millis(60),
+            jitter: Duration::from_millis(10),
+            loss: 0.05,
+            update_rate_hz: 20.0,
+        },
+        ..default()
+    });
+    tb.server().add_plugins(asset_plugin());
+    tb.client(0).add_plugins(asset_plugin());
+    tb.add_plugins(unlag_testbed::RapierFixedPlugin::default())
+        .add_plugins(ProxySmoothingPlugin::default())
+        .add_plugins(LagCompensationPlugin::default());
+    tb.server().add_systems(FixedUpdate, circle);
+    tb.client(0).add_systems(Update, give_proxies_boxes);
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+
+    // A broken layout is reported with its file and field, and spawns nothing.
+    let broken: Handle<HitBoxLayout> = tb
+        .server_world()
+        .resource::<AssetServer>()
+        .load("tests/fixtures/broken.hitboxes.ron");
+    assert!(tb.run_until(Duration::from_secs(5), |tb| {
+        tb.server_world()
+            .resource::<AssetServer>()
+            .load_state(&broken)
+            .is_failed()
+    }));
+    let state = tb
+        .server_world()
+        .resource::<AssetServer>()
+        .load_state(&broken);
+    let message = format!("{state:?}");
+    assert!(
+        message.contains("broken.hitboxes.ron") && message.contains("bone"),
+        "{message}"
+    );
+
+    let layout = tb.server_world().resource::<AssetServer>().load(HUMANOID);
+    let server_character = tb
+        .server_world_mut()
+        .spawn((
+            Circler,
+            SmoothedProxy,
+            UseHitBoxLayout(layout),
+            Replicate::to_clients(NetworkTarget::All),
+        ))
+        .id();
+    assert!(
+        tb.run_until(Duration::from_secs(5), |tb| {
+            tb.server_world()
+                .get::<FrameHistory>(server_character)
+                .is_some_and(|h| h.boxes().len() == 11)
+        }),
+        "the layout's 11 boxes are spawned and recorded"
+    );
+    tb.run_for(Duration::from_secs(2));
+
+    let mut compared = 0;
+    let mut crouched_frames = 0;
+    let mut bones_seen = 0;
+    for mode in [
+        SmoothingMode::Hermite,
+        SmoothingMode::Linear,
+        SmoothingMode::Extrapolate,
+        SmoothingMode::Snap,
+    ] {
+        {
+            let world = tb.client_world_mut(0);
+            let mut q = world.query::<&mut ProxySmoothing>();
+            for mut p in q.iter_mut(world) {
+                p.mode = mode;
+            }
+        }
+        for _ in 0..120 {
+            tb.step();
+            let Some((pose, boxes)) = screen(tb.client_world_mut(0)) else {
+                continue;
+            };
+            assert_eq!(pose.mode, mode);
+            let view = ClaimedView::from_rendered(server_character, &pose);
+            let rebuilt = tb
+                .server_world_mut()
+                .run_system_once(move |q: RewindQuery| q.view_pose(&view))
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{mode:?} {pose:?}: {e}"));
+            let history = tb
+                .server_world()
+                .get::<FrameHistory>(server_character)
+                .unwrap();
+            // The root as drawn.
+            let root = rebuilt.last().unwrap();
+            assert!(
+                root.0.distance(pose.position) < 1e-4,
+                "{mode:?}: root {} vs drawn {}",
+                root.0,
+                pose.position
+            );
+            for (bone, global) in &boxes {
+                let k = history
+                    .hit_boxes()
+                    .iter()
+                    .position(|b| &b.bone == bone)
+                    .unwrap();
+                let (p, r) = rebuilt[k];
+                let (_, client_r, client_p) = global.to_scale_rotation_translation();
+                assert!(
+                    // q and −q are the same rotation.
+                    p.distance(client_p) < 1e-4 && r.dot(client_r).abs() > 1.0 - 1e-6,
+                    "{mode:?} {bone}: server {p} {r} vs client {client_p} {client_r}"
+                );
+                bones_seen += 1;
+            }
+            if pose.flags & CROUCHED_BIT != 0 {
+                crouched_frames += 1;
+            }
+            compared += 1;
+        }
+    }
+    assert!(compared > 400, "{compared}");
+    assert_eq!(bones_seen, compared * 11);
+    assert!(
+        crouched_frames > 50,
+        "crouched poses compared: {crouched_frames}"
+    );
+
+    // A claim the server never sent, or an impossible blend, is refused.
+    let (pose, _) = screen(tb.client_world_mut(0)).unwrap();
+    let refused = |view: ClaimedView| move |q: RewindQuery| q.view_pose(&view).map(|_| ());
+    let base = ClaimedView::from_rendered(server_character, &pose);
+    for (bad, why) in [
+        (
+            ClaimedView {
+                from: base.from + 1_000_000,
+                ..base
+            },
+            "unsent state",
+        ),
+        (
+            ClaimedView {
+                from: base.from,
+                to: base.from + 3,
+                alpha: 1.5,
+                ..base
+            },
+            "alpha",
+        ),
+        (
+            ClaimedView {
+                ease: Vec3::splat(5.0),
+                ..base
+            },
+            "ease",
+        ),
+        (
+            ClaimedView {
+                alpha: f32::NAN,
+                ..base
+            },
+            "NaN",
+        ),
+        (
+            ClaimedView {
+                character: Entity::PLACEHOLDER,
+                ..base
+            },
+            "unknown",
+        ),
+    ] {
+        let result = tb.server_world_mut().run_system_once(refused(bad)).unwrap();
+        assert!(result.is_err(), "{why}: {result:?}");
+    }
 }

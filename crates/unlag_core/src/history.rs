@@ -220,6 +220,30 @@ impl PoseHistory {
         )
     }
 
+    /// The box around every recorded position of box `index` (its centre, not its extent), or
+    /// `None` while empty.
+    pub fn bounds(&self, index: usize) -> Option<crate::Aabb> {
+        (self.len > 0 && index < self.boxes).then(|| {
+            let mut b = crate::Aabb::EMPTY;
+            for i in 0..self.len {
+                let p = self.positions[self.slot(i) * self.boxes + index];
+                b.min = b.min.min(p);
+                b.max = b.max.max(p);
+            }
+            b
+        })
+    }
+
+    /// The slot of the frame recorded at exactly `time` seconds, if it is still kept.
+    pub fn frame_at(&self, time: f64) -> Option<FramePair> {
+        let pair = self.lookup(time).ok()?;
+        (pair.from_time == time).then_some(FramePair {
+            to: pair.from,
+            alpha: 0.0,
+            ..pair
+        })
+    }
+
     /// Every box's pose at `time`.
     pub fn poses_at(&self, time: f64) -> Result<Vec<(Vec3, Quat)>, LookupError> {
         let pair = self.lookup(time)?;
@@ -285,6 +309,25 @@ mod tests {
             let x = h.pose(&h.lookup(t).unwrap(), 0).0.x;
             assert!((x - (t * 10.0) as f32).abs() < 1e-4, "{t}: {x}");
         }
+    }
+
+    #[test]
+    fn bounds_and_exact_frames_cover_what_is_kept() {
+        let mut h = filled(4); // x = 0..3
+        let b = h.bounds(1).unwrap();
+        assert_eq!(
+            (b.min, b.max),
+            (Vec3::new(0.0, 1.6, 0.0), Vec3::new(3.0, 1.6, 0.0))
+        );
+        h.record(0.4, false, &frame(-2.0)).unwrap(); // x = 0 leaves, -2 comes in
+        let b = h.bounds(0).unwrap();
+        assert_eq!((b.min.x, b.max.x), (-2.0, 3.0));
+        assert_eq!(h.bounds(2), None);
+        assert_eq!(PoseHistory::new(2, 3).bounds(0), None);
+        let exact = h.frame_at(0.2).unwrap();
+        assert_eq!(h.pose(&exact, 0).0.x, 2.0);
+        assert_eq!(h.frame_at(0.25), None, "between frames");
+        assert_eq!(h.frame_at(0.0), None, "overwritten");
     }
 
     #[test]

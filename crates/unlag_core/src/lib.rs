@@ -7,6 +7,7 @@
 //! Everything here is deterministic and unit-tested without Bevy, so the tricky arithmetic can
 //! be checked in seconds; the plugins in the other crates are thin systems around it.
 
+pub mod bvh;
 pub mod clock;
 pub mod codec;
 pub mod conditions;
@@ -23,6 +24,7 @@ pub mod seq;
 pub mod smoothing;
 pub mod stats;
 
+pub use bvh::{Aabb, Bvh};
 pub use clock::ServerClockEstimator;
 pub use codec::{ByteReader, ByteWriter, DecodeError};
 pub use conditions::{ConditionsError, LinkConditions};
@@ -37,6 +39,6 @@ pub use rng::SplitMix64;
 pub use seq::{Seq16, SeqUnwrapper};
 pub use smoothing::{
     KINK_ACCELERATION, ProxyState, Sample, SampleKind, SmoothingMode, StateBuffer, StateRejected,
-    evaluate, hermite,
+    evaluate, hermite, replay,
 };
 pub use stats::{Ewma, Summary};

@@ -132,6 +132,25 @@ pub fn evaluate(mode: SmoothingMode, a: &ProxyState, b: &ProxyState, alpha: f32)
     (position, rotation)
 }
 
+/// The pose a [`StateBuffer::sample`] with `mode` showed, from what the [`Sample`] reports:
+/// the states it started from (`a`, tick `from`) and went towards (`b`, tick `to`; the same
+/// state when they are equal) and its blend factor. Bit for bit what the client computed, so
+/// the server can rebuild what was on screen from the states it sent.
+///
+/// With `a == b` (held, extrapolated, snapped, clamped, or at a teleport) the pose is `a`
+/// moved on by its velocity for `alpha` seconds; otherwise it is [`evaluate`] with `mode`
+/// (`Extrapolate` proxies are sampled on the Hermite curve).
+pub fn replay(mode: SmoothingMode, a: &ProxyState, b: &ProxyState, alpha: f32) -> (Vec3, Quat) {
+    if a.tick == b.tick {
+        return (a.position + a.velocity * alpha, a.rotation);
+    }
+    let mode = match mode {
+        SmoothingMode::Extrapolate => SmoothingMode::Hermite,
+        m => m,
+    };
+    evaluate(mode, a, b, alpha)
+}
+
 /// Velocity change between two states above which the motion between them is taken as a kink
 /// (landing, take-off, bump), not a curve, m/s² (walking accelerates at ~30, gravity is ~20).
 pub const KINK_ACCELERATION: f32 = 50.0;
@@ -416,6 +435,57 @@ mod tests {
             let (p, r) = evaluate(mode, a, b, s.alpha);
             assert_eq!(p, s.position);
             assert_eq!(r, s.rotation);
+        }
+    }
+
+    #[test]
+    fn replay_matches_every_kind_of_sample_bit_for_bit() {
+        let mut buffer = StateBuffer::new(8);
+        let mut a = state(10, 1.0, Vec3::new(0.3, 0.0, 0.1), Vec3::new(4.0, 0.0, 1.0));
+        a.rotation = Quat::from_rotation_y(0.3);
+        let mut b = state(
+            13,
+            1.05,
+            Vec3::new(0.5, 0.1, 0.15),
+            Vec3::new(4.5, 2.0, 0.0),
+        );
+        b.rotation = Quat::from_rotation_y(0.7);
+        let mut c = state(16, 1.1, Vec3::new(9.0, 0.1, 0.15), Vec3::ZERO);
+        c.teleport = true;
+        for s in [a, b, c] {
+            buffer.push(s, 5.0).unwrap();
+        }
+        let modes = [
+            SmoothingMode::Snap,
+            SmoothingMode::Linear,
+            SmoothingMode::Hermite,
+            SmoothingMode::Extrapolate,
+        ];
+        let mut kinds = Vec::new();
+        for mode in modes {
+            for view in [0.9, 1.0, 1.0317, 1.07, 1.1, 1.16, 1.5] {
+                let curve = if mode == SmoothingMode::Extrapolate {
+                    SmoothingMode::Hermite
+                } else {
+                    mode
+                };
+                let s = buffer.sample(view, curve, 0.1).unwrap();
+                let (a, b) = (buffer.get(s.from).unwrap(), buffer.get(s.to).unwrap());
+                assert_eq!(
+                    replay(mode, a, b, s.alpha),
+                    (s.position, s.rotation),
+                    "{mode:?} at {view}"
+                );
+                kinds.push(s.kind);
+            }
+        }
+        for kind in [
+            SampleKind::Interpolated,
+            SampleKind::Held,
+            SampleKind::Extrapolated,
+            SampleKind::Clamped,
+        ] {
+            assert!(kinds.contains(&kind), "{kind:?} covered");
         }
     }
 

@@ -5,26 +5,39 @@
 //!
 //! 1. A character (a server entity with [`Authority`](unlag_net::Authority)) carries [`HitBox`]es
 //!    on child entities: a shape, a bone name, whether it is the head, a damage multiplier. The
-//!    boxes follow their parent's transform (and their own local transforms, so animation and
-//!    crouching are captured).
+//!    boxes follow their parent's transform and their own local transforms, so animation and
+//!    crouching are captured. A [`HitBoxLayout`] asset (RON) spawns a whole humanoid's boxes.
 //! 2. **Record** (server, `FixedPostUpdate`): after each tick every character's box poses are
 //!    appended to its [`FrameHistory`], a preallocated ring buffer
-//!    ([`PoseHistory`](unlag_core::PoseHistory)) covering `max_record_time`.
-//! 3. **Query** ([`RewindQuery`]): a ray at time `t` is tested against the boxes at their poses
+//!    ([`PoseHistory`](unlag_core::PoseHistory)) covering `max_record_time` plus one frame, and
+//!    the [`RewindBroadPhase`] (a BVH over each character's bounds across the whole window) is
+//!    rebuilt.
+//! 3. **Query** ([`RewindQuery`]): a ray at time `t` asks the broad phase which characters it
+//!    can reach, tests the sphere around each one's pose at `t`, then its boxes at their poses
 //!    interpolated between the two frames around `t` — nothing in the physics world moves —
 //!    head boxes first, nearest hit wins; the static world occludes at the current time; the
 //!    shooter never hits itself; `t` older than the window is refused.
+//! 4. **Exact reconstruction** ([`ClaimedView`]): a client reports which two proxy states it
+//!    blended and how ([`RenderedPose`](unlag_smoothing::RenderedPose)); the server replays the
+//!    same curve over the states it sent ([`SentStates`](unlag_smoothing::SentStates)) and poses
+//!    the boxes there, so it tests exactly what was on the shooter's screen.
 
+mod debug;
+mod history;
+mod layout;
 mod query;
 
-pub use query::{RewindError, RewindHit, RewindQuery};
+pub use debug::{DebugBox, RewindDebug, RewindDebugEntry, RewindDebugLog};
+pub use history::{FrameHistory, RewindBroadPhase, RewindStats};
+pub use layout::{
+    CROUCHED_BIT, HitBoxLayout, HitBoxLayoutLoader, LayoutBone, LayoutBox, LayoutError, LayoutPose,
+    LayoutShape, UseHitBoxLayout,
+};
+pub use query::{ClaimedView, Histories, RewindError, RewindHit, RewindQuery, RewindScene};
 
+use bevy::ecs::schedule::common_conditions::any_with_component;
 use bevy::prelude::*;
-use lightyear::core::tick::TickDuration;
 use lightyear::prelude::server::Server;
-use lightyear::prelude::*;
-use unlag_core::PoseHistory;
-use unlag_net::Authority;
 
 /// The shape of a hit box, in its entity's local frame.
 #[derive(Copy, Clone, Debug, PartialEq, Reflect)]
@@ -43,7 +56,22 @@ pub enum HitShape {
     },
 }
 
+impl HitShape {
+    /// Radius of a sphere around the shape's centre that contains it, metres.
+    pub fn bounding_radius(&self) -> f32 {
+        match *self {
+            HitShape::Cuboid { half_extents } => half_extents.length(),
+            HitShape::Capsule {
+                half_height,
+                radius,
+            } => half_height + radius,
+        }
+    }
+}
+
 /// A hit box: put it on a child entity of a character, with a `Transform` relative to it.
+/// The layout is read when the character's history starts: to change a character's boxes,
+/// remove its [`FrameHistory`] and a new one starts on the next tick.
 #[derive(Component, Clone, Debug, PartialEq, Reflect)]
 #[reflect(Component)]
 #[require(Transform)]
@@ -66,6 +94,12 @@ pub struct RewindSettings {
     /// A character moving farther than this in one tick teleported: its history is never
     /// interpolated across that tick, metres (default 3.84).
     pub teleport_distance: f32,
+    /// Longest offset from the curve a claimed view may carry (a client easing a proxy back
+    /// onto its path after starved frames), metres (default 1).
+    pub max_claimed_ease: f32,
+    /// Longest extrapolation a claimed view may carry when it holds one state, seconds
+    /// (default 0.25, the smoothing plugin's default).
+    pub max_claimed_extrapolation: f32,
 }
 
 impl Default for RewindSettings {
@@ -73,38 +107,8 @@ impl Default for RewindSettings {
         Self {
             max_record_time: 1.0,
             teleport_distance: 3.84,
-        }
-    }
-}
-
-/// On the server, per character with hit boxes: the history of their poses.
-#[derive(Component, Clone, Debug)]
-pub struct FrameHistory {
-    /// Box poses per tick.
-    pub history: PoseHistory,
-    /// The hit-box entities, in the order of the poses.
-    pub boxes: Vec<Entity>,
-    /// Head boxes first: the order boxes are tested in.
-    pub(crate) order: Vec<usize>,
-    /// Radius around the character's origin that holds every box in any pose, metres: rays
-    /// that miss this sphere skip the character's boxes.
-    pub(crate) reach: f32,
-    scratch: Vec<(Vec3, Quat)>,
-    last_root: Option<Vec3>,
-}
-
-/// Slack on a character's reach for animation moving boxes beyond their rest pose, metres.
-const REACH_SLACK: f32 = 0.5;
-
-impl HitShape {
-    /// Radius of a sphere around the shape's centre that contains it, metres.
-    pub fn bounding_radius(&self) -> f32 {
-        match *self {
-            HitShape::Cuboid { half_extents } => half_extents.length(),
-            HitShape::Capsule {
-                half_height,
-                radius,
-            } => half_height + radius,
+            max_claimed_ease: 1.0,
+            max_claimed_extrapolation: 0.25,
         }
     }
 }
@@ -116,8 +120,9 @@ pub enum RewindSystems {
     Record,
 }
 
-/// Records hit-box history on the server and provides [`RewindQuery`]. Add it on both sides;
-/// it only works on the server.
+/// Records hit-box history on the server and provides [`RewindQuery`]; loads
+/// [`HitBoxLayout`] assets and poses their boxes (crouching) on both sides. Add it on both
+/// sides; recording only happens on the server. Needs Bevy's `AssetPlugin` for layouts.
 #[derive(Clone, Debug, Default)]
 pub struct LagCompensationPlugin {
     /// The settings.
@@ -127,76 +132,19 @@ pub struct LagCompensationPlugin {
 impl Plugin for LagCompensationPlugin {
     fn build(&self, app: &mut App) {
         app.insert_resource(self.settings.clone())
-            .register_type::<HitBox>()
+            .init_resource::<RewindBroadPhase>()
+            .init_resource::<RewindStats>()
+            .init_resource::<RewindDebug>()
+            .init_resource::<RewindDebugLog>()
+            .register_type::<(HitBox, RewindDebug)>()
             .add_systems(
                 FixedPostUpdate,
-                (start_histories, record_frames)
+                (history::start_histories, history::record_frames)
                     .chain()
-                    .run_if(bevy::ecs::schedule::common_conditions::any_with_component::<Server>)
+                    .run_if(any_with_component::<Server>)
                     .in_set(RewindSystems::Record),
             );
-    }
-}
-
-/// Gives every character with authority and hit boxes a history sized for the window.
-fn start_histories(
-    mut commands: Commands,
-    settings: Res<RewindSettings>,
-    tick: Res<TickDuration>,
-    characters: Query<(Entity, &Children), (With<Authority>, Without<FrameHistory>)>,
-    boxes: Query<(&HitBox, &Transform)>,
-) {
-    let frames = (settings.max_record_time / tick.0.as_secs_f64()).ceil() as usize + 2;
-    for (entity, children) in &characters {
-        let hit: Vec<Entity> = children.iter().filter(|c| boxes.contains(*c)).collect();
-        if hit.is_empty() {
-            continue;
-        }
-        let mut order: Vec<usize> = (0..hit.len()).collect();
-        order.sort_by_key(|&i| !boxes.get(hit[i]).map(|(b, _)| b.is_head).unwrap_or(false));
-        let reach = hit
-            .iter()
-            .filter_map(|e| boxes.get(*e).ok())
-            .map(|(b, t)| t.translation.length() + b.shape.bounding_radius())
-            .fold(0.0, f32::max)
-            + REACH_SLACK;
-        commands.entity(entity).insert(FrameHistory {
-            // One pose per box, and the character's own (for the reach test) last.
-            history: PoseHistory::new(hit.len() + 1, frames),
-            reach,
-            scratch: Vec::with_capacity(hit.len()),
-            last_root: None,
-            boxes: hit,
-            order,
-        });
-    }
-}
-
-/// Appends this tick's poses: each box's pose is its parent's transform times its own.
-fn record_frames(
-    settings: Res<RewindSettings>,
-    timeline: Res<LocalTimeline>,
-    tick: Res<TickDuration>,
-    mut characters: Query<(&Transform, &mut FrameHistory)>,
-    boxes: Query<&Transform, With<HitBox>>,
-) {
-    let time = f64::from(timeline.tick().0) * tick.0.as_secs_f64();
-    for (root, mut history) in &mut characters {
-        let history = &mut *history;
-        history.scratch.clear();
-        for b in &history.boxes {
-            let local = boxes.get(*b).copied().unwrap_or_default();
-            let global = root.mul_transform(local);
-            history.scratch.push((global.translation, global.rotation));
-        }
-        history.scratch.push((root.translation, root.rotation));
-        let teleport = history
-            .last_root
-            .is_some_and(|last| last.distance(root.translation) > settings.teleport_distance);
-        if history.scratch.len() == history.history.boxes() {
-            // A refused frame (same tick twice, garbage) leaves the history as it was.
-            let _ = history.history.record(time, teleport, &history.scratch);
-        }
-        history.last_root = Some(root.translation);
+        layout::build(app);
+        debug::build(app);
     }
 }

@@ -1,13 +1,15 @@
 //! [`RewindQuery`]: what a ray hit at a past time, with no collider moved.
 
-use crate::{FrameHistory, HitBox, HitShape};
+use crate::debug::{DebugBox, RewindDebug, RewindDebugEntry, RewindDebugLog};
+use crate::{FrameHistory, HitShape, RewindBroadPhase, RewindSettings};
 use bevy::ecs::system::SystemParam;
 use bevy::prelude::*;
 use bevy_rapier3d::parry::math::Pose;
-use bevy_rapier3d::parry::query::{Ray, RayCast};
-use bevy_rapier3d::parry::shape::{Capsule, Cuboid};
+use bevy_rapier3d::parry::query::{Ray, RayCast, ShapeCastOptions, cast_shapes};
+use bevy_rapier3d::parry::shape::{Ball, Capsule, Cuboid, Shape};
 use bevy_rapier3d::prelude::{QueryFilter, ReadRapierContext};
-use unlag_core::LookupError;
+use unlag_core::{FramePair, LookupError, SmoothingMode};
+use unlag_smoothing::{RenderedPose, SentStates};
 
 /// Why a rewind query has no answer.
 #[derive(Copy, Clone, Debug, PartialEq, thiserror::Error)]
@@ -20,12 +22,17 @@ pub enum RewindError {
         /// The oldest recorded time, seconds.
         oldest: f64,
     },
-    /// A time, origin or direction is NaN or infinite, or the direction has no length.
+    /// A time, origin, direction, distance or radius is NaN, infinite or negative, or the
+    /// direction has no length.
     #[error("invalid ray or time")]
     Invalid,
     /// The entity is not a character with a history (unknown, or despawned since).
     #[error("not a character with a history")]
     UnknownCharacter,
+    /// A claimed view names a state the server did not send that character (or no longer
+    /// keeps), or blends two states in a way the client cannot have.
+    #[error("claimed view does not match the states sent: {0}")]
+    InvalidView(&'static str),
 }
 
 /// What a rewound ray hit.
@@ -39,41 +46,477 @@ pub struct RewindHit {
     pub bone: String,
     /// Whether it is a head box.
     pub is_head: bool,
-    /// Where the ray entered it, metres.
+    /// The hit box's damage multiplier.
+    pub damage_multiplier: f32,
+    /// Where the ray (or the swept sphere's surface) touched it, metres.
     pub point: Vec3,
-    /// The surface normal there.
+    /// The hit box's outward surface normal there.
     pub normal: Vec3,
-    /// Distance along the ray, metres.
+    /// Distance along the ray, metres (for a swept sphere, how far its centre travelled).
     pub distance: f32,
-    /// The time of the frame the pose was taken from (the earlier of the two blended), seconds.
+    /// The time of the pose tested, seconds: the earlier of the two recorded frames blended,
+    /// or the time of state A of a claimed view.
     pub sampled_time: f64,
 }
 
-/// Rewound hit tests against the characters' recorded hit boxes.
-#[derive(SystemParam)]
-pub struct RewindQuery<'w, 's> {
-    characters: Query<'w, 's, (Entity, &'static FrameHistory)>,
-    boxes: Query<'w, 's, &'static HitBox>,
-    rapier: ReadRapierContext<'w, 's>,
+/// What a shooter's client had on screen for one target: the two proxy states it blended and
+/// how (the fields of [`RenderedPose`]). The server rebuilds that pose from the states it
+/// sent; see [`RewindQuery::view_pose`].
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct ClaimedView {
+    /// The target character (server entity).
+    pub character: Entity,
+    /// Tick of the state the pose started from.
+    pub from: u32,
+    /// Tick of the state it went towards (equal to `from` when holding or extrapolating).
+    pub to: u32,
+    /// Blend factor between them (seconds of extrapolation when `from == to`).
+    pub alpha: f32,
+    /// The smoothing mode of the proxy.
+    pub mode: SmoothingMode,
+    /// Offset of the drawn proxy from its curve, metres.
+    pub ease: Vec3,
 }
 
-fn shape_ray(shape: &HitShape, pose: &Pose, ray: &Ray, max: f32) -> Option<(f32, Vec3)> {
-    let hit = match shape {
-        HitShape::Cuboid { half_extents } => {
-            Cuboid::new(*half_extents).cast_ray_and_get_normal(pose, ray, max, true)
+impl ClaimedView {
+    /// The view a client's [`RenderedPose`] describes, for the server entity `character`.
+    pub fn from_rendered(character: Entity, pose: &RenderedPose) -> Self {
+        Self {
+            character,
+            from: pose.from,
+            to: pose.to,
+            alpha: pose.alpha,
+            mode: pose.mode,
+            ease: pose.ease,
         }
+    }
+}
+
+/// Where characters' histories are found, by entity (a `Query<&FrameHistory>` in a system; a
+/// map or slice in benchmarks and tools).
+pub trait Histories {
+    /// The history of `character`, if it has one.
+    fn history(&self, character: Entity) -> Option<&FrameHistory>;
+}
+
+impl Histories for Query<'_, '_, &FrameHistory> {
+    fn history(&self, character: Entity) -> Option<&FrameHistory> {
+        self.get(character).ok()
+    }
+}
+
+impl Histories for bevy::platform::collections::HashMap<Entity, FrameHistory> {
+    fn history(&self, character: Entity) -> Option<&FrameHistory> {
+        self.get(&character)
+    }
+}
+
+/// The hit-testing core behind [`RewindQuery`], free of the ECS: the broad phase and the
+/// histories it indexes. Use it directly where there is no `World` (benchmarks, tools).
+pub struct RewindScene<'a, H> {
+    /// The broad phase over the characters.
+    pub broad: &'a RewindBroadPhase,
+    /// The characters' histories.
+    pub histories: &'a H,
+}
+
+/// A hit found while searching (turned into a [`RewindHit`] at the end).
+#[derive(Copy, Clone, Debug)]
+struct Found {
+    character: Entity,
+    index: usize,
+    distance: f32,
+    point: Vec3,
+    normal: Vec3,
+    sampled_time: f64,
+}
+
+/// A character posed for the query: a frame pair of its history, or a claimed view's poses.
+enum Posed<'p> {
+    Recorded(FramePair),
+    Claimed(&'p [(Vec3, Quat)], f64),
+}
+
+fn parry_shape(shape: &HitShape) -> Box<dyn Shape> {
+    match *shape {
+        HitShape::Cuboid { half_extents } => Box::new(Cuboid::new(half_extents)),
         HitShape::Capsule {
             half_height,
             radius,
-        } => Capsule::new_y(*half_height, *radius).cast_ray_and_get_normal(pose, ray, max, true),
-    }?;
-    Some((hit.time_of_impact, hit.normal))
+        } => Box::new(Capsule::new_y(half_height, radius)),
+    }
+}
+
+/// The ray (radius 0) or swept sphere against one shape at `pose`: (distance, point, normal).
+fn shape_hit(
+    shape: &HitShape,
+    pose: &Pose,
+    ray: &Ray,
+    max: f32,
+    radius: f32,
+) -> Option<(f32, Vec3, Vec3)> {
+    if radius <= 0.0 {
+        let hit = match shape {
+            HitShape::Cuboid { half_extents } => {
+                Cuboid::new(*half_extents).cast_ray_and_get_normal(pose, ray, max, true)
+            }
+            HitShape::Capsule {
+                half_height,
+                radius,
+            } => {
+                Capsule::new_y(*half_height, *radius).cast_ray_and_get_normal(pose, ray, max, true)
+            }
+        }?;
+        return Some((
+            hit.time_of_impact,
+            ray.origin + ray.dir * hit.time_of_impact,
+            hit.normal,
+        ));
+    }
+    let target = parry_shape(shape);
+    let hit = cast_shapes(
+        &Pose::from_translation(ray.origin),
+        ray.dir,
+        &Ball::new(radius),
+        pose,
+        Vec3::ZERO,
+        target.as_ref(),
+        ShapeCastOptions::with_max_time_of_impact(max),
+    )
+    .ok()??;
+    Some((
+        hit.time_of_impact,
+        pose.transform_point(hit.witness2),
+        pose.rotation * hit.normal2,
+    ))
+}
+
+fn lookup_error(e: LookupError) -> RewindError {
+    match e {
+        LookupError::TooOld { requested, oldest } => RewindError::TooOld { requested, oldest },
+        _ => RewindError::Invalid,
+    }
+}
+
+impl<H: Histories> RewindScene<'_, H> {
+    /// Checks a query's inputs: finite time, distance and radius, finite rays with length.
+    fn validate(
+        rays: &[(Vec3, Vec3)],
+        max_distance: f32,
+        radius: f32,
+        time: f64,
+    ) -> Result<(), RewindError> {
+        let bad_ray =
+            |(o, d): &(Vec3, Vec3)| !o.is_finite() || !d.is_finite() || d.length_squared() < 1e-12;
+        if !time.is_finite()
+            || !max_distance.is_finite()
+            || max_distance < 0.0
+            || !radius.is_finite()
+            || radius < 0.0
+            || rays.iter().any(bad_ray)
+        {
+            return Err(RewindError::Invalid);
+        }
+        Ok(())
+    }
+
+    /// Rays (origin, direction) at `time`, all sharing one rewind, each stopped by `wall`
+    /// (the distance to the static world along a normalised ray, or its maximum when clear).
+    /// `views` are characters posed as claimed instead of as recorded. `radius` > 0 sweeps a
+    /// sphere. With `debug`, every character tested is logged with its posed boxes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn cast(
+        &self,
+        rays: &[(Vec3, Vec3)],
+        max_distance: f32,
+        radius: f32,
+        time: f64,
+        shooter: Option<Entity>,
+        views: &[(Entity, Vec<(Vec3, Quat)>, f64)],
+        wall: impl Fn(Vec3, Vec3, f32) -> f32,
+        mut debug: Option<&mut Vec<RewindDebugEntry>>,
+    ) -> Result<Vec<Option<RewindHit>>, RewindError> {
+        Self::validate(rays, max_distance, radius, time)?;
+        if let Some((oldest, _)) = self.broad.window()
+            && time < oldest
+        {
+            return Err(RewindError::TooOld {
+                requested: time,
+                oldest,
+            });
+        }
+        // One lookup per character, shared by every ray.
+        let mut pairs: Vec<(Entity, Option<FramePair>)> = Vec::new();
+        let mut answers = Vec::with_capacity(rays.len());
+        for &(origin, direction) in rays {
+            let dir = direction.normalize();
+            let limit = wall(origin, dir, max_distance).clamp(0.0, max_distance);
+            let mut tested: Vec<(Entity, Posed)> = Vec::new();
+            let found = self.first_hit(
+                Ray::new(origin, dir),
+                limit,
+                radius,
+                time,
+                shooter,
+                views,
+                &mut pairs,
+                debug.is_some().then_some(&mut tested),
+            );
+            if let Some(log) = debug.as_deref_mut() {
+                log.push(self.debug_entry(origin, dir, limit, radius, time, &found, &tested));
+            }
+            answers.push(found.map(|f| self.hit(f)));
+        }
+        Ok(answers)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn first_hit<'p>(
+        &self,
+        ray: Ray,
+        limit: f32,
+        radius: f32,
+        time: f64,
+        shooter: Option<Entity>,
+        views: &'p [(Entity, Vec<(Vec3, Quat)>, f64)],
+        pairs: &mut Vec<(Entity, Option<FramePair>)>,
+        mut tested: Option<&mut Vec<(Entity, Posed<'p>)>>,
+    ) -> Option<Found> {
+        let mut best: Option<Found> = None;
+        // Test one posed character; returns how far the ray still needs to reach.
+        let mut test = |character: Entity,
+                        history: &FrameHistory,
+                        posed: Posed<'p>,
+                        best: &mut Option<Found>|
+         -> f32 {
+            let reach_limit = best.as_ref().map_or(limit, |b| b.distance);
+            let sampled_time = match &posed {
+                Posed::Recorded(pair) => pair.from_time,
+                Posed::Claimed(_, t) => *t,
+            };
+            let pose_of = |k: usize| match &posed {
+                Posed::Recorded(pair) => history.poses().pose(pair, k),
+                Posed::Claimed(poses, _) => poses[k],
+            };
+            // Broad test at `time`: the sphere around the character that holds all its
+            // boxes. Most rays that reach a character's window bounds still miss it here.
+            let root = pose_of(history.boxes().len()).0;
+            let reach = history.reach() + radius;
+            let to_centre = root - ray.origin;
+            let along = to_centre.dot(ray.dir);
+            let closest_sq = to_centre.length_squared() - along * along;
+            if closest_sq > reach * reach || along + reach < 0.0 || along - reach > reach_limit {
+                return reach_limit;
+            }
+            // Head boxes first: a ray through head and torso at the same distance is a headshot.
+            for &k in history.order() {
+                let (p, r) = pose_of(k);
+                let max = best.as_ref().map_or(limit, |b| b.distance);
+                if let Some((distance, point, normal)) = shape_hit(
+                    &history.hit_boxes()[k].shape,
+                    &Pose::from_parts(p, r),
+                    &ray,
+                    max,
+                    radius,
+                ) && best.as_ref().is_none_or(|b| distance < b.distance)
+                {
+                    *best = Some(Found {
+                        character,
+                        index: k,
+                        distance,
+                        point,
+                        normal,
+                        sampled_time,
+                    });
+                }
+            }
+            if let Some(tested) = tested.as_deref_mut() {
+                tested.push((character, posed));
+            }
+            best.as_ref().map_or(limit, |b| b.distance)
+        };
+        // Claimed views: posed as the shooter saw them, not as recorded.
+        for (character, poses, t) in views {
+            if Some(*character) == shooter {
+                continue;
+            }
+            if let Some(history) = self.histories.history(*character)
+                && poses.len() == history.boxes().len() + 1
+            {
+                test(*character, history, Posed::Claimed(poses, *t), &mut best);
+            }
+        }
+        self.broad
+            .visit_ray(ray.origin, ray.dir, limit, radius + 1e-3, |character| {
+                let reach = best.as_ref().map_or(limit, |b| b.distance);
+                if Some(character) == shooter || views.iter().any(|v| v.0 == character) {
+                    return reach;
+                }
+                let Some(history) = self.histories.history(character) else {
+                    return reach;
+                };
+                let pair = match pairs.iter().find(|(e, _)| *e == character) {
+                    Some((_, pair)) => *pair,
+                    None => {
+                        // A character younger than the time asked has no pose then.
+                        let pair = history.poses().lookup(time).ok();
+                        pairs.push((character, pair));
+                        pair
+                    }
+                };
+                match pair {
+                    Some(pair) => test(character, history, Posed::Recorded(pair), &mut best),
+                    None => reach,
+                }
+            });
+        best
+    }
+
+    fn hit(&self, f: Found) -> RewindHit {
+        let history = self
+            .histories
+            .history(f.character)
+            .expect("found in this query");
+        let hit_box = &history.hit_boxes()[f.index];
+        RewindHit {
+            character: f.character,
+            hit_box: history.boxes()[f.index],
+            bone: hit_box.bone.clone(),
+            is_head: hit_box.is_head,
+            damage_multiplier: hit_box.damage_multiplier,
+            point: f.point,
+            normal: f.normal,
+            distance: f.distance,
+            sampled_time: f.sampled_time,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn debug_entry(
+        &self,
+        origin: Vec3,
+        dir: Vec3,
+        limit: f32,
+        radius: f32,
+        time: f64,
+        found: &Option<Found>,
+        tested: &[(Entity, Posed)],
+    ) -> RewindDebugEntry {
+        let mut boxes = Vec::new();
+        for (character, posed) in tested {
+            let Some(history) = self.histories.history(*character) else {
+                continue;
+            };
+            for (k, hit_box) in history.hit_boxes().iter().enumerate() {
+                let (position, rotation) = match posed {
+                    Posed::Recorded(pair) => history.poses().pose(pair, k),
+                    Posed::Claimed(poses, _) => poses[k],
+                };
+                boxes.push(DebugBox {
+                    shape: hit_box.shape,
+                    position,
+                    rotation,
+                    hit: found
+                        .as_ref()
+                        .is_some_and(|f| f.character == *character && f.index == k),
+                });
+            }
+        }
+        RewindDebugEntry {
+            origin,
+            end: origin + dir * found.as_ref().map_or(limit, |f| f.distance),
+            radius,
+            time,
+            hit: found.is_some(),
+            boxes,
+            age: 0.0,
+        }
+    }
+
+    /// The poses of `character`'s boxes at `time` (box poses, then the character's own).
+    pub fn pose_at(&self, character: Entity, time: f64) -> Result<Vec<(Vec3, Quat)>, RewindError> {
+        let history = self
+            .histories
+            .history(character)
+            .ok_or(RewindError::UnknownCharacter)?;
+        let pair = history.poses().lookup(time).map_err(lookup_error)?;
+        Ok((0..history.poses().boxes())
+            .map(|k| history.poses().pose(&pair, k))
+            .collect())
+    }
+}
+
+/// Rewound hit tests against the characters' recorded hit boxes (server).
+#[derive(SystemParam)]
+pub struct RewindQuery<'w, 's> {
+    histories: Query<'w, 's, &'static FrameHistory>,
+    sent: Query<'w, 's, &'static SentStates>,
+    hit_boxes: Query<'w, 's, (), With<crate::HitBox>>,
+    broad: Res<'w, RewindBroadPhase>,
+    settings: Res<'w, RewindSettings>,
+    debug: Res<'w, RewindDebugLog>,
+    debug_settings: Res<'w, RewindDebug>,
+    rapier: ReadRapierContext<'w, 's>,
 }
 
 impl RewindQuery<'_, '_> {
+    /// The ECS-free core, for callers that want it.
+    pub fn scene(&self) -> RewindScene<'_, Query<'_, '_, &'static FrameHistory>> {
+        RewindScene {
+            broad: &self.broad,
+            histories: &self.histories,
+        }
+    }
+
+    /// Distance along a normalised ray to the static world as it is now (rapier colliders that
+    /// are not characters, hit boxes or the shooter), or `max` when clear.
+    fn wall(&self, origin: Vec3, dir: Vec3, max: f32, shooter: Option<Entity>) -> f32 {
+        let not_a_character = |e: Entity| {
+            !self.histories.contains(e) && !self.hit_boxes.contains(e) && Some(e) != shooter
+        };
+        let filter = QueryFilter::default()
+            .exclude_sensors()
+            .predicate(&not_a_character);
+        self.rapier
+            .single()
+            .ok()
+            .and_then(|ctx| ctx.cast_ray(origin, dir, max, true, filter))
+            .map_or(max, |(_, toi)| toi)
+    }
+
+    fn run(
+        &self,
+        rays: &[(Vec3, Vec3)],
+        max_distance: f32,
+        radius: f32,
+        time: f64,
+        shooter: Option<Entity>,
+        claims: &[ClaimedView],
+    ) -> Result<Vec<Option<RewindHit>>, RewindError> {
+        let views = claims
+            .iter()
+            .map(|c| Ok((c.character, self.view_pose(c)?, self.view_time(c)?)))
+            .collect::<Result<Vec<_>, RewindError>>()?;
+        let mut log = self.debug_settings.show_queries.then(Vec::new);
+        let result = self.scene().cast(
+            rays,
+            max_distance,
+            radius,
+            time,
+            shooter,
+            &views,
+            |o, d, m| self.wall(o, d, m, shooter),
+            log.as_mut(),
+        );
+        if let Some(entries) = log {
+            self.debug.push(entries);
+        }
+        result
+    }
+
     /// The nearest hit box a ray from `origin` along `direction` (up to `max_distance` metres)
-    /// hits at server time `time`, boxes posed as recorded then. `shooter` is never hit; the
-    /// static world (rapier colliders) occludes at the current time.
+    /// hits at server time `time` (seconds), boxes posed as recorded then. `shooter` is never
+    /// hit; the static world (rapier colliders) occludes at the current time.
     pub fn ray(
         &self,
         origin: Vec3,
@@ -83,20 +526,63 @@ impl RewindQuery<'_, '_> {
         shooter: Option<Entity>,
     ) -> Result<Option<RewindHit>, RewindError> {
         Ok(self
-            .rays(&[(origin, direction)], max_distance, time, shooter)?
+            .run(
+                &[(origin, direction)],
+                max_distance,
+                0.0,
+                time,
+                shooter,
+                &[],
+            )?
             .pop()
             .flatten())
     }
 
-    /// A projectile's step at time `time`: the first hit box on the segment from `from` to `to`.
+    /// Many rays at one time (a shotgun's pellets), sharing one rewind: each character is looked
+    /// up once and every ray is tested against its posed boxes. One answer per ray, in order.
+    pub fn rays(
+        &self,
+        rays: &[(Vec3, Vec3)],
+        max_distance: f32,
+        time: f64,
+        shooter: Option<Entity>,
+    ) -> Result<Vec<Option<RewindHit>>, RewindError> {
+        self.run(rays, max_distance, 0.0, time, shooter, &[])
+    }
+
+    /// Rays judged against what the shooter saw: the characters in `claims` posed exactly as
+    /// its client rendered them (see [`ClaimedView`]), every other character as recorded at
+    /// `time`. Any claim that does not match what the server sent is an error.
+    pub fn rays_as_seen(
+        &self,
+        rays: &[(Vec3, Vec3)],
+        max_distance: f32,
+        time: f64,
+        shooter: Option<Entity>,
+        claims: &[ClaimedView],
+    ) -> Result<Vec<Option<RewindHit>>, RewindError> {
+        self.run(rays, max_distance, 0.0, time, shooter, claims)
+    }
+
+    /// A projectile's step at time `time`: the first hit box touched by a sphere of `radius`
+    /// metres (0 for a point) moving from `from` to `to`. The static world occludes along the
+    /// centre line.
     pub fn segment(
         &self,
         from: Vec3,
         to: Vec3,
+        radius: f32,
         time: f64,
         shooter: Option<Entity>,
     ) -> Result<Option<RewindHit>, RewindError> {
-        self.ray(from, to - from, (to - from).length(), time, shooter)
+        let length = (to - from).length();
+        if length < 1e-6 {
+            return Err(RewindError::Invalid);
+        }
+        Ok(self
+            .run(&[(from, to - from)], length, radius, time, shooter, &[])?
+            .pop()
+            .flatten())
     }
 
     /// The poses of `character`'s hit boxes at `time`: (hit-box entity, position, rotation).
@@ -105,122 +591,78 @@ impl RewindQuery<'_, '_> {
         character: Entity,
         time: f64,
     ) -> Result<Vec<(Entity, Vec3, Quat)>, RewindError> {
-        let (_, history) = self
-            .characters
-            .get(character)
-            .map_err(|_| RewindError::UnknownCharacter)?;
-        let pair = history.history.lookup(time).map_err(|e| match e {
-            LookupError::TooOld { requested, oldest } => RewindError::TooOld { requested, oldest },
-            _ => RewindError::Invalid,
-        })?;
-        Ok((0..history.boxes.len())
-            .map(|k| {
-                let (p, r) = history.history.pose(&pair, k);
-                (history.boxes[k], p, r)
-            })
+        let poses = self.scene().pose_at(character, time)?;
+        let history = self.histories.get(character).expect("posed above");
+        Ok(history
+            .boxes()
+            .iter()
+            .zip(poses)
+            .map(|(e, (p, r))| (*e, p, r))
             .collect())
     }
 
-    /// Many rays at one time (a shotgun's pellets), sharing one rewind: each character is looked
-    /// up once and all rays are tested against its posed boxes. One answer per ray, in order.
-    pub fn rays(
-        &self,
-        rays: &[(Vec3, Vec3)],
-        max_distance: f32,
-        time: f64,
-        shooter: Option<Entity>,
-    ) -> Result<Vec<Option<RewindHit>>, RewindError> {
-        if !time.is_finite()
-            || !max_distance.is_finite()
-            || rays
-                .iter()
-                .any(|(o, d)| !o.is_finite() || !d.is_finite() || d.length_squared() < 1e-12)
-        {
+    /// The time of a claimed view's state A, seconds.
+    fn view_time(&self, view: &ClaimedView) -> Result<f64, RewindError> {
+        let sent = self
+            .sent
+            .get(view.character)
+            .map_err(|_| RewindError::UnknownCharacter)?;
+        sent.get(view.from)
+            .map(|s| s.time)
+            .ok_or(RewindError::InvalidView("state A was not sent"))
+    }
+
+    /// The poses of a character's boxes as a client rendered it (see [`ClaimedView`]), then
+    /// the character's own pose: its root replayed over the states the server sent with
+    /// [`unlag_core::replay`], plus the claimed ease; each box placed relative to the root as
+    /// recorded at state A's tick (the flags a client shows are state A's). Exact when the game
+    /// poses boxes from the proxy's flags, as [`HitBoxLayout`](crate::HitBoxLayout) does.
+    pub fn view_pose(&self, view: &ClaimedView) -> Result<Vec<(Vec3, Quat)>, RewindError> {
+        if !view.alpha.is_finite() || !view.ease.is_finite() {
             return Err(RewindError::Invalid);
         }
-        let mut posed: Vec<(Entity, &FrameHistory, unlag_core::FramePair)> = Vec::new();
-        for (character, history) in &self.characters {
-            if Some(character) == shooter {
-                continue;
-            }
-            match history.history.lookup(time) {
-                Ok(pair) => posed.push((character, history, pair)),
-                Err(LookupError::TooOld { requested, oldest }) => {
-                    return Err(RewindError::TooOld { requested, oldest });
-                }
-                Err(_) => {}
-            }
+        if view.ease.length() > self.settings.max_claimed_ease {
+            return Err(RewindError::InvalidView("ease too long"));
         }
-        Ok(rays
-            .iter()
-            .map(|&(origin, direction)| {
-                self.first_hit(origin, direction, max_distance, shooter, &posed)
+        let history = self
+            .histories
+            .get(view.character)
+            .map_err(|_| RewindError::UnknownCharacter)?;
+        let sent = self
+            .sent
+            .get(view.character)
+            .map_err(|_| RewindError::UnknownCharacter)?;
+        let a = sent
+            .get(view.from)
+            .ok_or(RewindError::InvalidView("state A was not sent"))?;
+        let b = sent
+            .get(view.to)
+            .ok_or(RewindError::InvalidView("state B was not sent"))?;
+        if view.from == view.to {
+            if !(0.0..=self.settings.max_claimed_extrapolation).contains(&view.alpha) {
+                return Err(RewindError::InvalidView("extrapolated too far"));
+            }
+        } else if view.to < view.from || !(0.0..=1.0).contains(&view.alpha) || b.teleport {
+            return Err(RewindError::InvalidView("impossible blend"));
+        }
+        let (root_p, root_r) = unlag_core::replay(view.mode, a, b, view.alpha);
+        let root_p = root_p + view.ease;
+        let poses = history.poses();
+        let frame = poses.frame_at(a.time).ok_or_else(|| RewindError::TooOld {
+            requested: a.time,
+            oldest: poses.span().map_or(f64::NAN, |s| s.0),
+        })?;
+        let (rec_p, rec_r) = poses.pose(&frame, history.boxes().len());
+        let inverse = rec_r.inverse();
+        let mut out: Vec<(Vec3, Quat)> = (0..history.boxes().len())
+            .map(|k| {
+                let (p, r) = poses.pose(&frame, k);
+                let local_p = inverse * (p - rec_p);
+                let local_r = inverse * r;
+                (root_p + root_r * local_p, root_r * local_r)
             })
-            .collect())
-    }
-
-    fn first_hit(
-        &self,
-        origin: Vec3,
-        direction: Vec3,
-        max_distance: f32,
-        shooter: Option<Entity>,
-        posed: &[(Entity, &FrameHistory, unlag_core::FramePair)],
-    ) -> Option<RewindHit> {
-        let dir = direction.normalize();
-        let ray = Ray::new(origin, dir);
-        // The world in the way, as it is now: colliders that are not characters, hit boxes or
-        // the shooter.
-        let not_a_character = |e: Entity| {
-            !self.characters.contains(e) && !self.boxes.contains(e) && Some(e) != shooter
-        };
-        let filter = QueryFilter::default()
-            .exclude_sensors()
-            .predicate(&not_a_character);
-        let wall = self
-            .rapier
-            .single()
-            .ok()
-            .and_then(|ctx| ctx.cast_ray(origin, dir, max_distance, true, filter))
-            .map_or(max_distance, |(_, toi)| toi);
-        let mut best: Option<RewindHit> = None;
-        for &(character, history, pair) in posed {
-            let limit = best.as_ref().map_or(wall, |b| b.distance);
-            // Broad test: the sphere around the character's rewound origin that holds all its
-            // boxes. Most rays miss most characters here, without posing a single box.
-            let (root, _) = history.history.pose(&pair, history.boxes.len());
-            let to_centre = root - origin;
-            let along = to_centre.dot(dir);
-            let closest_sq = to_centre.length_squared() - along * along;
-            if closest_sq > history.reach * history.reach
-                || along + history.reach < 0.0
-                || along - history.reach > limit
-            {
-                continue;
-            }
-            // Head boxes first: a ray through head and torso at the same distance is a headshot.
-            for &k in &history.order {
-                let Ok(hit_box) = self.boxes.get(history.boxes[k]) else {
-                    continue;
-                };
-                let (p, r) = history.history.pose(&pair, k);
-                let pose = Pose::from_parts(p, r);
-                if let Some((toi, normal)) = shape_ray(&hit_box.shape, &pose, &ray, limit)
-                    && best.as_ref().is_none_or(|b| toi < b.distance)
-                {
-                    best = Some(RewindHit {
-                        character,
-                        hit_box: history.boxes[k],
-                        bone: hit_box.bone.clone(),
-                        is_head: hit_box.is_head,
-                        point: origin + dir * toi,
-                        normal,
-                        distance: toi,
-                        sampled_time: pair.from_time,
-                    });
-                }
-            }
-        }
-        best.filter(|b| b.distance <= wall)
+            .collect();
+        out.push((root_p, root_r));
+        Ok(out)
     }
 }

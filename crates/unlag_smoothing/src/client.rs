@@ -77,14 +77,19 @@ pub struct RenderedPose {
     pub delay: f64,
     /// The rendered position, metres: the curve at (`from`, `to`, `alpha`) plus `ease`.
     pub position: Vec3,
-    /// The offset easing the proxy back onto its curve after a starved frame (zero otherwise),
-    /// metres; part of what was on screen.
+    /// The offset of the rendered position from the curve (the ease back onto it after a
+    /// starved frame, or `Extrapolate`'s blend into a new state; zero otherwise), metres; part
+    /// of what was on screen.
     pub ease: Vec3,
     /// The movement flags shown ([`ProxyFlags`](crate::ProxyFlags) of the state in effect).
     pub flags: u8,
     /// Whether the pose was interpolated, held or extrapolated.
     #[reflect(ignore, default = "interpolated")]
     pub kind: SampleKind,
+    /// The smoothing mode it was rendered with (with `from`, `to` and `alpha`, what
+    /// [`unlag_core::replay`] needs to rebuild the pose).
+    #[reflect(ignore)]
+    pub mode: SmoothingMode,
 }
 
 /// How late proxy states arrive on this client: for each state, the client's estimate of the
@@ -316,8 +321,9 @@ pub(crate) fn place_proxies(
             proxy.ease = VisualOffset::default();
             proxy.ease.on_correction(position - shown, &offset_settings);
         }
-        let ease = proxy.ease.advance(time.delta_secs());
-        let position = position + ease;
+        let position = position + proxy.ease.advance(time.delta_secs());
+        // Everything off the curve: the starved-frame ease, and `Extrapolate`'s blend.
+        let ease = position - sample.position;
         proxy.last_kind = Some(sample.kind);
         transform.translation = position;
         transform.rotation = rotation;
@@ -348,6 +354,7 @@ pub(crate) fn place_proxies(
             ease,
             flags: sample.flags,
             kind: sample.kind,
+            mode: proxy.mode,
         };
         match pose {
             Some(mut pose) => *pose = rendered,

@@ -23,7 +23,9 @@ mod server;
 pub use client::{ArrivalLateness, ProxySmoothing, RenderedPose, SmoothingStats};
 
 pub use protocol::{ProxyUpdates, WireProxyState};
-pub use server::{NetUpdateFrequency, ProxyFlags, SmoothedProxy, Teleported};
+pub use server::{
+    NetUpdateFrequency, ProxyFlags, SENT_STATES_SECONDS, SentStates, SmoothedProxy, Teleported,
+};
 pub use unlag_core::{SampleKind, SmoothingMode};
 
 use bevy::ecs::schedule::common_conditions::any_with_component;

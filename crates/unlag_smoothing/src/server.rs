@@ -7,6 +7,7 @@ use bevy::prelude::*;
 use lightyear::core::tick::TickDuration;
 use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
+use unlag_core::ProxyState;
 use unlag_net::{LinkTraffic, NetConditions, UnreliableChannel};
 
 /// Marks a server entity whose state is sent to clients for smoothing (its `Transform` is
@@ -31,6 +32,48 @@ pub struct ProxyFlags(pub u8);
 /// is flagged so clients snap instead of sweeping through the world. Removed once sent.
 #[derive(Component, Copy, Clone, Debug, Default)]
 pub struct Teleported;
+
+/// How long the server keeps the states it sent, seconds: longer than any view time a shot may
+/// be judged at (the rewind window) plus the slowest proxy's interval.
+pub const SENT_STATES_SECONDS: f64 = 3.0;
+
+/// On the server, per smoothed proxy: the states sent to clients in the last
+/// [`SENT_STATES_SECONDS`], exactly as clients decode them (quantised), oldest first. With the
+/// (from, to, blend) a client reports from [`RenderedPose`](crate::RenderedPose) and
+/// [`unlag_core::replay`], the server rebuilds the pose that client had on screen.
+#[derive(Component, Clone, Debug, Default)]
+pub struct SentStates {
+    states: std::collections::VecDeque<ProxyState>,
+}
+
+impl SentStates {
+    /// The state sent for server tick `tick`, if it is still kept.
+    pub fn get(&self, tick: u32) -> Option<&ProxyState> {
+        let i = self.states.partition_point(|s| s.tick < tick);
+        self.states.get(i).filter(|s| s.tick == tick)
+    }
+
+    /// The newest state sent.
+    pub fn newest(&self) -> Option<&ProxyState> {
+        self.states.back()
+    }
+
+    /// The states kept, oldest first.
+    pub fn states(&self) -> impl Iterator<Item = &ProxyState> {
+        self.states.iter()
+    }
+
+    fn push(&mut self, state: ProxyState) {
+        while self
+            .states
+            .front()
+            .is_some_and(|s| s.time < state.time - SENT_STATES_SECONDS)
+        {
+            self.states.pop_front();
+        }
+        self.states.push_back(state);
+    }
+}
 
 /// Per-proxy sampling state on the server.
 #[derive(Component, Default)]
@@ -61,11 +104,14 @@ pub(crate) fn sample_proxies(
     let dt = tick.0.as_secs_f32();
     for (entity, transform, sampler, teleported) in &mut proxies {
         let Some(mut sampler) = sampler else {
-            commands.entity(entity).insert(ProxySampler {
-                last: Some((now, transform.translation)),
-                teleport: true,
-                ..default()
-            });
+            commands.entity(entity).insert((
+                ProxySampler {
+                    last: Some((now, transform.translation)),
+                    teleport: true,
+                    ..default()
+                },
+                SentStates::default(),
+            ));
             continue;
         };
         if let Some((then, before)) = sampler.last
@@ -98,6 +144,7 @@ pub(crate) fn send_due(
         &Transform,
         &ProxyFlags,
         &mut ProxySampler,
+        &mut SentStates,
         Option<&NetUpdateFrequency>,
         Option<&ControlledBy>,
     )>,
@@ -109,7 +156,7 @@ pub(crate) fn send_due(
     let now_tick = timeline.tick().0;
     let now = f64::from(now_tick) * tick.0.as_secs_f64();
     let mut due: Vec<(WireProxyState, Option<Entity>)> = Vec::new();
-    for (entity, transform, flags, mut sampler, frequency, controlled) in &mut proxies {
+    for (entity, transform, flags, mut sampler, mut sent, frequency, controlled) in &mut proxies {
         if now + 1e-9 < sampler.next_send {
             continue;
         }
@@ -123,17 +170,16 @@ pub(crate) fn send_due(
         } else {
             now + interval
         };
-        due.push((
-            WireProxyState::new(
-                entity,
-                transform.translation,
-                transform.rotation,
-                sampler.velocity,
-                flags.0,
-                sampler.teleport,
-            ),
-            controlled.map(|c| c.owner),
-        ));
+        let wire = WireProxyState::new(
+            entity,
+            transform.translation,
+            transform.rotation,
+            sampler.velocity,
+            flags.0,
+            sampler.teleport,
+        );
+        sent.push(wire.to_state(now_tick, now));
+        due.push((wire, controlled.map(|c| c.owner)));
         sampler.teleport = false;
     }
     if due.is_empty() {

@@ -1,0 +1,397 @@
+//! [`Bvh`]: a bounding-volume hierarchy over axis-aligned boxes, for finding which of many
+//! characters a ray can reach without testing each of them.
+//!
+//! Built top-down (median split along the longest axis of the centres, up to
+//! [`LEAF_SIZE`] items per leaf) into flat arrays that are reused from one build to the next,
+//! so rebuilding every server tick allocates nothing once warm.
+
+use glam::Vec3;
+
+/// An axis-aligned box.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Aabb {
+    /// The smallest corner, metres.
+    pub min: Vec3,
+    /// The largest corner, metres.
+    pub max: Vec3,
+}
+
+impl Aabb {
+    /// The box with no volume that any union replaces.
+    pub const EMPTY: Self = Self {
+        min: Vec3::splat(f32::INFINITY),
+        max: Vec3::splat(f32::NEG_INFINITY),
+    };
+
+    /// The box around a sphere at `centre` of `radius` metres.
+    pub fn from_sphere(centre: Vec3, radius: f32) -> Self {
+        Self {
+            min: centre - Vec3::splat(radius),
+            max: centre + Vec3::splat(radius),
+        }
+    }
+
+    /// The smallest box holding both.
+    pub fn union(&self, other: &Self) -> Self {
+        Self {
+            min: self.min.min(other.min),
+            max: self.max.max(other.max),
+        }
+    }
+
+    /// This box grown by `margin` metres on every side.
+    pub fn inflated(&self, margin: f32) -> Self {
+        Self {
+            min: self.min - Vec3::splat(margin),
+            max: self.max + Vec3::splat(margin),
+        }
+    }
+
+    /// The centre, metres.
+    pub fn centre(&self) -> Vec3 {
+        (self.min + self.max) * 0.5
+    }
+
+    /// Whether the ray from `origin` with reciprocal direction `inv_dir` enters the box within
+    /// `max_distance` (in units of the direction's length). Slab test; a ray starting inside
+    /// enters at 0.
+    pub fn ray_enters(&self, origin: Vec3, inv_dir: Vec3, max_distance: f32) -> bool {
+        self.ray_entry(origin, inv_dir, max_distance).is_some()
+    }
+
+    /// The distance at which the ray enters the box (0 when it starts inside), if it does
+    /// within `max_distance`.
+    pub fn ray_entry(&self, origin: Vec3, inv_dir: Vec3, max_distance: f32) -> Option<f32> {
+        let t1 = (self.min - origin) * inv_dir;
+        let t2 = (self.max - origin) * inv_dir;
+        // NaN (0 × ∞ for a ray on a slab's plane) loses to the other operand in min/max.
+        let enter = t1.min(t2).max_element().max(0.0);
+        let exit = t1.max(t2).min_element().min(max_distance);
+        (enter <= exit).then_some(enter)
+    }
+}
+
+/// Items per leaf of a [`Bvh`].
+pub const LEAF_SIZE: usize = 4;
+
+#[derive(Copy, Clone, Debug)]
+struct Node {
+    bounds: Aabb,
+    /// Leaf: first item in `items`; inner: index of the left child (the right one follows it).
+    start: u32,
+    /// Items in a leaf; 0 for an inner node.
+    count: u32,
+}
+
+/// A bounding-volume hierarchy over a set of boxes, each known by its index in the slice it
+/// was built from (see the module docs).
+#[derive(Clone, Debug, Default)]
+pub struct Bvh {
+    nodes: Vec<Node>,
+    items: Vec<u32>,
+    centres: Vec<Vec3>,
+    bounds: Vec<Aabb>,
+}
+
+impl Bvh {
+    /// An empty hierarchy.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of boxes it was built over.
+    pub fn len(&self) -> usize {
+        self.bounds.len()
+    }
+
+    /// Whether it holds no box.
+    pub fn is_empty(&self) -> bool {
+        self.bounds.is_empty()
+    }
+
+    /// Bytes held by its arrays.
+    pub fn memory_bytes(&self) -> usize {
+        self.nodes.capacity() * size_of::<Node>()
+            + self.items.capacity() * size_of::<u32>()
+            + self.centres.capacity() * size_of::<Vec3>()
+            + self.bounds.capacity() * size_of::<Aabb>()
+    }
+
+    /// Rebuilds the hierarchy over `boxes`, reusing its storage.
+    pub fn build(&mut self, boxes: &[Aabb]) {
+        self.nodes.clear();
+        self.items.clear();
+        self.items.extend(0..boxes.len() as u32);
+        self.bounds.clear();
+        self.bounds.extend_from_slice(boxes);
+        self.centres.clear();
+        self.centres.extend(boxes.iter().map(Aabb::centre));
+        if boxes.is_empty() {
+            return;
+        }
+        self.nodes.push(Node {
+            bounds: Aabb::EMPTY,
+            start: 0,
+            count: boxes.len() as u32,
+        });
+        // Split nodes depth first with an explicit stack of (node, first item, item count).
+        let mut stack = vec![(0usize, 0usize, boxes.len())];
+        while let Some((node, start, count)) = stack.pop() {
+            let items = &mut self.items[start..start + count];
+            let mut bounds = Aabb::EMPTY;
+            let mut centres = Aabb::EMPTY;
+            for &i in items.iter() {
+                bounds = bounds.union(&self.bounds[i as usize]);
+                let c = self.centres[i as usize];
+                centres = centres.union(&Aabb { min: c, max: c });
+            }
+            self.nodes[node].bounds = bounds;
+            if count <= LEAF_SIZE {
+                self.nodes[node].start = start as u32;
+                self.nodes[node].count = count as u32;
+                continue;
+            }
+            let extent = centres.max - centres.min;
+            let axis = if extent.x >= extent.y && extent.x >= extent.z {
+                0
+            } else if extent.y >= extent.z {
+                1
+            } else {
+                2
+            };
+            let half = count / 2;
+            let c = &self.centres;
+            items.select_nth_unstable_by(half, |a, b| {
+                c[*a as usize][axis].total_cmp(&c[*b as usize][axis])
+            });
+            let left = self.nodes.len();
+            let empty = Node {
+                bounds: Aabb::EMPTY,
+                start: 0,
+                count: 0,
+            };
+            self.nodes.push(empty);
+            self.nodes.push(empty);
+            self.nodes[node].start = left as u32;
+            self.nodes[node].count = 0;
+            stack.push((left, start, half));
+            stack.push((left + 1, start + half, count - half));
+        }
+    }
+
+    /// Appends to `out` the index of every box the ray from `origin` along `direction` enters
+    /// within `max_distance` metres, each box first grown by `radius` metres (a swept sphere).
+    /// `direction` need not be normalised; a zero or non-finite one finds nothing.
+    pub fn ray(
+        &self,
+        origin: Vec3,
+        direction: Vec3,
+        max_distance: f32,
+        radius: f32,
+        out: &mut Vec<u32>,
+    ) {
+        self.visit_ray(origin, direction, max_distance, radius, |i| {
+            out.push(i);
+            max_distance
+        });
+    }
+
+    /// Calls `visit` with the index of every box the ray from `origin` along `direction`
+    /// enters within `max_distance` metres, each box grown by `radius` metres. `visit` returns
+    /// how far the ray still needs to reach (metres): return a shorter distance once something
+    /// is hit, and boxes behind it are skipped. A zero or non-finite direction visits nothing.
+    pub fn visit_ray(
+        &self,
+        origin: Vec3,
+        direction: Vec3,
+        max_distance: f32,
+        radius: f32,
+        mut visit: impl FnMut(u32) -> f32,
+    ) {
+        let Some(dir) = direction.try_normalize() else {
+            return;
+        };
+        if self.nodes.is_empty()
+            || !origin.is_finite()
+            || !radius.is_finite()
+            || max_distance.is_nan()
+        {
+            return;
+        }
+        let inv = dir.recip();
+        let mut reach = max_distance;
+        if self.nodes[0]
+            .bounds
+            .inflated(radius)
+            .ray_entry(origin, inv, reach)
+            .is_none()
+        {
+            return;
+        }
+        // Nodes whose bounds the ray enters, with the entry distance; nearer child on top, so
+        // hits found early shrink the reach before farther subtrees are opened.
+        let mut stack = [(0u32, 0.0f32); 64];
+        let mut top = 1;
+        while top > 0 {
+            top -= 1;
+            let (index, entry) = stack[top];
+            if entry > reach {
+                continue;
+            }
+            let node = self.nodes[index as usize];
+            if node.count > 0 {
+                let range = node.start as usize..(node.start + node.count) as usize;
+                for &i in &self.items[range] {
+                    if self.bounds[i as usize]
+                        .inflated(radius)
+                        .ray_entry(origin, inv, reach)
+                        .is_some()
+                    {
+                        reach = reach.min(visit(i));
+                        if reach.is_nan() {
+                            return;
+                        }
+                    }
+                }
+                continue;
+            }
+            let (l, r) = (node.start, node.start + 1);
+            let hit = |c: u32| {
+                self.nodes[c as usize]
+                    .bounds
+                    .inflated(radius)
+                    .ray_entry(origin, inv, reach)
+            };
+            let mut children = [(l, hit(l)), (r, hit(r))];
+            if let [(_, Some(a)), (_, Some(b))] = children
+                && a < b
+            {
+                children.swap(0, 1);
+            }
+            for (c, e) in children {
+                if let Some(e) = e
+                    && top < stack.len()
+                {
+                    stack[top] = (c, e);
+                    top += 1;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SplitMix64;
+
+    fn random_boxes(rng: &mut SplitMix64, n: usize) -> Vec<Aabb> {
+        (0..n)
+            .map(|_| {
+                let c = Vec3::new(
+                    (rng.next_f64() as f32) * 100.0 - 50.0,
+                    (rng.next_f64() as f32) * 4.0,
+                    (rng.next_f64() as f32) * 100.0 - 50.0,
+                );
+                Aabb::from_sphere(c, 0.5 + (rng.next_f64() as f32) * 2.0)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn slab_test_handles_axis_aligned_rays_and_starts_inside() {
+        let b = Aabb::from_sphere(Vec3::ZERO, 1.0);
+        let x = Vec3::X.recip();
+        assert!(b.ray_enters(Vec3::new(-5.0, 0.0, 0.0), x, 10.0));
+        assert!(
+            !b.ray_enters(Vec3::new(-5.0, 0.0, 0.0), x, 3.9),
+            "too short"
+        );
+        assert!(
+            !b.ray_enters(Vec3::new(-5.0, 2.0, 0.0), x, 10.0),
+            "passes above"
+        );
+        assert!(
+            !b.ray_enters(Vec3::new(5.0, 0.0, 0.0), x, 10.0),
+            "points away"
+        );
+        assert!(b.ray_enters(Vec3::ZERO, x, 0.1), "starts inside");
+        // Grazing the face plane exactly.
+        assert!(b.ray_enters(Vec3::new(-5.0, 1.0, 0.0), x, 10.0));
+    }
+
+    #[test]
+    fn finds_exactly_what_a_scan_of_every_box_finds() {
+        let mut rng = SplitMix64::new(7);
+        let mut bvh = Bvh::new();
+        for n in [0, 1, 3, 5, 17, 256] {
+            let boxes = random_boxes(&mut rng, n);
+            bvh.build(&boxes);
+            assert_eq!(bvh.len(), n);
+            for _ in 0..200 {
+                let origin = Vec3::new(
+                    (rng.next_f64() as f32) * 120.0 - 60.0,
+                    (rng.next_f64() as f32) * 3.0,
+                    (rng.next_f64() as f32) * 120.0 - 60.0,
+                );
+                let dir = Vec3::new(
+                    (rng.next_f64() as f32) - 0.5,
+                    ((rng.next_f64() as f32) - 0.5) * 0.1,
+                    (rng.next_f64() as f32) - 0.5,
+                );
+                let (max, radius) = (
+                    (rng.next_f64() as f32) * 80.0,
+                    (rng.next_f64() as f32) * 0.5,
+                );
+                let mut found = Vec::new();
+                bvh.ray(origin, dir, max, radius, &mut found);
+                found.sort_unstable();
+                let inv = dir.normalize().recip();
+                let scanned: Vec<u32> = (0..n as u32)
+                    .filter(|&i| {
+                        boxes[i as usize]
+                            .inflated(radius)
+                            .ray_enters(origin, inv, max)
+                    })
+                    .collect();
+                assert_eq!(found, scanned, "n = {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_shrinking_reach_skips_what_is_behind() {
+        let boxes: Vec<Aabb> = (0..20)
+            .map(|i| Aabb::from_sphere(Vec3::new(i as f32 * 3.0, 0.0, 0.0), 0.5))
+            .collect();
+        let mut bvh = Bvh::new();
+        bvh.build(&boxes);
+        let mut visited = Vec::new();
+        bvh.visit_ray(Vec3::new(-2.0, 0.0, 0.0), Vec3::X, 100.0, 0.0, |i| {
+            visited.push(i);
+            if i == 4 { 12.0 } else { 100.0 }
+        });
+        assert!(visited.contains(&4));
+        assert!(
+            visited.iter().all(|&i| i <= 5),
+            "nothing beyond 10 m once box 4 (at 14 m from the origin) answered 12 m: {visited:?}"
+        );
+    }
+
+    #[test]
+    fn bad_rays_find_nothing_and_rebuilds_replace_the_set() {
+        let mut bvh = Bvh::new();
+        bvh.build(&[Aabb::from_sphere(Vec3::ZERO, 1.0)]);
+        let mut out = Vec::new();
+        bvh.ray(Vec3::new(-5.0, 0.0, 0.0), Vec3::ZERO, 10.0, 0.0, &mut out);
+        bvh.ray(Vec3::new(-5.0, 0.0, 0.0), Vec3::NAN, 10.0, 0.0, &mut out);
+        bvh.ray(Vec3::NAN, Vec3::X, 10.0, 0.0, &mut out);
+        assert!(out.is_empty());
+        bvh.ray(Vec3::new(-5.0, 0.0, 0.0), Vec3::X, 10.0, 0.0, &mut out);
+        assert_eq!(out, [0]);
+        bvh.build(&[Aabb::from_sphere(Vec3::new(0.0, 10.0, 0.0), 1.0)]);
+        out.clear();
+        bvh.ray(Vec3::new(-5.0, 0.0, 0.0), Vec3::X, 10.0, 0.0, &mut out);
+        assert!(out.is_empty(), "the old box is gone");
+    }
+}

@@ -1,0 +1,270 @@
+//! Recording: each character's [`FrameHistory`] and the [`RewindBroadPhase`] over them.
+
+use crate::{HitBox, RewindSettings};
+use bevy::prelude::*;
+use lightyear::core::tick::TickDuration;
+use lightyear::prelude::*;
+use unlag_core::{Aabb, Bvh, PoseHistory, RecordError};
+use unlag_net::Authority;
+
+/// Slack on a character's reach for animation moving boxes beyond their rest pose, metres.
+const REACH_SLACK: f32 = 0.5;
+
+/// On the server, per character with hit boxes: its boxes and the history of their poses.
+#[derive(Component, Clone, Debug)]
+pub struct FrameHistory {
+    /// Box poses per tick, one per box in the order of [`FrameHistory::boxes`], then the
+    /// character's own pose.
+    history: PoseHistory,
+    boxes: Vec<Entity>,
+    hit_boxes: Vec<HitBox>,
+    /// Head boxes first: the order boxes are tested in.
+    order: Vec<usize>,
+    /// Radius around the character's origin that holds every box in any pose, metres.
+    reach: f32,
+    scratch: Vec<(Vec3, Quat)>,
+    last_root: Option<Vec3>,
+}
+
+impl FrameHistory {
+    /// A history of `frames` ticks for these boxes (entity, hit box, rest pose relative to the
+    /// character), all storage allocated now.
+    pub fn new(boxes: Vec<(Entity, HitBox, Transform)>, frames: usize) -> Self {
+        let reach = boxes
+            .iter()
+            .map(|(_, b, t)| t.translation.length() + b.shape.bounding_radius())
+            .fold(0.0, f32::max)
+            + REACH_SLACK;
+        let mut order: Vec<usize> = (0..boxes.len()).collect();
+        order.sort_by_key(|&i| !boxes[i].1.is_head);
+        Self {
+            history: PoseHistory::new(boxes.len() + 1, frames),
+            scratch: Vec::with_capacity(boxes.len() + 1),
+            order,
+            reach,
+            last_root: None,
+            boxes: boxes.iter().map(|(e, ..)| *e).collect(),
+            hit_boxes: boxes.into_iter().map(|(_, b, _)| b).collect(),
+        }
+    }
+
+    /// The recorded poses (boxes, then the character's own pose last).
+    pub fn poses(&self) -> &PoseHistory {
+        &self.history
+    }
+
+    /// The hit-box entities, in the order of the poses.
+    pub fn boxes(&self) -> &[Entity] {
+        &self.boxes
+    }
+
+    /// The hit boxes, in the order of the poses.
+    pub fn hit_boxes(&self) -> &[HitBox] {
+        &self.hit_boxes
+    }
+
+    /// Box indices, head boxes first.
+    pub(crate) fn order(&self) -> &[usize] {
+        &self.order
+    }
+
+    /// Radius around the character's origin that holds all its boxes, metres.
+    pub fn reach(&self) -> f32 {
+        self.reach
+    }
+
+    /// Bytes held by this history.
+    pub fn memory_bytes(&self) -> usize {
+        self.history.memory_bytes()
+            + self.boxes.capacity() * size_of::<Entity>()
+            + self.hit_boxes.capacity() * size_of::<HitBox>()
+            + self.order.capacity() * size_of::<usize>()
+            + self.scratch.capacity() * size_of::<(Vec3, Quat)>()
+    }
+
+    /// Records the frame at `time` (seconds): every box posed as `root` times its local
+    /// transform (from `local`, by box entity). A jump of the root farther than
+    /// `teleport_distance` metres since the last frame is a teleport.
+    pub fn record(
+        &mut self,
+        time: f64,
+        root: &Transform,
+        teleport_distance: f32,
+        local: impl Fn(Entity) -> Transform,
+    ) -> Result<(), RecordError> {
+        self.scratch.clear();
+        for b in &self.boxes {
+            let global = root.mul_transform(local(*b));
+            self.scratch.push((global.translation, global.rotation));
+        }
+        self.scratch.push((root.translation, root.rotation));
+        let teleport = self
+            .last_root
+            .is_some_and(|last| last.distance(root.translation) > teleport_distance);
+        let result = self.history.record(time, teleport, &self.scratch);
+        if result.is_ok() {
+            self.last_root = Some(root.translation);
+        }
+        result
+    }
+
+    /// The box around everywhere the character's boxes were over the whole window, or `None`
+    /// while nothing is recorded.
+    pub fn window_bounds(&self) -> Option<Aabb> {
+        self.history
+            .bounds(self.boxes.len())
+            .map(|b| b.inflated(self.reach))
+    }
+}
+
+/// Memory and size of the lag-compensation history (server), updated every tick.
+#[derive(Resource, Clone, Debug, Default, PartialEq)]
+pub struct RewindStats {
+    /// Characters recorded.
+    pub characters: usize,
+    /// Hit boxes recorded, all characters.
+    pub boxes: usize,
+    /// Frames each history holds.
+    pub frames_per_character: usize,
+    /// Bytes held by all histories and the broad phase.
+    pub memory_bytes: usize,
+    /// Frames refused (non-finite poses, same tick twice), all time.
+    pub refused_frames: u64,
+}
+
+/// A BVH over every character's bounds across the whole history window, rebuilt after each
+/// recorded tick: a query visits only the characters its ray can reach.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct RewindBroadPhase {
+    bvh: Bvh,
+    entities: Vec<Entity>,
+    bounds: Vec<Aabb>,
+    window: Option<(f64, f64)>,
+}
+
+impl RewindBroadPhase {
+    /// Rebuilds it over these characters.
+    pub fn rebuild<'a>(
+        &mut self,
+        characters: impl IntoIterator<Item = (Entity, &'a FrameHistory)>,
+    ) {
+        self.entities.clear();
+        self.bounds.clear();
+        self.window = None;
+        for (entity, history) in characters {
+            if let Some((oldest, newest)) = history.poses().span() {
+                let (o, n) = self.window.unwrap_or((oldest, newest));
+                self.window = Some((o.min(oldest), n.max(newest)));
+            }
+            if let Some(b) = history.window_bounds() {
+                self.entities.push(entity);
+                self.bounds.push(b);
+            }
+        }
+        self.bvh.build(&self.bounds);
+    }
+
+    /// The oldest and newest recorded times over all characters, seconds: a time older than
+    /// the oldest is too old for every character.
+    pub fn window(&self) -> Option<(f64, f64)> {
+        self.window
+    }
+
+    /// Characters in it.
+    pub fn len(&self) -> usize {
+        self.entities.len()
+    }
+
+    /// Whether it holds no character.
+    pub fn is_empty(&self) -> bool {
+        self.entities.is_empty()
+    }
+
+    /// Bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        self.bvh.memory_bytes()
+            + self.entities.capacity() * size_of::<Entity>()
+            + self.bounds.capacity() * size_of::<Aabb>()
+    }
+
+    /// Calls `visit` with every character whose window bounds (grown by `radius` metres) the
+    /// ray enters within `max_distance` metres, nearer subtrees first; `visit` returns how far
+    /// the ray still needs to reach.
+    pub fn visit_ray(
+        &self,
+        origin: Vec3,
+        direction: Vec3,
+        max_distance: f32,
+        radius: f32,
+        mut visit: impl FnMut(Entity) -> f32,
+    ) {
+        self.bvh
+            .visit_ray(origin, direction, max_distance, radius, |i| {
+                visit(self.entities[i as usize])
+            });
+    }
+}
+
+/// Frames a history needs to cover `max_record_time` at this tick length, plus one beyond.
+pub(crate) fn frames_for(settings: &RewindSettings, tick: &TickDuration) -> usize {
+    (settings.max_record_time / tick.0.as_secs_f64()).ceil() as usize + 2
+}
+
+/// Gives every character with authority and hit boxes a history sized for the window.
+pub(crate) fn start_histories(
+    mut commands: Commands,
+    settings: Res<RewindSettings>,
+    tick: Res<TickDuration>,
+    characters: Query<(Entity, &Children), (With<Authority>, Without<FrameHistory>)>,
+    boxes: Query<(&HitBox, &Transform)>,
+) {
+    let frames = frames_for(&settings, &tick);
+    for (entity, children) in &characters {
+        let hit: Vec<(Entity, HitBox, Transform)> = children
+            .iter()
+            .filter_map(|c| boxes.get(c).ok().map(|(b, t)| (c, b.clone(), *t)))
+            .collect();
+        if !hit.is_empty() {
+            commands
+                .entity(entity)
+                .insert(FrameHistory::new(hit, frames));
+        }
+    }
+}
+
+/// Appends this tick's poses and rebuilds the broad phase.
+pub(crate) fn record_frames(
+    settings: Res<RewindSettings>,
+    timeline: Res<LocalTimeline>,
+    tick: Res<TickDuration>,
+    mut broad: ResMut<RewindBroadPhase>,
+    mut stats: ResMut<RewindStats>,
+    mut characters: Query<(Entity, &Transform, &mut FrameHistory)>,
+    boxes: Query<&Transform, With<HitBox>>,
+) {
+    let time = f64::from(timeline.tick().0) * tick.0.as_secs_f64();
+    let mut refused = 0;
+    for (_, root, mut history) in &mut characters {
+        // A box despawned since keeps its last pose: the history's shape never changes.
+        let local = |b: Entity| boxes.get(b).copied().unwrap_or_default();
+        if history
+            .record(time, root, settings.teleport_distance, local)
+            .is_err()
+        {
+            refused += 1;
+        }
+    }
+    broad.rebuild(characters.iter().map(|(e, _, h)| (e, h)));
+    let mut new = RewindStats {
+        refused_frames: stats.refused_frames + refused,
+        memory_bytes: broad.memory_bytes(),
+        frames_per_character: frames_for(&settings, &tick),
+        ..default()
+    };
+    for (_, _, history) in &characters {
+        new.characters += 1;
+        new.boxes += history.boxes().len();
+        new.memory_bytes += history.memory_bytes();
+    }
+    *stats = new;
+}
