@@ -5,7 +5,7 @@
 //! [`LEAF_SIZE`] items per leaf) into flat arrays that are reused from one build to the next,
 //! so rebuilding every server tick allocates nothing once warm.
 
-use glam::Vec3;
+use glam::{Vec3, Vec3A};
 
 /// An axis-aligned box.
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -32,6 +32,7 @@ impl Aabb {
     }
 
     /// The smallest box holding both.
+    #[inline]
     pub fn union(&self, other: &Self) -> Self {
         Self {
             min: self.min.min(other.min),
@@ -40,6 +41,7 @@ impl Aabb {
     }
 
     /// This box grown by `margin` metres on every side.
+    #[inline]
     pub fn inflated(&self, margin: f32) -> Self {
         Self {
             min: self.min - Vec3::splat(margin),
@@ -48,6 +50,7 @@ impl Aabb {
     }
 
     /// The centre, metres.
+    #[inline]
     pub fn centre(&self) -> Vec3 {
         (self.min + self.max) * 0.5
     }
@@ -55,12 +58,14 @@ impl Aabb {
     /// Whether the ray from `origin` with reciprocal direction `inv_dir` enters the box within
     /// `max_distance` (in units of the direction's length). Slab test; a ray starting inside
     /// enters at 0.
+    #[inline]
     pub fn ray_enters(&self, origin: Vec3, inv_dir: Vec3, max_distance: f32) -> bool {
         self.ray_entry(origin, inv_dir, max_distance).is_some()
     }
 
     /// The distance at which the ray enters the box (0 when it starts inside), if it does
     /// within `max_distance`.
+    #[inline]
     pub fn ray_entry(&self, origin: Vec3, inv_dir: Vec3, max_distance: f32) -> Option<f32> {
         let t1 = (self.min - origin) * inv_dir;
         let t2 = (self.max - origin) * inv_dir;
@@ -71,12 +76,50 @@ impl Aabb {
     }
 }
 
+/// A box in SIMD lanes, for the traversal's slab tests.
+#[derive(Copy, Clone, Debug)]
+struct Slab {
+    min: Vec3A,
+    max: Vec3A,
+}
+
+impl Slab {
+    const EMPTY: Self = Self {
+        min: Vec3A::splat(f32::INFINITY),
+        max: Vec3A::splat(f32::NEG_INFINITY),
+    };
+
+    fn of(b: &Aabb) -> Self {
+        Self {
+            min: b.min.into(),
+            max: b.max.into(),
+        }
+    }
+
+    fn union(&self, other: &Self) -> Self {
+        Self {
+            min: self.min.min(other.min),
+            max: self.max.max(other.max),
+        }
+    }
+
+    /// [`Aabb::ray_entry`] of this box grown by `pad`.
+    #[inline]
+    fn entry(&self, origin: Vec3A, inv_dir: Vec3A, max: f32, pad: Vec3A) -> Option<f32> {
+        let t1 = (self.min - pad - origin) * inv_dir;
+        let t2 = (self.max + pad - origin) * inv_dir;
+        let enter = t1.min(t2).max_element().max(0.0);
+        let exit = t1.max(t2).min_element().min(max);
+        (enter <= exit).then_some(enter)
+    }
+}
+
 /// Items per leaf of a [`Bvh`].
 pub const LEAF_SIZE: usize = 4;
 
 #[derive(Copy, Clone, Debug)]
 struct Node {
-    bounds: Aabb,
+    bounds: Slab,
     /// Leaf: first item in `items`; inner: index of the left child (the right one follows it).
     start: u32,
     /// Items in a leaf; 0 for an inner node.
@@ -90,7 +133,7 @@ pub struct Bvh {
     nodes: Vec<Node>,
     items: Vec<u32>,
     centres: Vec<Vec3>,
-    bounds: Vec<Aabb>,
+    bounds: Vec<Slab>,
 }
 
 impl Bvh {
@@ -114,7 +157,7 @@ impl Bvh {
         self.nodes.capacity() * size_of::<Node>()
             + self.items.capacity() * size_of::<u32>()
             + self.centres.capacity() * size_of::<Vec3>()
-            + self.bounds.capacity() * size_of::<Aabb>()
+            + self.bounds.capacity() * size_of::<Slab>()
     }
 
     /// Rebuilds the hierarchy over `boxes`, reusing its storage.
@@ -123,14 +166,14 @@ impl Bvh {
         self.items.clear();
         self.items.extend(0..boxes.len() as u32);
         self.bounds.clear();
-        self.bounds.extend_from_slice(boxes);
+        self.bounds.extend(boxes.iter().map(Slab::of));
         self.centres.clear();
         self.centres.extend(boxes.iter().map(Aabb::centre));
         if boxes.is_empty() {
             return;
         }
         self.nodes.push(Node {
-            bounds: Aabb::EMPTY,
+            bounds: Slab::EMPTY,
             start: 0,
             count: boxes.len() as u32,
         });
@@ -138,7 +181,7 @@ impl Bvh {
         let mut stack = vec![(0usize, 0usize, boxes.len())];
         while let Some((node, start, count)) = stack.pop() {
             let items = &mut self.items[start..start + count];
-            let mut bounds = Aabb::EMPTY;
+            let mut bounds = Slab::EMPTY;
             let mut centres = Aabb::EMPTY;
             for &i in items.iter() {
                 bounds = bounds.union(&self.bounds[i as usize]);
@@ -166,7 +209,7 @@ impl Bvh {
             });
             let left = self.nodes.len();
             let empty = Node {
-                bounds: Aabb::EMPTY,
+                bounds: Slab::EMPTY,
                 start: 0,
                 count: 0,
             };
@@ -218,12 +261,15 @@ impl Bvh {
         {
             return;
         }
-        let inv = dir.recip();
+        let (origin, inv, pad) = (
+            Vec3A::from(origin),
+            Vec3A::from(dir.recip()),
+            Vec3A::splat(radius),
+        );
         let mut reach = max_distance;
         if self.nodes[0]
             .bounds
-            .inflated(radius)
-            .ray_entry(origin, inv, reach)
+            .entry(origin, inv, reach, pad)
             .is_none()
         {
             return;
@@ -243,8 +289,7 @@ impl Bvh {
                 let range = node.start as usize..(node.start + node.count) as usize;
                 for &i in &self.items[range] {
                     if self.bounds[i as usize]
-                        .inflated(radius)
-                        .ray_entry(origin, inv, reach)
+                        .entry(origin, inv, reach, pad)
                         .is_some()
                     {
                         reach = reach.min(visit(i));
@@ -256,12 +301,7 @@ impl Bvh {
                 continue;
             }
             let (l, r) = (node.start, node.start + 1);
-            let hit = |c: u32| {
-                self.nodes[c as usize]
-                    .bounds
-                    .inflated(radius)
-                    .ray_entry(origin, inv, reach)
-            };
+            let hit = |c: u32| self.nodes[c as usize].bounds.entry(origin, inv, reach, pad);
             let mut children = [(l, hit(l)), (r, hit(r))];
             if let [(_, Some(a)), (_, Some(b))] = children
                 && a < b

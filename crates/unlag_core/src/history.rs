@@ -106,8 +106,37 @@ impl PoseHistory {
                 + self.boxes * (size_of::<Vec3>() + size_of::<Quat>()))
     }
 
+    #[inline]
     fn slot(&self, i: usize) -> usize {
-        (self.head + i) % self.capacity
+        // `head` and `i` are both below the capacity: one subtraction instead of a division.
+        let s = self.head + i;
+        if s >= self.capacity {
+            s - self.capacity
+        } else {
+            s
+        }
+    }
+
+    /// Frames the history holds when full.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The storage slot of the newest frame, if any (slots are `0..capacity`).
+    pub fn newest_slot(&self) -> Option<usize> {
+        (self.len > 0).then(|| self.slot(self.len - 1))
+    }
+
+    /// Whether storage slot `slot` holds a recorded frame.
+    #[inline]
+    pub fn slot_is_recorded(&self, slot: usize) -> bool {
+        slot < self.capacity && (self.len == self.capacity || slot < self.len)
+    }
+
+    /// The position of box `index` in the frame at storage slot `slot`.
+    #[inline]
+    pub fn position_at_slot(&self, slot: usize, index: usize) -> Vec3 {
+        self.positions[slot * self.boxes + index]
     }
 
     /// Time of the oldest and newest frames, seconds.
@@ -178,8 +207,21 @@ impl PoseHistory {
                 from_time: newest,
             });
         }
-        // Binary search over logical indices: the last frame at or before `time`.
+        // The last frame at or before `time`. Frames are usually one tick apart, so first guess
+        // the index from the time and check its neighbours; else binary search.
         let (mut lo, mut hi) = (0, self.len - 1);
+        let guess = ((time - oldest) / (newest - oldest) * (self.len - 1) as f64) as usize;
+        let guess = guess.min(self.len - 2);
+        for g in [
+            guess,
+            guess.saturating_sub(1),
+            (guess + 1).min(self.len - 2),
+        ] {
+            if self.times[self.slot(g)] <= time && time < self.times[self.slot(g + 1)] {
+                (lo, hi) = (g, g + 1);
+                break;
+            }
+        }
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
             if self.times[self.slot(mid)] <= time {
@@ -209,6 +251,7 @@ impl PoseHistory {
     }
 
     /// The pose of box `index` at `pair` (lerp of position, slerp of rotation).
+    #[inline]
     pub fn pose(&self, pair: &FramePair, index: usize) -> (Vec3, Quat) {
         let (i, j) = (pair.from * self.boxes + index, pair.to * self.boxes + index);
         if pair.from == pair.to || pair.alpha <= 0.0 {
@@ -242,6 +285,26 @@ impl PoseHistory {
             alpha: 0.0,
             ..pair
         })
+    }
+
+    /// The position of box `index` at `pair` (the lerp of [`PoseHistory::pose`] alone).
+    #[inline]
+    pub fn position(&self, pair: &FramePair, index: usize) -> Vec3 {
+        let (i, j) = (pair.from * self.boxes + index, pair.to * self.boxes + index);
+        if pair.from == pair.to || pair.alpha <= 0.0 {
+            return self.positions[i];
+        }
+        self.positions[i].lerp(self.positions[j], pair.alpha)
+    }
+
+    /// The rotation of box `index` at `pair` (the slerp of [`PoseHistory::pose`] alone).
+    #[inline]
+    pub fn rotation(&self, pair: &FramePair, index: usize) -> Quat {
+        let (i, j) = (pair.from * self.boxes + index, pair.to * self.boxes + index);
+        if pair.from == pair.to || pair.alpha <= 0.0 {
+            return self.rotations[i];
+        }
+        self.rotations[i].slerp(self.rotations[j], pair.alpha)
     }
 
     /// Every box's pose at `time`.
@@ -293,6 +356,24 @@ mod tests {
         );
         assert_eq!(h.lookup(f64::NAN), Err(LookupError::NotFinite));
         assert_eq!(PoseHistory::new(2, 3).lookup(0.0), Err(LookupError::Empty));
+    }
+
+    #[test]
+    fn lookup_finds_the_pair_around_any_time_with_uneven_spacing() {
+        let times = [0.0, 0.1, 0.15, 0.5, 0.52, 0.9, 1.4, 1.41];
+        let mut h = PoseHistory::new(2, 6);
+        for t in times {
+            h.record(t, false, &frame(t as f32)).unwrap();
+        }
+        let kept = &times[2..]; // 6 frames kept after wrapping
+        for i in 0..=140 {
+            let t = 0.15 + (1.41 - 0.15) * f64::from(i) / 140.0;
+            let pair = h.lookup(t).unwrap();
+            let from = kept.iter().rposition(|k| *k <= t).unwrap();
+            assert_eq!(pair.from_time, kept[from], "{t}");
+            let x = h.pose(&pair, 0).0.x;
+            assert!((x - t as f32).abs() < 1e-4, "{t}: {x}");
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod linksim;
 pub mod moves;
 pub mod ping;
 pub mod quantize;
+pub mod raycast;
 pub mod rng;
 pub mod seq;
 pub mod smoothing;
@@ -35,6 +36,7 @@ pub use history::{FramePair, LookupError, PoseHistory, RecordError};
 pub use linksim::{LinkSimulator, LinkSimulatorStats, PathConditions};
 pub use moves::{SavedMoves, Sequenced};
 pub use ping::{HighPingChange, HighPingMonitor, HighPingSettings};
+pub use raycast::ray_capsule;
 pub use rng::SplitMix64;
 pub use seq::{Seq16, SeqUnwrapper};
 pub use smoothing::{

@@ -7,8 +7,13 @@ use lightyear::prelude::*;
 use unlag_core::{Aabb, Bvh, PoseHistory, RecordError};
 use unlag_net::Authority;
 
-/// Slack on a character's reach for animation moving boxes beyond their rest pose, metres.
-const REACH_SLACK: f32 = 0.5;
+/// Frames per chunk of a history's bounds: the window's bounds are the union of its chunks,
+/// and a new frame only recomputes its own chunk.
+const CHUNK: usize = 8;
+
+/// Slack on a character's body capsule, metres (recording grows the capsule to hold every box
+/// it sees, so this only absorbs rounding).
+const BODY_SLACK: f32 = 0.02;
 
 /// On the server, per character with hit boxes: its boxes and the history of their poses.
 #[derive(Component, Clone, Debug)]
@@ -20,35 +25,61 @@ pub struct FrameHistory {
     hit_boxes: Vec<HitBox>,
     /// Head boxes first: the order boxes are tested in.
     order: Vec<usize>,
-    /// Radius around the character's origin that holds every box in any pose, metres.
-    reach: f32,
+    /// Bounding radius of each box's shape, metres.
+    radii: Vec<f32>,
+    /// The vertical capsule around the body's centre that holds every box in every recorded
+    /// pose: (half height of its axis, radius), metres. Grows if an animation takes a box
+    /// farther.
+    body: (f32, f32),
+    /// The body's centre relative to the character, metres.
+    centre: Vec3,
     scratch: Vec<(Vec3, Quat)>,
     last_root: Option<Vec3>,
+    /// Bounds of the body centre over each chunk of [`CHUNK`] storage slots.
+    chunks: Vec<Aabb>,
 }
 
 impl FrameHistory {
     /// A history of `frames` ticks for these boxes (entity, hit box, rest pose relative to the
     /// character), all storage allocated now.
     pub fn new(boxes: Vec<(Entity, HitBox, Transform)>, frames: usize) -> Self {
-        let reach = boxes
-            .iter()
-            .map(|(_, b, t)| t.translation.length() + b.shape.bounding_radius())
-            .fold(0.0, f32::max)
-            + REACH_SLACK;
+        // The body's centre: the middle of the rest pose's extent, so the sphere around it
+        // that holds every box is as small as the body allows.
+        let extent = boxes.iter().fold(Aabb::EMPTY, |a, (_, b, t)| {
+            a.union(&Aabb::from_sphere(t.translation, b.shape.bounding_radius()))
+        });
+        let centre = if boxes.is_empty() {
+            Vec3::ZERO
+        } else {
+            extent.centre()
+        };
+        let mut body = (0.0, 0.0);
+        for (_, b, t) in &boxes {
+            grow_body(&mut body, t.translation - centre, b.shape.bounding_radius());
+        }
+        let body = (body.0 + BODY_SLACK, body.1 + BODY_SLACK);
         let mut order: Vec<usize> = (0..boxes.len()).collect();
         order.sort_by_key(|&i| !boxes[i].1.is_head);
+        // One pose per box, then the character's own, then its body centre.
+        let history = PoseHistory::new(boxes.len() + 2, frames);
         Self {
-            history: PoseHistory::new(boxes.len() + 1, frames),
-            scratch: Vec::with_capacity(boxes.len() + 1),
+            centre,
+            chunks: vec![Aabb::EMPTY; history.capacity().div_ceil(CHUNK)],
+            history,
+            radii: boxes
+                .iter()
+                .map(|(_, b, _)| b.shape.bounding_radius())
+                .collect(),
+            scratch: Vec::with_capacity(boxes.len() + 2),
             order,
-            reach,
+            body,
             last_root: None,
             boxes: boxes.iter().map(|(e, ..)| *e).collect(),
             hit_boxes: boxes.into_iter().map(|(_, b, _)| b).collect(),
         }
     }
 
-    /// The recorded poses (boxes, then the character's own pose last).
+    /// The recorded poses: the boxes, then the character's own pose, then its body centre.
     pub fn poses(&self) -> &PoseHistory {
         &self.history
     }
@@ -68,9 +99,20 @@ impl FrameHistory {
         &self.order
     }
 
-    /// Radius around the character's origin that holds all its boxes, metres.
-    pub fn reach(&self) -> f32 {
-        self.reach
+    /// The body centre relative to the character, metres.
+    pub fn centre(&self) -> Vec3 {
+        self.centre
+    }
+
+    /// Bounding radius of each box's shape, metres.
+    pub(crate) fn radii(&self) -> &[f32] {
+        &self.radii
+    }
+
+    /// The vertical capsule around the body centre (the last pose of each frame) that holds
+    /// all its boxes: (half height of its axis, radius), metres.
+    pub fn body(&self) -> (f32, f32) {
+        self.body
     }
 
     /// Bytes held by this history.
@@ -80,6 +122,8 @@ impl FrameHistory {
             + self.hit_boxes.capacity() * size_of::<HitBox>()
             + self.order.capacity() * size_of::<usize>()
             + self.scratch.capacity() * size_of::<(Vec3, Quat)>()
+            + self.radii.capacity() * size_of::<f32>()
+            + self.chunks.capacity() * size_of::<Aabb>()
     }
 
     /// Records the frame at `time` (seconds): every box posed as `root` times its local
@@ -93,28 +137,59 @@ impl FrameHistory {
         local: impl Fn(Entity) -> Transform,
     ) -> Result<(), RecordError> {
         self.scratch.clear();
-        for b in &self.boxes {
+        let centre = root.transform_point(self.centre);
+        let mut body = self.body;
+        for (b, radius) in self.boxes.iter().zip(&self.radii) {
             let global = root.mul_transform(local(*b));
+            grow_body(&mut body, global.translation - centre, *radius);
             self.scratch.push((global.translation, global.rotation));
         }
         self.scratch.push((root.translation, root.rotation));
+        self.scratch.push((centre, root.rotation));
         let teleport = self
             .last_root
             .is_some_and(|last| last.distance(root.translation) > teleport_distance);
-        let result = self.history.record(time, teleport, &self.scratch);
-        if result.is_ok() {
-            self.last_root = Some(root.translation);
+        self.history.record(time, teleport, &self.scratch)?;
+        self.last_root = Some(root.translation);
+        self.body = body;
+        if let Some(slot) = self.history.newest_slot() {
+            let centre_index = self.boxes.len() + 1;
+            let chunk = slot / CHUNK;
+            let end = (chunk * CHUNK + CHUNK).min(self.history.capacity());
+            let mut bounds = Aabb::EMPTY;
+            for s in chunk * CHUNK..end {
+                if self.history.slot_is_recorded(s) {
+                    let p = self.history.position_at_slot(s, centre_index);
+                    bounds.min = bounds.min.min(p);
+                    bounds.max = bounds.max.max(p);
+                }
+            }
+            self.chunks[chunk] = bounds;
         }
-        result
+        Ok(())
     }
 
     /// The box around everywhere the character's boxes were over the whole window, or `None`
     /// while nothing is recorded.
     pub fn window_bounds(&self) -> Option<Aabb> {
-        self.history
-            .bounds(self.boxes.len())
-            .map(|b| b.inflated(self.reach))
+        if self.history.is_empty() {
+            return None;
+        }
+        let b = self.chunks.iter().fold(Aabb::EMPTY, |a, c| a.union(c));
+        let (h, r) = self.body;
+        let grow = Vec3::new(r, h + r, r);
+        Some(Aabb {
+            min: b.min - grow,
+            max: b.max + grow,
+        })
     }
+}
+
+/// Grows a vertical capsule (half height, radius) about the origin to hold a sphere of
+/// `radius` at `offset`.
+fn grow_body(body: &mut (f32, f32), offset: Vec3, radius: f32) {
+    body.0 = body.0.max(offset.y.abs());
+    body.1 = body.1.max(Vec2::new(offset.x, offset.z).length() + radius);
 }
 
 /// Memory and size of the lag-compensation history (server), updated every tick.
@@ -187,20 +262,21 @@ impl RewindBroadPhase {
             + self.bounds.capacity() * size_of::<Aabb>()
     }
 
-    /// Calls `visit` with every character whose window bounds (grown by `radius` metres) the
-    /// ray enters within `max_distance` metres, nearer subtrees first; `visit` returns how far
-    /// the ray still needs to reach.
+    /// Calls `visit` with (place in the broad phase, character) for every character whose
+    /// window bounds (grown by `radius` metres) the ray enters within `max_distance` metres,
+    /// nearer subtrees first; `visit` returns how far the ray still needs to reach. Places are
+    /// `0..len()`, stable until the next rebuild.
     pub fn visit_ray(
         &self,
         origin: Vec3,
         direction: Vec3,
         max_distance: f32,
         radius: f32,
-        mut visit: impl FnMut(Entity) -> f32,
+        mut visit: impl FnMut(usize, Entity) -> f32,
     ) {
         self.bvh
             .visit_ray(origin, direction, max_distance, radius, |i| {
-                visit(self.entities[i as usize])
+                visit(i as usize, self.entities[i as usize])
             });
     }
 }
