@@ -8,7 +8,7 @@ use lightyear::prelude::*;
 use unlag::net::{LinkConditions, NetClock};
 use unlag::rewind::{
     CROUCHED_BIT, ClaimedView, FrameHistory, HitBox, HitBoxLayout, HitShape, LagCompensationPlugin,
-    RewindError, RewindHit, RewindQuery, UseHitBoxLayout,
+    RewindDebug, RewindDebugLog, RewindError, RewindHit, RewindQuery, RewindStats, UseHitBoxLayout,
 };
 use unlag::smoothing::{
     ProxyFlags, ProxySmoothing, ProxySmoothingPlugin, RenderedPose, SmoothedProxy, SmoothingMode,
@@ -177,6 +177,49 @@ fn rays_are_judged_against_the_past() {
         ray(&mut tb, o, d, t).unwrap().is_none(),
         "the wall should block"
     );
+
+    // The debug view: off, nothing is logged; on, each query logs its ray and the boxes it
+    // tested, posed at the time asked, the one hit marked.
+    let t = now(&tb) - 0.2;
+    let (o, d) = (Vec3::new(5.0 * t as f32, 1.1, 10.0), Vec3::NEG_Z);
+    assert!(ray(&mut tb, o, d, t).unwrap().is_some());
+    assert!(
+        tb.server_world()
+            .resource::<RewindDebugLog>()
+            .entries()
+            .is_empty()
+    );
+    tb.server_world_mut()
+        .resource_mut::<RewindDebug>()
+        .show_queries = true;
+    let hit = ray(&mut tb, o, d, t).unwrap().unwrap();
+    let (miss_o, miss_d) = (o + Vec3::Y * 5.0, d);
+    assert!(ray(&mut tb, miss_o, miss_d, t).unwrap().is_none());
+    let log = tb.server_world().resource::<RewindDebugLog>().entries();
+    assert_eq!(log.len(), 2);
+    assert!(log[0].hit && !log[1].hit);
+    assert!(
+        (log[0].end - hit.point).length() < 1e-4,
+        "the ray stops at the hit"
+    );
+    assert_eq!(log[0].boxes.iter().filter(|b| b.hit).count(), 1);
+    let torso = log[0].boxes.iter().find(|b| b.hit).unwrap();
+    assert!(
+        (torso.position.x - 5.0 * t as f32).abs() < 1e-3,
+        "posed at t"
+    );
+    tb.run_for(Duration::from_secs(4));
+    assert!(
+        tb.server_world()
+            .resource::<RewindDebugLog>()
+            .entries()
+            .is_empty(),
+        "entries expire"
+    );
+    let stats = tb.server_world().resource::<RewindStats>().clone();
+    assert_eq!((stats.characters, stats.boxes), (2, 4));
+    assert_eq!(stats.frames_per_character, 62);
+    assert!(stats.memory_bytes > 2 * 62 * 4 * 28 && stats.memory_bytes < 64 * 1024);
 
     // Too far back, and garbage.
     assert!(matches!(
