@@ -520,7 +520,7 @@ fn compare(bench: bool) {
             );
         }
         println!(
-            "{n:>10} {:>8} {:>12.1} ns per box (one tick, {} boxes, broad phase rebuilt)",
+            "{n:>10} {:>8} {:>12.1} ns per box (one tick, {} boxes, broad phase refitted)",
             "record",
             record_ns(n, if bench { 200 } else { 5 }) / (n * arena.boxes) as f64,
             n * arena.boxes

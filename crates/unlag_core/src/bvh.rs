@@ -222,6 +222,33 @@ impl Bvh {
         }
     }
 
+    /// Updates the bounds of the boxes it was built over (same number, same order) and refits
+    /// every node to them, keeping the tree's shape: O(n), for boxes that moved a little since
+    /// the last [`Bvh::build`]. Returns false (and changes nothing) when the count differs.
+    pub fn refit(&mut self, boxes: &[Aabb]) -> bool {
+        if boxes.len() != self.bounds.len() {
+            return false;
+        }
+        for (slab, b) in self.bounds.iter_mut().zip(boxes) {
+            *slab = Slab::of(b);
+        }
+        // Children always come after their parent, so a backwards pass sees them first.
+        for n in (0..self.nodes.len()).rev() {
+            let node = self.nodes[n];
+            let bounds = if node.count > 0 {
+                let range = node.start as usize..(node.start + node.count) as usize;
+                self.items[range]
+                    .iter()
+                    .fold(Slab::EMPTY, |a, &i| a.union(&self.bounds[i as usize]))
+            } else {
+                let (l, r) = (node.start as usize, node.start as usize + 1);
+                self.nodes[l].bounds.union(&self.nodes[r].bounds)
+            };
+            self.nodes[n].bounds = bounds;
+        }
+        true
+    }
+
     /// Appends to `out` the index of every box the ray from `origin` along `direction` enters
     /// within `max_distance` metres, each box first grown by `radius` metres (a swept sphere).
     /// `direction` need not be normalised; a zero or non-finite one finds nothing.
@@ -397,6 +424,35 @@ mod tests {
                 assert_eq!(found, scanned, "n = {n}");
             }
         }
+    }
+
+    #[test]
+    fn a_refitted_tree_finds_what_a_scan_finds() {
+        let mut rng = SplitMix64::new(11);
+        let mut boxes = random_boxes(&mut rng, 100);
+        let mut bvh = Bvh::new();
+        bvh.build(&boxes);
+        for b in &mut boxes {
+            let shift = Vec3::new((rng.next_f64() as f32) * 6.0 - 3.0, 0.0, 0.0);
+            *b = Aabb {
+                min: b.min + shift,
+                max: b.max + shift,
+            };
+        }
+        assert!(bvh.refit(&boxes));
+        for _ in 0..200 {
+            let origin = Vec3::new((rng.next_f64() as f32) * 120.0 - 60.0, 1.0, -70.0);
+            let dir = Vec3::new((rng.next_f64() as f32) - 0.5, 0.0, 1.0);
+            let mut found = Vec::new();
+            bvh.ray(origin, dir, 200.0, 0.0, &mut found);
+            found.sort_unstable();
+            let inv = dir.normalize().recip();
+            let scanned: Vec<u32> = (0..100u32)
+                .filter(|&i| boxes[i as usize].ray_enters(origin, inv, 200.0))
+                .collect();
+            assert_eq!(found, scanned);
+        }
+        assert!(!bvh.refit(&boxes[..99]), "a different count needs a build");
     }
 
     #[test]

@@ -187,9 +187,15 @@ impl FrameHistory {
 
 /// Grows a vertical capsule (half height, radius) about the origin to hold a sphere of
 /// `radius` at `offset`.
+#[inline]
 fn grow_body(body: &mut (f32, f32), offset: Vec3, radius: f32) {
     body.0 = body.0.max(offset.y.abs());
-    body.1 = body.1.max(Vec2::new(offset.x, offset.z).length() + radius);
+    // Usually inside already: compare squares, and take the root only to grow.
+    let horizontal_sq = offset.x * offset.x + offset.z * offset.z;
+    let room = body.1 - radius;
+    if room < 0.0 || horizontal_sq > room * room {
+        body.1 = body.1.max(horizontal_sq.sqrt() + radius);
+    }
 }
 
 /// Memory and size of the lag-compensation history (server), updated every tick.
@@ -215,10 +221,18 @@ pub struct RewindBroadPhase {
     entities: Vec<Entity>,
     bounds: Vec<Aabb>,
     window: Option<(f64, f64)>,
+    /// The characters the tree was built over, and refits since.
+    built_for: Vec<Entity>,
+    refits: u32,
 }
 
+/// Refits of the broad phase's tree between full rebuilds: characters move a few metres a
+/// second, so the tree's split stays good for a while (half a second at 60 Hz).
+const REFITS_PER_BUILD: u32 = 30;
+
 impl RewindBroadPhase {
-    /// Rebuilds it over these characters.
+    /// Rebuilds it over these characters (refitting the tree when they are the ones it was
+    /// built over).
     pub fn rebuild<'a>(
         &mut self,
         characters: impl IntoIterator<Item = (Entity, &'a FrameHistory)>,
@@ -236,7 +250,16 @@ impl RewindBroadPhase {
                 self.bounds.push(b);
             }
         }
-        self.bvh.build(&self.bounds);
+        if self.entities == self.built_for
+            && self.refits < REFITS_PER_BUILD
+            && self.bvh.refit(&self.bounds)
+        {
+            self.refits += 1;
+        } else {
+            self.bvh.build(&self.bounds);
+            self.built_for.clone_from(&self.entities);
+            self.refits = 0;
+        }
     }
 
     /// The oldest and newest recorded times over all characters, seconds: a time older than
@@ -260,6 +283,7 @@ impl RewindBroadPhase {
         self.bvh.memory_bytes()
             + self.entities.capacity() * size_of::<Entity>()
             + self.bounds.capacity() * size_of::<Aabb>()
+            + self.built_for.capacity() * size_of::<Entity>()
     }
 
     /// Calls `visit` with (place in the broad phase, character) for every character whose
