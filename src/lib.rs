@@ -52,6 +52,9 @@ pub mod prelude {
         MovementPredictionPlugin, MovementState, MovementStats, NextMove,
     };
     pub use unlag_net::prelude::*;
+    pub use unlag_rewind::{
+        HitBox, HitBoxLayout, LagCompensationPlugin, RewindQuery, RewindSettings, UseHitBoxLayout,
+    };
 }
 
 /// All `unlag` plugins, for client and server alike (see the table in the crate docs).
@@ -66,6 +69,7 @@ impl PluginGroup for UnlagPlugins {
                 unlag_movement::CharacterMovement,
             >::default())
             .add(unlag_smoothing::ProxySmoothingPlugin::default())
+            .add(unlag_rewind::LagCompensationPlugin::default())
             .add(CharacterProxyPlugin)
     }
 }
@@ -77,8 +81,9 @@ impl PluginGroup for UnlagPlugins {
 #[derive(Clone, Debug, Default)]
 pub struct CharacterProxyPlugin;
 
-/// [`ProxyFlags`](smoothing::ProxyFlags) bit of a crouched character.
-pub const CROUCHED_FLAG: u8 = 1;
+/// [`ProxyFlags`](smoothing::ProxyFlags) bit of a crouched character (the bit hit-box layouts
+/// crouch on, [`rewind::CROUCHED_BIT`]).
+pub const CROUCHED_FLAG: u8 = unlag_rewind::CROUCHED_BIT;
 
 type CharacterState = unlag_movement::MovementState<unlag_movement::CharacterMovement>;
 

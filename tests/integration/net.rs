@@ -387,6 +387,7 @@ fn unlag_plugins_build_on_client_and_server_alike() {
     let protocol = |app: &App| app.world().resource::<NetProtocol>().messages().to_vec();
     assert_eq!(protocol(&client), protocol(&server));
     assert!(client.world().contains_resource::<NetClock>());
+    assert!(server.world().contains_resource::<RewindSettings>());
     // Each plugin can be turned off.
     let mut bare = App::new();
     bare.add_plugins((MinimalPlugins, bevy::state::app::StatesPlugin))

@@ -309,12 +309,19 @@ fn pose_layout_boxes(
     }
 }
 
-pub(crate) fn build(app: &mut App) {
-    if app.world().contains_resource::<AssetServer>() {
+/// Registers the layout asset once every plugin is built (the `AssetPlugin` may come after
+/// this one), if the app has an asset server.
+pub(crate) fn finish(app: &mut App) {
+    if app.world().contains_resource::<AssetServer>()
+        && !app.world().contains_resource::<Assets<HitBoxLayout>>()
+    {
         app.init_asset::<HitBoxLayout>()
             .register_asset_loader(HitBoxLayoutLoader)
             .add_systems(PreUpdate, (spawn_layouts, report_failures));
     }
+}
+
+pub(crate) fn build(app: &mut App) {
     app.add_systems(
         FixedPostUpdate,
         pose_layout_boxes.before(RewindSystems::Record),

@@ -147,4 +147,8 @@ impl Plugin for LagCompensationPlugin {
         layout::build(app);
         debug::build(app);
     }
+
+    fn finish(&self, app: &mut App) {
+        layout::finish(app);
+    }
 }
