@@ -226,8 +226,9 @@ impl<H: Histories> RewindScene<'_, H> {
     /// Rays (origin, direction) at `time`, all sharing one rewind, each stopped by `wall`
     /// (the distance to the static world along a normalised ray, or its maximum when clear).
     /// `views` are characters posed as claimed instead of as recorded (box poses, then the
-    /// character's own pose, then its body centre, as [`FrameHistory::poses`] keeps them). `radius` > 0 sweeps a
-    /// sphere. With `debug`, every character tested is logged with its posed boxes.
+    /// character's own pose, then its body centre, as [`FrameHistory::poses`] keeps them).
+    /// `radius` > 0 sweeps a sphere. With `debug`, every character tested is logged with its
+    /// posed boxes.
     #[allow(clippy::too_many_arguments)]
     pub fn cast(
         &self,
