@@ -10,6 +10,7 @@
 pub mod bvh;
 pub mod clock;
 pub mod codec;
+pub mod combat;
 pub mod conditions;
 pub mod correction;
 pub mod delay;
@@ -28,6 +29,10 @@ pub mod stats;
 pub use bvh::{Aabb, Bvh};
 pub use clock::ServerClockEstimator;
 pub use codec::{ByteReader, ByteWriter, DecodeError};
+pub use combat::{
+    FireRateGate, PredictedAmmo, pellet_directions, projectile_prediction_time, spread_seed,
+    within_cone,
+};
 pub use conditions::{ConditionsError, LinkConditions};
 pub use correction::{CorrectionThrottle, SmoothingSettings, VisualOffset};
 pub use delay::{DelayController, DelayPolicy};

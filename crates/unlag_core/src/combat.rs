@@ -1,0 +1,240 @@
+//! Weapon numerics shared by client and server: predicted ammo, the server's fire-rate gate,
+//! seeded pellet spread, cone checks and Unreal Tournament's projectile prediction time.
+
+use crate::SplitMix64;
+use glam::{Quat, Vec3};
+
+/// The client's ammo display (seed 000): `shown = server ammo − shots the server has not
+/// answered yet`, so the number never jumps up while shots are in flight, and ends equal to
+/// the server's once they are answered.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PredictedAmmo {
+    /// The ammo in the server's latest answer.
+    server: u32,
+    /// The fire index of the server's latest answer (fire indices count from 1).
+    answered: u32,
+    /// The fire index of the latest shot sent.
+    sent: u32,
+}
+
+impl PredictedAmmo {
+    /// A weapon holding `ammo` rounds, nothing fired yet.
+    pub fn new(ammo: u32) -> Self {
+        Self {
+            server: ammo,
+            answered: 0,
+            sent: 0,
+        }
+    }
+
+    /// Shots sent and not yet answered.
+    pub fn pending(&self) -> u32 {
+        self.sent.saturating_sub(self.answered)
+    }
+
+    /// The ammo to show.
+    pub fn shown(&self) -> u32 {
+        self.server.saturating_sub(self.pending())
+    }
+
+    /// Fires once if there is ammo to show: the new shot's fire index, else `None`.
+    pub fn fire(&mut self) -> Option<u32> {
+        if self.shown() == 0 {
+            return None;
+        }
+        self.sent += 1;
+        Some(self.sent)
+    }
+
+    /// The server answered up to fire index `answered` with `ammo` rounds left. An answer older
+    /// than one already taken is ignored (answers can arrive out of order), and so is one for
+    /// a shot never sent.
+    pub fn on_server(&mut self, answered: u32, ammo: u32) {
+        if answered < self.answered || answered > self.sent {
+            return;
+        }
+        self.answered = answered;
+        self.server = ammo;
+    }
+
+    /// A reload completed with `ammo` rounds (the server's own reload answers with
+    /// [`PredictedAmmo::on_server`] too).
+    pub fn reload(&mut self, ammo: u32) {
+        self.server = ammo;
+        self.answered = self.sent;
+    }
+
+    /// The fire index of the latest shot sent.
+    pub fn last_fire_index(&self) -> u32 {
+        self.sent
+    }
+}
+
+/// The server's fire-rate check: a bucket that fills with elapsed time up to one fire interval
+/// plus an allowance, and that each accepted shot empties by one interval. A shooter can never
+/// sustain more than one shot per interval, and a late shot followed by an early one is not
+/// punished as long as the gap is short by less than the allowance (twice the jitter of the
+/// times fed in: arrival times jitter with the network, the shots' own view times far less).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct FireRateGate {
+    interval: f64,
+    allowance: f64,
+    credit: f64,
+    last: Option<f64>,
+}
+
+impl FireRateGate {
+    /// A gate for one shot every `interval` seconds, tolerating `allowance` seconds of jitter.
+    pub fn new(interval: f64, allowance: f64) -> Self {
+        let (interval, allowance) = (interval.max(0.0), allowance.max(0.0));
+        Self {
+            interval,
+            allowance,
+            credit: interval + allowance,
+            last: None,
+        }
+    }
+
+    /// A shot arriving at `now` (server seconds): accepted (and counted) or refused.
+    pub fn try_fire(&mut self, now: f64) -> bool {
+        if !now.is_finite() {
+            return false;
+        }
+        let elapsed = self.last.map_or(0.0, |last| (now - last).max(0.0));
+        let credit = (self.credit + elapsed).min(self.interval + self.allowance);
+        self.last = Some(self.last.map_or(now, |last| last.max(now)));
+        // A microsecond of slack for float rounding on exact intervals.
+        if credit + 1e-6 >= self.interval {
+            self.credit = credit - self.interval;
+            true
+        } else {
+            self.credit = credit;
+            false
+        }
+    }
+}
+
+/// The seed of a shot's random spread, which client and server both derive from the shooter
+/// and the fire index (so the server can check the pellets it receives).
+pub fn spread_seed(shooter: u64, fire_index: u32) -> u64 {
+    SplitMix64::new(shooter ^ (u64::from(fire_index) << 40) ^ 0x5EED_5EED).next_u64()
+}
+
+/// `count` directions spread uniformly over the cone of half angle `half_angle` (radians)
+/// around `aim` (normalised), rolled from `seed`. The first pellet flies along `aim`.
+pub fn pellet_directions(seed: u64, aim: Vec3, count: usize, half_angle: f32) -> Vec<Vec3> {
+    let aim = aim.normalize_or(Vec3::NEG_Z);
+    let mut rng = SplitMix64::new(seed);
+    // A basis around the aim.
+    let to_aim = Quat::from_rotation_arc(Vec3::NEG_Z, aim);
+    (0..count)
+        .map(|i| {
+            if i == 0 {
+                return aim;
+            }
+            // Uniform over the spherical cap: cos θ uniform in [cos α, 1].
+            let cos_min = half_angle.cos();
+            let cos_t = 1.0 - (rng.next_f64() as f32) * (1.0 - cos_min);
+            let sin_t = (1.0 - cos_t * cos_t).max(0.0).sqrt();
+            let phi = (rng.next_f64() as f32) * std::f32::consts::TAU;
+            let local = Vec3::new(sin_t * phi.cos(), sin_t * phi.sin(), -cos_t);
+            (to_aim * local).normalize()
+        })
+        .collect()
+}
+
+/// Whether `direction` lies within `half_angle` radians (plus `slack`) of `aim`.
+pub fn within_cone(aim: Vec3, direction: Vec3, half_angle: f32, slack: f32) -> bool {
+    match (aim.try_normalize(), direction.try_normalize()) {
+        (Some(a), Some(d)) => a.dot(d).clamp(-1.0, 1.0).acos() <= half_angle + slack,
+        _ => false,
+    }
+}
+
+/// Unreal Tournament's projectile prediction time: how far the server advances a new
+/// projectile to meet the shooter's view, `½ × clamp(rtt − fudge, 0, cap)` seconds.
+pub fn projectile_prediction_time(rtt: f64, fudge: f64, cap: f64) -> f64 {
+    if !rtt.is_finite() {
+        return 0.0;
+    }
+    0.5 * (rtt - fudge).clamp(0.0, cap.max(0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ammo_never_rises_while_shots_are_in_flight_and_ends_on_the_servers() {
+        let mut ammo = PredictedAmmo::new(10);
+        let mut shown = vec![ammo.shown()];
+        // Ten quick shots; answers come back 250 ms later, two of them out of order.
+        let fired: Vec<u32> = (0..10).map(|_| ammo.fire().unwrap()).collect();
+        shown.push(ammo.shown());
+        assert_eq!(ammo.fire(), None, "empty");
+        for i in [0, 1, 2, 4, 3, 5, 6, 7, 8, 9] {
+            ammo.on_server(fired[i], 10 - fired[i]);
+            shown.push(ammo.shown());
+        }
+        assert!(shown.windows(2).all(|w| w[1] <= w[0]), "{shown:?}");
+        assert_eq!(ammo.shown(), 0);
+        assert_eq!(ammo.pending(), 0);
+        ammo.reload(10);
+        assert_eq!(ammo.shown(), 10);
+        // An answer for a shot never sent is ignored.
+        ammo.on_server(99, 50);
+        assert_eq!(ammo.shown(), 10);
+    }
+
+    #[test]
+    fn the_gate_holds_the_average_rate_and_forgives_jitter() {
+        let mut gate = FireRateGate::new(0.1, 0.03);
+        // Exactly on time: all accepted.
+        assert!((0..50).all(|i| gate.try_fire(f64::from(i) * 0.1)));
+        // Jittered arrivals around the 0.1 s rhythm (±25 ms, so one gap can be 50 ms short):
+        // all accepted with an allowance of twice the jitter.
+        let mut gate = FireRateGate::new(0.1, 0.05);
+        let jitter = [0.0, 0.02, -0.02, 0.025, -0.025, 0.0, 0.01, -0.01];
+        assert!((0..80).all(|i| gate.try_fire(f64::from(i) * 0.1 + jitter[i as usize % 8])));
+        // Twice the rate: about half refused, never more than one per interval on average.
+        let mut gate = FireRateGate::new(0.1, 0.03);
+        let accepted = (0..100)
+            .filter(|&i| gate.try_fire(f64::from(i) * 0.05))
+            .count();
+        assert!((48..=52).contains(&accepted), "{accepted}");
+        // A burst of ten at once: one (plus what the allowance holds) gets through.
+        let mut gate = FireRateGate::new(0.1, 0.03);
+        assert_eq!((0..10).filter(|_| gate.try_fire(5.0)).count(), 1);
+        assert!(!gate.try_fire(f64::NAN));
+    }
+
+    #[test]
+    fn pellets_repeat_from_the_seed_and_stay_in_the_cone() {
+        let aim = Vec3::new(0.3, 0.1, -1.0).normalize();
+        let seed = spread_seed(42, 7);
+        let a = pellet_directions(seed, aim, 12, 0.1);
+        assert_eq!(
+            a,
+            pellet_directions(seed, aim, 12, 0.1),
+            "same seed, same pellets"
+        );
+        assert_ne!(a, pellet_directions(spread_seed(42, 8), aim, 12, 0.1));
+        assert_eq!(a.len(), 12);
+        assert_eq!(a[0], aim);
+        assert!(a.iter().all(|d| within_cone(aim, *d, 0.1, 1e-4)));
+        assert!(
+            a.iter().skip(1).any(|d| aim.angle_between(*d) > 0.05),
+            "spread out"
+        );
+        assert!(!within_cone(aim, Vec3::X, 0.1, 0.01));
+        assert!(!within_cone(aim, Vec3::ZERO, 0.1, 0.01));
+    }
+
+    #[test]
+    fn prediction_time_is_half_the_clamped_rtt() {
+        assert_eq!(projectile_prediction_time(0.2, 0.015, 0.16), 0.08);
+        assert!((projectile_prediction_time(0.1, 0.015, 0.16) - 0.0425).abs() < 1e-12);
+        assert_eq!(projectile_prediction_time(0.01, 0.015, 0.16), 0.0);
+        assert_eq!(projectile_prediction_time(f64::NAN, 0.015, 0.16), 0.0);
+    }
+}
