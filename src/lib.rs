@@ -34,6 +34,11 @@ pub mod smoothing {
     pub use unlag_smoothing::*;
 }
 
+/// Weapons over lag compensation: see [`unlag_combat`].
+pub mod combat {
+    pub use unlag_combat::*;
+}
+
 /// Lag compensation: see [`unlag_rewind`].
 pub mod rewind {
     pub use unlag_rewind::*;

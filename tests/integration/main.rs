@@ -1,6 +1,7 @@
 //! Headless integration tests of `unlag`, in one binary so Bevy is linked once.
 //! One module per plugin.
 
+mod combat;
 mod movement;
 mod net;
 mod rewind;

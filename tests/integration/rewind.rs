@@ -371,14 +371,14 @@ fn pellets_segments_poses_crouching_and_unknown_characters() {
 }
 
 /// Loads assets from the repository root, so tests can reach `assets/` and `tests/fixtures/`.
-fn asset_plugin() -> AssetPlugin {
+pub(crate) fn asset_plugin() -> AssetPlugin {
     AssetPlugin {
         file_path: env!("CARGO_MANIFEST_DIR").into(),
         ..default()
     }
 }
 
-const HUMANOID: &str = "assets/humanoid.hitboxes.ron";
+pub(crate) const HUMANOID: &str = "assets/humanoid.hitboxes.ron";
 
 #[test]
 fn layouts_name_the_file_and_field_that_is_wrong() {
@@ -442,7 +442,7 @@ fn circle(
 }
 
 /// Client: every proxy gets the humanoid's boxes, as the game would give them.
-fn give_proxies_boxes(
+pub(crate) fn give_proxies_boxes(
     mut commands: Commands,
     assets: Res<AssetServer>,
     proxies: Query<Entity, (With<ProxySmoothing>, Without<UseHitBoxLayout>)>,

@@ -64,6 +64,11 @@ pub struct NetClock {
     pub interpolation_delay: f64,
     /// Interpolation delay being moved towards, seconds.
     pub target_interpolation_delay: f64,
+    /// The delay proxies are actually drawn with, seconds, when something draws them (the
+    /// smoothing plugin sets it each frame from its proxies): it then is the
+    /// `interpolation_delay` in effect and the one reported to the server, so that the
+    /// server's estimate of this client's view time matches the shots it fires.
+    pub proxy_delay: Option<f64>,
 }
 
 impl NetClock {
@@ -293,7 +298,8 @@ pub(crate) fn update_client_clock(
     if !clock.synced {
         state.delay.snap_to_target();
     }
-    clock.interpolation_delay = state.delay.update(real.delta_secs_f64());
+    let own = state.delay.update(real.delta_secs_f64());
+    clock.interpolation_delay = clock.proxy_delay.filter(|d| d.is_finite()).unwrap_or(own);
     clock.target_interpolation_delay = state.delay.target();
 }
 

@@ -33,7 +33,9 @@ pub use layout::{
     CROUCHED_BIT, HitBoxLayout, HitBoxLayoutLoader, LayoutBone, LayoutBox, LayoutError, LayoutPose,
     LayoutShape, UseHitBoxLayout,
 };
-pub use query::{ClaimedView, Histories, RewindError, RewindHit, RewindQuery, RewindScene};
+pub use query::{
+    ClaimedView, Histories, RewindError, RewindHit, RewindQuery, RewindScene, hit_box_ray,
+};
 
 use bevy::ecs::schedule::common_conditions::any_with_component;
 use bevy::prelude::*;

@@ -147,6 +147,28 @@ fn parry_shape(shape: &HitShape) -> Box<dyn Shape> {
     }
 }
 
+/// A ray from `origin` along the unit vector `dir` (or a sphere of `radius` metres swept along
+/// it) against a hit-box shape at `position` / `rotation`, within `max` metres: (distance,
+/// point, normal). The narrow phase of every rewind query, for clients tracing against what
+/// they draw.
+pub fn hit_box_ray(
+    shape: &HitShape,
+    position: Vec3,
+    rotation: Quat,
+    origin: Vec3,
+    dir: Vec3,
+    max: f32,
+    radius: f32,
+) -> Option<(f32, Vec3, Vec3)> {
+    shape_hit(
+        shape,
+        &Pose::from_parts(position, rotation),
+        &Ray::new(origin, dir),
+        max,
+        radius,
+    )
+}
+
 /// The ray (radius 0) or swept sphere against one shape at `pose`: (distance, point, normal).
 fn shape_hit(
     shape: &HitShape,
@@ -631,6 +653,16 @@ impl RewindQuery<'_, '_> {
             .zip(poses)
             .map(|(e, (p, r))| (*e, p, r))
             .collect())
+    }
+
+    /// The character's own pose (position, rotation) at `time`.
+    pub fn root_at(&self, character: Entity, time: f64) -> Result<(Vec3, Quat), RewindError> {
+        let history = self
+            .histories
+            .get(character)
+            .map_err(|_| RewindError::UnknownCharacter)?;
+        let pair = history.poses().lookup(time).map_err(lookup_error)?;
+        Ok(history.poses().pose(&pair, history.boxes().len()))
     }
 
     /// The time of a claimed view's state A, seconds.

@@ -224,7 +224,7 @@ pub(crate) fn receive_states(
 pub(crate) fn place_proxies(
     mut commands: Commands,
     settings: Res<SmoothingSettings>,
-    clock: Res<NetClock>,
+    mut clock: ResMut<NetClock>,
     time: Res<Time>,
     mut stats: ResMut<SmoothingStats>,
     mut lateness: ResMut<ArrivalLateness>,
@@ -244,6 +244,8 @@ pub(crate) fn place_proxies(
         teleport_distance: settings.teleport_distance,
     };
     let late = lateness.p99();
+    // The shortest delay in use: the proxies at the full update rate (slower ones wait longer).
+    let mut shortest: Option<f64> = None;
     for (entity, mut proxy, mut transform, pose) in &mut proxies {
         let proxy = &mut *proxy;
         // This proxy's delay: its own interval (a 1 Hz proxy cannot be shown 50 ms behind).
@@ -265,6 +267,7 @@ pub(crate) fn place_proxies(
             proxy.delay.snap_to_target();
         }
         let delay = proxy.delay.update(time.delta_secs_f64());
+        shortest = Some(shortest.map_or(delay, |s: f64| s.min(delay)));
         let view_time = clock.server_time - clock.one_way() - delay;
         let (position, rotation, sample) = if proxy.mode == SmoothingMode::Extrapolate {
             // UE's simulated proxies: dead reckoning from the newest state at the present the
@@ -363,6 +366,7 @@ pub(crate) fn place_proxies(
             }
         }
     }
+    clock.proxy_delay = shortest;
 }
 
 fn interpolated() -> SampleKind {

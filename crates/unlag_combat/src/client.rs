@@ -1,0 +1,374 @@
+//! The client side: shots fired at once against what is on screen, predicted ammo, results.
+
+use crate::protocol::{
+    CosmeticFire, FireRequest, FireResult, Rejection, ReloadDone, ReloadRequest, WireClaim,
+};
+use crate::server::shot_directions;
+use crate::{ConfirmedHit, Weapons};
+use bevy::prelude::*;
+use lightyear::prelude::*;
+use unlag_core::PredictedAmmo;
+use unlag_net::{LinkTraffic, NetClock, ReliableChannel, UnreliableChannel};
+use unlag_rewind::{HitBox, hit_box_ray};
+use unlag_smoothing::RenderedPose;
+
+/// Copies of each fire request sent, one per frame (the server takes the first to arrive).
+pub const FIRE_COPIES: u8 = 3;
+
+/// Game → combat (client): fire the weapon once.
+#[derive(Message, Copy, Clone, Debug, PartialEq)]
+pub struct FireCommand {
+    /// The weapon's id.
+    pub weapon: u8,
+    /// The eye: where the shot starts, metres.
+    pub origin: Vec3,
+    /// Where it aims (need not be normalised).
+    pub aim: Vec3,
+}
+
+/// Game → combat (client): reload the weapon.
+#[derive(Message, Copy, Clone, Debug, PartialEq)]
+pub struct ReloadCommand {
+    /// The weapon's id.
+    pub weapon: u8,
+}
+
+/// What a pellet hit on the shooter's screen.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalHit {
+    /// The proxy hit.
+    pub target: Entity,
+    /// The bone.
+    pub bone: String,
+    /// Whether it is the head.
+    pub headshot: bool,
+    /// Where, metres.
+    pub point: Vec3,
+}
+
+/// Combat → game (client), at once: a shot left, for muzzle flash, tracers and predicted hit
+/// markers. The server's verdict follows as [`ShotConfirmed`].
+#[derive(Message, Clone, Debug, PartialEq)]
+pub struct LocalFire {
+    /// The weapon's id.
+    pub weapon: u8,
+    /// The shot's fire index.
+    pub fire_index: u32,
+    /// Where it started, metres.
+    pub origin: Vec3,
+    /// Each pellet's direction.
+    pub directions: Vec<Vec3>,
+    /// Each pellet's hit on screen, if any.
+    pub hits: Vec<Option<LocalHit>>,
+    /// The view time it was fired at, server seconds.
+    pub view_time: f64,
+}
+
+/// Combat → game (client): the server's verdict on one of our shots.
+#[derive(Message, Clone, Debug, PartialEq)]
+pub struct ShotConfirmed {
+    /// The shot's fire index.
+    pub fire_index: u32,
+    /// The weapon's id.
+    pub weapon: u8,
+    /// What it hit (targets are our proxies), or why it was refused.
+    pub outcome: Result<Vec<ConfirmedHit>, Rejection>,
+    /// Whether it was judged against the past (false above the server's rewind cap).
+    pub rewound: bool,
+}
+
+/// Combat → game (client): another player fired (effects only).
+#[derive(Message, Clone, Debug, PartialEq)]
+pub struct RemoteFire(pub CosmeticFire);
+
+/// One weapon on the client.
+#[derive(Clone, Debug)]
+struct ClientWeapon {
+    ammo: PredictedAmmo,
+    last_shot: Option<f64>,
+    reloading_until: Option<f64>,
+}
+
+/// The local player's weapons (client resource): predicted ammo, reloads, aim.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct Armory {
+    weapons: Vec<ClientWeapon>,
+    magazines: Vec<u32>,
+    /// Whether the player is aiming down sights (zoom): owned here, never by the server, so it
+    /// cannot flicker at high latency.
+    pub aiming: bool,
+    /// Shots the server refused, all time.
+    pub refused: u64,
+}
+
+impl Armory {
+    /// The ammo to show for weapon `weapon`: the server's, less the shots it has not answered.
+    pub fn ammo(&self, weapon: u8) -> Option<u32> {
+        self.weapons
+            .get(usize::from(weapon))
+            .map(|w| w.ammo.shown())
+    }
+
+    /// Shots of weapon `weapon` sent and not answered yet.
+    pub fn pending(&self, weapon: u8) -> Option<u32> {
+        self.weapons
+            .get(usize::from(weapon))
+            .map(|w| w.ammo.pending())
+    }
+
+    /// Whether weapon `weapon` is reloading.
+    pub fn reloading(&self, weapon: u8) -> bool {
+        self.weapons
+            .get(usize::from(weapon))
+            .is_some_and(|w| w.reloading_until.is_some())
+    }
+}
+
+/// Fills the armory once the weapons are known.
+pub(crate) fn arm_client(
+    mut commands: Commands,
+    weapons: Res<Weapons>,
+    armory: Option<Res<Armory>>,
+) {
+    if armory.is_some() {
+        return;
+    }
+    let Some(table) = &weapons.table else {
+        return;
+    };
+    commands.insert_resource(Armory {
+        weapons: table
+            .weapons
+            .iter()
+            .map(|w| ClientWeapon {
+                ammo: PredictedAmmo::new(w.magazine),
+                last_shot: None,
+                reloading_until: None,
+            })
+            .collect(),
+        magazines: table.weapons.iter().map(|w| w.magazine).collect(),
+        aiming: false,
+        refused: 0,
+    });
+}
+
+/// Reload commands: sent to the server, shown at once; the magazine shows full when the reload
+/// time has passed (the server's [`ReloadDone`] settles it).
+pub(crate) fn reload(
+    time: Res<Time>,
+    weapons: Res<Weapons>,
+    mut commands: MessageReader<ReloadCommand>,
+    armory: Option<ResMut<Armory>>,
+    mut link: Query<&mut MessageSender<ReloadRequest>, With<Client>>,
+) {
+    let (Some(mut armory), Some(table)) = (armory, &weapons.table) else {
+        commands.clear();
+        return;
+    };
+    let now = time.elapsed_secs_f64();
+    for command in commands.read() {
+        let Some(spec) = table.get(command.weapon) else {
+            continue;
+        };
+        let Some(w) = armory.weapons.get_mut(usize::from(command.weapon)) else {
+            continue;
+        };
+        if w.reloading_until.is_none() && w.ammo.shown() < spec.magazine {
+            w.reloading_until = Some(now + f64::from(spec.reload_time));
+            if let Ok(mut sender) = link.single_mut() {
+                sender.send::<ReliableChannel>(ReloadRequest {
+                    weapon: command.weapon,
+                });
+            }
+        }
+    }
+    let magazines = armory.magazines.clone();
+    for (w, magazine) in armory.weapons.iter_mut().zip(magazines) {
+        if w.reloading_until.is_some_and(|until| now >= until) {
+            w.reloading_until = None;
+            w.ammo.reload(magazine);
+        }
+    }
+}
+
+/// Fire commands: checked against the predicted ammo and fire rate, traced at once against the
+/// proxies as drawn, reported locally and sent to the server.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fire(
+    time: Res<Time>,
+    clock: Res<NetClock>,
+    weapons: Res<Weapons>,
+    mut commands: MessageReader<FireCommand>,
+    armory: Option<ResMut<Armory>>,
+    proxies: Query<(Entity, &RenderedPose, &Children)>,
+    boxes: Query<(&HitBox, &GlobalTransform)>,
+    mut link: Query<(&mut MessageSender<FireRequest>, &mut LinkTraffic), With<Client>>,
+    mut local: MessageWriter<LocalFire>,
+    mut resend: Local<Vec<(FireRequest, u8)>>,
+) {
+    let (Some(mut armory), Some(table)) = (armory, &weapons.table) else {
+        commands.clear();
+        return;
+    };
+    let now = time.elapsed_secs_f64();
+    // The copies of recent shots still due.
+    if let Ok((mut sender, mut traffic)) = link.single_mut() {
+        for (request, left) in resend.iter_mut() {
+            traffic.send_counted::<UnreliableChannel, _>(&mut sender, request.clone());
+            *left -= 1;
+        }
+    }
+    resend.retain(|(_, left)| *left > 0);
+    for command in commands.read() {
+        let (Some(spec), Some(aim)) = (table.get(command.weapon), command.aim.try_normalize())
+        else {
+            continue;
+        };
+        if !command.origin.is_finite() {
+            continue;
+        }
+        let Some(w) = armory.weapons.get_mut(usize::from(command.weapon)) else {
+            continue;
+        };
+        if w.reloading_until.is_some()
+            || w.last_shot
+                .is_some_and(|t| now - t < f64::from(spec.fire_interval) - 1e-6)
+        {
+            continue;
+        }
+        let Some(fire_index) = w.ammo.fire() else {
+            continue;
+        };
+        w.last_shot = Some(now);
+        let directions = shot_directions(spec, fire_index, aim);
+        // Trace every pellet against the hit boxes as they are drawn this frame.
+        let mut hits: Vec<Option<(Entity, f32, LocalHit)>> = Vec::with_capacity(directions.len());
+        for dir in &directions {
+            let mut best: Option<(Entity, f32, LocalHit)> = None;
+            for (proxy, _, children) in &proxies {
+                for child in children.iter() {
+                    let Ok((hit_box, global)) = boxes.get(child) else {
+                        continue;
+                    };
+                    let (_, rotation, position) = global.to_scale_rotation_translation();
+                    let max = best.as_ref().map_or(spec.range, |b| b.1);
+                    if let Some((distance, point, _)) = hit_box_ray(
+                        &hit_box.shape,
+                        position,
+                        rotation,
+                        command.origin,
+                        *dir,
+                        max,
+                        0.0,
+                    ) && best.as_ref().is_none_or(|b| {
+                        distance < b.1 || (distance == b.1 && hit_box.is_head && !b.2.headshot)
+                    }) {
+                        best = Some((
+                            proxy,
+                            distance,
+                            LocalHit {
+                                target: proxy,
+                                bone: hit_box.bone.clone(),
+                                headshot: hit_box.is_head,
+                                point,
+                            },
+                        ));
+                    }
+                }
+            }
+            hits.push(best);
+        }
+        // What was on screen for every proxy hit.
+        let mut claims: Vec<WireClaim> = Vec::new();
+        let mut view_time = None;
+        for (target, ..) in hits.iter().flatten() {
+            if claims.iter().any(|c| c.target == *target) {
+                continue;
+            }
+            if let Ok((_, pose, _)) = proxies.get(*target) {
+                view_time.get_or_insert(pose.view_time);
+                claims.push(WireClaim {
+                    target: *target,
+                    from: pose.from,
+                    to: pose.to,
+                    alpha: pose.alpha,
+                    mode: pose.mode,
+                    ease: pose.ease,
+                });
+            }
+        }
+        // Without a target, the view time every proxy of the default rate is drawn at.
+        let view_time = view_time
+            .or_else(|| proxies.iter().next().map(|(_, p, _)| p.view_time))
+            .unwrap_or(clock.view_time());
+        let request = FireRequest {
+            weapon: command.weapon,
+            fire_index,
+            origin: command.origin,
+            aim,
+            directions: directions.clone(),
+            view_time,
+            claims,
+        };
+        if let Ok((mut sender, mut traffic)) = link.single_mut() {
+            // Unreliable, sent again in the next frames: a lost copy costs a frame, not the
+            // reliable channel's round-trip resend that the server could not tell from a shot
+            // faking an older view time.
+            traffic.send_counted::<UnreliableChannel, _>(&mut sender, request.clone());
+            resend.push((request, FIRE_COPIES - 1));
+        }
+        local.write(LocalFire {
+            weapon: command.weapon,
+            fire_index,
+            origin: command.origin,
+            directions,
+            hits: hits.into_iter().map(|h| h.map(|(_, _, hit)| hit)).collect(),
+            view_time,
+        });
+    }
+}
+
+/// Verdicts, reloads and other players' shots from the server. (lightyear adds a message's
+/// receiver to the link when the first one arrives, so each is queried on its own.)
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn receive_results(
+    armory: Option<ResMut<Armory>>,
+    mut results: Query<&mut MessageReceiver<FireResult>, With<Client>>,
+    mut reloads: Query<&mut MessageReceiver<ReloadDone>, With<Client>>,
+    mut echoes: Query<&mut MessageReceiver<CosmeticFire>, With<Client>>,
+    mut confirmed: MessageWriter<ShotConfirmed>,
+    mut remote: MessageWriter<RemoteFire>,
+) {
+    let Some(mut armory) = armory else {
+        return;
+    };
+    for mut receiver in &mut results {
+        for result in receiver.receive() {
+            if let Some(w) = armory.weapons.get_mut(usize::from(result.weapon)) {
+                w.ammo.on_server(result.fire_index, result.ammo);
+            }
+            if result.outcome.is_err() {
+                armory.refused += 1;
+            }
+            confirmed.write(ShotConfirmed {
+                fire_index: result.fire_index,
+                weapon: result.weapon,
+                outcome: result.outcome,
+                rewound: result.rewound,
+            });
+        }
+    }
+    for mut receiver in &mut reloads {
+        for done in receiver.receive() {
+            if let Some(w) = armory.weapons.get_mut(usize::from(done.weapon)) {
+                w.reloading_until = None;
+                w.ammo.on_server(done.fire_index, done.ammo);
+            }
+        }
+    }
+    for mut receiver in &mut echoes {
+        for echo in receiver.receive() {
+            remote.write(RemoteFire(echo));
+        }
+    }
+}

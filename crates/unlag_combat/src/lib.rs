@@ -1,0 +1,200 @@
+//! Combat (seeds 000, 003): weapons whose shots feel instant to the shooter, are judged by the
+//! server against what the shooter saw, and cannot be faked.
+//!
+//! See [`CombatPlugin`]. The data flow of a shot:
+//!
+//! 1. **Client**: the game writes a [`FireCommand`] (weapon, eye, aim). If the predicted ammo
+//!    ([`Armory`]) allows, the client rolls the pellets from the shot's seed, traces them at once
+//!    against the proxies' hit boxes as drawn, reports the predicted hits as a [`LocalFire`]
+//!    message for the game's effects, and sends a reliable [`FireRequest`] with the view time
+//!    and, per target hit, what it had on screen ([`WireClaim`]: state pair and blend).
+//! 2. **Server**: the request is checked (weapon, fire index, fire rate, ammo, pellet count and
+//!    spread, origin, view time, claims, targets); a refusal is counted and logged with its
+//!    [`Rejection`]. An accepted shot is judged with
+//!    [`RewindQuery::rays_as_seen`](unlag_rewind::RewindQuery::rays_as_seen) — the targets
+//!    rebuilt exactly as the shooter saw them — or against current poses when the shooter's
+//!    ping is above the rewind cap; damage comes from the server's own [`WeaponTable`], summed
+//!    per target; [`Health`] drops and [`Damaged`] / [`Killed`] messages go to the game. The
+//!    shooter gets a [`FireResult`], everyone else a [`CosmeticFire`].
+//! 3. **Client**: the result settles the predicted ammo and comes out as a [`ShotConfirmed`]
+//!    message (server-confirmed hit markers).
+
+mod client;
+mod protocol;
+mod server;
+mod weapons;
+
+pub use client::{
+    Armory, FireCommand, LocalFire, LocalHit, ReloadCommand, RemoteFire, ShotConfirmed,
+};
+pub use protocol::{
+    ConfirmedHit, CosmeticFire, FireRequest, FireResult, Rejection, ReloadDone, ReloadRequest,
+    WireClaim,
+};
+pub use server::{CombatStats, Damaged, Health, Killed, ServerArmory};
+pub use weapons::{WeaponKind, WeaponSpec, WeaponTable, WeaponTableError, WeaponTableLoader};
+
+use bevy::ecs::schedule::common_conditions::any_with_component;
+use bevy::prelude::*;
+use lightyear::prelude::server::Server;
+use lightyear::prelude::*;
+use unlag_net::{NetDirection, NetMessageAppExt, NetSystems};
+
+/// Settings of [`CombatPlugin`] (a resource, the same on both sides).
+#[derive(Resource, Clone, Debug, Reflect)]
+pub struct CombatSettings {
+    /// Asset path of the weapon table (default `weapons.ron`); `None` to insert a
+    /// [`Weapons`] resource by hand.
+    pub weapons_path: Option<String>,
+    /// Round-trip time above which the server judges a client's shots against current poses
+    /// instead of rewinding, seconds (default 0.4: a shooter at 250 ms still hits what it sees).
+    pub max_rewind_ping: f64,
+    /// Slack on the fire interval for clock noise, seconds (default 0.01): the server measures
+    /// the interval between the shots' own view times, which carry no network jitter.
+    pub fire_interval_allowance: f64,
+    /// Fixed part of the view-time tolerance, seconds (default 0.02): the client's clock
+    /// estimate and rounding.
+    pub view_time_tolerance: f64,
+    /// Multiple of the link's measured jitter added to the view-time tolerance (default 2):
+    /// a request's arrival time varies with it.
+    pub view_time_jitter_factor: f64,
+    /// How far a shot's origin may be from the shooter's body on the server, metres
+    /// (default 1.0; the shooter is predicted ahead of the server).
+    pub max_origin_error: f32,
+    /// Slack on a pellet's direction against its seeded roll, radians (default 0.001).
+    pub pellet_slack: f32,
+    /// Starting health of a [`Health`] component added by the game, hit points (default 100).
+    pub max_health: f32,
+}
+
+impl Default for CombatSettings {
+    fn default() -> Self {
+        Self {
+            weapons_path: Some("weapons.ron".into()),
+            max_rewind_ping: 0.4,
+            fire_interval_allowance: 0.01,
+            view_time_tolerance: 0.02,
+            view_time_jitter_factor: 2.0,
+            max_origin_error: 1.0,
+            pellet_slack: 0.001,
+            max_health: 100.0,
+        }
+    }
+}
+
+/// The weapon table in use (a resource): filled from the asset at
+/// [`CombatSettings::weapons_path`] once loaded, or inserted by hand.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct Weapons {
+    /// The table, once there is one.
+    pub table: Option<WeaponTable>,
+    handle: Option<Handle<WeaponTable>>,
+}
+
+impl Weapons {
+    /// A table given in code.
+    pub fn new(table: WeaponTable) -> Self {
+        Self {
+            table: Some(table),
+            handle: None,
+        }
+    }
+}
+
+/// System sets of combat.
+#[derive(SystemSet, Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CombatSystems {
+    /// `Update` on a client: turn [`FireCommand`]s into shots, read results.
+    Client,
+    /// `Update` on the server: judge the shots received this frame against the recorded hit
+    /// boxes, run reloads.
+    Server,
+}
+
+/// Weapons over lag compensation, on both sides. Add it after
+/// [`LagCompensationPlugin`](unlag_rewind::LagCompensationPlugin) and
+/// [`ProxySmoothingPlugin`](unlag_smoothing::ProxySmoothingPlugin).
+#[derive(Clone, Debug, Default)]
+pub struct CombatPlugin {
+    /// The settings.
+    pub settings: CombatSettings,
+}
+
+impl Plugin for CombatPlugin {
+    fn build(&self, app: &mut App) {
+        app.insert_resource(self.settings.clone())
+            .init_resource::<Weapons>()
+            .init_resource::<CombatStats>()
+            .add_message::<FireCommand>()
+            .add_message::<ReloadCommand>()
+            .add_message::<LocalFire>()
+            .add_message::<ShotConfirmed>()
+            .add_message::<RemoteFire>()
+            .add_message::<Damaged>()
+            .add_message::<Killed>()
+            .add_net_message_mapped::<FireRequest>(NetDirection::ClientToServer)
+            .add_net_message_mapped::<FireResult>(NetDirection::ServerToClient)
+            .add_net_message_mapped::<CosmeticFire>(NetDirection::ServerToClient)
+            .add_net_message::<ReloadRequest>(NetDirection::ClientToServer)
+            .add_net_message::<ReloadDone>(NetDirection::ServerToClient)
+            .configure_sets(Update, (CombatSystems::Client, CombatSystems::Server))
+            .add_systems(
+                Update,
+                (server::arm_characters, server::reloads, server::judge_shots)
+                    .chain()
+                    .run_if(any_with_component::<Server>)
+                    .in_set(CombatSystems::Server),
+            )
+            .add_systems(
+                Update,
+                (
+                    client::arm_client,
+                    client::reload,
+                    client::fire,
+                    client::receive_results,
+                )
+                    .chain()
+                    .run_if(any_with_component::<Client>)
+                    .in_set(CombatSystems::Client),
+            )
+            .add_systems(PreUpdate, take_loaded_weapons.after(NetSystems::Clock));
+    }
+
+    fn finish(&self, app: &mut App) {
+        if app.world().contains_resource::<AssetServer>()
+            && !app.world().contains_resource::<Assets<WeaponTable>>()
+        {
+            app.init_asset::<WeaponTable>()
+                .register_asset_loader(WeaponTableLoader)
+                .add_systems(PreUpdate, report_failures);
+        }
+    }
+}
+
+fn report_failures(mut failures: MessageReader<bevy::asset::AssetLoadFailedEvent<WeaponTable>>) {
+    for failure in failures.read() {
+        error!("weapon table did not load: {}", failure.error);
+    }
+}
+
+/// Starts loading the weapon table, and takes it once loaded.
+fn take_loaded_weapons(
+    settings: Res<CombatSettings>,
+    mut weapons: ResMut<Weapons>,
+    assets: Option<Res<AssetServer>>,
+    tables: Option<Res<Assets<WeaponTable>>>,
+) {
+    if weapons.table.is_some() {
+        return;
+    }
+    let (Some(assets), Some(tables), Some(path)) = (assets, tables, &settings.weapons_path) else {
+        return;
+    };
+    let handle = weapons
+        .handle
+        .get_or_insert_with(|| assets.load::<WeaponTable>(path.clone()))
+        .clone();
+    if let Some(table) = tables.get(&handle) {
+        weapons.table = Some(table.clone());
+    }
+}

@@ -1,0 +1,168 @@
+//! The combat messages: a shot to the server, its verdict to the shooter, its echo to the rest.
+
+use bevy::ecs::entity::MapEntities;
+use bevy::prelude::*;
+use serde::{Deserialize, Serialize};
+use unlag_core::SmoothingMode;
+
+/// What a shooter's client had on screen for one target it hit (see
+/// [`ClaimedView`](unlag_rewind::ClaimedView)).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct WireClaim {
+    /// The target (the client's proxy, mapped to the server's entity on the way).
+    pub target: Entity,
+    /// Tick of the state the proxy's pose started from.
+    pub from: u32,
+    /// Tick of the state it went towards.
+    pub to: u32,
+    /// Blend factor.
+    pub alpha: f32,
+    /// Smoothing mode of the proxy.
+    pub mode: SmoothingMode,
+    /// Offset of the drawn proxy from its curve, metres.
+    pub ease: Vec3,
+}
+
+/// Client → server, unreliable, sent [`FIRE_COPIES`](crate::client::FIRE_COPIES) times on
+/// consecutive frames: one shot. There is no damage field: the server takes damage
+/// from its own weapon table.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct FireRequest {
+    /// The weapon's id (its place in the [`WeaponTable`](crate::WeaponTable)).
+    pub weapon: u8,
+    /// Increases by one per shot of this client (replays and reordering are refused).
+    pub fire_index: u32,
+    /// Where the shot starts (the shooter's eye), metres.
+    pub origin: Vec3,
+    /// Where it aims (unit vector).
+    pub aim: Vec3,
+    /// Each pellet's direction (one for a rifle: the aim with its spread).
+    pub directions: Vec<Vec3>,
+    /// The view time the shot was fired at, server seconds.
+    pub view_time: f64,
+    /// What the shooter saw of each target it hit.
+    pub claims: Vec<WireClaim>,
+}
+
+impl MapEntities for FireRequest {
+    fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
+        for c in &mut self.claims {
+            c.target = mapper.get_mapped(c.target);
+        }
+    }
+}
+
+/// One target's share of a confirmed shot.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ConfirmedHit {
+    /// The target (mapped to the client's proxy on the way).
+    pub target: Entity,
+    /// The bone of its first hit box hit (a headshot's when there is one).
+    pub bone: String,
+    /// Whether any pellet hit the head.
+    pub headshot: bool,
+    /// Damage dealt, hit points (all pellets together).
+    pub damage: f32,
+    /// Pellets that hit it.
+    pub pellets: u8,
+    /// Whether it died of it.
+    pub killed: bool,
+}
+
+/// Why the server refused a shot. Every refusal is counted in
+/// [`CombatStats`](crate::CombatStats) and logged.
+#[derive(Serialize, Deserialize, Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Rejection {
+    /// No such weapon.
+    UnknownWeapon,
+    /// The fire index is well below the newest one (a replay), dropped without an answer.
+    StaleFireIndex,
+    /// A copy of a shot already judged (each shot is sent several times), dropped without an
+    /// answer and not counted as a refusal.
+    Duplicate,
+    /// Faster than the weapon fires.
+    TooFast,
+    /// The magazine is empty on the server, or the weapon is reloading.
+    NoAmmo,
+    /// A pellet count other than the weapon's.
+    WrongPelletCount,
+    /// A direction that is not a unit vector, or outside the weapon's spread.
+    BadDirection,
+    /// The pellets are not the ones the shot's seed rolls.
+    WrongSpread,
+    /// The origin is away from the shooter's body on the server.
+    BadOrigin,
+    /// The view time is outside the tolerance around the server's estimate (backtracking).
+    BadViewTime,
+    /// A claimed view that does not match what the server sent that client.
+    BadClaim,
+    /// A target that is dead or unknown.
+    BadTarget,
+    /// NaN, infinity or garbage in the request.
+    Malformed,
+    /// The shooter has no character, or is dead.
+    NoShooter,
+}
+
+/// Server → shooter, reliable: the verdict on one shot.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct FireResult {
+    /// The shot's fire index.
+    pub fire_index: u32,
+    /// The weapon.
+    pub weapon: u8,
+    /// Rounds left in the weapon on the server after it.
+    pub ammo: u32,
+    /// Whether the shot was judged against the past (false when the shooter's ping is above
+    /// the rewind cap: judged against current poses).
+    pub rewound: bool,
+    /// What it hit, or why it was refused.
+    pub outcome: Result<Vec<ConfirmedHit>, Rejection>,
+}
+
+impl MapEntities for FireResult {
+    fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
+        if let Ok(hits) = &mut self.outcome {
+            for h in hits {
+                h.target = mapper.get_mapped(h.target);
+            }
+        }
+    }
+}
+
+/// Server → every other client, unreliable: someone fired (for effects only).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct CosmeticFire {
+    /// The shooter (mapped to the client's proxy on the way).
+    pub shooter: Entity,
+    /// The weapon.
+    pub weapon: u8,
+    /// Where the shot started, metres.
+    pub origin: Vec3,
+    /// Where each pellet stopped (at a hit, the world or the range), metres.
+    pub ends: Vec<Vec3>,
+}
+
+impl MapEntities for CosmeticFire {
+    fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
+        self.shooter = mapper.get_mapped(self.shooter);
+    }
+}
+
+/// Client → server, reliable: reload the weapon.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ReloadRequest {
+    /// The weapon.
+    pub weapon: u8,
+}
+
+/// Server → shooter, reliable: a reload finished.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ReloadDone {
+    /// The weapon.
+    pub weapon: u8,
+    /// Rounds in it now.
+    pub ammo: u32,
+    /// The fire index of the last shot the server had taken before the reload.
+    pub fire_index: u32,
+}

@@ -1,0 +1,564 @@
+//! The server side: judge shots, apply damage from the server's own weapon table, reload.
+
+use crate::protocol::{
+    ConfirmedHit, CosmeticFire, FireRequest, FireResult, Rejection, ReloadDone, ReloadRequest,
+};
+use crate::{CombatSettings, WeaponKind, WeaponSpec, Weapons};
+use bevy::platform::collections::HashMap;
+use bevy::prelude::*;
+use lightyear::prelude::server::ClientOf;
+use lightyear::prelude::*;
+use unlag_core::{FireRateGate, pellet_directions, spread_seed, within_cone};
+use unlag_net::{
+    Authority, LinkTraffic, NetClock, ReliableChannel, RemoteClientClock, UnreliableChannel,
+};
+use unlag_rewind::{ClaimedView, RewindError, RewindQuery};
+
+/// Hit points of a character (server; replicate it if clients should show it).
+#[derive(Component, Copy, Clone, Debug, PartialEq, Reflect)]
+#[reflect(Component)]
+pub struct Health {
+    /// Hit points left.
+    pub current: f32,
+    /// Hit points when full.
+    pub max: f32,
+}
+
+impl Health {
+    /// Full health of `max` hit points.
+    pub fn new(max: f32) -> Self {
+        Self { current: max, max }
+    }
+
+    /// Whether it has hit points left.
+    pub fn alive(&self) -> bool {
+        self.current > 0.0
+    }
+}
+
+/// Server → game: a character took damage from a confirmed shot.
+#[derive(Message, Clone, Debug, PartialEq)]
+pub struct Damaged {
+    /// The character hit.
+    pub target: Entity,
+    /// The shooting character.
+    pub shooter: Entity,
+    /// The weapon's id.
+    pub weapon: u8,
+    /// Hit points taken.
+    pub damage: f32,
+    /// The bone hit (a headshot's when there was one).
+    pub bone: String,
+    /// Whether a pellet hit the head.
+    pub headshot: bool,
+}
+
+/// Server → game: a character's health reached zero.
+#[derive(Message, Clone, Debug, PartialEq)]
+pub struct Killed {
+    /// The character killed.
+    pub target: Entity,
+    /// The shooting character.
+    pub shooter: Entity,
+    /// The weapon's id.
+    pub weapon: u8,
+}
+
+/// Per weapon on the server: rounds, reload, fire rate.
+#[derive(Clone, Debug)]
+struct ServerWeapon {
+    ammo: u32,
+    reloading_until: Option<f64>,
+    gate: FireRateGate,
+}
+
+/// The server's record of a character's weapons: the only ammo that counts.
+#[derive(Component, Clone, Debug)]
+pub struct ServerArmory {
+    weapons: Vec<ServerWeapon>,
+    last_fire_index: u32,
+}
+
+impl ServerArmory {
+    fn new(table: &[WeaponSpec], allowance: f64) -> Self {
+        Self {
+            weapons: table
+                .iter()
+                .map(|w| ServerWeapon {
+                    ammo: w.magazine,
+                    reloading_until: None,
+                    gate: FireRateGate::new(f64::from(w.fire_interval), allowance),
+                })
+                .collect(),
+            last_fire_index: 0,
+        }
+    }
+
+    /// Rounds left in weapon `weapon`.
+    pub fn ammo(&self, weapon: u8) -> Option<u32> {
+        self.weapons.get(usize::from(weapon)).map(|w| w.ammo)
+    }
+}
+
+/// Server counters of combat.
+#[derive(Resource, Clone, Debug, Default, PartialEq)]
+pub struct CombatStats {
+    /// Shots accepted and judged.
+    pub accepted: u64,
+    /// Shots refused, by reason.
+    pub rejected: HashMap<Rejection, u64>,
+    /// Pellets confirmed on a target.
+    pub pellet_hits: u64,
+    /// Shots with a confirmed headshot.
+    pub headshots: u64,
+    /// Copies of shots already judged, dropped (each shot is sent several times).
+    pub duplicates: u64,
+    /// Shots judged against current poses because the shooter's ping was above the cap.
+    pub unrewound: u64,
+    /// The latest shots' view time less the server's estimate of it, seconds (the last 256):
+    /// what backtrack protection measures.
+    pub view_time_errors: std::collections::VecDeque<f64>,
+}
+
+impl CombatStats {
+    /// All refusals.
+    pub fn rejected_total(&self) -> u64 {
+        self.rejected.values().sum()
+    }
+}
+
+/// Gives every controlled character an armory once the weapons are known.
+pub(crate) fn arm_characters(
+    mut commands: Commands,
+    settings: Res<CombatSettings>,
+    weapons: Res<Weapons>,
+    characters: Query<Entity, (With<Authority>, With<ControlledBy>, Without<ServerArmory>)>,
+) {
+    let Some(table) = &weapons.table else {
+        return;
+    };
+    for entity in &characters {
+        commands.entity(entity).insert(ServerArmory::new(
+            &table.weapons,
+            settings.fire_interval_allowance,
+        ));
+    }
+}
+
+/// Starts and finishes reloads.
+pub(crate) fn reloads(
+    clock: Res<NetClock>,
+    weapons: Res<Weapons>,
+    mut requests: Query<(Entity, &mut MessageReceiver<ReloadRequest>), With<ClientOf>>,
+    mut done: Query<&mut MessageSender<ReloadDone>, With<ClientOf>>,
+    mut armories: Query<(&ControlledBy, &mut ServerArmory)>,
+) {
+    let Some(table) = &weapons.table else {
+        return;
+    };
+    let now = clock.server_time;
+    for (link, mut receiver) in &mut requests {
+        for request in receiver.receive() {
+            let (Some(spec), Some((_, mut armory))) = (
+                table.get(request.weapon),
+                armories.iter_mut().find(|(c, _)| c.owner == link),
+            ) else {
+                continue;
+            };
+            if let Some(w) = armory.weapons.get_mut(usize::from(request.weapon))
+                && w.reloading_until.is_none()
+                && w.ammo < spec.magazine
+            {
+                w.reloading_until = Some(now + f64::from(spec.reload_time));
+            }
+        }
+    }
+    for (controlled, mut armory) in &mut armories {
+        let last = armory.last_fire_index;
+        for (id, w) in armory.weapons.iter_mut().enumerate() {
+            if w.reloading_until.is_some_and(|until| now >= until) {
+                w.reloading_until = None;
+                w.ammo = table.weapons[id].magazine;
+                if let Ok(mut sender) = done.get_mut(controlled.owner) {
+                    sender.send::<ReliableChannel>(ReloadDone {
+                        weapon: id as u8,
+                        ammo: w.ammo,
+                        fire_index: last,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The pellet directions a shot must carry: its seeded roll around the aim.
+pub(crate) fn shot_directions(spec: &WeaponSpec, fire_index: u32, aim: Vec3) -> Vec<Vec3> {
+    let bits = aim.to_array().map(f32::to_bits);
+    let key = u64::from(bits[0]) ^ (u64::from(bits[1]) << 21) ^ (u64::from(bits[2]) << 42);
+    let seed = spread_seed(key, fire_index);
+    match spec.kind {
+        WeaponKind::Hitscan { spread_degrees } if spread_degrees > 0.0 => {
+            vec![pellet_directions(seed, aim, 2, spec.spread())[1]]
+        }
+        WeaponKind::Shotgun { pellets, .. } => {
+            pellet_directions(seed, aim, usize::from(pellets), spec.spread())
+        }
+        _ => vec![aim.normalize_or_zero()],
+    }
+}
+
+/// Checks a request against the server's own view of the shooter; the reason when refused.
+#[allow(clippy::too_many_arguments)]
+fn check(
+    request: &FireRequest,
+    spec: &WeaponSpec,
+    settings: &CombatSettings,
+    remote: &RemoteClientClock,
+    now: f64,
+    frame: f64,
+    shooter: Entity,
+    rewind: &RewindQuery,
+    position: Vec3,
+    errors: &mut std::collections::VecDeque<f64>,
+) -> Result<(), Rejection> {
+    // Backtrack protection: the shot left the client one way ago, so its view time should be
+    // the server's estimate of the client's view time then.
+    if !remote.reported {
+        return Err(Rejection::BadViewTime);
+    }
+    let expected = remote.view_time(now - remote.rtt / 2.0);
+    let tolerance =
+        settings.view_time_tolerance + settings.view_time_jitter_factor * remote.jitter + frame;
+    errors.push_back(request.view_time - expected);
+    if errors.len() > 256 {
+        errors.pop_front();
+    }
+    if (request.view_time - expected).abs() > tolerance {
+        return Err(Rejection::BadViewTime);
+    }
+    if request.directions.len() != spec.pellets() {
+        return Err(Rejection::WrongPelletCount);
+    }
+    let aim = request.aim;
+    if (aim.length() - 1.0).abs() > 1e-3
+        || request.directions.iter().any(|d| {
+            (d.length() - 1.0).abs() > 1e-3
+                || !within_cone(aim, *d, spec.spread(), settings.pellet_slack)
+        })
+    {
+        return Err(Rejection::BadDirection);
+    }
+    let rolled = shot_directions(spec, request.fire_index, aim);
+    if rolled
+        .iter()
+        .zip(&request.directions)
+        .any(|(r, d)| r.angle_between(*d) > settings.pellet_slack)
+    {
+        return Err(Rejection::WrongSpread);
+    }
+    // The origin: near where the shooter's body was over the last half second (the client
+    // predicts ahead of the server, and its moves arrive in bursts).
+    let near = |root: Vec3| {
+        let d = request.origin - root;
+        Vec2::new(d.x, d.z).length() <= settings.max_origin_error && (-0.5..=2.5).contains(&d.y)
+    };
+    let recorded = (0..=10).any(|k| {
+        rewind
+            .root_at(shooter, now - f64::from(k) * 0.05)
+            .is_ok_and(|(root, _)| near(root))
+    });
+    if !recorded && !near(position) {
+        return Err(Rejection::BadOrigin);
+    }
+    Ok(())
+}
+
+/// Fire indices this close below the newest are copies of recent shots (the client sends each
+/// several times), dropped without an answer.
+const DUPLICATE_WINDOW: u32 = 8;
+
+/// What was hit, per target: (damage, pellets, bone, headshot).
+type Tally = Vec<(Entity, f32, u8, String, bool)>;
+
+/// Judges every shot received this frame.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn judge_shots(
+    settings: Res<CombatSettings>,
+    weapons: Res<Weapons>,
+    clock: Res<NetClock>,
+    time: Res<Time>,
+    mut stats: ResMut<CombatStats>,
+    mut links: Query<
+        (
+            Entity,
+            &mut MessageReceiver<FireRequest>,
+            &mut MessageSender<FireResult>,
+            &mut LinkTraffic,
+            &RemoteClientClock,
+        ),
+        With<ClientOf>,
+    >,
+    mut echo: Query<(Entity, &mut MessageSender<CosmeticFire>), With<ClientOf>>,
+    mut shooters: Query<(Entity, &ControlledBy, &mut ServerArmory, &Transform)>,
+    mut health: Query<&mut Health>,
+    rewind: RewindQuery,
+    mut damaged: MessageWriter<Damaged>,
+    mut killed: MessageWriter<Killed>,
+) {
+    let Some(table) = &weapons.table else {
+        return;
+    };
+    let now = clock.server_time;
+    let frame = time.delta_secs_f64();
+    let mut echoes: Vec<(Entity, CosmeticFire)> = Vec::new();
+    for (link, mut requests, mut results, mut traffic, remote) in &mut links {
+        for request in requests.receive() {
+            let Some((shooter, _, mut armory, transform)) =
+                shooters.iter_mut().find(|(_, c, ..)| c.owner == link)
+            else {
+                *stats.rejected.entry(Rejection::NoShooter).or_default() += 1;
+                continue;
+            };
+            let position = transform.translation;
+            let verdict = judge(
+                &request,
+                table,
+                &settings,
+                remote,
+                now,
+                frame,
+                shooter,
+                &mut armory,
+                position,
+                &rewind,
+                &health,
+                &mut stats.view_time_errors,
+            );
+            let ammo = armory.ammo(request.weapon).unwrap_or(0);
+            let rewound = remote.rtt <= settings.max_rewind_ping;
+            let outcome = match verdict {
+                // Copies of a shot already judged (and replays of old ones): no answer.
+                Err(Rejection::Duplicate) => {
+                    stats.duplicates += 1;
+                    continue;
+                }
+                Err(Rejection::StaleFireIndex) => {
+                    *stats.rejected.entry(Rejection::StaleFireIndex).or_default() += 1;
+                    warn!(
+                        "stale shot {} from client {link} dropped",
+                        request.fire_index
+                    );
+                    continue;
+                }
+                Err(reason) => {
+                    *stats.rejected.entry(reason).or_default() += 1;
+                    warn!(
+                        "shot {} of client {link} refused: {reason:?}",
+                        request.fire_index
+                    );
+                    Err(reason)
+                }
+                Ok((tally, ends)) => {
+                    stats.accepted += 1;
+                    if !rewound {
+                        stats.unrewound += 1;
+                    }
+                    let mut confirmed = Vec::new();
+                    for (target, damage, pellets, bone, headshot) in tally {
+                        stats.pellet_hits += u64::from(pellets);
+                        let Ok(mut hp) = health.get_mut(target) else {
+                            confirmed.push(ConfirmedHit {
+                                target,
+                                bone,
+                                headshot,
+                                damage,
+                                pellets,
+                                killed: false,
+                            });
+                            continue;
+                        };
+                        let was_alive = hp.alive();
+                        hp.current = (hp.current - damage).max(0.0);
+                        let died = was_alive && !hp.alive();
+                        damaged.write(Damaged {
+                            target,
+                            shooter,
+                            weapon: request.weapon,
+                            damage,
+                            bone: bone.clone(),
+                            headshot,
+                        });
+                        if died {
+                            killed.write(Killed {
+                                target,
+                                shooter,
+                                weapon: request.weapon,
+                            });
+                        }
+                        confirmed.push(ConfirmedHit {
+                            target,
+                            bone,
+                            headshot,
+                            damage,
+                            pellets,
+                            killed: died,
+                        });
+                    }
+                    if confirmed.iter().any(|c| c.headshot) {
+                        stats.headshots += 1;
+                    }
+                    echoes.push((
+                        link,
+                        CosmeticFire {
+                            shooter,
+                            weapon: request.weapon,
+                            origin: request.origin,
+                            ends,
+                        },
+                    ));
+                    Ok(confirmed)
+                }
+            };
+            traffic.send_counted::<ReliableChannel, _>(
+                &mut results,
+                FireResult {
+                    fire_index: request.fire_index,
+                    weapon: request.weapon,
+                    ammo,
+                    rewound,
+                    outcome,
+                },
+            );
+        }
+    }
+    // Everyone but the shooter sees the shot (effects only).
+    for (from, fire) in echoes {
+        for (link, mut sender) in &mut echo {
+            if link != from {
+                sender.send::<UnreliableChannel>(fire.clone());
+            }
+        }
+    }
+}
+
+/// Checks, spends the round and judges one shot: the hits per target and where each pellet
+/// stopped.
+#[allow(clippy::too_many_arguments)]
+fn judge(
+    request: &FireRequest,
+    table: &crate::WeaponTable,
+    settings: &CombatSettings,
+    remote: &RemoteClientClock,
+    now: f64,
+    frame: f64,
+    shooter: Entity,
+    armory: &mut ServerArmory,
+    position: Vec3,
+    rewind: &RewindQuery,
+    health: &Query<&mut Health>,
+    errors: &mut std::collections::VecDeque<f64>,
+) -> Result<(Tally, Vec<Vec3>), Rejection> {
+    let finite = request.origin.is_finite()
+        && request.aim.is_finite()
+        && request.view_time.is_finite()
+        && request.directions.len() <= 64
+        && request.claims.len() <= 16
+        && request.directions.iter().all(|d| d.is_finite())
+        && request
+            .claims
+            .iter()
+            .all(|c| c.alpha.is_finite() && c.ease.is_finite());
+    if !finite {
+        return Err(Rejection::Malformed);
+    }
+    let spec = table.get(request.weapon).ok_or(Rejection::UnknownWeapon)?;
+    if matches!(spec.kind, WeaponKind::Projectile { .. }) {
+        // Projectiles are not in this slice yet: refuse rather than judge them as rays.
+        return Err(Rejection::UnknownWeapon);
+    }
+    if request.fire_index <= armory.last_fire_index {
+        return Err(
+            if armory.last_fire_index - request.fire_index < DUPLICATE_WINDOW {
+                Rejection::Duplicate
+            } else {
+                Rejection::StaleFireIndex
+            },
+        );
+    }
+    armory.last_fire_index = request.fire_index;
+    if health.get(shooter).is_ok_and(|h| !h.alive()) {
+        return Err(Rejection::NoShooter);
+    }
+    check(
+        request, spec, settings, remote, now, frame, shooter, rewind, position, errors,
+    )?;
+    let weapon = &mut armory.weapons[usize::from(request.weapon)];
+    if weapon.ammo == 0 || weapon.reloading_until.is_some() {
+        return Err(Rejection::NoAmmo);
+    }
+    if !weapon.gate.try_fire(request.view_time) {
+        return Err(Rejection::TooFast);
+    }
+    let mut claims = Vec::with_capacity(request.claims.len());
+    for c in &request.claims {
+        if health.get(c.target).is_ok_and(|h| !h.alive()) {
+            return Err(Rejection::BadTarget);
+        }
+        claims.push(ClaimedView {
+            character: c.target,
+            from: c.from,
+            to: c.to,
+            alpha: c.alpha,
+            mode: c.mode,
+            ease: c.ease,
+        });
+    }
+    let rays: Vec<(Vec3, Vec3)> = request
+        .directions
+        .iter()
+        .map(|d| (request.origin, *d))
+        .collect();
+    // Above the rewind cap the shot is judged against the present.
+    let answers = if remote.rtt <= settings.max_rewind_ping {
+        rewind.rays_as_seen(&rays, spec.range, request.view_time, Some(shooter), &claims)
+    } else {
+        rewind.rays(&rays, spec.range, now, Some(shooter))
+    }
+    .map_err(|e| match e {
+        RewindError::UnknownCharacter => Rejection::BadTarget,
+        RewindError::InvalidView(_) | RewindError::TooOld { .. } => Rejection::BadClaim,
+        RewindError::Invalid => Rejection::Malformed,
+    })?;
+    weapon.ammo -= 1;
+    let mut tally: Tally = Vec::new();
+    let mut ends = Vec::with_capacity(rays.len());
+    for ((origin, dir), answer) in rays.iter().zip(answers) {
+        let claimed = |e: Entity| request.claims.iter().any(|c| c.target == e);
+        match answer {
+            // Only what the shooter saw and claimed counts: a hit it did not see is a miss.
+            Some(hit) if claimed(hit.character) => {
+                ends.push(hit.point);
+                let multiplier = if hit.is_head {
+                    spec.headshot_multiplier
+                } else {
+                    1.0
+                } * hit.damage_multiplier;
+                let damage = spec.damage * multiplier;
+                match tally.iter_mut().find(|t| t.0 == hit.character) {
+                    Some(t) => {
+                        t.1 += damage;
+                        t.2 += 1;
+                        if hit.is_head && !t.4 {
+                            t.3 = hit.bone.clone();
+                            t.4 = true;
+                        }
+                    }
+                    None => tally.push((hit.character, damage, 1, hit.bone.clone(), hit.is_head)),
+                }
+            }
+            Some(hit) => ends.push(hit.point),
+            None => ends.push(*origin + *dir * spec.range),
+        }
+    }
+    Ok((tally, ends))
+}

@@ -1,0 +1,349 @@
+//! Combat on the testbed: a scripted shooter fires at server-driven targets as its client draws
+//! them; the server's verdicts are compared with what the client saw.
+
+use crate::rewind::{HUMANOID, asset_plugin, give_proxies_boxes};
+use bevy::prelude::*;
+use core::time::Duration;
+use lightyear::prelude::*;
+use unlag::combat::{
+    Armory, CombatPlugin, CombatSettings, CombatStats, FireCommand, Health, LocalFire,
+    ReloadCommand, ShotConfirmed,
+};
+use unlag::net::LinkConditions;
+use unlag::rewind::{CROUCHED_BIT, HitBox, LagCompensationPlugin, UseHitBoxLayout};
+use unlag::smoothing::{ProxyFlags, ProxySmoothing, ProxySmoothingPlugin, SmoothedProxy};
+use unlag_testbed::{Testbed, TestbedConfig};
+
+/// A target: strafes along x, jumps, crouches, each with its own phase.
+#[derive(Component)]
+struct Target {
+    phase: f32,
+    lane: f32,
+}
+
+fn move_targets(
+    timeline: Res<LocalTimeline>,
+    tick: Res<lightyear::core::tick::TickDuration>,
+    mut targets: Query<(&Target, &mut Transform, &mut ProxyFlags)>,
+) {
+    let t = timeline.tick().0 as f32 * tick.0.as_secs_f32();
+    for (target, mut transform, mut flags) in &mut targets {
+        let s = t + target.phase;
+        // Strafe: 0.7 s one way at 5 m/s, 0.1 s stop, back.
+        let cycle = s % 1.6;
+        let leg = |x: f32| 5.0 * x.clamp(0.0, 0.7);
+        let x = leg(cycle) - leg(cycle - 0.8) - 1.75;
+        // A 0.5 s hop every 2 s.
+        let hop = s % 2.0;
+        let y = if hop < 0.5 {
+            4.0 * hop * (0.5 - hop) * 4.0
+        } else {
+            0.0
+        };
+        transform.translation = Vec3::new(x, y, target.lane);
+        transform.rotation = Quat::from_rotation_y(s * 0.7);
+        flags.0 = if s % 3.0 > 2.2 { CROUCHED_BIT } else { 0 };
+    }
+}
+
+/// The client's script: every `every` frames, aim at a point of a random proxy's box as drawn,
+/// on it or 2 cm outside its silhouette.
+#[derive(Resource)]
+struct Script {
+    weapon: u8,
+    frame: u64,
+    every: u64,
+    rng: unlag::core::SplitMix64,
+    eye: Vec3,
+}
+
+fn shoot(
+    script: Option<ResMut<Script>>,
+    armory: Option<Res<Armory>>,
+    mut reload: MessageWriter<ReloadCommand>,
+    proxies: Query<&Children, With<ProxySmoothing>>,
+    boxes: Query<(&HitBox, &GlobalTransform)>,
+    mut fire: MessageWriter<FireCommand>,
+) {
+    let Some(mut script) = script else {
+        return;
+    };
+    script.frame += 1;
+    if script.frame % script.every != 0 {
+        return;
+    }
+    // Out of rounds: reload (the magazine shows full again when the reload is done).
+    if armory
+        .as_ref()
+        .is_some_and(|a| a.ammo(script.weapon) == Some(0))
+    {
+        reload.write(ReloadCommand {
+            weapon: script.weapon,
+        });
+        return;
+    }
+    let all: Vec<Entity> = proxies.iter().flat_map(|c| c.iter()).collect();
+    if all.is_empty() {
+        return;
+    }
+    let pick = all[(script.rng.next_u64() % all.len() as u64) as usize];
+    let Ok((hit_box, global)) = boxes.get(pick) else {
+        return;
+    };
+    let centre = global.translation();
+    let eye = script.eye;
+    let toward = (centre - eye).normalize();
+    // Half the time the centre; else just outside the box, 2 cm beyond its widest extent
+    // sideways to the line of sight.
+    let target = if script.rng.next_u64() % 2 == 0 {
+        centre
+    } else {
+        let side = toward.cross(Vec3::Y).normalize();
+        let sign = if script.rng.next_u64() % 2 == 0 {
+            1.0
+        } else {
+            -1.0
+        };
+        let extent = match hit_box.shape {
+            unlag::rewind::HitShape::Cuboid { half_extents } => {
+                let r = global.rotation();
+                // The box's extent along `side`: the support distance.
+                (r * Vec3::X * half_extents.x).dot(side).abs()
+                    + (r * Vec3::Y * half_extents.y).dot(side).abs()
+                    + (r * Vec3::Z * half_extents.z).dot(side).abs()
+            }
+            unlag::rewind::HitShape::Capsule {
+                radius,
+                half_height,
+            } => radius + (global.rotation() * Vec3::Y * half_height).dot(side).abs(),
+        };
+        centre + side * sign * (extent + 0.02)
+    };
+    let weapon = script.weapon;
+    fire.write(FireCommand {
+        weapon,
+        origin: eye,
+        aim: target - eye,
+    });
+}
+
+/// What the client saw and what the server said, by fire index.
+#[derive(Resource, Default)]
+struct Ledger {
+    seen: Vec<LocalFire>,
+    verdicts: Vec<ShotConfirmed>,
+}
+
+fn keep(
+    mut ledger: ResMut<Ledger>,
+    mut local: MessageReader<LocalFire>,
+    mut verdicts: MessageReader<ShotConfirmed>,
+) {
+    ledger.seen.extend(local.read().cloned());
+    ledger.verdicts.extend(verdicts.read().cloned());
+}
+
+struct Agreement {
+    seen_hits: usize,
+    hits_confirmed: usize,
+    seen_misses: usize,
+    misses_confirmed: usize,
+    headshots_seen: usize,
+    headshots_agree: usize,
+    refused: u64,
+}
+
+fn run(rtt_ms: u64, weapon: &str, seconds: u64) -> Agreement {
+    let conditions = LinkConditions {
+        latency: Duration::from_millis(rtt_ms),
+        jitter: Duration::from_millis(20),
+        loss: 0.05,
+        update_rate_hz: 20.0,
+    };
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions,
+        ..default()
+    });
+    let combat = CombatPlugin {
+        settings: CombatSettings {
+            weapons_path: Some("assets/weapons.ron".into()),
+            ..default()
+        },
+    };
+    tb.server().add_plugins(asset_plugin());
+    tb.client(0).add_plugins(asset_plugin());
+    tb.add_plugins(unlag_testbed::RapierFixedPlugin::default())
+        .add_plugins(ProxySmoothingPlugin::default())
+        .add_plugins(LagCompensationPlugin::default())
+        .add_plugins(combat);
+    tb.server().add_systems(FixedUpdate, move_targets);
+    tb.client(0)
+        .init_resource::<Ledger>()
+        .add_systems(PreUpdate, give_proxies_boxes)
+        .add_systems(
+            Update,
+            (
+                shoot.before(unlag::combat::CombatSystems::Client),
+                keep.after(unlag::combat::CombatSystems::Client),
+            ),
+        );
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    let link = tb.server_link(0).unwrap();
+    let eye = Vec3::new(0.0, 1.6, 12.0);
+    tb.server_world_mut().spawn((
+        Transform::from_translation(eye - Vec3::Y * 1.6),
+        Replicate::to_clients(NetworkTarget::All),
+        ControlledBy {
+            owner: link,
+            lifetime: Lifetime::default(),
+        },
+    ));
+    let layout = tb.server_world().resource::<AssetServer>().load(HUMANOID);
+    for (i, lane) in [0.0f32, -3.0, 2.0].into_iter().enumerate() {
+        tb.server_world_mut().spawn((
+            Target {
+                phase: i as f32 * 0.37,
+                lane,
+            },
+            SmoothedProxy,
+            UseHitBoxLayout(layout.clone()),
+            Health::new(1e9),
+            Replicate::to_clients(NetworkTarget::All),
+        ));
+    }
+    // Let everything load, replicate and settle.
+    tb.run_for(Duration::from_secs(3));
+    let id = {
+        let weapons = tb.client_world(0).resource::<unlag::combat::Weapons>();
+        weapons
+            .table
+            .as_ref()
+            .expect("weapons loaded")
+            .id(weapon)
+            .unwrap()
+    };
+    tb.client(0).insert_resource(Script {
+        weapon: id,
+        frame: 0,
+        every: 30, // 0.125 s at 240 frames/s
+        rng: unlag::core::SplitMix64::new(rtt_ms),
+        eye,
+    });
+    tb.run_for(Duration::from_secs(seconds));
+    // Let the last verdicts arrive.
+    tb.client(0).world_mut().remove_resource::<Script>();
+    tb.run_for(Duration::from_secs(1));
+
+    let stats = tb.server_world().resource::<CombatStats>().clone();
+    let errors: Vec<f64> = stats.view_time_errors.iter().map(|e| e * 1000.0).collect();
+    println!(
+        "view time error at {rtt_ms} ms: mean {:.1} ms, min {:.1}, max {:.1}; {} accepted, {} duplicates",
+        unlag::core::Summary::of(&errors).mean,
+        errors.iter().copied().fold(f64::INFINITY, f64::min),
+        errors.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        stats.accepted,
+        stats.duplicates,
+    );
+    let ledger = tb.client_world(0).resource::<Ledger>();
+    let mut a = Agreement {
+        seen_hits: 0,
+        hits_confirmed: 0,
+        seen_misses: 0,
+        misses_confirmed: 0,
+        headshots_seen: 0,
+        headshots_agree: 0,
+        refused: stats.rejected_total(),
+    };
+    for shot in &ledger.seen {
+        let verdict = ledger
+            .verdicts
+            .iter()
+            .find(|v| v.fire_index == shot.fire_index)
+            .unwrap_or_else(|| panic!("no verdict for shot {}", shot.fire_index));
+        let confirmed = verdict.outcome.clone().unwrap_or_default();
+        // Per target: pellets the client saw hit it, against the pellets confirmed on it.
+        let mut seen_by_target: Vec<(Entity, u8, bool)> = Vec::new();
+        for hit in shot.hits.iter().flatten() {
+            match seen_by_target.iter_mut().find(|s| s.0 == hit.target) {
+                Some(s) => {
+                    s.1 += 1;
+                    s.2 |= hit.headshot;
+                }
+                None => seen_by_target.push((hit.target, 1, hit.headshot)),
+            }
+        }
+        let misses = shot.hits.iter().filter(|h| h.is_none()).count();
+        let seen_pellets: usize = seen_by_target.iter().map(|s| usize::from(s.1)).sum();
+        a.seen_hits += seen_pellets;
+        a.seen_misses += misses;
+        for (target, pellets, headshot) in &seen_by_target {
+            match confirmed.iter().find(|c| c.target == *target) {
+                Some(c) => {
+                    a.hits_confirmed += usize::from(c.pellets.min(*pellets));
+                    if c.pellets > *pellets {
+                        a.misses_confirmed += usize::from(c.pellets - pellets);
+                    }
+                    if *headshot {
+                        a.headshots_seen += 1;
+                        a.headshots_agree += usize::from(c.headshot);
+                    }
+                }
+                None => {
+                    println!(
+                        "disagreement: shot {} saw {pellets} pellets on {target} ({:?}), server: {:?}",
+                        shot.fire_index, shot.hits, verdict.outcome
+                    );
+                    if *headshot {
+                        a.headshots_seen += 1;
+                    }
+                }
+            }
+        }
+        for c in &confirmed {
+            if !seen_by_target.iter().any(|s| s.0 == c.target) {
+                a.misses_confirmed += usize::from(c.pellets);
+            }
+        }
+    }
+    a
+}
+
+fn check(rtt_ms: u64, weapon: &str) {
+    let a = run(rtt_ms, weapon, 20);
+    let hit_rate = a.hits_confirmed as f64 / a.seen_hits.max(1) as f64;
+    let miss_rate = a.misses_confirmed as f64 / a.seen_misses.max(1) as f64;
+    println!(
+        "{weapon} at {rtt_ms} ms: {} of {} seen hits confirmed ({:.2} %), {} of {} seen misses \
+         confirmed ({:.2} %), headshots {} of {}, refused {}",
+        a.hits_confirmed,
+        a.seen_hits,
+        100.0 * hit_rate,
+        a.misses_confirmed,
+        a.seen_misses,
+        100.0 * miss_rate,
+        a.headshots_agree,
+        a.headshots_seen,
+        a.refused
+    );
+    assert!(
+        a.seen_hits > 15 && a.seen_misses > 15,
+        "both kinds of shots"
+    );
+    assert_eq!(a.refused, 0, "an honest client is never refused");
+    assert!(hit_rate >= 0.995, "{hit_rate}");
+    assert!(miss_rate <= 0.005, "{miss_rate}");
+    assert_eq!(a.headshots_agree, a.headshots_seen);
+}
+
+#[test]
+fn rifle_shots_agree_with_what_the_client_saw() {
+    for rtt in [0, 100, 250] {
+        check(rtt, "rifle");
+    }
+}
+
+#[test]
+fn shotgun_pellets_agree_with_what_the_client_saw() {
+    check(100, "shotgun");
+}
