@@ -347,3 +347,275 @@ fn rifle_shots_agree_with_what_the_client_saw() {
 fn shotgun_pellets_agree_with_what_the_client_saw() {
     check(100, "shotgun");
 }
+
+/// A cheat to try: how it bends an honest shot.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Cheat {
+    /// Claims an older view time by this many seconds (and the poses drawn then).
+    Backtrack(f64),
+    /// Fires every frame.
+    RapidFire,
+    /// Sends one pellet fewer than the weapon has.
+    PelletCount,
+    /// Aims the pellets anywhere but where the seed rolls them.
+    Spread,
+    /// Fires from 5 m beside its body.
+    Origin,
+    /// Claims a state the server never sent.
+    UnsentState,
+    /// Sends an old fire index again (after ten honest shots).
+    Replay,
+    /// Keeps firing after the magazine is empty (never reloads).
+    NoAmmo,
+}
+
+#[derive(Resource)]
+struct CheatScript {
+    cheat: Cheat,
+    weapon: u8,
+    spec: unlag::combat::WeaponSpec,
+    eye: Vec3,
+    frame: u64,
+    next_index: u32,
+    sent: u32,
+    /// Honest poses drawn, by frame, to claim from when backtracking: (view time, proxy, pose).
+    history: std::collections::VecDeque<(f64, Entity, unlag::smoothing::RenderedPose, Vec3)>,
+}
+
+fn run_cheat(
+    script: Option<ResMut<CheatScript>>,
+    proxies: Query<(Entity, &unlag::smoothing::RenderedPose, &Children)>,
+    boxes: Query<(&HitBox, &GlobalTransform)>,
+    mut link: Query<&mut MessageSender<unlag::combat::FireRequest>, With<Client>>,
+) {
+    let Some(mut s) = script else {
+        return;
+    };
+    s.frame += 1;
+    // Remember what was drawn: the torso of the first proxy.
+    if let Some((proxy, pose, children)) = proxies.iter().next() {
+        let torso = children
+            .iter()
+            .filter_map(|c| boxes.get(c).ok())
+            .find(|(b, _)| b.bone == "torso")
+            .map(|(_, g)| g.translation());
+        if let Some(torso) = torso {
+            s.history.push_back((pose.view_time, proxy, *pose, torso));
+            if s.history.len() > 240 {
+                s.history.pop_front();
+            }
+        }
+    }
+    let every = if s.cheat == Cheat::RapidFire { 1 } else { 36 };
+    if s.frame % every != 0 || s.history.len() < 240 {
+        return;
+    }
+    let back = match s.cheat {
+        Cheat::Backtrack(by) => by,
+        _ => 0.0,
+    };
+    let newest = s.history.back().unwrap().0;
+    let Some(&(view_time, proxy, pose, torso)) = s
+        .history
+        .iter()
+        .rev()
+        .find(|(t, ..)| *t <= newest - back + 1e-9)
+    else {
+        return;
+    };
+    let eye = s.eye;
+    let aim = (torso - eye).normalize();
+    let fire_index = match s.cheat {
+        Cheat::Replay if s.sent >= 10 => 1,
+        _ => s.next_index,
+    };
+    s.next_index += 1;
+    s.sent += 1;
+    let mut directions = unlag::combat::shot_directions(&s.spec, fire_index, aim);
+    let mut origin = eye;
+    let mut claim = unlag::combat::WireClaim {
+        target: proxy,
+        from: pose.from,
+        to: pose.to,
+        alpha: pose.alpha,
+        mode: pose.mode,
+        ease: pose.ease,
+    };
+    match s.cheat {
+        Cheat::PelletCount => {
+            directions.pop();
+        }
+        Cheat::Spread => {
+            for d in directions.iter_mut().skip(1) {
+                *d = aim;
+            }
+        }
+        Cheat::Origin => origin += Vec3::X * 5.0,
+        Cheat::UnsentState => {
+            claim.from += 1;
+            claim.to += 1;
+        }
+        _ => {}
+    }
+    if let Ok(mut sender) = link.single_mut() {
+        sender.send::<unlag::net::UnreliableChannel>(unlag::combat::FireRequest {
+            weapon: s.weapon,
+            fire_index,
+            origin,
+            aim,
+            directions,
+            view_time,
+            claims: vec![claim],
+        });
+    }
+}
+
+/// One cheat through a whole match at 100 ms (20 ms jitter, 5 % loss): the server's counters.
+fn cheat_run(cheat: Cheat, weapon: &str, shots: u32) -> CombatStats {
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions: LinkConditions {
+            latency: Duration::from_millis(100),
+            jitter: Duration::from_millis(20),
+            loss: 0.05,
+            update_rate_hz: 20.0,
+        },
+        ..default()
+    });
+    let combat = CombatPlugin {
+        settings: CombatSettings {
+            weapons_path: Some("assets/weapons.ron".into()),
+            ..default()
+        },
+    };
+    tb.server().add_plugins(asset_plugin());
+    tb.client(0).add_plugins(asset_plugin());
+    tb.add_plugins(unlag_testbed::RapierFixedPlugin::default())
+        .add_plugins(ProxySmoothingPlugin::default())
+        .add_plugins(LagCompensationPlugin::default())
+        .add_plugins(combat);
+    tb.server().add_systems(FixedUpdate, move_targets);
+    tb.client(0)
+        .add_systems(PreUpdate, give_proxies_boxes)
+        .add_systems(Update, run_cheat);
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    let link = tb.server_link(0).unwrap();
+    let eye = Vec3::new(0.0, 1.6, 12.0);
+    tb.server_world_mut().spawn((
+        Transform::from_translation(eye - Vec3::Y * 1.6),
+        Replicate::to_clients(NetworkTarget::All),
+        ControlledBy {
+            owner: link,
+            lifetime: Lifetime::default(),
+        },
+    ));
+    let layout = tb.server_world().resource::<AssetServer>().load(HUMANOID);
+    tb.server_world_mut().spawn((
+        Target {
+            phase: 0.0,
+            lane: 0.0,
+        },
+        SmoothedProxy,
+        UseHitBoxLayout(layout),
+        Health::new(1e9),
+        Replicate::to_clients(NetworkTarget::All),
+    ));
+    tb.run_for(Duration::from_secs(3));
+    let table = tb
+        .client_world(0)
+        .resource::<unlag::combat::Weapons>()
+        .table
+        .clone()
+        .unwrap();
+    let id = table.id(weapon).unwrap();
+    tb.client(0).insert_resource(CheatScript {
+        cheat,
+        weapon: id,
+        spec: table.get(id).unwrap().clone(),
+        eye,
+        frame: 0,
+        next_index: 1,
+        sent: 0,
+        history: default(),
+    });
+    assert!(tb.run_until(Duration::from_secs(60), |tb| {
+        tb.client_world(0).resource::<CheatScript>().sent >= shots
+    }));
+    tb.client(0).world_mut().remove_resource::<CheatScript>();
+    tb.run_for(Duration::from_secs(1));
+    tb.server_world().resource::<CombatStats>().clone()
+}
+
+#[test]
+fn cheats_are_refused_for_the_right_reason() {
+    use unlag::combat::Rejection;
+    // Every cheating request that reached the server (one copy each, so some are lost) is
+    // refused for the cheat's reason; at most `honest` shots (set up for the cheat) pass.
+    let expect = |cheat: Cheat, weapon: &str, shots: u32, reason: Rejection, honest: u64| {
+        let stats = cheat_run(cheat, weapon, shots);
+        let caught = stats.rejected.get(&reason).copied().unwrap_or(0);
+        let arrived = stats.accepted + stats.rejected_total();
+        println!(
+            "{cheat:?}: {caught} of {arrived} arrived ({shots} sent) refused as {reason:?}; \
+             accepted {}, all refusals {:?}",
+            stats.accepted, stats.rejected
+        );
+        assert!(
+            arrived >= u64::from(shots) * 8 / 10,
+            "{cheat:?}: {arrived} arrived"
+        );
+        assert_eq!(caught + stats.accepted, arrived, "{cheat:?}");
+        assert!(
+            stats.accepted <= honest,
+            "{cheat:?}: {} accepted",
+            stats.accepted
+        );
+        stats
+    };
+    let s = expect(Cheat::Replay, "rifle", 20, Rejection::StaleFireIndex, 10);
+    assert!(
+        s.accepted >= 8,
+        "the ten honest shots (less losses), not their replays"
+    );
+    expect(
+        Cheat::PelletCount,
+        "shotgun",
+        10,
+        Rejection::WrongPelletCount,
+        0,
+    );
+    expect(Cheat::Spread, "shotgun", 10, Rejection::WrongSpread, 0);
+    expect(Cheat::Origin, "rifle", 10, Rejection::BadOrigin, 0);
+    expect(Cheat::UnsentState, "rifle", 10, Rejection::BadClaim, 0);
+    // 30 rounds and no reload: the shots after them are refused.
+    let s = expect(Cheat::NoAmmo, "rifle", 45, Rejection::NoAmmo, 30);
+    assert_eq!(s.accepted, 30);
+    // Every frame (4 ms) for 0.96 s: the rifle allows one shot per 100 ms. Requests this close
+    // together also overtake each other on the jittery link, and the older one is then
+    // dropped as out of date.
+    let s = cheat_run(Cheat::RapidFire, "rifle", 240);
+    let too_fast = s.rejected.get(&Rejection::TooFast).copied().unwrap_or(0);
+    let out_of_order = s.duplicates
+        + s.rejected
+            .get(&Rejection::StaleFireIndex)
+            .copied()
+            .unwrap_or(0);
+    println!(
+        "RapidFire: {} accepted, {too_fast} refused as too fast, {out_of_order} out of order",
+        s.accepted
+    );
+    assert!(s.accepted <= 11 && too_fast >= 50, "{s:?}");
+    for back in [0.1, 0.2] {
+        expect(
+            Cheat::Backtrack(back),
+            "rifle",
+            20,
+            Rejection::BadViewTime,
+            0,
+        );
+    }
+    // 50 ms: within reach of the network's own jitter; printed, not yet all caught (see the
+    // issue note).
+    let s = cheat_run(Cheat::Backtrack(0.05), "rifle", 20);
+    println!("Backtrack(0.05): {} accepted, {:?}", s.accepted, s.rejected);
+}

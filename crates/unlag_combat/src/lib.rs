@@ -31,7 +31,7 @@ pub use protocol::{
     ConfirmedHit, CosmeticFire, FireRequest, FireResult, Rejection, ReloadDone, ReloadRequest,
     WireClaim,
 };
-pub use server::{CombatStats, Damaged, Health, Killed, ServerArmory};
+pub use server::{CombatStats, Damaged, Health, Killed, ServerArmory, shot_directions};
 pub use weapons::{WeaponKind, WeaponSpec, WeaponTable, WeaponTableError, WeaponTableLoader};
 
 use bevy::ecs::schedule::common_conditions::any_with_component;

@@ -191,8 +191,10 @@ pub(crate) fn reloads(
     }
 }
 
-/// The pellet directions a shot must carry: its seeded roll around the aim.
-pub(crate) fn shot_directions(spec: &WeaponSpec, fire_index: u32, aim: Vec3) -> Vec<Vec3> {
+/// The directions a shot of `spec` with this fire index and aim must carry: its pellets (or
+/// its one spread ray) rolled from a seed client and server both derive from the aim and the
+/// fire index.
+pub fn shot_directions(spec: &WeaponSpec, fire_index: u32, aim: Vec3) -> Vec<Vec3> {
     let bits = aim.to_array().map(f32::to_bits);
     let key = u64::from(bits[0]) ^ (u64::from(bits[1]) << 21) ^ (u64::from(bits[2]) << 42);
     let seed = spread_seed(key, fire_index);
