@@ -153,7 +153,19 @@ struct Agreement {
     refused: u64,
 }
 
-fn run(rtt_ms: u64, weapon: &str, seconds: u64) -> Agreement {
+/// Where the shooter's eye is.
+const EYE: Vec3 = Vec3::new(0.0, 1.6, 12.0);
+
+/// A server and one client with smoothing, rewind and combat, synced; the client's character
+/// stands at [`EYE`]; `targets` humanoids (with `health`) strafe, hop and crouch in lanes in
+/// front of it; everything loaded and settled. `client` adds the client's scripts.
+fn combat_testbed(
+    rtt_ms: u64,
+    settings: CombatSettings,
+    targets: usize,
+    health: f32,
+    client: impl FnOnce(&mut App),
+) -> Testbed {
     let conditions = LinkConditions {
         latency: Duration::from_millis(rtt_ms),
         jitter: Duration::from_millis(20),
@@ -168,7 +180,7 @@ fn run(rtt_ms: u64, weapon: &str, seconds: u64) -> Agreement {
     let combat = CombatPlugin {
         settings: CombatSettings {
             weapons_path: Some("assets/weapons.ron".into()),
-            ..default()
+            ..settings
         },
     };
     tb.server().add_plugins(asset_plugin());
@@ -178,21 +190,12 @@ fn run(rtt_ms: u64, weapon: &str, seconds: u64) -> Agreement {
         .add_plugins(LagCompensationPlugin::default())
         .add_plugins(combat);
     tb.server().add_systems(FixedUpdate, move_targets);
-    tb.client(0)
-        .init_resource::<Ledger>()
-        .add_systems(PreUpdate, give_proxies_boxes)
-        .add_systems(
-            Update,
-            (
-                shoot.before(unlag::combat::CombatSystems::Client),
-                keep.after(unlag::combat::CombatSystems::Client),
-            ),
-        );
+    tb.client(0).add_systems(PreUpdate, give_proxies_boxes);
+    client(tb.client(0));
     assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
     let link = tb.server_link(0).unwrap();
-    let eye = Vec3::new(0.0, 1.6, 12.0);
     tb.server_world_mut().spawn((
-        Transform::from_translation(eye - Vec3::Y * 1.6),
+        Transform::from_translation(EYE - Vec3::Y * 1.6),
         Replicate::to_clients(NetworkTarget::All),
         ControlledBy {
             owner: link,
@@ -200,7 +203,7 @@ fn run(rtt_ms: u64, weapon: &str, seconds: u64) -> Agreement {
         },
     ));
     let layout = tb.server_world().resource::<AssetServer>().load(HUMANOID);
-    for (i, lane) in [0.0f32, -3.0, 2.0].into_iter().enumerate() {
+    for (i, lane) in [0.0f32, -3.0, 2.0].into_iter().take(targets).enumerate() {
         tb.server_world_mut().spawn((
             Target {
                 phase: i as f32 * 0.37,
@@ -208,27 +211,40 @@ fn run(rtt_ms: u64, weapon: &str, seconds: u64) -> Agreement {
             },
             SmoothedProxy,
             UseHitBoxLayout(layout.clone()),
-            Health::new(1e9),
+            Health::new(health),
             Replicate::to_clients(NetworkTarget::All),
         ));
     }
     // Let everything load, replicate and settle.
     tb.run_for(Duration::from_secs(3));
-    let id = {
-        let weapons = tb.client_world(0).resource::<unlag::combat::Weapons>();
-        weapons
-            .table
-            .as_ref()
-            .expect("weapons loaded")
-            .id(weapon)
-            .unwrap()
-    };
+    tb
+}
+
+/// The id and numbers of weapon `name`, as the client loaded them.
+fn weapon(tb: &Testbed, name: &str) -> (u8, unlag::combat::WeaponSpec) {
+    let weapons = tb.client_world(0).resource::<unlag::combat::Weapons>();
+    let table = weapons.table.as_ref().expect("weapons loaded");
+    let id = table.id(name).unwrap();
+    (id, table.get(id).unwrap().clone())
+}
+
+fn run(rtt_ms: u64, weapon_name: &str, seconds: u64) -> Agreement {
+    let mut tb = combat_testbed(rtt_ms, default(), 3, 1e9, |app| {
+        app.init_resource::<Ledger>().add_systems(
+            Update,
+            (
+                shoot.before(unlag::combat::CombatSystems::Client),
+                keep.after(unlag::combat::CombatSystems::Client),
+            ),
+        );
+    });
+    let (id, _) = weapon(&tb, weapon_name);
     tb.client(0).insert_resource(Script {
         weapon: id,
         frame: 0,
         every: 30, // 0.125 s at 240 frames/s
         rng: unlag::core::SplitMix64::new(rtt_ms),
-        eye,
+        eye: EYE,
     });
     tb.run_for(Duration::from_secs(seconds));
     // Let the last verdicts arrive.
@@ -471,68 +487,16 @@ fn run_cheat(
 }
 
 /// One cheat through a whole match at 100 ms (20 ms jitter, 5 % loss): the server's counters.
-fn cheat_run(cheat: Cheat, weapon: &str, shots: u32) -> CombatStats {
-    let mut tb = Testbed::new(TestbedConfig {
-        clients: 1,
-        conditions: LinkConditions {
-            latency: Duration::from_millis(100),
-            jitter: Duration::from_millis(20),
-            loss: 0.05,
-            update_rate_hz: 20.0,
-        },
-        ..default()
+fn cheat_run(cheat: Cheat, weapon_name: &str, shots: u32) -> CombatStats {
+    let mut tb = combat_testbed(100, default(), 1, 1e9, |app| {
+        app.add_systems(Update, run_cheat);
     });
-    let combat = CombatPlugin {
-        settings: CombatSettings {
-            weapons_path: Some("assets/weapons.ron".into()),
-            ..default()
-        },
-    };
-    tb.server().add_plugins(asset_plugin());
-    tb.client(0).add_plugins(asset_plugin());
-    tb.add_plugins(unlag_testbed::RapierFixedPlugin::default())
-        .add_plugins(ProxySmoothingPlugin::default())
-        .add_plugins(LagCompensationPlugin::default())
-        .add_plugins(combat);
-    tb.server().add_systems(FixedUpdate, move_targets);
-    tb.client(0)
-        .add_systems(PreUpdate, give_proxies_boxes)
-        .add_systems(Update, run_cheat);
-    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
-    let link = tb.server_link(0).unwrap();
-    let eye = Vec3::new(0.0, 1.6, 12.0);
-    tb.server_world_mut().spawn((
-        Transform::from_translation(eye - Vec3::Y * 1.6),
-        Replicate::to_clients(NetworkTarget::All),
-        ControlledBy {
-            owner: link,
-            lifetime: Lifetime::default(),
-        },
-    ));
-    let layout = tb.server_world().resource::<AssetServer>().load(HUMANOID);
-    tb.server_world_mut().spawn((
-        Target {
-            phase: 0.0,
-            lane: 0.0,
-        },
-        SmoothedProxy,
-        UseHitBoxLayout(layout),
-        Health::new(1e9),
-        Replicate::to_clients(NetworkTarget::All),
-    ));
-    tb.run_for(Duration::from_secs(3));
-    let table = tb
-        .client_world(0)
-        .resource::<unlag::combat::Weapons>()
-        .table
-        .clone()
-        .unwrap();
-    let id = table.id(weapon).unwrap();
+    let (id, spec) = weapon(&tb, weapon_name);
     tb.client(0).insert_resource(CheatScript {
         cheat,
         weapon: id,
-        spec: table.get(id).unwrap().clone(),
-        eye,
+        spec,
+        eye: EYE,
         frame: 0,
         next_index: 1,
         sent: 0,
@@ -618,4 +582,133 @@ fn cheats_are_refused_for_the_right_reason() {
     // issue note).
     let s = cheat_run(Cheat::Backtrack(0.05), "rifle", 20);
     println!("Backtrack(0.05): {} accepted, {:?}", s.accepted, s.rejected);
+}
+
+/// Client: the ammo shown for the rifle, every frame.
+#[derive(Resource, Default)]
+struct AmmoSeen(Vec<u32>);
+
+fn watch_ammo(armory: Option<Res<Armory>>, mut seen: ResMut<AmmoSeen>) {
+    if let Some(n) = armory.and_then(|a| a.ammo(0)) {
+        seen.0.push(n);
+    }
+}
+
+/// Server: every kill.
+#[derive(Resource, Default)]
+struct Kills(Vec<unlag::combat::Killed>, f32);
+
+fn count_kills(
+    mut kills: ResMut<Kills>,
+    mut killed: MessageReader<unlag::combat::Killed>,
+    mut damaged: MessageReader<unlag::combat::Damaged>,
+) {
+    kills.0.extend(killed.read().cloned());
+    kills.1 += damaged.read().map(|d| d.damage).sum::<f32>();
+}
+
+fn client_scripts(app: &mut App) {
+    app.init_resource::<Ledger>()
+        .init_resource::<AmmoSeen>()
+        .add_systems(
+            Update,
+            (
+                shoot.before(unlag::combat::CombatSystems::Client),
+                (keep, watch_ammo).after(unlag::combat::CombatSystems::Client),
+            ),
+        );
+}
+
+fn start_script(tb: &mut Testbed, every: u64) {
+    let (id, _) = weapon(tb, "rifle");
+    tb.client(0).insert_resource(Script {
+        weapon: id,
+        frame: 0,
+        every,
+        rng: unlag::core::SplitMix64::new(9),
+        eye: EYE,
+    });
+}
+
+#[test]
+fn predicted_ammo_never_rises_in_flight_and_ends_on_the_servers() {
+    // 250 ms: ten shots as fast as the rifle fires (25 frames, 104 ms apart).
+    let mut tb = combat_testbed(250, default(), 3, 1e9, client_scripts);
+    start_script(&mut tb, 25);
+    assert!(tb.run_until(Duration::from_secs(5), |tb| {
+        tb.client_world(0).resource::<Ledger>().seen.len() >= 10
+    }));
+    tb.client(0).world_mut().remove_resource::<Script>();
+    tb.run_for(Duration::from_millis(1500));
+    let seen = tb.client_world(0).resource::<AmmoSeen>().0.clone();
+    assert!(
+        seen.windows(2).all(|w| w[1] <= w[0]),
+        "the shown ammo rose: {seen:?}"
+    );
+    let server = {
+        let world = tb.server_world_mut();
+        let mut q = world.query::<&unlag::combat::ServerArmory>();
+        q.single(world).unwrap().ammo(0).unwrap()
+    };
+    let accepted = tb.server_world().resource::<CombatStats>().accepted;
+    println!(
+        "ammo shown {:?} … {:?}; server {server}",
+        seen.first(),
+        seen.last()
+    );
+    assert_eq!(accepted, 10);
+    assert_eq!(server, 20);
+    assert_eq!(*seen.last().unwrap(), server, "ends on the server's count");
+}
+
+#[test]
+fn above_the_rewind_cap_shots_are_judged_against_the_present() {
+    // 500 ms RTT, cap 400 ms: every shot judged unrewound, and the client told so.
+    let mut tb = combat_testbed(500, default(), 3, 1e9, client_scripts);
+    start_script(&mut tb, 30);
+    tb.run_for(Duration::from_secs(4));
+    tb.client(0).world_mut().remove_resource::<Script>();
+    tb.run_for(Duration::from_secs(2));
+    let stats = tb.server_world().resource::<CombatStats>().clone();
+    let ledger = tb.client_world(0).resource::<Ledger>();
+    println!("{} verdicts, {stats:?}", ledger.verdicts.len());
+    assert!(stats.accepted >= 10);
+    assert_eq!(stats.unrewound, stats.accepted);
+    assert!(ledger.verdicts.iter().all(|v| !v.rewound));
+    assert!(
+        tb.client_world(0)
+            .resource::<unlag::net::PingMonitor>()
+            .is_high(),
+        "the high-ping warning is up"
+    );
+}
+
+#[test]
+fn damage_comes_from_the_servers_table_and_dead_targets_cannot_be_shot() {
+    let mut tb = combat_testbed(100, default(), 1, 50.0, client_scripts);
+    tb.server().init_resource::<Kills>().add_systems(
+        Update,
+        count_kills.after(unlag::combat::CombatSystems::Server),
+    );
+    start_script(&mut tb, 30);
+    tb.run_for(Duration::from_secs(8));
+    let kills = tb.server_world().resource::<Kills>();
+    let stats = tb.server_world().resource::<CombatStats>().clone();
+    println!("{} kills, {} damage, {stats:?}", kills.0.len(), kills.1);
+    assert_eq!(kills.0.len(), 1, "killed once");
+    assert!(kills.1 >= 50.0, "damage dealt until dead: {}", kills.1);
+    let target = kills.0[0].target;
+    assert_eq!(
+        tb.server_world().get::<Health>(target).unwrap().current,
+        0.0
+    );
+    // The client keeps shooting the corpse it still sees: refused, nothing applied.
+    assert!(
+        stats
+            .rejected
+            .get(&unlag::combat::Rejection::BadTarget)
+            .copied()
+            .unwrap_or(0)
+            > 0
+    );
 }
