@@ -383,6 +383,8 @@ enum Cheat {
     Replay,
     /// Keeps firing after the magazine is empty (never reloads).
     NoAmmo,
+    /// Claims hits on a target behind a wall.
+    ThroughWall,
 }
 
 #[derive(Resource)]
@@ -491,6 +493,16 @@ fn cheat_run(cheat: Cheat, weapon_name: &str, shots: u32) -> CombatStats {
     let mut tb = combat_testbed(100, default(), 1, 1e9, |app| {
         app.add_systems(Update, run_cheat);
     });
+    if cheat == Cheat::ThroughWall {
+        // A wall between the shooter and the target's lane, in both worlds.
+        let wall = (
+            bevy_rapier3d::prelude::Collider::cuboid(10.0, 1.5, 0.1),
+            Transform::from_xyz(0.0, 1.5, 6.0),
+        );
+        tb.server_world_mut().spawn(wall.clone());
+        tb.client_world_mut(0).spawn(wall);
+        tb.run_for(Duration::from_millis(100));
+    }
     let (id, spec) = weapon(&tb, weapon_name);
     tb.client(0).insert_resource(CheatScript {
         cheat,
@@ -551,6 +563,7 @@ fn cheats_are_refused_for_the_right_reason() {
     expect(Cheat::Spread, "shotgun", 10, Rejection::WrongSpread, 0);
     expect(Cheat::Origin, "rifle", 10, Rejection::BadOrigin, 0);
     expect(Cheat::UnsentState, "rifle", 10, Rejection::BadClaim, 0);
+    expect(Cheat::ThroughWall, "rifle", 10, Rejection::ThroughWall, 0);
     // 30 rounds and no reload: the shots after them are refused.
     let s = expect(Cheat::NoAmmo, "rifle", 45, Rejection::NoAmmo, 30);
     assert_eq!(s.accepted, 30);

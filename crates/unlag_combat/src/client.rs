@@ -6,6 +6,7 @@ use crate::protocol::{
 use crate::server::shot_directions;
 use crate::{ConfirmedHit, Weapons};
 use bevy::prelude::*;
+use bevy_rapier3d::prelude::{QueryFilter, ReadRapierContext};
 use lightyear::prelude::*;
 use unlag_core::PredictedAmmo;
 use unlag_net::{LinkTraffic, NetClock, ReliableChannel, UnreliableChannel};
@@ -205,6 +206,8 @@ pub(crate) fn fire(
     mut link: Query<(&mut MessageSender<FireRequest>, &mut LinkTraffic), With<Client>>,
     mut local: MessageWriter<LocalFire>,
     mut resend: Local<Vec<(FireRequest, u8)>>,
+    rapier: ReadRapierContext,
+    own: Query<(), With<unlag_net::AutonomousProxy>>,
 ) {
     let (Some(mut armory), Some(table)) = (armory, &weapons.table) else {
         commands.clear();
@@ -243,7 +246,19 @@ pub(crate) fn fire(
         let directions = shot_directions(spec, fire_index, aim);
         // Trace every pellet against the hit boxes as they are drawn this frame.
         let mut hits: Vec<Option<(Entity, f32, LocalHit)>> = Vec::with_capacity(directions.len());
+        // The world in the way, as the client has it (colliders that are not proxies, their
+        // boxes or our own character).
+        let not_a_character =
+            |e: Entity| !proxies.contains(e) && !boxes.contains(e) && !own.contains(e);
+        let filter = QueryFilter::default()
+            .exclude_sensors()
+            .predicate(&not_a_character);
         for dir in &directions {
+            let range = rapier
+                .single()
+                .ok()
+                .and_then(|ctx| ctx.cast_ray(command.origin, *dir, spec.range, true, filter))
+                .map_or(spec.range, |(_, toi)| toi);
             let mut best: Option<(Entity, f32, LocalHit)> = None;
             for (proxy, _, children) in &proxies {
                 for child in children.iter() {
@@ -251,7 +266,7 @@ pub(crate) fn fire(
                         continue;
                     };
                     let (_, rotation, position) = global.to_scale_rotation_translation();
-                    let max = best.as_ref().map_or(spec.range, |b| b.1);
+                    let max = best.as_ref().map_or(range, |b| b.1);
                     if let Some((distance, point, _)) = hit_box_ray(
                         &hit_box.shape,
                         position,

@@ -98,6 +98,8 @@ pub enum Rejection {
     BadClaim,
     /// A target that is dead or unknown.
     BadTarget,
+    /// Every claimed target is behind the static world from the shot's origin.
+    ThroughWall,
     /// NaN, infinity or garbage in the request.
     Malformed,
     /// The shooter has no character, or is dead.

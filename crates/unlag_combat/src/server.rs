@@ -531,7 +531,6 @@ fn judge(
         RewindError::InvalidView(_) | RewindError::TooOld { .. } => Rejection::BadClaim,
         RewindError::Invalid => Rejection::Malformed,
     })?;
-    weapon.ammo -= 1;
     let mut tally: Tally = Vec::new();
     let mut ends = Vec::with_capacity(rays.len());
     for ((origin, dir), answer) in rays.iter().zip(answers) {
@@ -562,5 +561,23 @@ fn judge(
             None => ends.push(*origin + *dir * spec.range),
         }
     }
+    // Claimed hits that all failed: if the world stands between the shot and every target
+    // claimed, the claim was a shot through a wall.
+    if tally.is_empty() && !claims.is_empty() {
+        let behind_wall = |claim: &ClaimedView| {
+            rewind.view_pose(claim).is_ok_and(|poses| {
+                let body = poses.last().map_or(Vec3::ZERO, |p| p.0) + Vec3::Y;
+                let to = body - request.origin;
+                let length = to.length();
+                length > 0.1
+                    && rewind.wall(request.origin, to / length, length, Some(shooter))
+                        < length - 0.3
+            })
+        };
+        if claims.iter().all(behind_wall) {
+            return Err(Rejection::ThroughWall);
+        }
+    }
+    armory.weapons[usize::from(request.weapon)].ammo -= 1;
     Ok((tally, ends))
 }

@@ -517,7 +517,7 @@ impl RewindQuery<'_, '_> {
 
     /// Distance along a normalised ray to the static world as it is now (rapier colliders that
     /// are not characters, hit boxes or the shooter), or `max` when clear.
-    fn wall(&self, origin: Vec3, dir: Vec3, max: f32, shooter: Option<Entity>) -> f32 {
+    pub fn wall(&self, origin: Vec3, dir: Vec3, max: f32, shooter: Option<Entity>) -> f32 {
         let not_a_character = |e: Entity| {
             !self.histories.contains(e) && !self.hit_boxes.contains(e) && Some(e) != shooter
         };
