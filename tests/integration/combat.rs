@@ -166,6 +166,19 @@ fn combat_testbed(
     health: f32,
     client: impl FnOnce(&mut App),
 ) -> Testbed {
+    combat_testbed_with(1, rtt_ms, settings, targets, health, client)
+}
+
+/// [`combat_testbed`] with `clients` clients, each with a character (client `i` at
+/// `EYE + i × 2 m` along x); `client` adds client 0's scripts.
+fn combat_testbed_with(
+    clients: usize,
+    rtt_ms: u64,
+    settings: CombatSettings,
+    targets: usize,
+    health: f32,
+    client: impl FnOnce(&mut App),
+) -> Testbed {
     let conditions = LinkConditions {
         latency: Duration::from_millis(rtt_ms),
         jitter: Duration::from_millis(20),
@@ -173,7 +186,7 @@ fn combat_testbed(
         update_rate_hz: 20.0,
     };
     let mut tb = Testbed::new(TestbedConfig {
-        clients: 1,
+        clients,
         conditions,
         ..default()
     });
@@ -184,24 +197,30 @@ fn combat_testbed(
         },
     };
     tb.server().add_plugins(asset_plugin());
-    tb.client(0).add_plugins(asset_plugin());
+    for i in 0..clients {
+        tb.client(i).add_plugins(asset_plugin());
+    }
     tb.add_plugins(unlag_testbed::RapierFixedPlugin::default())
         .add_plugins(ProxySmoothingPlugin::default())
         .add_plugins(LagCompensationPlugin::default())
         .add_plugins(combat);
     tb.server().add_systems(FixedUpdate, move_targets);
-    tb.client(0).add_systems(PreUpdate, give_proxies_boxes);
+    for i in 0..clients {
+        tb.client(i).add_systems(PreUpdate, give_proxies_boxes);
+    }
     client(tb.client(0));
     assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
-    let link = tb.server_link(0).unwrap();
-    tb.server_world_mut().spawn((
-        Transform::from_translation(EYE - Vec3::Y * 1.6),
-        Replicate::to_clients(NetworkTarget::All),
-        ControlledBy {
-            owner: link,
-            lifetime: Lifetime::default(),
-        },
-    ));
+    for i in 0..clients {
+        let link = tb.server_link(i).unwrap();
+        tb.server_world_mut().spawn((
+            Transform::from_translation(EYE - Vec3::Y * 1.6 + Vec3::X * 2.0 * i as f32),
+            Replicate::to_clients(NetworkTarget::All),
+            ControlledBy {
+                owner: link,
+                lifetime: Lifetime::default(),
+            },
+        ));
+    }
     let layout = tb.server_world().resource::<AssetServer>().load(HUMANOID);
     for (i, lane) in [0.0f32, -3.0, 2.0].into_iter().take(targets).enumerate() {
         tb.server_world_mut().spawn((
@@ -724,4 +743,43 @@ fn damage_comes_from_the_servers_table_and_dead_targets_cannot_be_shot() {
             .unwrap_or(0)
             > 0
     );
+}
+
+/// A client's record of other players' shots.
+#[derive(Resource, Default)]
+struct Echoes(Vec<unlag::combat::RemoteFire>);
+
+fn hear(mut echoes: ResMut<Echoes>, mut remote: MessageReader<unlag::combat::RemoteFire>) {
+    echoes.0.extend(remote.read().cloned());
+}
+
+#[test]
+fn everyone_but_the_shooter_sees_each_shot() {
+    let mut tb = combat_testbed_with(2, 100, default(), 1, 1e9, |app| {
+        client_scripts(app);
+        app.init_resource::<Echoes>().add_systems(Update, hear);
+    });
+    tb.client(1)
+        .init_resource::<Echoes>()
+        .add_systems(Update, hear);
+    start_script(&mut tb, 30);
+    tb.run_for(Duration::from_secs(3));
+    tb.client(0).world_mut().remove_resource::<Script>();
+    tb.run_for(Duration::from_secs(1));
+    let accepted = tb.server_world().resource::<CombatStats>().accepted;
+    let shooter_heard = tb.client_world(0).resource::<Echoes>().0.len();
+    let other = tb.client_world(1).resource::<Echoes>().0.clone();
+    println!(
+        "{accepted} shots accepted ({} fired); the other client saw {}",
+        tb.client_world(0).resource::<Ledger>().seen.len(),
+        other.len()
+    );
+    assert!(accepted >= 15);
+    assert_eq!(shooter_heard, 0, "the shooter plays its own shots locally");
+    // Unreliable: a few may be lost (5 %).
+    assert!(other.len() as u64 >= accepted * 8 / 10, "{}", other.len());
+    // The shooter, mapped to the other client's proxy of it, with the eye as origin.
+    let shooter = other[0].0.shooter;
+    assert_ne!(shooter, Entity::PLACEHOLDER);
+    assert!(other.iter().all(|e| e.0.origin.distance(EYE) < 1e-3));
 }

@@ -82,6 +82,9 @@ impl Plugin for MovementTestPlugin {
 struct Script {
     running: bool,
     input: fn(u32) -> CharacterInput,
+    /// Feed the script the client's tick instead of its move number, so that several clients
+    /// walk in step whenever each of them started.
+    by_tick: bool,
 }
 
 /// The scripted player's input for its move number `n` (a 10 s loop at 60 Hz): walk, slide
@@ -117,6 +120,7 @@ fn scripted_input(n: u32) -> CharacterInput {
 
 fn drive(
     script: Res<Script>,
+    timeline: Res<LocalTimeline>,
     mut players: Query<
         (
             &Prediction<CharacterMovement>,
@@ -127,7 +131,11 @@ fn drive(
 ) {
     for (prediction, mut next) in &mut players {
         next.0 = if script.running {
-            (script.input)(u32::from(prediction.next_seq().0))
+            (script.input)(if script.by_tick {
+                timeline.tick().0
+            } else {
+                u32::from(prediction.next_seq().0)
+            })
         } else {
             CharacterInput::default()
         };
@@ -184,6 +192,7 @@ fn movement_testbed<P>(
             .insert_resource(Script {
                 running: true,
                 input: scripted_input,
+                by_tick: false,
             })
             .init_resource::<EventCount>()
             .add_systems(Update, count_events)
@@ -776,6 +785,36 @@ fn replaying_moves_in_one_pass_matches_simulating_them_one_by_one() {
 }
 
 /// Two players walk straight at each other and through each other's path.
+/// Two players stand near the line z = 8, 2 m apart, then walk towards each other in step
+/// (scripted by tick), with the movement counters reset once they stand there.
+fn walk_towards_each_other(tb: &mut Testbed) {
+    stop_scripts(tb);
+    tb.run_for(Duration::from_millis(500));
+    // On z = 8, clear of the arena's obstacles, 10 cm apart sideways: they brush past.
+    for (i, x, z) in [(0, -1.0, 8.0), (1, 1.0, 8.1)] {
+        let character = character_of(tb, i);
+        let mut state = tb
+            .server_world_mut()
+            .get_mut::<MovementState<CharacterMovement>>(character)
+            .unwrap();
+        state.0.feet = Vec3::new(x, 0.01, z);
+        state.0.velocity = Vec3::ZERO;
+    }
+    // The clients are corrected onto the new spots; then counting starts.
+    tb.run_for(Duration::from_secs(2));
+    *tb.server_world_mut().resource_mut::<MovementStats>() = MovementStats::default();
+    for i in 0..2 {
+        *tb.client_world_mut(i).resource_mut::<MovementStats>() = MovementStats::default();
+    }
+    set_script(tb, 0, walk_across);
+    set_script(tb, 1, walk_across_mirrored);
+    for i in 0..2 {
+        let mut script = tb.client_world_mut(i).resource_mut::<Script>();
+        script.by_tick = true;
+        script.running = true;
+    }
+}
+
 fn walk_across(n: u32) -> CharacterInput {
     let toward = if (n / 240).is_multiple_of(2) {
         Vec2::X
@@ -820,9 +859,8 @@ fn players_brushing_past_each_other_are_not_corrected_by_default() {
     for i in 0..2 {
         tb.client(i).add_systems(Update, character_colliders);
     }
-    // Both on the line z = 4, 2 m apart, walking towards each other: they meet and cross.
-    set_script(&mut tb, 0, walk_across);
-    set_script(&mut tb, 1, walk_across_mirrored);
+    // Both on the line z = 8, 2 m apart, walking towards each other: they meet and cross.
+    walk_towards_each_other(&mut tb);
     let mut closest = f32::MAX;
     for _ in 0..(240 * 20) {
         tb.step();
@@ -1093,8 +1131,7 @@ fn players_brushing_past_each_other_when_characters_block() {
     for i in 0..2 {
         tb.client(i).add_systems(Update, proxy_colliders);
     }
-    set_script(&mut tb, 0, walk_across);
-    set_script(&mut tb, 1, walk_across_mirrored);
+    walk_towards_each_other(&mut tb);
     tb.run_for(Duration::from_secs(20));
     let server = server_stats(&tb);
     // Measured, not bounded: the client collides with where it sees the other player (in the

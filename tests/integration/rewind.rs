@@ -461,6 +461,8 @@ fn screen(world: &mut World) -> Option<Screen> {
     let mut proxies = world.query::<(&RenderedPose, &Children)>();
     let (pose, children) = proxies.iter(world).next()?;
     let (pose, children) = (*pose, children.to_vec());
+    // Its own boxes only: the server's are not replicated along with the character.
+    assert_eq!(children.len(), 11, "the proxy's children");
     let boxes = children
         .iter()
         .filter_map(|c| {
@@ -557,6 +559,7 @@ fn layouts_load_and_the_server_rebuilds_exactly_what_the_client_drew() {
             let Some((pose, boxes)) = screen(tb.client_world_mut(0)) else {
                 continue;
             };
+            assert_eq!(boxes.len(), 11);
             assert_eq!(pose.mode, mode);
             let view = ClaimedView::from_rendered(server_character, &pose);
             let rebuilt = tb

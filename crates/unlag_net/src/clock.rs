@@ -39,6 +39,12 @@ pub const BEAT_INTERVAL: f64 = 0.1;
 /// sent on its own costs a datagram's headers.
 pub const REPORT_INTERVAL: f64 = 0.5;
 
+/// A change of the interpolation delay this large is reported at once, seconds.
+pub const REPORT_CHANGE: f64 = 0.002;
+
+/// Shortest time between two delay reports, seconds.
+pub const MIN_REPORT_GAP: f64 = 0.02;
+
 /// Time and link figures of this App, updated every frame in `PreUpdate`.
 ///
 /// On a client: the estimates described in the [module docs](self). On the server: its own
@@ -131,7 +137,8 @@ pub struct NetBeat {
     pub update_rate_hz: f32,
 }
 
-/// Client → server, every [`REPORT_INTERVAL`]: the interpolation delay in effect.
+/// Client → server, every [`REPORT_INTERVAL`] and whenever the delay moved by
+/// [`REPORT_CHANGE`] (at most every [`MIN_REPORT_GAP`]): the interpolation delay in effect.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct DelayReport {
     /// Increases by one per report, wrapping; stale reports are dropped.
@@ -156,6 +163,8 @@ pub(crate) struct ClientClockState {
     loss: Ewma,
     update_rate_hz: f32,
     next_report: f64,
+    last_report: f64,
+    last_reported: f64,
     report_seq: Seq16,
 }
 
@@ -169,6 +178,8 @@ impl ClientClockState {
             loss: Ewma::new(),
             update_rate_hz: 20.0,
             next_report: 0.0,
+            last_report: f64::NEG_INFINITY,
+            last_reported: 0.0,
             report_seq: Seq16::default(),
         }
     }
@@ -305,7 +316,6 @@ pub(crate) fn update_client_clock(
 
 /// Update on a client: sends delay reports.
 pub(crate) fn send_delay_reports(
-    real: Res<Time<Real>>,
     clock: Res<NetClock>,
     mut state: ResMut<ClientClockState>,
     mut link: Query<
@@ -316,9 +326,15 @@ pub(crate) fn send_delay_reports(
     let Ok((mut reports, mut traffic)) = link.single_mut() else {
         return;
     };
-    let now = real.elapsed_secs_f64();
-    if clock.synced && now >= state.next_report {
+    // Paced by the estimated server time (simulated time in the testbed, real time live), and
+    // at once when the delay moved: the server judges shots against the delay reported.
+    let now = clock.server_time;
+    let moved = (clock.interpolation_delay - state.last_reported).abs() >= REPORT_CHANGE
+        && now >= state.last_report + MIN_REPORT_GAP;
+    if clock.synced && (now >= state.next_report || moved) {
         state.next_report = now + REPORT_INTERVAL;
+        state.last_report = now;
+        state.last_reported = clock.interpolation_delay;
         state.report_seq = state.report_seq.next();
         let report = DelayReport {
             seq: state.report_seq,

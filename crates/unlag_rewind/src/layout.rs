@@ -193,7 +193,9 @@ impl HitBoxLayout {
         }
     }
 
-    /// Spawns the layout's boxes as children of `character`, standing.
+    /// Spawns the layout's boxes as children of `character`, standing. They are not
+    /// replicated with their character (lightyear would otherwise copy every child of a
+    /// replicated entity): each side spawns its own from the layout.
     pub fn spawn(&self, commands: &mut Commands, character: Entity) {
         commands.entity(character).with_children(|c| {
             for b in &self.boxes {
@@ -205,6 +207,7 @@ impl HitBoxLayout {
                         stand,
                         crouch: b.crouch.map_or(stand, |p| p.transform()),
                     },
+                    lightyear::prelude::DisableReplicateHierarchy,
                 ));
             }
         });

@@ -249,9 +249,18 @@ pub(crate) fn place_proxies(
     for (entity, mut proxy, mut transform, pose) in &mut proxies {
         let proxy = &mut *proxy;
         // This proxy's delay: its own interval (a 1 Hz proxy cannot be shown 50 ms behind).
+        // Proxies at the server's default rate share its nominal interval, so they share one
+        // delay (and one view time, which shots are judged at); others follow their own.
         let interval = proxy
             .buffer
             .recent_interval()
+            .map(|i| {
+                if (i - clock.send_interval).abs() < 0.25 * clock.send_interval {
+                    clock.send_interval
+                } else {
+                    i
+                }
+            })
             .unwrap_or(clock.send_interval);
         match late {
             // The measured lateness of states, once there is enough of it.
