@@ -23,7 +23,7 @@ pub struct WireClaim {
     pub ease: Vec3,
 }
 
-/// Client → server, unreliable, sent [`FIRE_COPIES`](crate::client::FIRE_COPIES) times on
+/// Client → server, unreliable, sent [`FIRE_COPIES`](crate::FIRE_COPIES) times on
 /// consecutive frames: one shot. There is no damage field: the server takes damage
 /// from its own weapon table.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
