@@ -1,0 +1,105 @@
+//! Projectile flight for Unreal Tournament-style projectiles (seed 003): a ballistic path that
+//! client and server evaluate alike, advanced in steps whose segments are swept against hit
+//! boxes, and the numbers of the catch-up.
+
+use glam::Vec3;
+
+/// A projectile in flight under constant downward gravity.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Ballistic {
+    /// Where it is, metres.
+    pub position: Vec3,
+    /// How fast it goes, m/s.
+    pub velocity: Vec3,
+    /// Downward acceleration, m/s² (positive pulls towards −Y).
+    pub gravity: f32,
+}
+
+impl Ballistic {
+    /// Where it will be `t` seconds from now: `p + v t − ½ g t² Y`.
+    pub fn position_after(&self, t: f32) -> Vec3 {
+        self.position + self.velocity * t - Vec3::Y * (0.5 * self.gravity * t * t)
+    }
+
+    /// Its velocity `t` seconds from now, m/s.
+    pub fn velocity_after(&self, t: f32) -> Vec3 {
+        self.velocity - Vec3::Y * (self.gravity * t)
+    }
+
+    /// Moves it on by `dt` seconds and returns the segment travelled (from, to), to sweep
+    /// against what it may hit. A non-finite or negative `dt` moves nothing.
+    pub fn advance(&mut self, dt: f32) -> (Vec3, Vec3) {
+        let from = self.position;
+        if !(dt.is_finite() && dt > 0.0) {
+            return (from, from);
+        }
+        let to = self.position_after(dt);
+        self.velocity = self.velocity_after(dt);
+        self.position = to;
+        (from, to)
+    }
+
+    /// The segments of advancing by `total` seconds in steps of at most `step` seconds (the
+    /// server's catch-up and tick steps), in order.
+    pub fn advance_in_steps(&mut self, total: f32, step: f32) -> Vec<(Vec3, Vec3)> {
+        let mut segments = Vec::new();
+        if !(total.is_finite() && total > 0.0 && step.is_finite() && step > 0.0) {
+            return segments;
+        }
+        let mut left = total;
+        while left > 1e-6 {
+            let dt = left.min(step);
+            segments.push(self.advance(dt));
+            left -= dt;
+        }
+        segments
+    }
+}
+
+/// The longest a client's fake projectile may live before the real one replaces it, seconds:
+/// twice the time the server advanced the real one by (Unreal Tournament), at least one tick.
+pub fn fake_projectile_life(prediction_time: f64, tick: f64) -> f64 {
+    (2.0 * prediction_time.max(0.0)).max(tick.max(0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_path_is_the_same_in_one_step_or_many() {
+        let start = Ballistic {
+            position: Vec3::new(0.0, 1.6, 0.0),
+            velocity: Vec3::new(0.0, 5.0, -30.0),
+            gravity: 9.8,
+        };
+        let mut stepped = start;
+        let segments = stepped.advance_in_steps(0.5, 1.0 / 60.0);
+        assert_eq!(segments.len(), 30);
+        let direct = start.position_after(0.5);
+        assert!(
+            stepped.position.distance(direct) < 1e-3,
+            "{} vs {direct}",
+            stepped.position
+        );
+        assert!(stepped.velocity.distance(start.velocity_after(0.5)) < 1e-3);
+        // Segments chain without gaps.
+        assert!(segments.windows(2).all(|w| w[0].1 == w[1].0));
+        assert_eq!(segments[0].0, start.position);
+        // At the top of the arc the vertical speed is zero.
+        let top = 5.0 / 9.8;
+        assert!(start.velocity_after(top).y.abs() < 1e-5);
+        // Garbage steps move nothing.
+        let mut p = start;
+        assert_eq!(p.advance(f32::NAN), (start.position, start.position));
+        assert!(p.advance_in_steps(-1.0, 0.1).is_empty());
+        assert_eq!(p, start);
+    }
+
+    #[test]
+    fn fake_projectiles_live_twice_the_catch_up() {
+        assert_eq!(fake_projectile_life(0.08, 1.0 / 60.0), 0.16);
+        assert_eq!(fake_projectile_life(0.0, 1.0 / 60.0), 1.0 / 60.0);
+        assert_eq!(fake_projectile_life(-1.0, 1.0 / 60.0), 1.0 / 60.0);
+    }
+}
