@@ -404,6 +404,8 @@ enum Cheat {
     NoAmmo,
     /// Claims hits on a target behind a wall.
     ThroughWall,
+    /// An honest view time, but the target's pose from this many seconds before it.
+    OldClaim(f64),
 }
 
 #[derive(Resource)]
@@ -448,7 +450,7 @@ fn run_cheat(
         return;
     }
     let back = match s.cheat {
-        Cheat::Backtrack(by) => by,
+        Cheat::Backtrack(by) | Cheat::OldClaim(by) => by,
         _ => 0.0,
     };
     let newest = s.history.back().unwrap().0;
@@ -459,6 +461,11 @@ fn run_cheat(
         .find(|(t, ..)| *t <= newest - back + 1e-9)
     else {
         return;
+    };
+    // The old-claim cheat keeps the view time of now.
+    let view_time = match s.cheat {
+        Cheat::OldClaim(_) => newest,
+        _ => view_time,
     };
     let eye = s.eye;
     let aim = (torso - eye).normalize();
@@ -583,6 +590,7 @@ fn cheats_are_refused_for_the_right_reason() {
     expect(Cheat::Origin, "rifle", 10, Rejection::BadOrigin, 0);
     expect(Cheat::UnsentState, "rifle", 10, Rejection::BadClaim, 0);
     expect(Cheat::ThroughWall, "rifle", 10, Rejection::ThroughWall, 0);
+    expect(Cheat::OldClaim(0.15), "rifle", 10, Rejection::BadClaim, 0);
     // 30 rounds and no reload: the shots after them are refused.
     let s = expect(Cheat::NoAmmo, "rifle", 45, Rejection::NoAmmo, 30);
     assert_eq!(s.accepted, 30);

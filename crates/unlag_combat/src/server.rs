@@ -502,18 +502,40 @@ fn judge(
         return Err(Rejection::TooFast);
     }
     let mut claims = Vec::with_capacity(request.claims.len());
+    let tolerance =
+        settings.view_time_tolerance + settings.view_time_jitter_factor * remote.jitter + frame;
     for c in &request.claims {
         if health.get(c.target).is_ok_and(|h| !h.alive()) {
             return Err(Rejection::BadTarget);
         }
-        claims.push(ClaimedView {
+        let claim = ClaimedView {
             character: c.target,
             from: c.from,
             to: c.to,
             alpha: c.alpha,
             mode: c.mode,
             ease: c.ease,
-        });
+        };
+        // A blend between two states shows one moment: the shot's view time (Extrapolate
+        // proxies are drawn at the present the client knows, up to a delay later). Poses held
+        // on one state are left to the reconstruction's own bounds: with loss, a client may
+        // hold an older state than the server sent.
+        if c.from != c.to {
+            let shown = rewind.claimed_time(&claim).map_err(|e| match e {
+                RewindError::UnknownCharacter => Rejection::BadTarget,
+                _ => Rejection::BadClaim,
+            })?;
+            let late = if c.mode == unlag_core::SmoothingMode::Extrapolate {
+                remote.interpolation_delay
+            } else {
+                0.0
+            };
+            if shown < request.view_time - tolerance || shown > request.view_time + late + tolerance
+            {
+                return Err(Rejection::BadClaim);
+            }
+        }
+        claims.push(claim);
     }
     let rays: Vec<(Vec3, Vec3)> = request
         .directions

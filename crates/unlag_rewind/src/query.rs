@@ -665,6 +665,29 @@ impl RewindQuery<'_, '_> {
         Ok(history.poses().pose(&pair, history.boxes().len()))
     }
 
+    /// The server time a claimed view shows, seconds: between its two states by the blend
+    /// factor, or state A's time plus the seconds extrapolated when it holds one state.
+    pub fn claimed_time(&self, view: &ClaimedView) -> Result<f64, RewindError> {
+        let sent = self
+            .sent
+            .get(view.character)
+            .map_err(|_| RewindError::UnknownCharacter)?;
+        let a = sent
+            .get(view.from)
+            .ok_or(RewindError::InvalidView("state A was not sent"))?;
+        let b = sent
+            .get(view.to)
+            .ok_or(RewindError::InvalidView("state B was not sent"))?;
+        if !view.alpha.is_finite() {
+            return Err(RewindError::Invalid);
+        }
+        Ok(if view.from == view.to {
+            a.time + f64::from(view.alpha)
+        } else {
+            a.time + f64::from(view.alpha) * (b.time - a.time)
+        })
+    }
+
     /// The time of a claimed view's state A, seconds.
     fn view_time(&self, view: &ClaimedView) -> Result<f64, RewindError> {
         let sent = self
