@@ -791,3 +791,36 @@ fn everyone_but_the_shooter_sees_each_shot() {
     assert_ne!(shooter, Entity::PLACEHOLDER);
     assert!(other.iter().all(|e| e.0.origin.distance(EYE) < 1e-3));
 }
+
+#[test]
+fn switching_weapons_keeps_every_shot() {
+    // Fire indices count across weapons: a shotgun shot after rifle shots is a new shot.
+    let mut tb = combat_testbed(100, default(), 3, 1e9, client_scripts);
+    start_script(&mut tb, 30);
+    let (shotgun, _) = weapon(&tb, "shotgun");
+    let (rifle, _) = weapon(&tb, "rifle");
+    for _ in 0..3 {
+        tb.client_world_mut(0).resource_mut::<Script>().weapon = rifle;
+        tb.run_for(Duration::from_millis(600));
+        tb.client_world_mut(0).resource_mut::<Script>().weapon = shotgun;
+        tb.run_for(Duration::from_millis(600));
+    }
+    tb.client(0).world_mut().remove_resource::<Script>();
+    tb.run_for(Duration::from_secs(1));
+    let stats = tb.server_world().resource::<CombatStats>().clone();
+    let (rifle_left, shotgun_left) = {
+        let world = tb.server_world_mut();
+        let mut q = world.query::<&unlag::combat::ServerArmory>();
+        let armory = q.single(world).unwrap();
+        (armory.ammo(rifle).unwrap(), armory.ammo(shotgun).unwrap())
+    };
+    let fired = tb.client_world(0).resource::<Ledger>().seen.len() as u64;
+    println!("{fired} fired, {stats:?}; rifle {rifle_left}, shotgun {shotgun_left} left");
+    assert_eq!(stats.rejected_total(), 0);
+    assert_eq!(stats.accepted, fired);
+    assert!(rifle_left < 30 && shotgun_left < 6);
+    assert_eq!(u64::from(30 - rifle_left + 6 - shotgun_left), fired);
+    let armory = tb.client_world(0).resource::<Armory>();
+    assert_eq!(armory.ammo(rifle), Some(rifle_left));
+    assert_eq!(armory.ammo(shotgun), Some(shotgun_left));
+}

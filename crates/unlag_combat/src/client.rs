@@ -100,6 +100,8 @@ pub struct Armory {
     pub aiming: bool,
     /// Shots the server refused, all time.
     pub refused: u64,
+    /// The fire index of the latest shot, any weapon.
+    last_fire_index: u32,
 }
 
 impl Armory {
@@ -150,6 +152,7 @@ pub(crate) fn arm_client(
         magazines: table.weapons.iter().map(|w| w.magazine).collect(),
         aiming: false,
         refused: 0,
+        last_fire_index: 0,
     });
 }
 
@@ -230,19 +233,20 @@ pub(crate) fn fire(
         if !command.origin.is_finite() {
             continue;
         }
+        // Fire indices count across every weapon: the server refuses any not above the last.
+        let fire_index = armory.last_fire_index + 1;
         let Some(w) = armory.weapons.get_mut(usize::from(command.weapon)) else {
             continue;
         };
         if w.reloading_until.is_some()
             || w.last_shot
                 .is_some_and(|t| now - t < f64::from(spec.fire_interval) - 1e-6)
+            || !w.ammo.fire(fire_index)
         {
             continue;
         }
-        let Some(fire_index) = w.ammo.fire() else {
-            continue;
-        };
         w.last_shot = Some(now);
+        armory.last_fire_index = fire_index;
         let directions = shot_directions(spec, fire_index, aim);
         // Trace every pellet against the hit boxes as they are drawn this frame.
         let mut hits: Vec<Option<(Entity, f32, LocalHit)>> = Vec::with_capacity(directions.len());

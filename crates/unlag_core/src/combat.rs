@@ -4,17 +4,18 @@
 use crate::SplitMix64;
 use glam::{Quat, Vec3};
 
-/// The client's ammo display (seed 000): `shown = server ammo − shots the server has not
-/// answered yet`, so the number never jumps up while shots are in flight, and ends equal to
-/// the server's once they are answered.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+/// The client's ammo display for one weapon (seed 000): `shown = server ammo − shots the
+/// server has not answered yet`, so the number never jumps up while shots are in flight, and
+/// ends equal to the server's once they are answered. Shots are known by their fire index,
+/// which counts across all of a player's weapons.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PredictedAmmo {
     /// The ammo in the server's latest answer.
     server: u32,
-    /// The fire index of the server's latest answer (fire indices count from 1).
+    /// The fire index of the server's latest answer.
     answered: u32,
-    /// The fire index of the latest shot sent.
-    sent: u32,
+    /// Fire indices of this weapon's shots sent and not answered, oldest first.
+    pending: std::collections::VecDeque<u32>,
 }
 
 impl PredictedAmmo {
@@ -23,13 +24,13 @@ impl PredictedAmmo {
         Self {
             server: ammo,
             answered: 0,
-            sent: 0,
+            pending: Default::default(),
         }
     }
 
     /// Shots sent and not yet answered.
     pub fn pending(&self) -> u32 {
-        self.sent.saturating_sub(self.answered)
+        self.pending.len() as u32
     }
 
     /// The ammo to show.
@@ -37,23 +38,23 @@ impl PredictedAmmo {
         self.server.saturating_sub(self.pending())
     }
 
-    /// Fires once if there is ammo to show: the new shot's fire index, else `None`.
-    pub fn fire(&mut self) -> Option<u32> {
+    /// Fires the shot with this fire index if there is ammo to show; whether it fired.
+    pub fn fire(&mut self, fire_index: u32) -> bool {
         if self.shown() == 0 {
-            return None;
+            return false;
         }
-        self.sent += 1;
-        Some(self.sent)
+        self.pending.push_back(fire_index);
+        true
     }
 
-    /// The server answered up to fire index `answered` with `ammo` rounds left. An answer older
-    /// than one already taken is ignored (answers can arrive out of order), and so is one for
-    /// a shot never sent.
+    /// The server answered every shot up to fire index `answered` and holds `ammo` rounds. An
+    /// answer older than one already taken is ignored (answers can arrive out of order).
     pub fn on_server(&mut self, answered: u32, ammo: u32) {
-        if answered < self.answered || answered > self.sent {
+        if answered < self.answered {
             return;
         }
         self.answered = answered;
+        self.pending.retain(|i| *i > answered);
         self.server = ammo;
     }
 
@@ -61,12 +62,7 @@ impl PredictedAmmo {
     /// [`PredictedAmmo::on_server`] too).
     pub fn reload(&mut self, ammo: u32) {
         self.server = ammo;
-        self.answered = self.sent;
-    }
-
-    /// The fire index of the latest shot sent.
-    pub fn last_fire_index(&self) -> u32 {
-        self.sent
+        self.pending.clear();
     }
 }
 
@@ -168,21 +164,22 @@ mod tests {
     fn ammo_never_rises_while_shots_are_in_flight_and_ends_on_the_servers() {
         let mut ammo = PredictedAmmo::new(10);
         let mut shown = vec![ammo.shown()];
-        // Ten quick shots; answers come back 250 ms later, two of them out of order.
-        let fired: Vec<u32> = (0..10).map(|_| ammo.fire().unwrap()).collect();
+        // Ten quick shots (fire indices 1, 3, 5, ...: another weapon fired in between);
+        // answers come back later, two of them out of order.
+        let fired: Vec<u32> = (0..10).map(|i| 2 * i + 1).collect();
+        assert!(fired.iter().all(|i| ammo.fire(*i)));
         shown.push(ammo.shown());
-        assert_eq!(ammo.fire(), None, "empty");
+        assert!(!ammo.fire(99), "empty");
         for i in [0, 1, 2, 4, 3, 5, 6, 7, 8, 9] {
-            ammo.on_server(fired[i], 10 - fired[i]);
+            ammo.on_server(fired[i], 10 - i as u32 - 1);
             shown.push(ammo.shown());
         }
         assert!(shown.windows(2).all(|w| w[1] <= w[0]), "{shown:?}");
-        assert_eq!(ammo.shown(), 0);
-        assert_eq!(ammo.pending(), 0);
+        assert_eq!((ammo.shown(), ammo.pending()), (0, 0));
         ammo.reload(10);
         assert_eq!(ammo.shown(), 10);
-        // An answer for a shot never sent is ignored.
-        ammo.on_server(99, 50);
+        // An answer older than the last one taken changes nothing.
+        ammo.on_server(3, 50);
         assert_eq!(ammo.shown(), 10);
     }
 
