@@ -368,34 +368,27 @@ pub(crate) fn judge_shots(
                     let mut confirmed = Vec::new();
                     for (target, damage, pellets, bone, headshot) in tally {
                         stats.pellet_hits += u64::from(pellets);
-                        let Ok(mut hp) = health.get_mut(target) else {
-                            confirmed.push(ConfirmedHit {
-                                target,
-                                bone,
-                                headshot,
-                                damage,
-                                pellets,
-                                killed: false,
-                            });
-                            continue;
-                        };
-                        let was_alive = hp.alive();
-                        hp.current = (hp.current - damage).max(0.0);
-                        let died = was_alive && !hp.alive();
-                        damaged.write(Damaged {
-                            target,
-                            shooter,
-                            weapon: request.weapon,
-                            damage,
-                            bone: bone.clone(),
-                            headshot,
-                        });
-                        if died {
-                            killed.write(Killed {
+                        // Targets without Health take the hit but no damage bookkeeping.
+                        let mut died = false;
+                        if let Ok(mut hp) = health.get_mut(target) {
+                            let was_alive = hp.alive();
+                            hp.current = (hp.current - damage).max(0.0);
+                            died = was_alive && !hp.alive();
+                            damaged.write(Damaged {
                                 target,
                                 shooter,
                                 weapon: request.weapon,
+                                damage,
+                                bone: bone.clone(),
+                                headshot,
                             });
+                            if died {
+                                killed.write(Killed {
+                                    target,
+                                    shooter,
+                                    weapon: request.weapon,
+                                });
+                            }
                         }
                         confirmed.push(ConfirmedHit {
                             target,

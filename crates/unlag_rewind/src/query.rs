@@ -668,16 +668,7 @@ impl RewindQuery<'_, '_> {
     /// The server time a claimed view shows, seconds: between its two states by the blend
     /// factor, or state A's time plus the seconds extrapolated when it holds one state.
     pub fn claimed_time(&self, view: &ClaimedView) -> Result<f64, RewindError> {
-        let sent = self
-            .sent
-            .get(view.character)
-            .map_err(|_| RewindError::UnknownCharacter)?;
-        let a = sent
-            .get(view.from)
-            .ok_or(RewindError::InvalidView("state A was not sent"))?;
-        let b = sent
-            .get(view.to)
-            .ok_or(RewindError::InvalidView("state B was not sent"))?;
+        let (a, b) = self.sent_pair(view)?;
         if !view.alpha.is_finite() {
             return Err(RewindError::Invalid);
         }
@@ -688,15 +679,27 @@ impl RewindQuery<'_, '_> {
         })
     }
 
-    /// The time of a claimed view's state A, seconds.
-    fn view_time(&self, view: &ClaimedView) -> Result<f64, RewindError> {
+    /// The two states a claimed view names, as the server sent them.
+    fn sent_pair(
+        &self,
+        view: &ClaimedView,
+    ) -> Result<(&unlag_core::ProxyState, &unlag_core::ProxyState), RewindError> {
         let sent = self
             .sent
             .get(view.character)
             .map_err(|_| RewindError::UnknownCharacter)?;
-        sent.get(view.from)
-            .map(|s| s.time)
-            .ok_or(RewindError::InvalidView("state A was not sent"))
+        let a = sent
+            .get(view.from)
+            .ok_or(RewindError::InvalidView("state A was not sent"))?;
+        let b = sent
+            .get(view.to)
+            .ok_or(RewindError::InvalidView("state B was not sent"))?;
+        Ok((a, b))
+    }
+
+    /// The time of a claimed view's state A, seconds.
+    fn view_time(&self, view: &ClaimedView) -> Result<f64, RewindError> {
+        Ok(self.sent_pair(view)?.0.time)
     }
 
     /// The poses of a character's boxes as a client rendered it (see [`ClaimedView`]), then
@@ -715,16 +718,7 @@ impl RewindQuery<'_, '_> {
             .histories
             .get(view.character)
             .map_err(|_| RewindError::UnknownCharacter)?;
-        let sent = self
-            .sent
-            .get(view.character)
-            .map_err(|_| RewindError::UnknownCharacter)?;
-        let a = sent
-            .get(view.from)
-            .ok_or(RewindError::InvalidView("state A was not sent"))?;
-        let b = sent
-            .get(view.to)
-            .ok_or(RewindError::InvalidView("state B was not sent"))?;
+        let (a, b) = self.sent_pair(view)?;
         if view.from == view.to {
             if !(0.0..=self.settings.max_claimed_extrapolation).contains(&view.alpha) {
                 return Err(RewindError::InvalidView("extrapolated too far"));
