@@ -280,6 +280,13 @@ fn run(rtt_ms: u64, weapon_name: &str, seconds: u64) -> Agreement {
         stats.accepted,
         stats.duplicates,
     );
+    // Measured, not asserted (debug build, other tests running beside it).
+    let judge: Vec<f64> = stats.judge_micros.iter().copied().collect();
+    let judge = unlag::core::Summary::of(&judge);
+    println!(
+        "server time per shot ({weapon_name}, debug build): mean {:.1} µs, p99 {:.1} µs",
+        judge.mean, judge.p99
+    );
     let ledger = tb.client_world(0).resource::<Ledger>();
     let mut a = Agreement {
         seen_hits: 0,

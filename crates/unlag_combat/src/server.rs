@@ -118,6 +118,9 @@ pub struct CombatStats {
     /// The latest shots' view time less the server's estimate of it, seconds (the last 256):
     /// what backtrack protection measures.
     pub view_time_errors: std::collections::VecDeque<f64>,
+    /// Wall-clock time the server spent checking and judging each of the latest shots
+    /// (rewind included), microseconds (the last 256): a measure for reports, not a limit.
+    pub judge_micros: std::collections::VecDeque<f64>,
 }
 
 impl CombatStats {
@@ -322,6 +325,7 @@ pub(crate) fn judge_shots(
                 continue;
             };
             let position = transform.translation;
+            let started = std::time::Instant::now();
             let verdict = judge(
                 &request,
                 table,
@@ -336,6 +340,12 @@ pub(crate) fn judge_shots(
                 &health,
                 &mut stats.view_time_errors,
             );
+            stats
+                .judge_micros
+                .push_back(started.elapsed().as_secs_f64() * 1e6);
+            if stats.judge_micros.len() > 256 {
+                stats.judge_micros.pop_front();
+            }
             let ammo = armory.ammo(request.weapon).unwrap_or(0);
             let rewound = remote.rtt <= settings.max_rewind_ping;
             let outcome = match verdict {
