@@ -25,7 +25,7 @@ mod server;
 mod weapons;
 
 pub use client::{
-    Armory, FireCommand, LocalFire, LocalHit, ReloadCommand, RemoteFire, ShotConfirmed,
+    Armory, FIRE_COPIES, FireCommand, LocalFire, LocalHit, ReloadCommand, RemoteFire, ShotConfirmed,
 };
 pub use protocol::{
     ConfirmedHit, CosmeticFire, FireRequest, FireResult, Rejection, ReloadDone, ReloadRequest,
