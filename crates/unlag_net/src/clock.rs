@@ -138,7 +138,7 @@ pub struct NetBeat {
 }
 
 /// Client → server, every [`REPORT_INTERVAL`] and whenever the delay moved by
-/// [`REPORT_CHANGE`] (at most every [`MIN_REPORT_GAP`]): the interpolation delay in effect.
+/// `REPORT_CHANGE` (at most every `MIN_REPORT_GAP`): the interpolation delay in effect.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct DelayReport {
     /// Increases by one per report, wrapping; stale reports are dropped.
