@@ -21,6 +21,7 @@
 //! different order on several threads, so runs agree closely but not bit for bit.
 
 mod apps;
+mod exclusive;
 mod measure;
 mod physics;
 mod udp;
@@ -91,6 +92,8 @@ pub struct Testbed {
     now: Duration,
     frame: Duration,
     measures: Vec<measure::Recorder>,
+    /// Keeps real-time sessions from running beside this simulation (see `exclusive`).
+    _turn: exclusive::SimulationTurn,
 }
 
 fn base_app(frame: Duration) -> App {
@@ -137,6 +140,7 @@ impl Testbed {
             })
             .collect();
         Self {
+            _turn: exclusive::SimulationTurn::take(),
             measures: vec![measure::Recorder::default(); config.clients],
             config,
             apps: NetApps { server, clients },

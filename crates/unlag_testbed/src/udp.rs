@@ -51,6 +51,8 @@ pub struct UdpSession {
     server_addr: SocketAddr,
     frame: Duration,
     next_frame: Duration,
+    /// The process to itself while it runs in real time (see `exclusive`).
+    _turn: crate::exclusive::RealTimeTurn,
 }
 
 fn real_time_app() -> App {
@@ -61,8 +63,11 @@ fn real_time_app() -> App {
 
 impl UdpSession {
     /// Binds the server on an ephemeral loopback port and starts connecting the clients.
-    /// Panics if `config.conditions` are invalid.
+    /// Panics if `config.conditions` are invalid. Waits for simulated [`Testbed`](crate::Testbed)s
+    /// running in the same process to finish, and keeps new ones waiting while it lives, so
+    /// that its real-time measurements have the cores to themselves.
     pub fn new(config: UdpSessionConfig) -> Self {
+        let turn = crate::exclusive::RealTimeTurn::take();
         let tick = Duration::from_secs_f64(1.0 / config.tick_rate_hz);
         let net = UnlagNetPlugin {
             time_source: NetTimeSource::Real,
@@ -134,6 +139,7 @@ impl UdpSession {
             server_addr,
             frame: Duration::from_secs_f64(1.0 / config.frame_rate_hz),
             next_frame: real_elapsed(),
+            _turn: turn,
         }
     }
 
