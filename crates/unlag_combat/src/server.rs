@@ -151,8 +151,16 @@ pub(crate) fn arm_characters(
 /// Starts and finishes reloads.
 pub(crate) fn reloads(
     clock: Res<NetClock>,
+    time: Res<Time>,
     weapons: Res<Weapons>,
-    mut requests: Query<(Entity, &mut MessageReceiver<ReloadRequest>), With<ClientOf>>,
+    mut requests: Query<
+        (
+            Entity,
+            &mut MessageReceiver<ReloadRequest>,
+            Option<&RemoteClientClock>,
+        ),
+        With<ClientOf>,
+    >,
     mut done: Query<&mut MessageSender<ReloadDone>, With<ClientOf>>,
     mut armories: Query<(&ControlledBy, &mut ServerArmory)>,
 ) {
@@ -160,7 +168,11 @@ pub(crate) fn reloads(
         return;
     };
     let now = clock.server_time;
-    for (link, mut receiver) in &mut requests {
+    for (link, mut receiver, remote) in &mut requests {
+        // The client ends its reload `reload_time` after asking; its first shot after it
+        // arrives a one-way trip later, just when ours ends. A grace of the link's jitter and a
+        // frame keeps that shot from racing the reload (a cheater gains those milliseconds).
+        let grace = remote.map_or(0.0, |r| 2.0 * r.jitter) + time.delta_secs_f64();
         for request in receiver.receive() {
             let (Some(spec), Some((_, mut armory))) = (
                 table.get(request.weapon),
@@ -172,7 +184,7 @@ pub(crate) fn reloads(
                 && w.reloading_until.is_none()
                 && w.ammo < spec.magazine
             {
-                w.reloading_until = Some(now + f64::from(spec.reload_time));
+                w.reloading_until = Some(now + (f64::from(spec.reload_time) - grace).max(0.0));
             }
         }
     }
