@@ -224,6 +224,12 @@ pub fn shot_directions(spec: &WeaponSpec, fire_index: u32, aim: Vec3) -> Vec<Vec
     }
 }
 
+/// How far a shot's view time may be from the server's estimate of it, seconds: the fixed part,
+/// the link's jitter (the request's arrival varies with it) and one frame of arrival rounding.
+fn view_time_tolerance(settings: &CombatSettings, remote: &RemoteClientClock, frame: f64) -> f64 {
+    settings.view_time_tolerance + settings.view_time_jitter_factor * remote.jitter + frame
+}
+
 /// Checks a request against the server's own view of the shooter; the reason when refused.
 #[allow(clippy::too_many_arguments)]
 fn check(
@@ -244,8 +250,7 @@ fn check(
         return Err(Rejection::BadViewTime);
     }
     let expected = remote.view_time(now - remote.rtt / 2.0);
-    let tolerance =
-        settings.view_time_tolerance + settings.view_time_jitter_factor * remote.jitter + frame;
+    let tolerance = view_time_tolerance(settings, remote, frame);
     errors.push_back(request.view_time - expected);
     if errors.len() > 256 {
         errors.pop_front();
@@ -517,8 +522,7 @@ fn judge(
         return Err(Rejection::TooFast);
     }
     let mut claims = Vec::with_capacity(request.claims.len());
-    let tolerance =
-        settings.view_time_tolerance + settings.view_time_jitter_factor * remote.jitter + frame;
+    let tolerance = view_time_tolerance(settings, remote, frame);
     for c in &request.claims {
         if health.get(c.target).is_ok_and(|h| !h.alive()) {
             return Err(Rejection::BadTarget);

@@ -253,14 +253,7 @@ impl PoseHistory {
     /// The pose of box `index` at `pair` (lerp of position, slerp of rotation).
     #[inline]
     pub fn pose(&self, pair: &FramePair, index: usize) -> (Vec3, Quat) {
-        let (i, j) = (pair.from * self.boxes + index, pair.to * self.boxes + index);
-        if pair.from == pair.to || pair.alpha <= 0.0 {
-            return (self.positions[i], self.rotations[i]);
-        }
-        (
-            self.positions[i].lerp(self.positions[j], pair.alpha),
-            self.rotations[i].slerp(self.rotations[j], pair.alpha),
-        )
+        (self.position(pair, index), self.rotation(pair, index))
     }
 
     /// The box around every recorded position of box `index` (its centre, not its extent), or

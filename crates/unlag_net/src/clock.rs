@@ -162,7 +162,6 @@ pub(crate) struct ClientClockState {
     beats: SeqUnwrapper,
     loss: Ewma,
     update_rate_hz: f32,
-    next_report: f64,
     last_report: f64,
     last_reported: f64,
     report_seq: Seq16,
@@ -177,7 +176,6 @@ impl ClientClockState {
             beats: SeqUnwrapper::new(),
             loss: Ewma::new(),
             update_rate_hz: 20.0,
-            next_report: 0.0,
             last_report: f64::NEG_INFINITY,
             last_reported: 0.0,
             report_seq: Seq16::default(),
@@ -331,8 +329,7 @@ pub(crate) fn send_delay_reports(
     let now = clock.server_time;
     let moved = (clock.interpolation_delay - state.last_reported).abs() >= REPORT_CHANGE
         && now >= state.last_report + MIN_REPORT_GAP;
-    if clock.synced && (now >= state.next_report || moved) {
-        state.next_report = now + REPORT_INTERVAL;
+    if clock.synced && (now >= state.last_report + REPORT_INTERVAL || moved) {
         state.last_report = now;
         state.last_reported = clock.interpolation_delay;
         state.report_seq = state.report_seq.next();

@@ -4,8 +4,11 @@
 use crate::{HitBox, HitShape, RewindSystems};
 use bevy::asset::io::Reader;
 use bevy::asset::{AssetLoadFailedEvent, AssetLoader, LoadContext};
+use bevy::ecs::schedule::common_conditions::any_with_component;
 use bevy::prelude::*;
 use bevy::transform::TransformSystems;
+use lightyear::prelude::Client;
+use lightyear::prelude::server::Server;
 use serde::Deserialize;
 use unlag_smoothing::{ProxyFlags, ProxySmoothingSystems, RenderedPose};
 
@@ -325,13 +328,18 @@ pub(crate) fn finish(app: &mut App) {
 }
 
 pub(crate) fn build(app: &mut App) {
+    // The server poses boxes for recording, after each tick; a client poses its proxies'
+    // boxes once they are placed for the frame.
     app.add_systems(
         FixedPostUpdate,
-        pose_layout_boxes.before(RewindSystems::Record),
+        pose_layout_boxes
+            .run_if(any_with_component::<Server>)
+            .before(RewindSystems::Record),
     )
     .add_systems(
         PostUpdate,
         pose_layout_boxes
+            .run_if(any_with_component::<Client>)
             .after(ProxySmoothingSystems::Place)
             .before(TransformSystems::Propagate),
     );
