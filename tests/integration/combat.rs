@@ -166,25 +166,29 @@ fn combat_testbed(
     health: f32,
     client: impl FnOnce(&mut App),
 ) -> Testbed {
-    combat_testbed_with(1, rtt_ms, settings, targets, health, client)
+    combat_testbed_with(1, lossy(rtt_ms), settings, targets, health, client)
+}
+
+/// `rtt_ms` of round trip with 20 ms jitter and 5 % loss, proxies at 20 Hz.
+fn lossy(rtt_ms: u64) -> LinkConditions {
+    LinkConditions {
+        latency: Duration::from_millis(rtt_ms),
+        jitter: Duration::from_millis(20),
+        loss: 0.05,
+        update_rate_hz: 20.0,
+    }
 }
 
 /// [`combat_testbed`] with `clients` clients, each with a character (client `i` at
 /// `EYE + i × 2 m` along x); `client` adds client 0's scripts.
 fn combat_testbed_with(
     clients: usize,
-    rtt_ms: u64,
+    conditions: LinkConditions,
     settings: CombatSettings,
     targets: usize,
     health: f32,
     client: impl FnOnce(&mut App),
 ) -> Testbed {
-    let conditions = LinkConditions {
-        latency: Duration::from_millis(rtt_ms),
-        jitter: Duration::from_millis(20),
-        loss: 0.05,
-        update_rate_hz: 20.0,
-    };
     let mut tb = Testbed::new(TestbedConfig {
         clients,
         conditions,
@@ -770,7 +774,7 @@ fn hear(mut echoes: ResMut<Echoes>, mut remote: MessageReader<unlag::combat::Rem
 
 #[test]
 fn everyone_but_the_shooter_sees_each_shot() {
-    let mut tb = combat_testbed_with(2, 100, default(), 1, 1e9, |app| {
+    let mut tb = combat_testbed_with(2, lossy(100), default(), 1, 1e9, |app| {
         client_scripts(app);
         app.init_resource::<Echoes>().add_systems(Update, hear);
     });
@@ -830,4 +834,377 @@ fn switching_weapons_keeps_every_shot() {
     let armory = tb.client_world(0).resource::<Armory>();
     assert_eq!(armory.ammo(rifle), Some(rifle_left));
     assert_eq!(armory.ammo(shotgun), Some(shotgun_left));
+}
+
+/// A target that walks to and fro along x at [`WALK_SPEED`] in lane z = 0, 8 m each way.
+#[derive(Component)]
+struct Walker;
+
+/// How fast a [`Walker`] walks, m/s.
+const WALK_SPEED: f32 = 3.0;
+
+fn walk(
+    timeline: Res<LocalTimeline>,
+    tick: Res<lightyear::core::tick::TickDuration>,
+    mut walkers: Query<&mut Transform, With<Walker>>,
+) {
+    let t = timeline.tick().0 as f32 * tick.0.as_secs_f32();
+    let leg = 8.0 / WALK_SPEED;
+    let s = t % (2.0 * leg);
+    let x = if s < leg { s } else { 2.0 * leg - s } * WALK_SPEED - 4.0;
+    for mut transform in &mut walkers {
+        transform.translation = Vec3::new(x, 0.0, 0.0);
+    }
+}
+
+/// The launcher script: when the walker is mid-leg, fire at its torso as drawn, led by its
+/// speed over the flight time (and the fake's hold), lifted for the drop.
+#[derive(Resource)]
+struct LauncherScript {
+    weapon: u8,
+    speed: f32,
+    gravity: f32,
+    last_x: Option<f32>,
+    /// Aim at the ground 1.2 m in front of the walker instead of at its torso.
+    ground: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fire_launcher(
+    script: Option<ResMut<LauncherScript>>,
+    armory: Option<Res<Armory>>,
+    clock: Res<unlag::net::NetClock>,
+    settings: Res<CombatSettings>,
+    time: Res<Time>,
+    proxies: Query<&Children, With<ProxySmoothing>>,
+    boxes: Query<(&HitBox, &GlobalTransform)>,
+    mut fire: MessageWriter<FireCommand>,
+    mut reload: MessageWriter<ReloadCommand>,
+) {
+    let Some(mut script) = script else {
+        return;
+    };
+    let Some(children) = proxies.iter().next() else {
+        return;
+    };
+    let Some(torso) = children
+        .iter()
+        .filter_map(|c| boxes.get(c).ok())
+        .find(|(b, _)| b.bone == "torso")
+        .map(|(_, g)| g.translation())
+    else {
+        return;
+    };
+    let last = script.last_x.replace(torso.x);
+    let Some(last) = last else {
+        return;
+    };
+    if armory
+        .as_ref()
+        .is_some_and(|a| a.ammo(script.weapon) == Some(0))
+    {
+        reload.write(ReloadCommand {
+            weapon: script.weapon,
+        });
+        return;
+    }
+    let dx = torso.x - last;
+    // Mid-leg only: the walk does not turn before the projectile arrives.
+    if torso.x.abs() > 1.0 || dx.abs() < 0.25 * WALK_SPEED * time.delta_secs() {
+        return;
+    }
+    let velocity = Vec3::X * WALK_SPEED * dx.signum();
+    let hold = unlag::combat::fake_projectile_hold(
+        clock.rtt,
+        settings.projectile_fudge,
+        settings.max_prediction_ping,
+    ) as f32;
+    // Lead: where the torso will be when the projectile gets there, and aim above it by the
+    // drop on the way (a few rounds of fixed point).
+    let point = if script.ground {
+        Vec3::new(torso.x, 0.0, 1.2)
+    } else {
+        torso
+    };
+    let mut aim_at = point;
+    for _ in 0..4 {
+        let flight = aim_at.distance(EYE) / script.speed;
+        aim_at =
+            point + velocity * (flight + hold) + Vec3::Y * (0.5 * script.gravity * flight * flight);
+    }
+    fire.write(FireCommand {
+        weapon: script.weapon,
+        origin: EYE,
+        aim: aim_at - EYE,
+    });
+}
+
+/// Per frame: the server's projectiles and the clients' drawn ones, by fire index.
+#[derive(Resource, Default)]
+struct Flights {
+    /// (frame, fire index, where the server's is, its age).
+    server: Vec<(u64, u32, Vec3, f32)>,
+    /// (frame, fire index, where client `i` draws it, fake?) per client.
+    clients: [Vec<(u64, u32, Vec3, bool)>; 2],
+}
+
+/// The testbed frames `frames` frames on, recording every projectile after each.
+fn track(tb: &mut Testbed, flights: &mut Flights, frames: u64, start: u64) {
+    for f in start..start + frames {
+        tb.run_for(Duration::from_micros(1_000_000 / 240));
+        let server: Vec<_> = tb
+            .server_world_mut()
+            .query::<&unlag::combat::Projectile>()
+            .iter(tb.server_world())
+            .map(|p| (f, p.fire_index, p.flight.position, p.age))
+            .collect();
+        flights.server.extend(server);
+        for i in 0..2 {
+            let drawn: Vec<_> = tb
+                .client_world_mut(i)
+                .query::<(&unlag::combat::ClientProjectile, &Transform)>()
+                .iter(tb.client_world(i))
+                .map(|(p, t)| (f, p.fire_index, t.translation, p.fake))
+                .collect();
+            flights.clients[i].extend(drawn);
+        }
+    }
+}
+
+/// Impacts a client heard of.
+#[derive(Resource, Default)]
+struct Impacts(Vec<unlag::combat::ProjectileExploded>);
+
+fn hear_impacts(
+    mut impacts: ResMut<Impacts>,
+    mut heard: MessageReader<unlag::combat::ProjectileExploded>,
+) {
+    impacts.0.extend(heard.read().cloned());
+}
+
+/// A launcher match at `rtt_ms` (no jitter, no loss): shooter client 0, a second client
+/// watching, one walker. Returns the flights, the shooter's impacts and the walker (server).
+fn launcher_match(
+    rtt_ms: u64,
+    settings: CombatSettings,
+    ground: bool,
+) -> (Flights, Vec<unlag::combat::ProjectileImpact>, CombatStats) {
+    let conditions = LinkConditions {
+        latency: Duration::from_millis(rtt_ms),
+        jitter: Duration::ZERO,
+        loss: 0.0,
+        update_rate_hz: 20.0,
+    };
+    let mut tb = combat_testbed_with(2, conditions, settings, 0, 1e9, |app| {
+        app.init_resource::<Impacts>().add_systems(
+            Update,
+            (
+                fire_launcher.before(unlag::combat::CombatSystems::Client),
+                hear_impacts.after(unlag::combat::CombatSystems::Client),
+            ),
+        );
+    });
+    tb.server().add_systems(FixedUpdate, walk);
+    let layout = tb.server_world().resource::<AssetServer>().load(HUMANOID);
+    tb.server_world_mut().spawn((
+        Walker,
+        Transform::default(),
+        SmoothedProxy,
+        UseHitBoxLayout(layout),
+        Health::new(1e9),
+        Replicate::to_clients(NetworkTarget::All),
+    ));
+    // The floor, on the server (the world that stops projectiles).
+    tb.server_world_mut().spawn((
+        Transform::from_xyz(0.0, -0.1, 0.0),
+        bevy_rapier3d::prelude::Collider::cuboid(30.0, 0.1, 30.0),
+    ));
+    tb.run_for(Duration::from_secs(2));
+    let (id, spec) = weapon(&tb, "launcher");
+    let unlag::combat::WeaponKind::Projectile { speed, gravity, .. } = spec.kind else {
+        panic!("the launcher fires projectiles");
+    };
+    tb.client(0).insert_resource(LauncherScript {
+        weapon: id,
+        speed,
+        gravity,
+        last_x: None,
+        ground,
+    });
+    let mut flights = Flights::default();
+    track(&mut tb, &mut flights, 240 * 14, 0);
+    tb.client(0).world_mut().remove_resource::<LauncherScript>();
+    track(&mut tb, &mut flights, 240 * 2, 240 * 14);
+    let impacts = tb
+        .client_world(0)
+        .resource::<Impacts>()
+        .0
+        .iter()
+        .map(|e| e.0.clone())
+        .collect();
+    let stats = tb.server_world().resource::<CombatStats>().clone();
+    (flights, impacts, stats)
+}
+
+#[test]
+fn projectiles_agree_with_the_fake_and_hit_by_rewind() {
+    let (flights, impacts, stats) = launcher_match(200, default(), false);
+    let speed = 35.0f32;
+    let tick_travel = speed / 60.0;
+    assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
+    assert!(stats.projectiles >= 6, "{} launched", stats.projectiles);
+    // The shooter's projectile (fake, then the server's) against the server's real one, frame
+    // by frame once the real one exists.
+    let mut worst = 0.0f32;
+    let mut compared = 0;
+    for (frame, index, real, _) in &flights.server {
+        if let Some((_, _, drawn, _)) = flights.clients[0]
+            .iter()
+            .find(|(f, i, _, _)| f == frame && i == index)
+        {
+            worst = worst.max(drawn.distance(*real));
+            compared += 1;
+        }
+    }
+    println!(
+        "shooter vs server at 200 ms: {compared} frames compared, worst {worst:.3} m (one tick of travel: {tick_travel:.3} m)"
+    );
+    assert!(compared > 100);
+    assert!(worst <= tick_travel, "{worst} m apart");
+    // The fake gives way to the real one without a jump: consecutive drawn positions of a
+    // shot are never further apart than the frames between them allow.
+    let per_frame = speed / 240.0 * 1.5 + 0.01;
+    let mut by_shot: std::collections::BTreeMap<u32, Vec<(u64, Vec3, bool)>> = default();
+    for (frame, index, at, fake) in &flights.clients[0] {
+        by_shot
+            .entry(*index)
+            .or_default()
+            .push((*frame, *at, *fake));
+    }
+    let mut replaced = 0;
+    for (index, drawn) in &by_shot {
+        for w in drawn.windows(2) {
+            let frames = (w[1].0 - w[0].0) as f32;
+            let step = w[1].1.distance(w[0].1);
+            assert!(
+                step <= per_frame * frames,
+                "shot {index}: a {step:.3} m jump over {frames} frames (fake {} → {})",
+                w[0].2,
+                w[1].2
+            );
+            if w[0].2 && !w[1].2 {
+                replaced += 1;
+                println!("shot {index}: fake → real after {frames} frames, {step:.3} m apart");
+            }
+        }
+    }
+    assert_eq!(
+        replaced,
+        by_shot.len(),
+        "every fake gave way to the real one"
+    );
+    // On the other client the server's projectile arrives caught up: drawn at least as far
+    // along as the server's, not from the muzzle.
+    let mut lead_worst = f32::INFINITY;
+    for (index, drawn) in
+        flights.clients[1]
+            .iter()
+            .fold(std::collections::BTreeMap::new(), |mut m, (f, i, at, _)| {
+                m.entry(*i).or_insert((*f, *at));
+                m
+            })
+    {
+        let (frame, at) = drawn;
+        let Some((_, _, real, _)) = flights
+            .server
+            .iter()
+            .find(|(f, i, _, _)| *f == frame && *i == index)
+        else {
+            continue;
+        };
+        let origin = EYE;
+        let lead = at.distance(origin) - real.distance(origin);
+        lead_worst = lead_worst.min(lead);
+    }
+    println!(
+        "on the other client, projectiles arrive {lead_worst:.3} m or more ahead of the server's"
+    );
+    assert!(lead_worst >= -tick_travel, "{lead_worst}");
+    // Direct hits on the walker, judged by rewind.
+    let direct = impacts
+        .iter()
+        .filter(|i| i.hits.iter().any(|h| h.pellets == 1))
+        .count();
+    println!(
+        "{} impacts, {direct} direct hits, rewound: {}",
+        impacts.len(),
+        impacts.iter().all(|i| i.rewound)
+    );
+    assert!(impacts.iter().all(|i| i.rewound && i.exploded));
+    assert!(
+        direct * 10 >= impacts.len() * 9,
+        "{direct} of {}",
+        impacts.len()
+    );
+
+    // The same shots judged against the present (rewind cap below the ping): the walker has
+    // moved on from where the shooter saw it.
+    let present = CombatSettings {
+        max_rewind_ping: 0.1,
+        ..default()
+    };
+    let (_, impacts, _) = launcher_match(200, present, false);
+    let direct_now = impacts
+        .iter()
+        .filter(|i| i.hits.iter().any(|h| h.pellets == 1))
+        .count();
+    println!(
+        "without rewind: {} impacts, {direct_now} direct hits",
+        impacts.len()
+    );
+    assert!(impacts.iter().all(|i| !i.rewound));
+    assert!(
+        direct_now * 2 < impacts.len(),
+        "{direct_now} of {}",
+        impacts.len()
+    );
+}
+
+#[test]
+fn projectiles_splash_what_they_land_beside() {
+    let (_, impacts, stats) = launcher_match(100, default(), true);
+    assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
+    assert!(impacts.len() >= 4, "{} impacts", impacts.len());
+    for impact in &impacts {
+        println!("impact at {:.2}: {:?}", impact.point, impact.hits);
+        assert!(
+            impact.exploded && impact.point.y.abs() < 0.05,
+            "on the floor"
+        );
+        // Splash only: no pellet, damage below the centre's, above nothing.
+        assert_eq!(impact.hits.len(), 1, "{:?}", impact.hits);
+        let hit = &impact.hits[0];
+        assert_eq!(hit.pellets, 0);
+        assert!(hit.damage > 0.0 && hit.damage < 50.0, "{}", hit.damage);
+    }
+}
+
+#[test]
+fn the_first_shot_after_a_reload_is_never_refused() {
+    // 250 ms, 20 ms jitter, 5 % loss: the script tries every frame, so the first shot after
+    // each reload leaves on the frame the client's reload ends.
+    let mut tb = combat_testbed(250, default(), 3, 1e9, client_scripts);
+    start_script(&mut tb, 1);
+    tb.run_for(Duration::from_secs(16));
+    tb.client(0).world_mut().remove_resource::<Script>();
+    tb.run_for(Duration::from_secs(1));
+    let stats = tb.server_world().resource::<CombatStats>().clone();
+    let fired = tb.client_world(0).resource::<Ledger>().seen.len();
+    println!(
+        "{fired} shots, {} accepted, refused {:?}",
+        stats.accepted, stats.rejected
+    );
+    assert!(fired >= 75, "at least two reloads: {fired} shots");
+    assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
+    assert_eq!(stats.accepted as usize, fired);
 }

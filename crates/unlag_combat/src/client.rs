@@ -9,11 +9,12 @@ use bevy::prelude::*;
 use bevy_rapier3d::prelude::{QueryFilter, ReadRapierContext};
 use lightyear::prelude::*;
 use unlag_core::PredictedAmmo;
-use unlag_net::{LinkTraffic, NetClock, ReliableChannel, UnreliableChannel};
+use unlag_net::{LinkTraffic, NetClock, UnreliableChannel};
 use unlag_rewind::{HitBox, hit_box_ray};
 use unlag_smoothing::RenderedPose;
 
-/// Copies of each fire request sent, one per frame (the server takes the first to arrive).
+/// Copies of each fire (and reload) request sent, one per frame (the server takes the first
+/// to arrive).
 pub const FIRE_COPIES: u8 = 3;
 
 /// Game → combat (client): fire the weapon once.
@@ -156,20 +157,39 @@ pub(crate) fn arm_client(
     });
 }
 
+/// The view time shots are fired at now, server seconds: the one the proxies are drawn at
+/// (every proxy of the server's default rate shares it), or the clock's.
+fn view_time_now(proxies: impl IntoIterator<Item = f64>, clock: &NetClock) -> f64 {
+    proxies.into_iter().next().unwrap_or(clock.view_time())
+}
+
 /// Reload commands: sent to the server, shown at once; the magazine shows full when the reload
-/// time has passed (the server's [`ReloadDone`] settles it).
+/// time has passed on the view clock the shots are stamped with, where the server ends it too
+/// (its [`ReloadDone`] settles it).
 pub(crate) fn reload(
-    time: Res<Time>,
+    clock: Res<NetClock>,
     weapons: Res<Weapons>,
     mut commands: MessageReader<ReloadCommand>,
     armory: Option<ResMut<Armory>>,
-    mut link: Query<&mut MessageSender<ReloadRequest>, With<Client>>,
+    proxies: Query<&RenderedPose>,
+    mut link: Query<(&mut MessageSender<ReloadRequest>, &mut LinkTraffic), With<Client>>,
+    mut resend: Local<Vec<(ReloadRequest, u8)>>,
 ) {
     let (Some(mut armory), Some(table)) = (armory, &weapons.table) else {
         commands.clear();
         return;
     };
-    let now = time.elapsed_secs_f64();
+    let now = view_time_now(proxies.iter().map(|p| p.view_time), &clock);
+    // Unreliable copies on consecutive frames, like shots: a reliable resend would arrive a
+    // round trip late, and the server holds the reload's start to its estimate.
+    let mut sender = link.single_mut().ok();
+    for (request, left) in resend.iter_mut() {
+        if let Some((sender, traffic)) = sender.as_mut() {
+            traffic.send_counted::<UnreliableChannel, _>(sender, request.clone());
+        }
+        *left -= 1;
+    }
+    resend.retain(|(_, left)| *left > 0);
     for command in commands.read() {
         let Some(spec) = table.get(command.weapon) else {
             continue;
@@ -179,10 +199,13 @@ pub(crate) fn reload(
         };
         if w.reloading_until.is_none() && w.ammo.shown() < spec.magazine {
             w.reloading_until = Some(now + f64::from(spec.reload_time));
-            if let Ok(mut sender) = link.single_mut() {
-                sender.send::<ReliableChannel>(ReloadRequest {
-                    weapon: command.weapon,
-                });
+            let request = ReloadRequest {
+                weapon: command.weapon,
+                view_time: now,
+            };
+            if let Some((sender, traffic)) = sender.as_mut() {
+                traffic.send_counted::<UnreliableChannel, _>(sender, request.clone());
+                resend.push((request, FIRE_COPIES - 1));
             }
         }
     }
@@ -199,7 +222,6 @@ pub(crate) fn reload(
 /// proxies as drawn, reported locally and sent to the server.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn fire(
-    time: Res<Time>,
     clock: Res<NetClock>,
     weapons: Res<Weapons>,
     mut commands: MessageReader<FireCommand>,
@@ -211,12 +233,15 @@ pub(crate) fn fire(
     mut resend: Local<Vec<(FireRequest, u8)>>,
     rapier: ReadRapierContext,
     own: Query<(), With<unlag_net::AutonomousProxy>>,
+    settings: Res<crate::CombatSettings>,
+    mut projectiles: ResMut<crate::OwnProjectiles>,
 ) {
     let (Some(mut armory), Some(table)) = (armory, &weapons.table) else {
         commands.clear();
         return;
     };
-    let now = time.elapsed_secs_f64();
+    // The fire rate is kept on the view clock the server checks it on (the shots' view times).
+    let now = view_time_now(proxies.iter().map(|(_, p, _)| p.view_time), &clock);
     // The copies of recent shots still due.
     if let Ok((mut sender, mut traffic)) = link.single_mut() {
         for (request, left) in resend.iter_mut() {
@@ -257,7 +282,9 @@ pub(crate) fn fire(
         let filter = QueryFilter::default()
             .exclude_sensors()
             .predicate(&not_a_character);
-        for dir in &directions {
+        // A projectile hits nothing yet: the server judges its flight.
+        let projectile = matches!(spec.kind, crate::WeaponKind::Projectile { .. });
+        for dir in directions.iter().filter(|_| !projectile) {
             let range = rapier
                 .single()
                 .ok()
@@ -297,6 +324,16 @@ pub(crate) fn fire(
             }
             hits.push(best);
         }
+        if projectile {
+            hits.push(None);
+            projectiles.fired(
+                &settings,
+                spec,
+                (command.weapon, fire_index),
+                (command.origin, directions[0]),
+                &clock,
+            );
+        }
         // What was on screen for every proxy hit.
         let mut claims: Vec<WireClaim> = Vec::new();
         let mut view_time = None;
@@ -318,8 +355,7 @@ pub(crate) fn fire(
         }
         // Without a target, the view time every proxy of the default rate is drawn at.
         let view_time = view_time
-            .or_else(|| proxies.iter().next().map(|(_, p, _)| p.view_time))
-            .unwrap_or(clock.view_time());
+            .unwrap_or_else(|| view_time_now(proxies.iter().map(|(_, p, _)| p.view_time), &clock));
         let request = FireRequest {
             weapon: command.weapon,
             fire_index,

@@ -18,8 +18,18 @@
 //!    shooter gets a [`FireResult`], everyone else a [`CosmeticFire`].
 //! 3. **Client**: the result settles the predicted ammo and comes out as a [`ShotConfirmed`]
 //!    message (server-confirmed hit markers).
+//!
+//! Projectile weapons (seed 003) take the same path up to the server's checks; then the client
+//! draws a fake [`ClientProjectile`] at once, the server launches a real [`Projectile`]
+//! advanced by the prediction time, every client draws it from one [`ProjectileLaunched`]
+//! (the shooter's fake giving way to it on the same path and clock, everyone else caught up by
+//! their own prediction time), its flight is swept against the hit boxes as the shooter saw
+//! them, and its end ([`ProjectileImpact`], direct and splash damage) comes out as a
+//! [`ProjectileExploded`] message on every client. See the `projectile` module's notes on the
+//! times involved.
 
 mod client;
+mod projectile;
 mod protocol;
 mod server;
 mod weapons;
@@ -27,11 +37,13 @@ mod weapons;
 pub use client::{
     Armory, FIRE_COPIES, FireCommand, LocalFire, LocalHit, ReloadCommand, RemoteFire, ShotConfirmed,
 };
+pub use projectile::{ClientProjectile, OwnProjectiles, Projectile, ProjectileExploded};
 pub use protocol::{
-    ConfirmedHit, CosmeticFire, FireRequest, FireResult, Rejection, ReloadDone, ReloadRequest,
-    WireClaim,
+    ConfirmedHit, CosmeticFire, FireRequest, FireResult, ProjectileImpact, ProjectileLaunched,
+    Rejection, ReloadDone, ReloadRequest, WireClaim,
 };
 pub use server::{CombatStats, Damaged, Health, Killed, ServerArmory, shot_directions};
+pub use unlag_core::fake_projectile_hold;
 pub use weapons::{WeaponKind, WeaponSpec, WeaponTable, WeaponTableError, WeaponTableLoader};
 
 use bevy::ecs::schedule::common_conditions::any_with_component;
@@ -65,6 +77,14 @@ pub struct CombatSettings {
     pub pellet_slack: f32,
     /// Starting health of a [`Health`] component added by the game, hit points (default 100).
     pub max_health: f32,
+    /// Subtracted from the round trip before halving it into a projectile's prediction time,
+    /// seconds (default 0.015, Unreal Tournament's fudge: the server lags the shooter's fake
+    /// projectile by half of it).
+    pub projectile_fudge: f64,
+    /// Cap on the round trip (less the fudge) a projectile is predicted for, seconds (default
+    /// 0.16: the server launches projectiles at most 80 ms in the past; above it the shooter
+    /// holds its fake back instead, so a high ping buys no head start).
+    pub max_prediction_ping: f64,
 }
 
 impl Default for CombatSettings {
@@ -78,6 +98,8 @@ impl Default for CombatSettings {
             max_origin_error: 1.0,
             pellet_slack: 0.001,
             max_health: 100.0,
+            projectile_fudge: 0.015,
+            max_prediction_ping: 0.16,
         }
     }
 }
@@ -132,15 +154,24 @@ impl Plugin for CombatPlugin {
             .add_message::<RemoteFire>()
             .add_message::<Damaged>()
             .add_message::<Killed>()
+            .add_message::<ProjectileExploded>()
+            .init_resource::<OwnProjectiles>()
             .add_net_message_mapped::<FireRequest>(NetDirection::ClientToServer)
             .add_net_message_mapped::<FireResult>(NetDirection::ServerToClient)
             .add_net_message_mapped::<CosmeticFire>(NetDirection::ServerToClient)
+            .add_net_message_mapped::<ProjectileLaunched>(NetDirection::ServerToClient)
+            .add_net_message_mapped::<ProjectileImpact>(NetDirection::ServerToClient)
             .add_net_message::<ReloadRequest>(NetDirection::ClientToServer)
             .add_net_message::<ReloadDone>(NetDirection::ServerToClient)
             .configure_sets(Update, (CombatSystems::Client, CombatSystems::Server))
             .add_systems(
                 Update,
-                (server::arm_characters, server::reloads, server::judge_shots)
+                (
+                    server::arm_characters,
+                    server::reloads,
+                    server::judge_shots,
+                    projectile::fly_projectiles,
+                )
                     .chain()
                     .run_if(any_with_component::<Server>)
                     .in_set(CombatSystems::Server),
@@ -152,6 +183,7 @@ impl Plugin for CombatPlugin {
                     client::reload,
                     client::fire,
                     client::receive_results,
+                    projectile::client_projectiles,
                 )
                     .chain()
                     .run_if(any_with_component::<Client>)

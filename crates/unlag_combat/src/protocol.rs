@@ -151,11 +151,15 @@ impl MapEntities for CosmeticFire {
     }
 }
 
-/// Client → server, reliable: reload the weapon.
+/// Client → server, unreliable, sent [`FIRE_COPIES`](crate::FIRE_COPIES) times on consecutive
+/// frames: reload the weapon (copies after the first are ignored).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ReloadRequest {
     /// The weapon.
     pub weapon: u8,
+    /// The client's view time when the reload started, server seconds: the reload runs on the
+    /// same clock as the shots' view times, so both sides end it at the same shot.
+    pub view_time: f64,
 }
 
 /// Server → shooter, reliable: a reload finished.
@@ -167,4 +171,62 @@ pub struct ReloadDone {
     pub ammo: u32,
     /// The fire index of the last shot the server had taken before the reload.
     pub fire_index: u32,
+}
+
+/// Server → every client, reliable: a projectile was launched. Its flight is ballistic, so
+/// this one message lets every client draw it for its whole life
+/// ([`ClientProjectile`](crate::ClientProjectile)).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ProjectileLaunched {
+    /// The shooter (mapped to the client's entity on the way).
+    pub shooter: Entity,
+    /// Whether this client fired it (its fake projectile gives way to this one).
+    pub own: bool,
+    /// The weapon.
+    pub weapon: u8,
+    /// The shot's fire index.
+    pub fire_index: u32,
+    /// Where it started, metres.
+    pub origin: Vec3,
+    /// Its launch velocity, m/s.
+    pub velocity: Vec3,
+    /// The server time at which it was at `origin`, seconds (the server launched it this much
+    /// in the past: its catch-up).
+    pub launch_time: f64,
+}
+
+impl MapEntities for ProjectileLaunched {
+    fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
+        self.shooter = mapper.get_mapped(self.shooter);
+    }
+}
+
+/// Server → every client, reliable: a projectile's flight ended.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ProjectileImpact {
+    /// The shooter (mapped to the client's entity on the way).
+    pub shooter: Entity,
+    /// Whether this client fired it.
+    pub own: bool,
+    /// The weapon.
+    pub weapon: u8,
+    /// The shot's fire index.
+    pub fire_index: u32,
+    /// Where it ended, metres.
+    pub point: Vec3,
+    /// Whether it exploded (it hit a character or the world); false when its lifetime ran out.
+    pub exploded: bool,
+    /// Whether it was judged against the past (see [`FireResult::rewound`]).
+    pub rewound: bool,
+    /// What it damaged: the character it hit directly (if any) first, then the splash.
+    pub hits: Vec<ConfirmedHit>,
+}
+
+impl MapEntities for ProjectileImpact {
+    fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
+        self.shooter = mapper.get_mapped(self.shooter);
+        for h in &mut self.hits {
+            h.target = mapper.get_mapped(h.target);
+        }
+    }
 }

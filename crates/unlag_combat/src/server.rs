@@ -1,5 +1,6 @@
 //! The server side: judge shots, apply damage from the server's own weapon table, reload.
 
+use crate::projectile::Projectile;
 use crate::protocol::{
     ConfirmedHit, CosmeticFire, FireRequest, FireResult, Rejection, ReloadDone, ReloadRequest,
 };
@@ -68,7 +69,8 @@ pub struct Killed {
 #[derive(Clone, Debug)]
 struct ServerWeapon {
     ammo: u32,
-    reloading_until: Option<f64>,
+    /// The client's view times at which its reload started and ends, seconds.
+    reloading: Option<(f64, f64)>,
     gate: FireRateGate,
 }
 
@@ -77,6 +79,8 @@ struct ServerWeapon {
 pub struct ServerArmory {
     weapons: Vec<ServerWeapon>,
     last_fire_index: u32,
+    /// Reloads finished and not yet announced: (weapon, fire index of the shot before).
+    reloaded: Vec<(u8, u32)>,
 }
 
 impl ServerArmory {
@@ -86,11 +90,12 @@ impl ServerArmory {
                 .iter()
                 .map(|w| ServerWeapon {
                     ammo: w.magazine,
-                    reloading_until: None,
+                    reloading: None,
                     gate: FireRateGate::new(f64::from(w.fire_interval), allowance),
                 })
                 .collect(),
             last_fire_index: 0,
+            reloaded: Vec::new(),
         }
     }
 
@@ -115,6 +120,8 @@ pub struct CombatStats {
     pub duplicates: u64,
     /// Shots judged against current poses because the shooter's ping was above the cap.
     pub unrewound: u64,
+    /// Projectiles launched.
+    pub projectiles: u64,
     /// The latest shots' view time less the server's estimate of it, seconds (the last 256):
     /// what backtrack protection measures.
     pub view_time_errors: std::collections::VecDeque<f64>,
@@ -149,18 +156,14 @@ pub(crate) fn arm_characters(
 }
 
 /// Starts and finishes reloads.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn reloads(
     clock: Res<NetClock>,
     time: Res<Time>,
+    settings: Res<CombatSettings>,
     weapons: Res<Weapons>,
-    mut requests: Query<
-        (
-            Entity,
-            &mut MessageReceiver<ReloadRequest>,
-            Option<&RemoteClientClock>,
-        ),
-        With<ClientOf>,
-    >,
+    mut requests: Query<(Entity, &mut MessageReceiver<ReloadRequest>), With<ClientOf>>,
+    clocks: Query<&RemoteClientClock, With<ClientOf>>,
     mut done: Query<&mut MessageSender<ReloadDone>, With<ClientOf>>,
     mut armories: Query<(&ControlledBy, &mut ServerArmory)>,
 ) {
@@ -168,11 +171,11 @@ pub(crate) fn reloads(
         return;
     };
     let now = clock.server_time;
-    for (link, mut receiver, remote) in &mut requests {
-        // The client ends its reload `reload_time` after asking; its first shot after it
-        // arrives a one-way trip later, just when ours ends. A grace of the link's jitter and a
-        // frame keeps that shot from racing the reload (a cheater gains those milliseconds).
-        let grace = remote.map_or(0.0, |r| 2.0 * r.jitter) + time.delta_secs_f64();
+    let frame = time.delta_secs_f64();
+    for (link, mut receiver) in &mut requests {
+        let Ok(remote) = clocks.get(link) else {
+            continue;
+        };
         for request in receiver.receive() {
             let (Some(spec), Some((_, mut armory))) = (
                 table.get(request.weapon),
@@ -180,27 +183,48 @@ pub(crate) fn reloads(
             ) else {
                 continue;
             };
+            // The reload runs on the client's view clock, like its shots: it started at the
+            // view time it claims, held to the tolerance around our estimate of it.
+            let expected = remote.view_time(now - remote.rtt / 2.0);
+            let tolerance = view_time_tolerance(&settings, remote, frame);
+            let started = if request.view_time.is_finite() {
+                request
+                    .view_time
+                    .clamp(expected - tolerance, expected + tolerance)
+            } else {
+                expected
+            };
             if let Some(w) = armory.weapons.get_mut(usize::from(request.weapon))
-                && w.reloading_until.is_none()
+                && w.reloading.is_none()
                 && w.ammo < spec.magazine
             {
-                w.reloading_until = Some(now + (f64::from(spec.reload_time) - grace).max(0.0));
+                w.reloading = Some((started, started + f64::from(spec.reload_time)));
             }
         }
     }
     for (controlled, mut armory) in &mut armories {
+        // Done once the client's view clock is past the end (a shot fired after it may
+        // finish it sooner: see `judge`).
+        let Ok(remote) = clocks.get(controlled.owner) else {
+            continue;
+        };
+        let view = remote.view_time(now);
         let last = armory.last_fire_index;
+        let armory = &mut *armory;
         for (id, w) in armory.weapons.iter_mut().enumerate() {
-            if w.reloading_until.is_some_and(|until| now >= until) {
-                w.reloading_until = None;
+            if w.reloading.is_some_and(|(_, until)| view >= until) {
+                w.reloading = None;
                 w.ammo = table.weapons[id].magazine;
-                if let Ok(mut sender) = done.get_mut(controlled.owner) {
-                    sender.send::<ReliableChannel>(ReloadDone {
-                        weapon: id as u8,
-                        ammo: w.ammo,
-                        fire_index: last,
-                    });
-                }
+                armory.reloaded.push((id as u8, last));
+            }
+        }
+        for (weapon, fire_index) in armory.reloaded.drain(..) {
+            if let Ok(mut sender) = done.get_mut(controlled.owner) {
+                sender.send::<ReliableChannel>(ReloadDone {
+                    weapon,
+                    ammo: table.weapons[usize::from(weapon)].magazine,
+                    fire_index,
+                });
             }
         }
     }
@@ -302,9 +326,56 @@ const DUPLICATE_WINDOW: u32 = 8;
 /// What was hit, per target: (damage, pellets, bone, headshot).
 type Tally = Vec<(Entity, f32, u8, String, bool)>;
 
+/// An accepted shot.
+enum Judged {
+    /// Rays judged at once: the hits per target and where each pellet stopped.
+    Rays(Tally, Vec<Vec3>),
+    /// A projectile to launch.
+    Launch(Projectile),
+}
+
+/// Takes `damage` off `target`'s [`Health`] (targets without one take the hit but no damage
+/// bookkeeping) and tells the game; whether it died of it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn deal_damage(
+    health: &mut Query<&mut Health>,
+    damaged: &mut MessageWriter<Damaged>,
+    killed: &mut MessageWriter<Killed>,
+    target: Entity,
+    shooter: Entity,
+    weapon: u8,
+    damage: f32,
+    bone: &str,
+    headshot: bool,
+) -> bool {
+    let Ok(mut hp) = health.get_mut(target) else {
+        return false;
+    };
+    let was_alive = hp.alive();
+    hp.current = (hp.current - damage).max(0.0);
+    let died = was_alive && !hp.alive();
+    damaged.write(Damaged {
+        target,
+        shooter,
+        weapon,
+        damage,
+        bone: bone.to_owned(),
+        headshot,
+    });
+    if died {
+        killed.write(Killed {
+            target,
+            shooter,
+            weapon,
+        });
+    }
+    died
+}
+
 /// Judges every shot received this frame.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn judge_shots(
+    mut commands: Commands,
     settings: Res<CombatSettings>,
     weapons: Res<Weapons>,
     clock: Res<NetClock>,
@@ -351,6 +422,7 @@ pub(crate) fn judge_shots(
                 now,
                 frame,
                 shooter,
+                link,
                 &mut armory,
                 position,
                 &rewind,
@@ -387,7 +459,15 @@ pub(crate) fn judge_shots(
                     );
                     Err(reason)
                 }
-                Ok((tally, ends)) => {
+                Ok(Judged::Launch(projectile)) => {
+                    stats.accepted += 1;
+                    if !rewound {
+                        stats.unrewound += 1;
+                    }
+                    commands.spawn(projectile);
+                    Ok(Vec::new())
+                }
+                Ok(Judged::Rays(tally, ends)) => {
                     stats.accepted += 1;
                     if !rewound {
                         stats.unrewound += 1;
@@ -395,28 +475,17 @@ pub(crate) fn judge_shots(
                     let mut confirmed = Vec::new();
                     for (target, damage, pellets, bone, headshot) in tally {
                         stats.pellet_hits += u64::from(pellets);
-                        // Targets without Health take the hit but no damage bookkeeping.
-                        let mut died = false;
-                        if let Ok(mut hp) = health.get_mut(target) {
-                            let was_alive = hp.alive();
-                            hp.current = (hp.current - damage).max(0.0);
-                            died = was_alive && !hp.alive();
-                            damaged.write(Damaged {
-                                target,
-                                shooter,
-                                weapon: request.weapon,
-                                damage,
-                                bone: bone.clone(),
-                                headshot,
-                            });
-                            if died {
-                                killed.write(Killed {
-                                    target,
-                                    shooter,
-                                    weapon: request.weapon,
-                                });
-                            }
-                        }
+                        let died = deal_damage(
+                            &mut health,
+                            &mut damaged,
+                            &mut killed,
+                            target,
+                            shooter,
+                            request.weapon,
+                            damage,
+                            &bone,
+                            headshot,
+                        );
                         confirmed.push(ConfirmedHit {
                             target,
                             bone,
@@ -474,12 +543,13 @@ fn judge(
     now: f64,
     frame: f64,
     shooter: Entity,
+    link: Entity,
     armory: &mut ServerArmory,
     position: Vec3,
     rewind: &RewindQuery,
     health: &Query<&mut Health>,
     errors: &mut std::collections::VecDeque<f64>,
-) -> Result<(Tally, Vec<Vec3>), Rejection> {
+) -> Result<Judged, Rejection> {
     let finite = request.origin.is_finite()
         && request.aim.is_finite()
         && request.view_time.is_finite()
@@ -494,10 +564,6 @@ fn judge(
         return Err(Rejection::Malformed);
     }
     let spec = table.get(request.weapon).ok_or(Rejection::UnknownWeapon)?;
-    if matches!(spec.kind, WeaponKind::Projectile { .. }) {
-        // Projectiles are not in this slice yet: refuse rather than judge them as rays.
-        return Err(Rejection::UnknownWeapon);
-    }
     if request.fire_index <= armory.last_fire_index {
         return Err(
             if armory.last_fire_index - request.fire_index < DUPLICATE_WINDOW {
@@ -507,6 +573,7 @@ fn judge(
             },
         );
     }
+    let previous = armory.last_fire_index;
     armory.last_fire_index = request.fire_index;
     if health.get(shooter).is_ok_and(|h| !h.alive()) {
         return Err(Rejection::NoShooter);
@@ -515,11 +582,50 @@ fn judge(
         request, spec, settings, remote, now, frame, shooter, rewind, position, errors,
     )?;
     let weapon = &mut armory.weapons[usize::from(request.weapon)];
-    if weapon.ammo == 0 || weapon.reloading_until.is_some() {
+    // A shot fired (by its checked view time) after the reload's end finishes it: the client
+    // showed a full magazine then.
+    if weapon
+        .reloading
+        .is_some_and(|(_, until)| request.view_time >= until)
+    {
+        weapon.reloading = None;
+        weapon.ammo = spec.magazine;
+        armory.reloaded.push((request.weapon, previous));
+    }
+    let weapon = &mut armory.weapons[usize::from(request.weapon)];
+    // A shot fired before the reload started (it may arrive after the reload request) spends
+    // a round of the old magazine.
+    let reloading = weapon
+        .reloading
+        .is_some_and(|(start, _)| request.view_time >= start);
+    if weapon.ammo == 0 || reloading {
         return Err(Rejection::NoAmmo);
     }
     if !weapon.gate.try_fire(request.view_time) {
         return Err(Rejection::TooFast);
+    }
+    // A projectile claims nothing (it has not hit yet): it is launched, and its flight judged
+    // as it goes.
+    if matches!(spec.kind, WeaponKind::Projectile { .. }) {
+        if !request.claims.is_empty() {
+            return Err(Rejection::BadClaim);
+        }
+        let projectile = Projectile::launch(
+            settings,
+            spec,
+            shooter,
+            link,
+            request.weapon,
+            request.fire_index,
+            request.origin,
+            request.directions[0],
+            request.view_time,
+            remote.rtt,
+            now,
+        )
+        .ok_or(Rejection::UnknownWeapon)?;
+        weapon.ammo -= 1;
+        return Ok(Judged::Launch(projectile));
     }
     let mut claims = Vec::with_capacity(request.claims.len());
     let tolerance = view_time_tolerance(settings, remote, frame);
@@ -620,5 +726,5 @@ fn judge(
         }
     }
     armory.weapons[usize::from(request.weapon)].ammo -= 1;
-    Ok((tally, ends))
+    Ok(Judged::Rays(tally, ends))
 }

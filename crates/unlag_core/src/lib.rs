@@ -42,7 +42,7 @@ pub use history::{FramePair, LookupError, PoseHistory, RecordError};
 pub use linksim::{LinkSimulator, LinkSimulatorStats, PathConditions};
 pub use moves::{SavedMoves, Sequenced};
 pub use ping::{HighPingChange, HighPingMonitor, HighPingSettings};
-pub use projectile::{Ballistic, fake_projectile_life};
+pub use projectile::{Ballistic, fake_projectile_hold, fake_projectile_life};
 pub use raycast::ray_capsule;
 pub use rng::SplitMix64;
 pub use seq::{Seq16, SeqUnwrapper};

@@ -62,6 +62,18 @@ pub fn fake_projectile_life(prediction_time: f64, tick: f64) -> f64 {
     (2.0 * prediction_time.max(0.0)).max(tick.max(0.0))
 }
 
+/// How long the shooter holds its fake projectile back before showing it, seconds: the part of
+/// the one-way trip (`rtt / 2`, less half the fudge) that the server's prediction time
+/// ([`projectile_prediction_time`](crate::projectile_prediction_time)) does not make up. Zero
+/// unless `rtt − fudge` is above the cap; then the fake and the server's projectile still agree,
+/// and a high ping buys no head start.
+pub fn fake_projectile_hold(rtt: f64, fudge: f64, cap: f64) -> f64 {
+    if !rtt.is_finite() {
+        return 0.0;
+    }
+    (0.5 * (rtt - fudge) - crate::projectile_prediction_time(rtt, fudge, cap)).max(0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,6 +106,21 @@ mod tests {
         assert_eq!(p.advance(f32::NAN), (start.position, start.position));
         assert!(p.advance_in_steps(-1.0, 0.1).is_empty());
         assert_eq!(p, start);
+    }
+
+    #[test]
+    fn fakes_are_held_back_only_above_the_cap() {
+        assert_eq!(fake_projectile_hold(0.1, 0.015, 0.16), 0.0);
+        assert_eq!(fake_projectile_hold(0.175, 0.015, 0.16), 0.0);
+        assert!((fake_projectile_hold(0.2, 0.015, 0.16) - 0.0125).abs() < 1e-12);
+        assert!((fake_projectile_hold(0.4, 0.015, 0.16) - 0.1125).abs() < 1e-12);
+        assert_eq!(fake_projectile_hold(f64::NAN, 0.015, 0.16), 0.0);
+        // Hold plus prediction is always half the round trip less half the fudge.
+        for rtt in [0.05, 0.1, 0.2, 0.3, 0.5] {
+            let sum = fake_projectile_hold(rtt, 0.015, 0.16)
+                + crate::projectile_prediction_time(rtt, 0.015, 0.16);
+            assert!((sum - 0.5 * (rtt - 0.015)).abs() < 1e-12, "{rtt}");
+        }
     }
 
     #[test]

@@ -497,6 +497,7 @@ impl<H: Histories> RewindScene<'_, H> {
 #[derive(SystemParam)]
 pub struct RewindQuery<'w, 's> {
     histories: Query<'w, 's, &'static FrameHistory>,
+    characters: Query<'w, 's, Entity, With<FrameHistory>>,
     sent: Query<'w, 's, &'static SentStates>,
     hit_boxes: Query<'w, 's, (), With<crate::HitBox>>,
     broad: Res<'w, RewindBroadPhase>,
@@ -637,6 +638,45 @@ impl RewindQuery<'_, '_> {
             .run(&[(from, to - from)], length, radius, time, shooter, &[])?
             .pop()
             .flatten())
+    }
+
+    /// The characters within `radius` metres of `point` at server time `time` (seconds), with
+    /// their distance: from the point to the nearest of their hit boxes' bounding spheres as
+    /// recorded then (0 inside one), for splash damage. Characters in `exclude`, or whose
+    /// history does not reach back to `time`, are left out. Walls are not considered (see
+    /// [`RewindQuery::wall`]).
+    pub fn within(
+        &self,
+        point: Vec3,
+        radius: f32,
+        time: f64,
+        exclude: &[Entity],
+    ) -> Result<Vec<(Entity, f32)>, RewindError> {
+        if !point.is_finite() || !radius.is_finite() || radius < 0.0 || !time.is_finite() {
+            return Err(RewindError::Invalid);
+        }
+        let scene = self.scene();
+        let mut near = Vec::new();
+        for character in &self.characters {
+            if exclude.contains(&character) {
+                continue;
+            }
+            let (Ok(poses), Ok(history)) = (
+                scene.pose_at(character, time),
+                self.histories.get(character),
+            ) else {
+                continue;
+            };
+            let distance = poses
+                .iter()
+                .zip(history.radii())
+                .map(|((p, _), r)| (p.distance(point) - r).max(0.0))
+                .fold(f32::INFINITY, f32::min);
+            if distance <= radius {
+                near.push((character, distance));
+            }
+        }
+        Ok(near)
     }
 
     /// The poses of `character`'s hit boxes at `time`: (hit-box entity, position, rotation).
