@@ -157,12 +157,6 @@ pub(crate) fn arm_client(
     });
 }
 
-/// The view time shots are fired at now, server seconds: the one the proxies are drawn at
-/// (every proxy of the server's default rate shares it), or the clock's.
-fn view_time_now(proxies: impl IntoIterator<Item = f64>, clock: &NetClock) -> f64 {
-    proxies.into_iter().next().unwrap_or(clock.view_time())
-}
-
 /// Reload commands: sent to the server, shown at once; the magazine shows full when the reload
 /// time has passed on the view clock the shots are stamped with, where the server ends it too
 /// (its [`ReloadDone`] settles it).
@@ -171,7 +165,6 @@ pub(crate) fn reload(
     weapons: Res<Weapons>,
     mut commands: MessageReader<ReloadCommand>,
     armory: Option<ResMut<Armory>>,
-    proxies: Query<&RenderedPose>,
     mut link: Query<(&mut MessageSender<ReloadRequest>, &mut LinkTraffic), With<Client>>,
     mut resend: Local<Vec<(ReloadRequest, u8)>>,
 ) {
@@ -179,7 +172,7 @@ pub(crate) fn reload(
         commands.clear();
         return;
     };
-    let now = view_time_now(proxies.iter().map(|p| p.view_time), &clock);
+    let now = clock.drawn_view_time();
     // Unreliable copies on consecutive frames, like shots: a reliable resend would arrive a
     // round trip late, and the server holds the reload's start to its estimate.
     let mut sender = link.single_mut().ok();
@@ -241,10 +234,13 @@ pub(crate) fn fire(
         return;
     };
     // The fire rate is kept on the view clock the server checks it on (the shots' view times).
-    let now = view_time_now(proxies.iter().map(|(_, p, _)| p.view_time), &clock);
-    // The copies of recent shots still due.
+    // It is the view time on screen, the one every proxy of the server's default rate is drawn
+    // at (a shot that hits a proxy takes that proxy's).
+    let now = clock.drawn_view_time();
+    // The copies of recent shots still due, each stamped with the view time of its frame.
     if let Ok((mut sender, mut traffic)) = link.single_mut() {
         for (request, left) in resend.iter_mut() {
+            request.sent_view_time = now;
             traffic.send_counted::<UnreliableChannel, _>(&mut sender, request.clone());
             *left -= 1;
         }
@@ -353,9 +349,8 @@ pub(crate) fn fire(
                 });
             }
         }
-        // Without a target, the view time every proxy of the default rate is drawn at.
-        let view_time = view_time
-            .unwrap_or_else(|| view_time_now(proxies.iter().map(|(_, p, _)| p.view_time), &clock));
+        // Without a target, the view time on screen.
+        let view_time = view_time.unwrap_or(now);
         let request = FireRequest {
             weapon: command.weapon,
             fire_index,
@@ -363,6 +358,7 @@ pub(crate) fn fire(
             aim,
             directions: directions.clone(),
             view_time,
+            sent_view_time: now,
             claims,
         };
         if let Ok((mut sender, mut traffic)) = link.single_mut() {

@@ -70,6 +70,17 @@ pub struct CombatSettings {
     /// Multiple of the link's measured jitter added to the view-time tolerance (default 2):
     /// a request's arrival time varies with it.
     pub view_time_jitter_factor: f64,
+    /// Slack above the latest arrival seen in the client's view reports, seconds (default
+    /// 0.004: one frame of arrival rounding). A shot whose copy arrives later after the view
+    /// time it stamps than the client's reports ever did
+    /// ([`RemoteClientClock::view_lag_range`](unlag_net::RemoteClientClock::view_lag_range))
+    /// is backtracking: caught once it claims more than the up-link's jitter span (2 × the
+    /// jitter) older than the truth, whatever the clocks' estimates.
+    pub view_lag_margin: f64,
+    /// Most a copy of a shot may be stamped after the shot itself, seconds (default 0.034: the
+    /// two frames [`FIRE_COPIES`] adds at 60 frames/s). A cheat that keeps honest copy stamps
+    /// and moves the shot's own view time back gains at most this.
+    pub max_copy_age: f64,
     /// How far a shot's origin may be from the shooter's body on the server, metres
     /// (default 1.0; the shooter is predicted ahead of the server).
     pub max_origin_error: f32,
@@ -95,6 +106,8 @@ impl Default for CombatSettings {
             fire_interval_allowance: 0.01,
             view_time_tolerance: 0.02,
             view_time_jitter_factor: 2.0,
+            view_lag_margin: 0.004,
+            max_copy_age: 0.034,
             max_origin_error: 1.0,
             pellet_slack: 0.001,
             max_health: 100.0,

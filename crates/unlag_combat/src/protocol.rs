@@ -40,6 +40,10 @@ pub struct FireRequest {
     pub directions: Vec<Vec3>,
     /// The view time the shot was fired at, server seconds.
     pub view_time: f64,
+    /// The view time on screen when this copy left, server seconds (a copy sent `k` frames
+    /// after the shot carries the view time of its own frame): the server bounds it by how
+    /// late this client's packets arrive after the view time they carry.
+    pub sent_view_time: f64,
     /// What the shooter saw of each target it hit.
     pub claims: Vec<WireClaim>,
 }

@@ -125,6 +125,10 @@ pub struct CombatStats {
     /// The latest shots' view time less the server's estimate of it, seconds (the last 256):
     /// what backtrack protection measures.
     pub view_time_errors: std::collections::VecDeque<f64>,
+    /// The latest shots' arrival lag after the view time their copy stamps, less the most the
+    /// client's view reports showed, seconds (the last 256): backtrack protection's margin in
+    /// use (honest shots stay at or below zero, plus a frame).
+    pub view_lag_excess: std::collections::VecDeque<f64>,
     /// Wall-clock time the server spent checking and judging each of the latest shots
     /// (rewind included), microseconds (the last 256): a measure for reports, not a limit.
     pub judge_micros: std::collections::VecDeque<f64>,
@@ -266,7 +270,10 @@ fn check(
     shooter: Entity,
     rewind: &RewindQuery,
     position: Vec3,
-    errors: &mut std::collections::VecDeque<f64>,
+    (errors, lags): (
+        &mut std::collections::VecDeque<f64>,
+        &mut std::collections::VecDeque<f64>,
+    ),
 ) -> Result<(), Rejection> {
     // Backtrack protection: the shot left the client one way ago, so its view time should be
     // the server's estimate of the client's view time then.
@@ -281,6 +288,24 @@ fn check(
     }
     if (request.view_time - expected).abs() > tolerance {
         return Err(Rejection::BadViewTime);
+    }
+    // Tighter, and free of the clock estimates: the copy may not arrive later after the view
+    // time it stamps than the client's view reports do, and the shot is at most a few frames
+    // older than its copy. (Arriving early is not checked here: a view time ahead of the
+    // truth shows nothing the client was not sent, and the check above bounds it.)
+    let age = request.sent_view_time - request.view_time;
+    if !(-settings.max_copy_age..=settings.max_copy_age).contains(&age) {
+        return Err(Rejection::BadViewTime);
+    }
+    if let Some((_, most)) = remote.view_lag_range() {
+        let lag = now - request.sent_view_time - remote.interpolation_delay;
+        lags.push_back(lag - most);
+        if lags.len() > 256 {
+            lags.pop_front();
+        }
+        if lag > most + settings.view_lag_margin {
+            return Err(Rejection::BadViewTime);
+        }
     }
     if request.directions.len() != spec.pellets() {
         return Err(Rejection::WrongPelletCount);
@@ -427,7 +452,10 @@ pub(crate) fn judge_shots(
                 position,
                 &rewind,
                 &health,
-                &mut stats.view_time_errors,
+                {
+                    let stats = &mut *stats;
+                    (&mut stats.view_time_errors, &mut stats.view_lag_excess)
+                },
             );
             stats
                 .judge_micros
@@ -548,11 +576,15 @@ fn judge(
     position: Vec3,
     rewind: &RewindQuery,
     health: &Query<&mut Health>,
-    errors: &mut std::collections::VecDeque<f64>,
+    errors: (
+        &mut std::collections::VecDeque<f64>,
+        &mut std::collections::VecDeque<f64>,
+    ),
 ) -> Result<Judged, Rejection> {
     let finite = request.origin.is_finite()
         && request.aim.is_finite()
         && request.view_time.is_finite()
+        && request.sent_view_time.is_finite()
         && request.directions.len() <= 64
         && request.claims.len() <= 16
         && request.directions.iter().all(|d| d.is_finite())

@@ -37,7 +37,7 @@ pub const BEAT_INTERVAL: f64 = 0.1;
 
 /// Seconds between two [`DelayReport`]s from a client: the delay moves slowly, and each report
 /// sent on its own costs a datagram's headers.
-pub const REPORT_INTERVAL: f64 = 0.5;
+pub const REPORT_INTERVAL: f64 = 1.0 / 30.0;
 
 /// A change of the interpolation delay this large is reported at once, seconds.
 pub const REPORT_CHANGE: f64 = 0.002;
@@ -75,9 +75,22 @@ pub struct NetClock {
     /// `interpolation_delay` in effect and the one reported to the server, so that the
     /// server's estimate of this client's view time matches the shots it fires.
     pub proxy_delay: Option<f64>,
+    /// The view time proxies were last drawn at, seconds, when something draws them (the
+    /// smoothing plugin sets it with [`NetClock::proxy_delay`]): what shots fired now claim,
+    /// and what the view reports stamp (see [`NetClock::drawn_view_time`]).
+    pub proxy_view_time: Option<f64>,
 }
 
 impl NetClock {
+    /// The view time on screen now, seconds: the one proxies were last drawn at, or
+    /// [`NetClock::view_time`] when nothing draws them. Shots and [`DelayReport`]s are
+    /// stamped with it, so the server can bound a shot's view time by the stream of reports.
+    pub fn drawn_view_time(&self) -> f64 {
+        self.proxy_view_time
+            .filter(|t| t.is_finite())
+            .unwrap_or_else(|| self.view_time())
+    }
+
     /// Half the RTT, seconds.
     pub fn one_way(&self) -> f64 {
         self.rtt / 2.0
@@ -113,9 +126,50 @@ pub struct RemoteClientClock {
     pub reported: bool,
     /// Reports dropped as malformed or stale.
     pub rejected_reports: u64,
+    /// (server time of arrival, arrival − stamped view time − reported delay) of the reports
+    /// of the last [`VIEW_LAG_WINDOW`], seconds.
+    #[reflect(ignore)]
+    view_lags: std::collections::VecDeque<(f64, f64)>,
 }
 
+/// A report whose view time is further than this from the server's time is dropped, seconds.
+const MAX_VIEW_LAG: f64 = 5.0;
+
+/// How long the arrival lags of view reports are kept, seconds.
+pub const VIEW_LAG_WINDOW: f64 = 2.0;
+
+/// Reports needed before [`RemoteClientClock::view_lag_range`] answers.
+pub const MIN_VIEW_LAG_SAMPLES: usize = 20;
+
 impl RemoteClientClock {
+    /// How late, after the view time they were stamped with (less the delay reported), this
+    /// client's packets arrived over the last [`VIEW_LAG_WINDOW`]: (least, most), seconds.
+    /// It spans the up-link's jitter and does not depend on the clock estimates, so a packet
+    /// stamped `b` seconds older than its real view time shows a lag `b` longer: past the
+    /// most once `b` exceeds the jitter's span. `None` until [`MIN_VIEW_LAG_SAMPLES`] arrived.
+    pub fn view_lag_range(&self) -> Option<(f64, f64)> {
+        (self.view_lags.len() >= MIN_VIEW_LAG_SAMPLES).then(|| {
+            self.view_lags
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, lag)| {
+                    (lo.min(*lag), hi.max(*lag))
+                })
+        })
+    }
+
+    /// Records a view report that arrived at server time `now`.
+    fn record_view_lag(&mut self, now: f64, view_time: f64) {
+        self.view_lags
+            .push_back((now, now - view_time - self.interpolation_delay));
+        while self
+            .view_lags
+            .front()
+            .is_some_and(|(t, _)| *t < now - VIEW_LAG_WINDOW)
+        {
+            self.view_lags.pop_front();
+        }
+    }
+
     /// The server's estimate of the client's view time when the server's time is `server_time`,
     /// seconds: `server_time − rtt / 2 − interpolation_delay`.
     pub fn view_time(&self, server_time: f64) -> f64 {
@@ -138,13 +192,19 @@ pub struct NetBeat {
 }
 
 /// Client → server, every [`REPORT_INTERVAL`] and whenever the delay moved by
-/// `REPORT_CHANGE` (at most every `MIN_REPORT_GAP`): the interpolation delay in effect.
+/// `REPORT_CHANGE` (at most every `MIN_REPORT_GAP`): the interpolation delay in effect and the
+/// view time on screen. The server learns from the stream how late, after the view time it
+/// stamps, this client's packets arrive ([`RemoteClientClock::view_lag_range`]): a shot
+/// stamped older than that allows is backtracking.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct DelayReport {
     /// Increases by one per report, wrapping; stale reports are dropped.
     pub seq: Seq16,
     /// Interpolation delay, whole microseconds.
     pub delay_us: u32,
+    /// The view time on screen when it was sent ([`NetClock::drawn_view_time`]), server
+    /// seconds.
+    pub view_time: f64,
 }
 
 /// Pongs needed before the RTT is trusted for the one-way trip.
@@ -338,6 +398,7 @@ pub(crate) fn send_delay_reports(
             delay_us: (clock.interpolation_delay * 1e6)
                 .round()
                 .clamp(0.0, u32::MAX as f64) as u32,
+            view_time: clock.drawn_view_time(),
         };
         traffic.send_counted::<UnreliableChannel, _>(&mut reports, report);
     }
@@ -418,6 +479,14 @@ pub(crate) fn server_beats(
                 }
                 remote.interpolation_delay = delay.min(MAX_REPORTED_DELAY);
                 remote.reported = true;
+                // A view time further than a few seconds from ours is garbage.
+                if report.view_time.is_finite()
+                    && (clock.server_time - report.view_time).abs() < MAX_VIEW_LAG
+                {
+                    remote.record_view_lag(clock.server_time, report.view_time);
+                } else {
+                    remote.rejected_reports += 1;
+                }
             }
         }
         if let Some(beat) = &beat {

@@ -13,8 +13,8 @@ mod roles;
 mod time_source;
 
 pub use clock::{
-    BEAT_INTERVAL, DelayReport, MAX_REPORTED_DELAY, NetBeat, NetClock, REPORT_INTERVAL,
-    RemoteClientClock, server_time_now, server_time_of_world,
+    BEAT_INTERVAL, DelayReport, MAX_REPORTED_DELAY, MIN_VIEW_LAG_SAMPLES, NetBeat, NetClock,
+    REPORT_INTERVAL, RemoteClientClock, VIEW_LAG_WINDOW, server_time_now, server_time_of_world,
 };
 pub use conditions::NetConditions;
 pub use link::{

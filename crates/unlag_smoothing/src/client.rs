@@ -376,6 +376,7 @@ pub(crate) fn place_proxies(
         }
     }
     clock.proxy_delay = shortest;
+    clock.proxy_view_time = shortest.map(|d| clock.server_time - clock.one_way() - d);
 }
 
 fn interpolated() -> SampleKind {
