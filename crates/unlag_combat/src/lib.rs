@@ -42,7 +42,10 @@ pub use protocol::{
     ConfirmedHit, CosmeticFire, FireRequest, FireResult, ProjectileImpact, ProjectileLaunched,
     Rejection, ReloadDone, ReloadRequest, WireClaim,
 };
-pub use server::{CombatStats, Damaged, Health, Killed, ServerArmory, shot_directions};
+pub use server::{
+    CombatStats, Damaged, Health, Killed, ServerArmory, ShotJudge, ShotVerdict, TargetHit,
+    shot_directions,
+};
 pub use unlag_core::fake_projectile_hold;
 pub use weapons::{WeaponKind, WeaponSpec, WeaponTable, WeaponTableError, WeaponTableLoader};
 

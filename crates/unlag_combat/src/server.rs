@@ -5,6 +5,7 @@ use crate::protocol::{
     ConfirmedHit, CosmeticFire, FireRequest, FireResult, Rejection, ReloadDone, ReloadRequest,
 };
 use crate::{CombatSettings, WeaponKind, WeaponSpec, Weapons};
+use bevy::ecs::system::SystemParam;
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use lightyear::prelude::server::ClientOf;
@@ -84,7 +85,9 @@ pub struct ServerArmory {
 }
 
 impl ServerArmory {
-    fn new(table: &[WeaponSpec], allowance: f64) -> Self {
+    /// Full magazines of every weapon in `table`, no shot taken; `allowance` is the fire-rate
+    /// slack ([`CombatSettings::fire_interval_allowance`], seconds).
+    pub fn new(table: &[WeaponSpec], allowance: f64) -> Self {
         Self {
             weapons: table
                 .iter()
@@ -348,15 +351,86 @@ fn check(
 /// several times), dropped without an answer.
 const DUPLICATE_WINDOW: u32 = 8;
 
-/// What was hit, per target: (damage, pellets, bone, headshot).
-type Tally = Vec<(Entity, f32, u8, String, bool)>;
+/// One target's share of an accepted shot, as the server judged it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetHit {
+    /// The character hit.
+    pub target: Entity,
+    /// Damage from the server's weapon table, all pellets together, hit points.
+    pub damage: f32,
+    /// Pellets that hit it.
+    pub pellets: u8,
+    /// The bone of its first hit box hit (a headshot's when there is one).
+    pub bone: String,
+    /// Whether a pellet hit the head.
+    pub headshot: bool,
+}
 
-/// An accepted shot.
-enum Judged {
-    /// Rays judged at once: the hits per target and where each pellet stopped.
-    Rays(Tally, Vec<Vec3>),
-    /// A projectile to launch.
+/// What the server made of an accepted shot.
+#[derive(Clone, Debug)]
+pub enum ShotVerdict {
+    /// Rays judged at once: what they hit, per target, and where each pellet stopped
+    /// (metres).
+    Hits {
+        /// Per target hit.
+        hits: Vec<TargetHit>,
+        /// Where each pellet stopped: at a hit, the world or the range.
+        ends: Vec<Vec3>,
+    },
+    /// A projectile to launch (its flight is judged as it goes).
     Launch(Projectile),
+}
+
+/// Everything the server needs to judge a shot, as a read-only system parameter: the settings,
+/// the weapon table, the clock, the frame, the rewind and the characters' health. The combat
+/// plugin judges every [`FireRequest`] with it; a tool or benchmark can too.
+#[derive(SystemParam)]
+pub struct ShotJudge<'w, 's> {
+    settings: Res<'w, CombatSettings>,
+    weapons: Res<'w, Weapons>,
+    clock: Res<'w, NetClock>,
+    time: Res<'w, Time>,
+    rewind: RewindQuery<'w, 's>,
+    health: Query<'w, 's, &'static Health>,
+}
+
+impl ShotJudge<'_, '_> {
+    /// Checks `request` from the client on `link` (whose clock figures are `remote`) for the
+    /// character `shooter` at `position` with `armory`, spends its round and judges it: the
+    /// verdict, or why it was refused (copies of a shot already judged come back as
+    /// [`Rejection::Duplicate`]). Nothing is applied: damage is the caller's.
+    #[allow(clippy::too_many_arguments)]
+    pub fn judge(
+        &self,
+        request: &FireRequest,
+        shooter: Entity,
+        link: Entity,
+        remote: &RemoteClientClock,
+        armory: &mut ServerArmory,
+        position: Vec3,
+        stats: &mut CombatStats,
+    ) -> Result<ShotVerdict, Rejection> {
+        let table = self
+            .weapons
+            .table
+            .as_ref()
+            .ok_or(Rejection::UnknownWeapon)?;
+        judge(
+            request,
+            table,
+            &self.settings,
+            remote,
+            self.clock.server_time,
+            self.time.delta_secs_f64(),
+            shooter,
+            link,
+            armory,
+            position,
+            &self.rewind,
+            &self.health,
+            (&mut stats.view_time_errors, &mut stats.view_lag_excess),
+        )
+    }
 }
 
 /// Takes `damage` off `target`'s [`Health`] (targets without one take the hit but no damage
@@ -403,8 +477,6 @@ pub(crate) fn judge_shots(
     mut commands: Commands,
     settings: Res<CombatSettings>,
     weapons: Res<Weapons>,
-    clock: Res<NetClock>,
-    time: Res<Time>,
     mut stats: ResMut<CombatStats>,
     mut links: Query<
         (
@@ -418,16 +490,13 @@ pub(crate) fn judge_shots(
     >,
     mut echo: Query<(Entity, &mut MessageSender<CosmeticFire>), With<ClientOf>>,
     mut shooters: Query<(Entity, &ControlledBy, &mut ServerArmory, &Transform)>,
-    mut health: Query<&mut Health>,
-    rewind: RewindQuery,
+    mut judge: ParamSet<(ShotJudge, Query<&mut Health>)>,
     mut damaged: MessageWriter<Damaged>,
     mut killed: MessageWriter<Killed>,
 ) {
-    let Some(table) = &weapons.table else {
+    if weapons.table.is_none() {
         return;
-    };
-    let now = clock.server_time;
-    let frame = time.delta_secs_f64();
+    }
     let mut echoes: Vec<(Entity, CosmeticFire)> = Vec::new();
     for (link, mut requests, mut results, mut traffic, remote) in &mut links {
         for request in requests.receive() {
@@ -439,23 +508,14 @@ pub(crate) fn judge_shots(
             };
             let position = transform.translation;
             let started = std::time::Instant::now();
-            let verdict = judge(
+            let verdict = judge.p0().judge(
                 &request,
-                table,
-                &settings,
-                remote,
-                now,
-                frame,
                 shooter,
                 link,
+                remote,
                 &mut armory,
                 position,
-                &rewind,
-                &health,
-                {
-                    let stats = &mut *stats;
-                    (&mut stats.view_time_errors, &mut stats.view_lag_excess)
-                },
+                &mut stats,
             );
             stats
                 .judge_micros
@@ -487,7 +547,7 @@ pub(crate) fn judge_shots(
                     );
                     Err(reason)
                 }
-                Ok(Judged::Launch(projectile)) => {
+                Ok(ShotVerdict::Launch(projectile)) => {
                     stats.accepted += 1;
                     if !rewound {
                         stats.unrewound += 1;
@@ -495,16 +555,23 @@ pub(crate) fn judge_shots(
                     commands.spawn(projectile);
                     Ok(Vec::new())
                 }
-                Ok(Judged::Rays(tally, ends)) => {
+                Ok(ShotVerdict::Hits { hits, ends }) => {
                     stats.accepted += 1;
                     if !rewound {
                         stats.unrewound += 1;
                     }
                     let mut confirmed = Vec::new();
-                    for (target, damage, pellets, bone, headshot) in tally {
+                    for TargetHit {
+                        target,
+                        damage,
+                        pellets,
+                        bone,
+                        headshot,
+                    } in hits
+                    {
                         stats.pellet_hits += u64::from(pellets);
                         let died = deal_damage(
-                            &mut health,
+                            &mut judge.p1(),
                             &mut damaged,
                             &mut killed,
                             target,
@@ -575,12 +642,12 @@ fn judge(
     armory: &mut ServerArmory,
     position: Vec3,
     rewind: &RewindQuery,
-    health: &Query<&mut Health>,
+    health: &Query<&Health>,
     errors: (
         &mut std::collections::VecDeque<f64>,
         &mut std::collections::VecDeque<f64>,
     ),
-) -> Result<Judged, Rejection> {
+) -> Result<ShotVerdict, Rejection> {
     let finite = request.origin.is_finite()
         && request.aim.is_finite()
         && request.view_time.is_finite()
@@ -657,7 +724,7 @@ fn judge(
         )
         .ok_or(Rejection::UnknownWeapon)?;
         weapon.ammo -= 1;
-        return Ok(Judged::Launch(projectile));
+        return Ok(ShotVerdict::Launch(projectile));
     }
     let mut claims = Vec::with_capacity(request.claims.len());
     let tolerance = view_time_tolerance(settings, remote, frame);
@@ -710,7 +777,7 @@ fn judge(
         RewindError::InvalidView(_) | RewindError::TooOld { .. } => Rejection::BadClaim,
         RewindError::Invalid => Rejection::Malformed,
     })?;
-    let mut tally: Tally = Vec::new();
+    let mut tally: Vec<TargetHit> = Vec::new();
     let mut ends = Vec::with_capacity(rays.len());
     for ((origin, dir), answer) in rays.iter().zip(answers) {
         let claimed = |e: Entity| request.claims.iter().any(|c| c.target == e);
@@ -724,16 +791,22 @@ fn judge(
                     1.0
                 } * hit.damage_multiplier;
                 let damage = spec.damage * multiplier;
-                match tally.iter_mut().find(|t| t.0 == hit.character) {
+                match tally.iter_mut().find(|t| t.target == hit.character) {
                     Some(t) => {
-                        t.1 += damage;
-                        t.2 += 1;
-                        if hit.is_head && !t.4 {
-                            t.3 = hit.bone.clone();
-                            t.4 = true;
+                        t.damage += damage;
+                        t.pellets += 1;
+                        if hit.is_head && !t.headshot {
+                            t.bone = hit.bone.clone();
+                            t.headshot = true;
                         }
                     }
-                    None => tally.push((hit.character, damage, 1, hit.bone.clone(), hit.is_head)),
+                    None => tally.push(TargetHit {
+                        target: hit.character,
+                        damage,
+                        pellets: 1,
+                        bone: hit.bone.clone(),
+                        headshot: hit.is_head,
+                    }),
                 }
             }
             Some(hit) => ends.push(hit.point),
@@ -758,5 +831,5 @@ fn judge(
         }
     }
     armory.weapons[usize::from(request.weapon)].ammo -= 1;
-    Ok(Judged::Rays(tally, ends))
+    Ok(ShotVerdict::Hits { hits: tally, ends })
 }

@@ -157,8 +157,9 @@ impl RemoteClientClock {
         })
     }
 
-    /// Records a view report that arrived at server time `now`.
-    fn record_view_lag(&mut self, now: f64, view_time: f64) {
+    /// Records a view report stamped `view_time` that arrived at server time `now` (seconds;
+    /// the server does it for every report, with the delay reported).
+    pub fn record_view_lag(&mut self, now: f64, view_time: f64) {
         self.view_lags
             .push_back((now, now - view_time - self.interpolation_delay));
         while self

@@ -63,7 +63,10 @@ impl SentStates {
         self.states.iter()
     }
 
-    fn push(&mut self, state: ProxyState) {
+    /// Records a state sent (the smoothing server does it for every state it sends; tools and
+    /// benchmarks that build a server world by hand may too), forgetting those older than
+    /// [`SENT_STATES_SECONDS`] before it.
+    pub fn push(&mut self, state: ProxyState) {
         while self
             .states
             .front()
