@@ -249,8 +249,8 @@ fn main() {
         rounds * PLAYERS
     );
     println!(
-        "{:>8} {:>10} {:>12} {:>10} {:>16}",
-        "weapon", "judge", "rewind only", "naive", "on target"
+        "{:>8} {:>10} {:>12} {:>10} {:>10} {:>16}",
+        "weapon", "judge", "rewind only", "recorded", "naive", "on target"
     );
     for (name, requests) in [("rifle", b.rifle.clone()), ("shotgun", b.shotgun.clone())] {
         let judge = judge_state.get(&b.world).expect("combat resources");
@@ -307,6 +307,23 @@ fn main() {
             }
         }
         let rewound = start.elapsed().as_secs_f64() * 1e6 / (rounds * requests.len()) as f64;
+        // The same rays against the recorded poses, no claims.
+        let start = Instant::now();
+        for _ in 0..rounds {
+            for request in &requests {
+                let rays: Vec<(Vec3, Vec3)> = request
+                    .directions
+                    .iter()
+                    .map(|d| (request.origin, *d))
+                    .collect();
+                black_box(
+                    rewind
+                        .rays(&rays, 200.0, request.view_time, Some(b.shooter))
+                        .unwrap(),
+                );
+            }
+        }
+        let recorded = start.elapsed().as_secs_f64() * 1e6 / (rounds * requests.len()) as f64;
         let naive_rounds = rounds.min(5);
         let start = Instant::now();
         for _ in 0..naive_rounds {
@@ -316,7 +333,7 @@ fn main() {
         }
         let brute = start.elapsed().as_secs_f64() * 1e6 / (naive_rounds * requests.len()) as f64;
         println!(
-            "{name:>8} {judged:>10.2} {rewound:>12.2} {brute:>10.1} {:>10} of {:>3}",
+            "{name:>8} {judged:>10.2} {rewound:>12.2} {recorded:>10.2} {brute:>10.1} {:>10} of {:>3}",
             on_target / rounds,
             requests.len()
         );

@@ -747,6 +747,13 @@ fn above_the_rewind_cap_shots_are_judged_against_the_present() {
             .is_high(),
         "the high-ping warning is up"
     );
+    // The client's monitor knows the server's cap and that the ping is above it.
+    let monitor = tb.client_world(0).resource::<unlag::net::PingMonitor>();
+    assert_eq!(
+        monitor.settings().max_rewind_ping,
+        CombatSettings::default().max_rewind_ping
+    );
+    assert!(monitor.above_max_rewind_ping());
 }
 
 #[test]

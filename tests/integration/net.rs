@@ -185,7 +185,7 @@ fn high_ping_warning_raised_and_cleared() {
         check_interval: 1.0,
         threshold: 0.150,
         display_time: 1.0,
-        max_prediction_ping: 0.160,
+        max_rewind_ping: 0.160,
     };
     tb.client_world_mut(0)
         .insert_resource(PingMonitor::new(settings));
@@ -208,7 +208,7 @@ fn high_ping_warning_raised_and_cleared() {
     assert!(
         tb.client_world(0)
             .resource::<PingMonitor>()
-            .above_max_prediction_ping()
+            .above_max_rewind_ping()
     );
     assert_eq!(*events.lock().unwrap(), vec![true]);
 
@@ -223,7 +223,7 @@ fn high_ping_warning_raised_and_cleared() {
     assert!(
         !tb.client_world(0)
             .resource::<PingMonitor>()
-            .above_max_prediction_ping()
+            .above_max_rewind_ping()
     );
 }
 

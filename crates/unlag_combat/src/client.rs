@@ -278,12 +278,15 @@ pub(crate) fn fire(
         let filter = QueryFilter::default()
             .exclude_sensors()
             .predicate(&not_a_character);
+        // Asked once per shot: without a rapier world, asking costs an error with a backtrace.
+        let context = (!rapier.rapier_context.is_empty())
+            .then(|| rapier.single().ok())
+            .flatten();
         // A projectile hits nothing yet: the server judges its flight.
         let projectile = matches!(spec.kind, crate::WeaponKind::Projectile { .. });
         for dir in directions.iter().filter(|_| !projectile) {
-            let range = rapier
-                .single()
-                .ok()
+            let range = context
+                .as_ref()
                 .and_then(|ctx| ctx.cast_ray(command.origin, *dir, spec.range, true, filter))
                 .map_or(spec.range, |(_, toi)| toi);
             let mut best: Option<(Entity, f32, LocalHit)> = None;

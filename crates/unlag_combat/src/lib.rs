@@ -62,7 +62,9 @@ pub struct CombatSettings {
     /// [`Weapons`] resource by hand.
     pub weapons_path: Option<String>,
     /// Round-trip time above which the server judges a client's shots against current poses
-    /// instead of rewinding, seconds (default 0.4: a shooter at 250 ms still hits what it sees).
+    /// instead of rewinding, seconds (default 0.4: a shooter at 250 ms still hits what it sees;
+    /// Unreal Tournament stops at 0.16). Copied into the client's
+    /// [`PingMonitor`](unlag_net::PingMonitor), which tells the player.
     pub max_rewind_ping: f64,
     /// Slack on the fire interval for clock noise, seconds (default 0.01): the server measures
     /// the interval between the shots' own view times, which carry no network jitter.
@@ -209,6 +211,10 @@ impl Plugin for CombatPlugin {
     }
 
     fn finish(&self, app: &mut App) {
+        // One rewind cap: the ping monitor's warning of it follows ours.
+        if let Some(mut monitor) = app.world_mut().get_resource_mut::<unlag_net::PingMonitor>() {
+            monitor.set_max_rewind_ping(self.settings.max_rewind_ping);
+        }
         if app.world().contains_resource::<AssetServer>()
             && !app.world().contains_resource::<Assets<WeaponTable>>()
         {

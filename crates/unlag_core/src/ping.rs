@@ -11,9 +11,12 @@ pub struct HighPingSettings {
     pub threshold: f64,
     /// Seconds the warning stays up after the last check that found the ping high (default 5 s).
     pub display_time: f64,
-    /// Round-trip time above which the server stops rewinding for this client, in seconds
-    /// (default 0.160 s, Unreal Tournament's `MaxPredictionPing`).
-    pub max_prediction_ping: f64,
+    /// Round-trip time above which the server judges this client's shots against current poses
+    /// instead of rewinding, in seconds (default 0.4 s, the combat plugin's
+    /// `CombatSettings::max_rewind_ping`, which that plugin copies here). Unreal Tournament
+    /// stops at its `MaxPredictionPing` (0.16 s); rewinding with exact reconstruction still
+    /// agrees with the shooter at 250 ms, so the default cap is higher.
+    pub max_rewind_ping: f64,
 }
 
 impl Default for HighPingSettings {
@@ -22,7 +25,7 @@ impl Default for HighPingSettings {
             check_interval: 5.0,
             threshold: 0.150,
             display_time: 5.0,
-            max_prediction_ping: 0.160,
+            max_rewind_ping: 0.4,
         }
     }
 }
@@ -96,10 +99,15 @@ impl HighPingMonitor {
         change
     }
 
-    /// Whether `rtt` (seconds) is above the max prediction ping, where the server judges shots
-    /// against current poses instead of rewinding.
-    pub fn above_max_prediction_ping(&self, rtt: f64) -> bool {
-        rtt > self.settings.max_prediction_ping
+    /// Whether `rtt` (seconds) is above the rewind cap, where the server judges shots against
+    /// current poses instead of rewinding.
+    pub fn above_max_rewind_ping(&self, rtt: f64) -> bool {
+        rtt > self.settings.max_rewind_ping
+    }
+
+    /// Sets the rewind cap, seconds (see [`HighPingSettings::max_rewind_ping`]).
+    pub fn set_max_rewind_ping(&mut self, rtt: f64) {
+        self.settings.max_rewind_ping = rtt;
     }
 }
 
@@ -145,10 +153,12 @@ mod tests {
     }
 
     #[test]
-    fn threshold_is_exclusive_and_max_prediction_ping_is_separate() {
+    fn threshold_is_exclusive_and_the_rewind_cap_is_separate() {
         let mut m = HighPingMonitor::new(HighPingSettings::default(), 0.0);
         assert_eq!(m.update(0.0, 0.150), None);
-        assert!(!m.above_max_prediction_ping(0.155));
-        assert!(m.above_max_prediction_ping(0.161));
+        assert!(!m.above_max_rewind_ping(0.35));
+        assert!(m.above_max_rewind_ping(0.401));
+        m.set_max_rewind_ping(0.16);
+        assert!(m.above_max_rewind_ping(0.161));
     }
 }

@@ -140,7 +140,13 @@ pub(crate) fn with_collision_world<R>(
     f: impl FnOnce(&CollisionWorld) -> R,
 ) -> R {
     use bevy_rapier3d::rapier::parry::query::DefaultQueryDispatcher;
-    match rapier.single() {
+    // Checked first: without a context `single` builds an error with a backtrace (microseconds).
+    let context = if rapier.rapier_context.is_empty() {
+        None
+    } else {
+        rapier.single().ok()
+    };
+    match context.ok_or(()) {
         Ok(ctx) => {
             let query = ctx.simulation.broad_phase.as_query_pipeline(
                 &DefaultQueryDispatcher,

@@ -12,7 +12,7 @@ use unlag_core::{HighPingChange, HighPingMonitor, HighPingSettings};
 #[derive(Resource, Clone, Debug)]
 pub struct PingMonitor {
     monitor: HighPingMonitor,
-    above_max_prediction_ping: bool,
+    above_max_rewind_ping: bool,
 }
 
 impl PingMonitor {
@@ -20,7 +20,7 @@ impl PingMonitor {
     pub fn new(settings: HighPingSettings) -> Self {
         Self {
             monitor: HighPingMonitor::new(settings, 0.0),
-            above_max_prediction_ping: false,
+            above_max_rewind_ping: false,
         }
     }
 
@@ -29,15 +29,20 @@ impl PingMonitor {
         self.monitor.settings()
     }
 
+    /// Sets the rewind cap, seconds (the combat plugin copies its own here).
+    pub fn set_max_rewind_ping(&mut self, rtt: f64) {
+        self.monitor.set_max_rewind_ping(rtt);
+    }
+
     /// Whether the high-ping warning is up.
     pub fn is_high(&self) -> bool {
         self.monitor.is_high()
     }
 
-    /// Whether the RTT is above the max prediction ping: the server judges this client's shots
-    /// against current poses instead of rewinding.
-    pub fn above_max_prediction_ping(&self) -> bool {
-        self.above_max_prediction_ping
+    /// Whether the RTT is above the rewind cap ([`HighPingSettings::max_rewind_ping`]): the
+    /// server judges this client's shots against current poses instead of rewinding.
+    pub fn above_max_rewind_ping(&self) -> bool {
+        self.above_max_rewind_ping
     }
 }
 
@@ -62,7 +67,7 @@ pub(crate) fn update_ping_monitor(
     let now = real.elapsed_secs_f64();
     let rtt = clock.rtt;
     let change = monitor.monitor.update(now, rtt);
-    monitor.above_max_prediction_ping = monitor.monitor.above_max_prediction_ping(rtt);
+    monitor.above_max_rewind_ping = monitor.monitor.above_max_rewind_ping(rtt);
     if let Some(change) = change {
         let raised = change == HighPingChange::Raised;
         if raised {
@@ -73,9 +78,9 @@ pub(crate) fn update_ping_monitor(
 }
 
 impl RemoteClientClock {
-    /// Whether this client's RTT is above `settings.max_prediction_ping`, where the server
-    /// stops rewinding for it.
-    pub fn above_max_prediction_ping(&self, settings: &HighPingSettings) -> bool {
-        self.rtt > settings.max_prediction_ping
+    /// Whether this client's RTT is above `settings.max_rewind_ping`, where the server stops
+    /// rewinding for it.
+    pub fn above_max_rewind_ping(&self, settings: &HighPingSettings) -> bool {
+        self.rtt > settings.max_rewind_ping
     }
 }

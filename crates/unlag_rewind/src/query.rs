@@ -517,8 +517,14 @@ impl RewindQuery<'_, '_> {
     }
 
     /// Distance along a normalised ray to the static world as it is now (rapier colliders that
-    /// are not characters, hit boxes or the shooter), or `max` when clear.
+    /// are not characters, hit boxes or the shooter), or `max` when clear or when there is no
+    /// rapier world.
     pub fn wall(&self, origin: Vec3, dir: Vec3, max: f32, shooter: Option<Entity>) -> f32 {
+        // Without a rapier world there is nothing in the way (and asking for it would build an
+        // error with a backtrace, microseconds per ray).
+        if self.rapier.rapier_context.is_empty() {
+            return max;
+        }
         let not_a_character = |e: Entity| {
             !self.histories.contains(e) && !self.hit_boxes.contains(e) && Some(e) != shooter
         };
