@@ -388,6 +388,7 @@ fn unlag_plugins_build_on_client_and_server_alike() {
     assert_eq!(protocol(&client), protocol(&server));
     assert!(client.world().contains_resource::<NetClock>());
     assert!(server.world().contains_resource::<RewindSettings>());
+    assert!(client.world().contains_resource::<CombatSettings>());
     // Each plugin can be turned off.
     let mut bare = App::new();
     bare.add_plugins((MinimalPlugins, bevy::state::app::StatesPlugin))

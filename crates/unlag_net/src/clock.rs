@@ -18,7 +18,10 @@
 //! The server learns each client's interpolation delay from a small periodic report, and
 //! estimates that client's view time as `server_time − rtt / 2 − reported_delay`
 //! ([`RemoteClientClock::view_time`]); later plugins reject shots whose claimed view time is far
-//! from it.
+//! from it. The same reports (30 a second) carry the view time on screen when they left: how
+//! late after that stamp they arrive ([`RemoteClientClock::view_lag_range`]) spans only the
+//! up-link's jitter, so a shot stamped older than it really is shows up whatever the clock
+//! estimates' errors.
 
 use crate::link::LinkTraffic;
 use crate::protocol::{NetDirection, NetMessageAppExt, UnreliableChannel};
@@ -47,8 +50,10 @@ pub const MIN_REPORT_GAP: f64 = 0.02;
 
 /// Time and link figures of this App, updated every frame in `PreUpdate`.
 ///
-/// On a client: the estimates described in the [module docs](self). On the server: its own
-/// time, with RTT and delays at zero.
+/// On a client: estimates of the server's time and of the link (server time: each [`NetBeat`]'s
+/// exact server time plus half the RTT, averaged; view time = server time − RTT / 2 −
+/// interpolation delay: when simulated proxies are shown and shots are judged). On the server:
+/// its own time, with RTT and delays at zero.
 #[derive(Resource, Clone, Debug, Default, Reflect)]
 pub struct NetClock {
     /// Whether the figures are meaningful: always on the server; on a client once it is

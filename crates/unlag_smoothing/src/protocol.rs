@@ -22,7 +22,7 @@ pub struct WireProxyState {
     pub rotation: [i16; 4],
     /// Velocity, cm/s.
     pub velocity: [i16; 3],
-    /// [`ProxyFlags`](crate::ProxyFlags) bits 0–6, and [`TELEPORT_BIT`].
+    /// [`ProxyFlags`](crate::ProxyFlags) bits 0–6, and the teleport bit (`TELEPORT_BIT`, 0x80).
     pub flags: u8,
 }
 
