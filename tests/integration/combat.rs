@@ -291,6 +291,22 @@ fn run(rtt_ms: u64, weapon_name: &str, seconds: u64) -> Agreement {
         excess.iter().copied().fold(f64::INFINITY, f64::min),
         CombatSettings::default().view_lag_margin * 1e3,
     );
+    {
+        let link = tb.server_link(0).unwrap();
+        let now = unlag::net::server_time_of_world(tb.server_world());
+        let remote = tb
+            .server_world()
+            .get::<unlag::net::RemoteClientClock>(link)
+            .unwrap();
+        if let Some((least, most)) = remote.view_lag_range(now) {
+            println!(
+                "view reports at {rtt_ms} ms: lag − rtt {:.1} … {:.1} ms, jitter {:.1} ms",
+                (least - remote.rtt) * 1e3,
+                (most - remote.rtt) * 1e3,
+                remote.jitter * 1e3
+            );
+        }
+    }
     // Measured, not asserted (debug build, other tests running beside it).
     let judge: Vec<f64> = stats.judge_micros.iter().copied().collect();
     let judge = unlag::core::Summary::of(&judge);
@@ -409,6 +425,9 @@ enum Cheat {
     Backtrack(f64),
     /// The same, but the copy keeps the honest stamp of the frame it leaves in.
     BacktrackBehindStamp(f64),
+    /// Backtracks, and stamps its view reports as much older too, so the shots' stamps look
+    /// as timely as the reports'.
+    ForgedReports(f64),
     /// Fires every frame.
     RapidFire,
     /// Sends one pellet fewer than the weapon has.
@@ -471,7 +490,10 @@ fn run_cheat(
         return;
     }
     let back = match s.cheat {
-        Cheat::Backtrack(by) | Cheat::BacktrackBehindStamp(by) | Cheat::OldClaim(by) => by,
+        Cheat::Backtrack(by)
+        | Cheat::BacktrackBehindStamp(by)
+        | Cheat::ForgedReports(by)
+        | Cheat::OldClaim(by) => by,
         _ => 0.0,
     };
     let newest = s.history.back().unwrap().0;
@@ -544,6 +566,12 @@ fn run_cheat(
 fn cheat_run(cheat: Cheat, weapon_name: &str, shots: u32) -> CombatStats {
     let mut tb = combat_testbed(100, default(), 1, 1e9, |app| {
         app.add_systems(Update, run_cheat);
+        // A forger stamps its view reports older from the start.
+        if let Cheat::ForgedReports(by) = cheat {
+            app.insert_resource(unlag::net::NetCheats {
+                view_report_offset: by,
+            });
+        }
     });
     if cheat == Cheat::ThroughWall {
         // A wall between the shooter and the target's lane, in both worlds.
@@ -638,7 +666,11 @@ fn cheats_are_refused_for_the_right_reason() {
     // Backtracking: 50 ms is beyond the span of the up-link's jitter (±20 ms) plus a frame;
     // with the copy's stamp kept honest, beyond the most a copy may be stamped after its shot.
     for back in [0.05, 0.1, 0.2] {
-        for cheat in [Cheat::Backtrack(back), Cheat::BacktrackBehindStamp(back)] {
+        for cheat in [
+            Cheat::Backtrack(back),
+            Cheat::BacktrackBehindStamp(back),
+            Cheat::ForgedReports(back),
+        ] {
             let s = expect(cheat, "rifle", 20, Rejection::BadViewTime, 0);
             let excess: Vec<f64> = s.view_lag_excess.iter().map(|e| e * 1e3).collect();
             println!(

@@ -166,7 +166,7 @@ pub(crate) fn reload(
     mut commands: MessageReader<ReloadCommand>,
     armory: Option<ResMut<Armory>>,
     mut link: Query<(&mut MessageSender<ReloadRequest>, &mut LinkTraffic), With<Client>>,
-    mut resend: Local<Vec<(ReloadRequest, u8)>>,
+    mut resend: Local<Vec<(ReloadRequest, u8, f64)>>,
 ) {
     let (Some(mut armory), Some(table)) = (armory, &weapons.table) else {
         commands.clear();
@@ -174,15 +174,25 @@ pub(crate) fn reload(
     };
     let now = clock.drawn_view_time();
     // Unreliable copies on consecutive frames, like shots: a reliable resend would arrive a
-    // round trip late, and the server holds the reload's start to its estimate.
+    // round trip late, and the server holds the reload's start to its estimate. Should all
+    // of them be lost, the request goes again every round trip while the reload lasts (the
+    // server takes each request once, by its view time).
     let mut sender = link.single_mut().ok();
-    for (request, left) in resend.iter_mut() {
+    let again = clock.rtt.max(0.05);
+    for (request, left, next) in resend.iter_mut() {
+        if *left == 0 && now < *next {
+            continue;
+        }
         if let Some((sender, traffic)) = sender.as_mut() {
             traffic.send_counted::<UnreliableChannel, _>(sender, request.clone());
         }
-        *left -= 1;
+        if *left > 0 {
+            *left -= 1;
+        } else {
+            *next = now + again;
+        }
     }
-    resend.retain(|(_, left)| *left > 0);
+    resend.retain(|(request, ..)| armory.reloading(request.weapon));
     for command in commands.read() {
         let Some(spec) = table.get(command.weapon) else {
             continue;
@@ -198,7 +208,7 @@ pub(crate) fn reload(
             };
             if let Some((sender, traffic)) = sender.as_mut() {
                 traffic.send_counted::<UnreliableChannel, _>(sender, request.clone());
-                resend.push((request, FIRE_COPIES - 1));
+                resend.push((request, FIRE_COPIES - 1, now + again));
             }
         }
     }

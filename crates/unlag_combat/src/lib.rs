@@ -82,6 +82,10 @@ pub struct CombatSettings {
     /// is backtracking: caught once it claims more than the up-link's jitter span (2 × the
     /// jitter) older than the truth, whatever the clocks' estimates.
     pub view_lag_margin: f64,
+    /// Slack below the earliest arrival seen in the client's view reports, seconds (default
+    /// 0.015): a shot stamped further ahead of how its packets arrive is refused, so view times
+    /// cannot be pushed forward to cut fire intervals or reloads short.
+    pub view_lag_ahead_margin: f64,
     /// Most a copy of a shot may be stamped after the shot itself, seconds (default 0.034: the
     /// two frames [`FIRE_COPIES`] adds at 60 frames/s). A cheat that keeps honest copy stamps
     /// and moves the shot's own view time back gains at most this.
@@ -112,6 +116,7 @@ impl Default for CombatSettings {
             view_time_tolerance: 0.02,
             view_time_jitter_factor: 2.0,
             view_lag_margin: 0.004,
+            view_lag_ahead_margin: 0.015,
             max_copy_age: 0.034,
             max_origin_error: 1.0,
             pellet_slack: 0.001,

@@ -182,6 +182,8 @@ pub(crate) fn fly_projectiles(
             let dir = (to - from) / length;
             // A character first (the world occludes its sweep), then the world.
             match rewind.segment(from, to, radius, at, Some(projectile.shooter)) {
+                // The dead do not stop projectiles (hitscan refuses them as targets too).
+                Ok(Some(hit)) if health.get(hit.character).is_ok_and(|h| !h.alive()) => {}
                 Ok(Some(hit)) => {
                     ended = Some((from + dir * hit.distance, Some(hit), at));
                     break;
@@ -297,6 +299,9 @@ fn explode(
         .within(point, splash_radius, at, &exclude)
         .unwrap_or_default();
     for (target, distance) in near {
+        if health.get(target).is_ok_and(|h| !h.alive()) {
+            continue;
+        }
         // The world between the blast and the body shields it (seen from just before the
         // impact: the point itself touches the surface hit).
         let blast = point - projectile.flight.velocity.normalize_or_zero() * 0.1;
@@ -484,26 +489,21 @@ pub(crate) fn client_projectiles(
     }
     for mut receiver in &mut launches {
         for launch in receiver.receive() {
-            let flight = Ballistic {
-                position: launch.origin,
-                velocity: launch.velocity,
-                gravity: weapons
-                    .table
-                    .as_ref()
-                    .and_then(|t| t.get(launch.weapon))
-                    .map_or(0.0, |spec| match spec.kind {
-                        WeaponKind::Projectile { gravity, .. } => gravity,
-                        _ => 0.0,
-                    }),
-            };
-            let lifetime = weapons
+            let (gravity, lifetime) = weapons
                 .table
                 .as_ref()
                 .and_then(|t| t.get(launch.weapon))
-                .map_or(0.0, |spec| match spec.kind {
-                    WeaponKind::Projectile { lifetime, .. } => lifetime,
-                    _ => 0.0,
+                .map_or((0.0, 0.0), |spec| match spec.kind {
+                    WeaponKind::Projectile {
+                        gravity, lifetime, ..
+                    } => (gravity, lifetime),
+                    _ => (0.0, 0.0),
                 });
+            let flight = Ballistic {
+                position: launch.origin,
+                velocity: launch.velocity,
+                gravity,
+            };
             if !(flight.position.is_finite()
                 && flight.velocity.is_finite()
                 && launch.launch_time.is_finite())

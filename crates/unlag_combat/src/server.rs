@@ -72,6 +72,9 @@ struct ServerWeapon {
     ammo: u32,
     /// The client's view times at which its reload started and ends, seconds.
     reloading: Option<(f64, f64)>,
+    /// The view time of the latest reload request taken, seconds: copies and resends of it
+    /// (the same view time) are ignored.
+    last_reload_request: f64,
     gate: FireRateGate,
 }
 
@@ -94,6 +97,7 @@ impl ServerArmory {
                 .map(|w| ServerWeapon {
                     ammo: w.magazine,
                     reloading: None,
+                    last_reload_request: f64::NEG_INFINITY,
                     gate: FireRateGate::new(f64::from(w.fire_interval), allowance),
                 })
                 .collect(),
@@ -201,10 +205,14 @@ pub(crate) fn reloads(
             } else {
                 expected
             };
-            if let Some(w) = armory.weapons.get_mut(usize::from(request.weapon))
-                && w.reloading.is_none()
-                && w.ammo < spec.magazine
-            {
+            let Some(w) = armory.weapons.get_mut(usize::from(request.weapon)) else {
+                continue;
+            };
+            if !request.view_time.is_finite() || request.view_time <= w.last_reload_request {
+                continue;
+            }
+            w.last_reload_request = request.view_time;
+            if w.reloading.is_none() && w.ammo < spec.magazine {
                 w.reloading = Some((started, started + f64::from(spec.reload_time)));
             }
         }
@@ -294,21 +302,30 @@ fn check(
     }
     // Tighter, and free of the clock estimates: the copy may not arrive later after the view
     // time it stamps than the client's view reports do, and the shot is at most a few frames
-    // older than its copy. (Arriving early is not checked here: a view time ahead of the
-    // truth shows nothing the client was not sent, and the check above bounds it.)
+    // older than its copy (never newer).
     let age = request.sent_view_time - request.view_time;
-    if !(-settings.max_copy_age..=settings.max_copy_age).contains(&age) {
+    if !(-1e-6..=settings.max_copy_age).contains(&age) {
         return Err(Rejection::BadViewTime);
     }
-    if let Some((_, most)) = remote.view_lag_range() {
-        let lag = now - request.sent_view_time - remote.interpolation_delay;
-        lags.push_back(lag - most);
-        if lags.len() > 256 {
-            lags.pop_front();
+    match remote.view_lag_range(now) {
+        Some((least, most)) => {
+            let lag = now - request.sent_view_time - remote.interpolation_delay;
+            lags.push_back(lag - most);
+            if lags.len() > 256 {
+                lags.pop_front();
+            }
+            // Too old for how this client's packets arrive; or stamped ahead of them by more
+            // than a frame or two of clock movement (which would cut reloads and fire
+            // intervals short).
+            if lag > most + settings.view_lag_margin || lag < least - settings.view_lag_ahead_margin
+            {
+                return Err(Rejection::BadViewTime);
+            }
         }
-        if lag > most + settings.view_lag_margin {
-            return Err(Rejection::BadViewTime);
-        }
+        // A client that has reported for a whole window and no longer does is dodging the
+        // check.
+        None if remote.reporting_since_window(now) => return Err(Rejection::BadViewTime),
+        None => {}
     }
     if request.directions.len() != spec.pellets() {
         return Err(Rejection::WrongPelletCount);
@@ -525,6 +542,12 @@ pub(crate) fn judge_shots(
             }
             let ammo = armory.ammo(request.weapon).unwrap_or(0);
             let rewound = remote.rtt <= settings.max_rewind_ping;
+            if verdict.is_ok() {
+                stats.accepted += 1;
+                if !rewound {
+                    stats.unrewound += 1;
+                }
+            }
             let outcome = match verdict {
                 // Copies of a shot already judged (and replays of old ones): no answer.
                 Err(Rejection::Duplicate) => {
@@ -548,18 +571,10 @@ pub(crate) fn judge_shots(
                     Err(reason)
                 }
                 Ok(ShotVerdict::Launch(projectile)) => {
-                    stats.accepted += 1;
-                    if !rewound {
-                        stats.unrewound += 1;
-                    }
                     commands.spawn(projectile);
                     Ok(Vec::new())
                 }
                 Ok(ShotVerdict::Hits { hits, ends }) => {
-                    stats.accepted += 1;
-                    if !rewound {
-                        stats.unrewound += 1;
-                    }
                     let mut confirmed = Vec::new();
                     for TargetHit {
                         target,

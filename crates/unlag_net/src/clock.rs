@@ -32,8 +32,18 @@ use lightyear::prelude::*;
 use serde::{Deserialize, Serialize};
 use unlag_core::{DelayController, DelayPolicy, Ewma, Seq16, SeqUnwrapper, ServerClockEstimator};
 
-/// Largest interpolation delay a client may report, seconds; larger reports are clamped.
-pub const MAX_REPORTED_DELAY: f64 = 1.0;
+/// Largest interpolation delay a client may report, seconds; larger reports are clamped (and
+/// see [`plausible_delay`]).
+pub const MAX_REPORTED_DELAY: f64 = 3.0;
+
+/// The longest interpolation delay an honest client needs, seconds: two and a half of the
+/// server's update intervals (one interval, one more under loss, and slack for late states),
+/// four times the link's jitter and 50 ms, at most [`MAX_REPORTED_DELAY`]. The server clamps
+/// reported delays to it, so a client cannot report a long delay to get its shots judged
+/// further in the past.
+pub fn plausible_delay(update_interval: f64, jitter: f64) -> f64 {
+    (2.5 * update_interval + 4.0 * jitter + 0.05).min(MAX_REPORTED_DELAY)
+}
 
 /// Seconds between two [`NetBeat`]s from the server.
 pub const BEAT_INTERVAL: f64 = 0.1;
@@ -129,8 +139,11 @@ pub struct RemoteClientClock {
     pub interpolation_delay: f64,
     /// Whether the client has reported its delay at least once.
     pub reported: bool,
-    /// Reports dropped as malformed or stale.
+    /// Reports dropped (malformed, stale, or lagging more than the link allows) or clamped
+    /// (a delay longer than [`plausible_delay`]).
     pub rejected_reports: u64,
+    /// Server time of the first view report, seconds.
+    pub first_report: Option<f64>,
     /// (server time of arrival, arrival − stamped view time − reported delay) of the reports
     /// of the last [`VIEW_LAG_WINDOW`], seconds.
     #[reflect(ignore)]
@@ -143,30 +156,73 @@ const MAX_VIEW_LAG: f64 = 5.0;
 /// How long the arrival lags of view reports are kept, seconds.
 pub const VIEW_LAG_WINDOW: f64 = 2.0;
 
-/// Reports needed before [`RemoteClientClock::view_lag_range`] answers.
+/// Reports needed within the window before [`RemoteClientClock::view_lag_range`] answers.
 pub const MIN_VIEW_LAG_SAMPLES: usize = 20;
+
+/// How far the median lag of a client's view reports may exceed the RTT, seconds. An honest
+/// report lags about one round trip (its view time is the server time less half the RTT and
+/// the delay, and it travels the other half), so a median past this means the reports are
+/// stamped older than they are.
+pub const VIEW_LAG_CENTER_SLACK: f64 = 0.025;
+
+/// Multiple of the measured jitter above the median lag that the most a shot may lag can reach.
+pub const VIEW_LAG_JITTER_FACTOR: f64 = 3.0;
+
+/// Fixed slack above the median lag, with [`VIEW_LAG_JITTER_FACTOR`], seconds.
+pub const VIEW_LAG_SLACK: f64 = 0.015;
+
+/// Reports lagging more than this beyond the RTT are dropped as garbage, seconds.
+const VIEW_LAG_GARBAGE: f64 = 0.5;
 
 impl RemoteClientClock {
     /// How late, after the view time they were stamped with (less the delay reported), this
-    /// client's packets arrived over the last [`VIEW_LAG_WINDOW`]: (least, most), seconds.
-    /// It spans the up-link's jitter and does not depend on the clock estimates, so a packet
-    /// stamped `b` seconds older than its real view time shows a lag `b` longer: past the
-    /// most once `b` exceeds the jitter's span. `None` until [`MIN_VIEW_LAG_SAMPLES`] arrived.
-    pub fn view_lag_range(&self) -> Option<(f64, f64)> {
-        (self.view_lags.len() >= MIN_VIEW_LAG_SAMPLES).then(|| {
-            self.view_lags
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, lag)| {
-                    (lo.min(*lag), hi.max(*lag))
-                })
-        })
+    /// client's packets arrived over the [`VIEW_LAG_WINDOW`] before server time `now`: (least,
+    /// most), seconds. It spans the up-link's jitter and does not depend on the clock
+    /// estimates, so a packet stamped `b` seconds older than its real view time shows a lag `b`
+    /// longer: past the most once `b` exceeds the jitter's span.
+    ///
+    /// The reports are the client's word too, so they are held to what the link allows: their
+    /// median may not exceed the RTT by more than [`VIEW_LAG_CENTER_SLACK`] (else `None`: a
+    /// client stamping every report older gains at most that), and the most is capped at the
+    /// median plus [`VIEW_LAG_JITTER_FACTOR`] × the jitter and [`VIEW_LAG_SLACK`] (a few late
+    /// stamps cannot widen it). `None` too while fewer than [`MIN_VIEW_LAG_SAMPLES`] arrived
+    /// in the window.
+    pub fn view_lag_range(&self, now: f64) -> Option<(f64, f64)> {
+        let mut recent: Vec<f64> = self
+            .view_lags
+            .iter()
+            .filter(|(t, _)| *t >= now - VIEW_LAG_WINDOW)
+            .map(|(_, lag)| *lag)
+            .collect();
+        if recent.len() < MIN_VIEW_LAG_SAMPLES {
+            return None;
+        }
+        recent.sort_by(f64::total_cmp);
+        let median = recent[recent.len() / 2];
+        if median > self.rtt + VIEW_LAG_CENTER_SLACK {
+            return None;
+        }
+        let cap = median + VIEW_LAG_JITTER_FACTOR * self.jitter + VIEW_LAG_SLACK;
+        Some((recent[0], recent[recent.len() - 1].min(cap)))
+    }
+
+    /// Whether this client has been sending view reports for a whole window by server time
+    /// `now`: from then on a shot needs [`RemoteClientClock::view_lag_range`] to be judged.
+    pub fn reporting_since_window(&self, now: f64) -> bool {
+        self.first_report
+            .is_some_and(|first| now - first >= VIEW_LAG_WINDOW)
     }
 
     /// Records a view report stamped `view_time` that arrived at server time `now` (seconds;
-    /// the server does it for every report, with the delay reported).
-    pub fn record_view_lag(&mut self, now: f64, view_time: f64) {
-        self.view_lags
-            .push_back((now, now - view_time - self.interpolation_delay));
+    /// the server does it for every report, after taking its delay). One lagging half a second
+    /// beyond the RTT is garbage, refused (false).
+    pub fn record_view_lag(&mut self, now: f64, view_time: f64) -> bool {
+        let lag = now - view_time - self.interpolation_delay;
+        if !lag.is_finite() || lag > self.rtt + VIEW_LAG_GARBAGE {
+            return false;
+        }
+        self.first_report.get_or_insert(now);
+        self.view_lags.push_back((now, lag));
         while self
             .view_lags
             .front()
@@ -174,6 +230,7 @@ impl RemoteClientClock {
         {
             self.view_lags.pop_front();
         }
+        true
     }
 
     /// The server's estimate of the client's view time when the server's time is `server_time`,
@@ -378,8 +435,17 @@ pub(crate) fn update_client_clock(
     clock.target_interpolation_delay = state.delay.target();
 }
 
+/// A client that lies in its view reports (tests of the server's checks; feature `cheats`).
+#[cfg(feature = "cheats")]
+#[derive(Resource, Clone, Debug, Default)]
+pub struct NetCheats {
+    /// Seconds every report's view time is stamped older than the truth.
+    pub view_report_offset: f64,
+}
+
 /// Update on a client: sends delay reports.
 pub(crate) fn send_delay_reports(
+    #[cfg(feature = "cheats")] cheats: Option<Res<NetCheats>>,
     clock: Res<NetClock>,
     mut state: ResMut<ClientClockState>,
     mut link: Query<
@@ -405,6 +471,11 @@ pub(crate) fn send_delay_reports(
                 .round()
                 .clamp(0.0, u32::MAX as f64) as u32,
             view_time: clock.drawn_view_time(),
+        };
+        #[cfg(feature = "cheats")]
+        let report = DelayReport {
+            view_time: report.view_time - cheats.map_or(0.0, |c| c.view_report_offset),
+            ..report
         };
         traffic.send_counted::<UnreliableChannel, _>(&mut reports, report);
     }
@@ -456,6 +527,7 @@ pub(crate) fn server_beats(
     >,
 ) {
     let now = real.elapsed_secs_f64();
+    let interval = 1.0 / f64::from(conditions.get().update_rate_hz.max(0.1));
     let beat = (now >= state.next_beat).then(|| {
         state.next_beat = now + BEAT_INTERVAL;
         state.seq = state.seq.next();
@@ -475,22 +547,28 @@ pub(crate) fn server_beats(
                     remote.rejected_reports += 1;
                     continue;
                 }
+                // A view time further than a few seconds from ours is garbage: the whole
+                // report goes.
+                if !(report.view_time.is_finite()
+                    && (clock.server_time - report.view_time).abs() < MAX_VIEW_LAG)
+                {
+                    remote.rejected_reports += 1;
+                    continue;
+                }
                 reports.last = Some(report.seq);
+                // No more delay than the server's update rate and the link's jitter call for:
+                // a longer one would let shots claim older view times (an interp cheat).
                 let delay = f64::from(report.delay_us) / 1e6;
-                if delay > MAX_REPORTED_DELAY {
+                let most = plausible_delay(interval, remote.jitter);
+                if delay > most {
                     remote.rejected_reports += 1;
                     if remote.rejected_reports % 100 == 1 {
-                        warn!("clamped a reported interpolation delay of {delay} s");
+                        warn!("clamped a reported interpolation delay of {delay} s to {most} s");
                     }
                 }
-                remote.interpolation_delay = delay.min(MAX_REPORTED_DELAY);
+                remote.interpolation_delay = delay.min(most);
                 remote.reported = true;
-                // A view time further than a few seconds from ours is garbage.
-                if report.view_time.is_finite()
-                    && (clock.server_time - report.view_time).abs() < MAX_VIEW_LAG
-                {
-                    remote.record_view_lag(clock.server_time, report.view_time);
-                } else {
+                if !remote.record_view_lag(clock.server_time, report.view_time) {
                     remote.rejected_reports += 1;
                 }
             }
