@@ -184,6 +184,7 @@ fn setup() -> Bench {
                         alpha: c.alpha,
                         mode: c.mode,
                         ease: c.ease,
+                        hit: true,
                     }],
                 }
             })

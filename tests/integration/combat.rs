@@ -531,6 +531,7 @@ fn run_cheat(
         alpha: pose.alpha,
         mode: pose.mode,
         ease: pose.ease,
+        hit: true,
     };
     match s.cheat {
         Cheat::PelletCount => {

@@ -13,6 +13,13 @@ use unlag_net::{LinkTraffic, NetClock, UnreliableChannel};
 use unlag_rewind::{HitBox, hit_box_ray};
 use unlag_smoothing::RenderedPose;
 
+/// How close a pellet must pass to a proxy's hit box (beyond its bounding sphere) for the shot
+/// to claim it as drawn, metres.
+pub const NEAR_MISS_MARGIN: f32 = 0.25;
+
+/// Most targets one shot claims (the server refuses more as malformed).
+pub const MAX_CLAIMS: usize = 16;
+
 /// Copies of each fire (and reload) request sent, one per frame (the server takes the first
 /// to arrive).
 pub const FIRE_COPIES: u8 = 3;
@@ -343,22 +350,48 @@ pub(crate) fn fire(
                 &clock,
             );
         }
-        // What was on screen for every proxy hit.
+        // What was on screen for every proxy hit, and for every proxy a pellet passed close to
+        // before it stopped (the server poses those as drawn too, so a proxy drawn just beside
+        // the ray cannot block it there).
+        let mut near: Vec<Entity> = Vec::new();
+        if !projectile {
+            for (dir, hit) in directions.iter().zip(&hits) {
+                let end = hit.as_ref().map_or(spec.range, |h| h.1);
+                for (proxy, _, children) in &proxies {
+                    if near.contains(&proxy) || hit.as_ref().is_some_and(|h| h.0 == proxy) {
+                        continue;
+                    }
+                    let close = children.iter().filter_map(|c| boxes.get(c).ok()).any(
+                        |(hit_box, global)| {
+                            let centre = global.translation() - command.origin;
+                            let t = centre.dot(*dir).clamp(0.0, end);
+                            (centre - *dir * t).length()
+                                <= hit_box.shape.bounding_radius() + NEAR_MISS_MARGIN
+                        },
+                    );
+                    if close {
+                        near.push(proxy);
+                    }
+                }
+            }
+        }
         let mut claims: Vec<WireClaim> = Vec::new();
         let mut view_time = None;
-        for (target, ..) in hits.iter().flatten() {
-            if claims.iter().any(|c| c.target == *target) {
+        let hit_targets = hits.iter().flatten().map(|(target, ..)| (*target, true));
+        for (target, hit) in hit_targets.chain(near.iter().map(|e| (*e, false))) {
+            if claims.iter().any(|c| c.target == target) || claims.len() >= MAX_CLAIMS {
                 continue;
             }
-            if let Ok((_, pose, _)) = proxies.get(*target) {
+            if let Ok((_, pose, _)) = proxies.get(target) {
                 view_time.get_or_insert(pose.view_time);
                 claims.push(WireClaim {
-                    target: *target,
+                    target,
                     from: pose.from,
                     to: pose.to,
                     alpha: pose.alpha,
                     mode: pose.mode,
                     ease: pose.ease,
+                    hit,
                 });
             }
         }

@@ -21,6 +21,10 @@ pub struct WireClaim {
     pub mode: SmoothingMode,
     /// Offset of the drawn proxy from its curve, metres.
     pub ease: Vec3,
+    /// Whether a pellet hit it on the shooter's screen; claims without are proxies a pellet
+    /// passed close to, claimed so the server poses them as drawn too (one drawn beside the
+    /// ray must not block it on the server).
+    pub hit: bool,
 }
 
 /// Client → server, unreliable, sent [`FIRE_COPIES`](crate::FIRE_COPIES) times on

@@ -668,7 +668,7 @@ fn judge(
         && request.view_time.is_finite()
         && request.sent_view_time.is_finite()
         && request.directions.len() <= 64
-        && request.claims.len() <= 16
+        && request.claims.len() <= crate::client::MAX_CLAIMS
         && request.directions.iter().all(|d| d.is_finite())
         && request
             .claims
@@ -795,9 +795,10 @@ fn judge(
     let mut tally: Vec<TargetHit> = Vec::new();
     let mut ends = Vec::with_capacity(rays.len());
     for ((origin, dir), answer) in rays.iter().zip(answers) {
-        let claimed = |e: Entity| request.claims.iter().any(|c| c.target == e);
+        let claimed = |e: Entity| request.claims.iter().any(|c| c.target == e && c.hit);
         match answer {
-            // Only what the shooter saw and claimed counts: a hit it did not see is a miss.
+            // Only what the shooter saw hit counts: a hit it did not see is a miss (and stops
+            // the pellet all the same).
             Some(hit) if claimed(hit.character) => {
                 ends.push(hit.point);
                 let multiplier = if hit.is_head {
@@ -831,7 +832,13 @@ fn judge(
     // Claimed hits that all failed: if the world stands between the shot and every target
     // claimed, the claim was a shot through a wall.
     if tally.is_empty() && !claims.is_empty() {
-        let behind_wall = |claim: &ClaimedView| {
+        let hit_claims: Vec<&ClaimedView> = claims
+            .iter()
+            .zip(&request.claims)
+            .filter(|(_, wire)| wire.hit)
+            .map(|(claim, _)| claim)
+            .collect();
+        let behind_wall = |claim: &&ClaimedView| {
             rewind.view_pose(claim).is_ok_and(|poses| {
                 let body = poses.last().map_or(Vec3::ZERO, |p| p.0) + Vec3::Y;
                 let to = body - request.origin;
@@ -841,7 +848,7 @@ fn judge(
                         < length - 0.3
             })
         };
-        if claims.iter().all(behind_wall) {
+        if !hit_claims.is_empty() && hit_claims.iter().all(behind_wall) {
             return Err(Rejection::ThroughWall);
         }
     }
