@@ -4,6 +4,7 @@
 mod combat;
 mod movement;
 mod net;
+mod report;
 mod rewind;
 mod smoothing;
 mod udp;

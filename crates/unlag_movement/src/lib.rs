@@ -157,6 +157,15 @@ impl<M: MovementModel> Default for MovementPredictionPlugin<M> {
     }
 }
 
+impl<M: MovementModel> Clone for MovementPredictionPlugin<M>
+where
+    MovementSettings<M>: Clone,
+{
+    fn clone(&self) -> Self {
+        Self::new(self.settings.clone())
+    }
+}
+
 impl<M: MovementModel> MovementPredictionPlugin<M> {
     /// The plugin with these settings.
     pub fn new(settings: MovementSettings<M>) -> Self {

@@ -1,0 +1,277 @@
+//! The match: an arena with walls, server-driven bots, and scripted clients that move and shoot
+//! at what they see.
+
+use bevy::prelude::*;
+use bevy_rapier3d::prelude::Collider;
+use lightyear::prelude::*;
+use unlag::combat::{Armory, FireCommand, ReloadCommand};
+use unlag::core::SplitMix64;
+use unlag::core::quantize::{quantize_accel, quantize_angle};
+use unlag::movement::{
+    CharacterInput, CharacterMovement, MovementState, NextMove, Prediction, flags,
+};
+use unlag::net::AutonomousProxy;
+use unlag::rewind::{CROUCHED_BIT, HitBox, HitShape, UseHitBoxLayout};
+use unlag::smoothing::{ProxyFlags, RenderedPose};
+
+/// Half the arena's side, metres: a floor of 60 m × 60 m closed by walls.
+pub const ARENA_HALF: f32 = 30.0;
+
+/// The walls inside the arena: (centre, half extents), metres. Bots walk around them; they
+/// block shots and movement.
+pub const COVER: [(Vec3, Vec3); 4] = [
+    (Vec3::new(0.0, 1.5, 0.0), Vec3::new(3.0, 1.5, 0.5)),
+    (Vec3::new(-12.0, 1.0, 10.0), Vec3::new(0.5, 1.0, 3.0)),
+    (Vec3::new(12.0, 1.0, -10.0), Vec3::new(0.5, 1.0, 3.0)),
+    (Vec3::new(10.0, 1.5, 14.0), Vec3::new(2.0, 1.5, 0.5)),
+];
+
+/// Spawns the floor, the outer walls and [`COVER`] as rapier colliders (the same on server and
+/// clients).
+pub fn spawn_map(world: &mut World) {
+    let mut wall = |centre: Vec3, half: Vec3| {
+        world.spawn((
+            Transform::from_translation(centre),
+            Collider::cuboid(half.x, half.y, half.z),
+        ));
+    };
+    wall(
+        Vec3::new(0.0, -0.5, 0.0),
+        Vec3::new(ARENA_HALF, 0.5, ARENA_HALF),
+    );
+    for (x, z, hx, hz) in [
+        (ARENA_HALF, 0.0, 0.5, ARENA_HALF),
+        (-ARENA_HALF, 0.0, 0.5, ARENA_HALF),
+        (0.0, ARENA_HALF, ARENA_HALF, 0.5),
+        (0.0, -ARENA_HALF, ARENA_HALF, 0.5),
+    ] {
+        wall(Vec3::new(x, 2.0, z), Vec3::new(hx, 2.0, hz));
+    }
+    for (centre, half) in COVER {
+        wall(centre, half);
+    }
+}
+
+/// A server-driven character: walks a loop around the arena's middle (between the cover and
+/// the outer walls), strafing, and now and then jumps, crouches or dashes.
+#[derive(Component, Clone, Debug)]
+pub struct Bot {
+    /// Where on the loop it starts, 0–1.
+    pub phase: f32,
+    /// Radius of its loop, metres.
+    pub radius: f32,
+    /// Its walking speed, m/s.
+    pub speed: f32,
+}
+
+/// How high a bot's jump goes, metres.
+const JUMP_HEIGHT: f32 = 1.0;
+
+/// `FixedUpdate` on the server: places every bot at its scripted pose for this tick.
+pub fn drive_bots(
+    timeline: Res<LocalTimeline>,
+    tick: Res<lightyear::core::tick::TickDuration>,
+    mut bots: Query<(&Bot, &mut Transform, &mut ProxyFlags)>,
+) {
+    let t = timeline.tick().0 as f32 * tick.0.as_secs_f32();
+    for (bot, mut transform, mut flags) in &mut bots {
+        let s = t + bot.phase * 37.0;
+        // Dashes: 0.3 s at 2.5× speed every 4 s, folded into the distance walked.
+        let dashes = (s / 4.0).floor() * 0.45 + ((s % 4.0) - 3.7).clamp(0.0, 0.3) * 1.5;
+        let walked = bot.speed * (s + dashes);
+        let angle = bot.phase * std::f32::consts::TAU + walked / bot.radius;
+        // Strafe in and out across the loop.
+        let r = bot.radius + 1.5 * (s * 1.3).sin();
+        let hop = s % 3.0;
+        let y = if hop < 0.6 {
+            JUMP_HEIGHT * 4.0 * (hop / 0.6) * (1.0 - hop / 0.6)
+        } else {
+            0.0
+        };
+        transform.translation = Vec3::new(r * angle.cos(), y, r * angle.sin());
+        transform.rotation = Quat::from_rotation_y(-angle);
+        flags.0 = if s % 5.0 > 4.0 { CROUCHED_BIT } else { 0 };
+    }
+}
+
+/// A bot on loop `index` of `count` (radii between the cover and the outer walls).
+pub fn bot(index: usize, count: usize, rng: &mut SplitMix64) -> Bot {
+    let k = index as f32 / count.max(1) as f32;
+    Bot {
+        phase: k,
+        radius: 17.0 + 8.0 * ((index * 7) % count.max(1)) as f32 / count.max(1) as f32,
+        speed: 3.5 + rng.next_f64() as f32 * 1.5,
+    }
+}
+
+/// Where client `i` of `count` starts, on the ground: spread on a circle of 8 m.
+pub fn spawn_point(i: usize, count: usize) -> Vec3 {
+    let a = i as f32 / count.max(1) as f32 * std::f32::consts::TAU + 0.4;
+    Vec3::new(8.0 * a.cos(), 0.0, 8.0 * a.sin())
+}
+
+/// A scripted client (resource on its App): moves its character and fires at what it draws.
+#[derive(Resource, Clone, Debug)]
+pub struct ClientScript {
+    /// Randomness of its aims and weapon choices.
+    pub rng: SplitMix64,
+    /// Frames since it started.
+    pub frame: u64,
+    /// Frames between two shots.
+    pub every: u64,
+    /// Weapons it uses, by id: rifle, shotgun, launcher.
+    pub weapons: [u8; 3],
+    /// Whether it moves and shoots.
+    pub running: bool,
+}
+
+/// `FixedUpdate` on a client, before the movement simulation: walks the character around its
+/// corner of the arena (a wide figure of eight), jumping now and then.
+pub fn drive_client(
+    script: Option<Res<ClientScript>>,
+    mut players: Query<
+        (
+            &Prediction<CharacterMovement>,
+            &MovementState<CharacterMovement>,
+            Option<&mut NextMove<CharacterMovement>>,
+            Entity,
+        ),
+        With<AutonomousProxy>,
+    >,
+    mut commands: Commands,
+) {
+    let running = script.as_ref().is_some_and(|s| s.running);
+    for (prediction, state, next, entity) in &mut players {
+        let seq = u32::from(prediction.next_seq().0) as f32;
+        let input = if running {
+            let t = seq / 60.0;
+            let dir = Vec2::new((t * 0.9).cos(), (t * 0.45).sin() * 1.4);
+            // Turn back towards the middle near the walls.
+            let feet = state.0.feet;
+            let dir = if feet.x.abs() > 20.0 || feet.z.abs() > 20.0 {
+                -Vec2::new(feet.x, feet.z).normalize_or_zero()
+            } else {
+                dir.normalize_or_zero()
+            };
+            CharacterInput {
+                accel: quantize_accel(dir),
+                yaw: quantize_angle(f32::atan2(-dir.x, -dir.y)),
+                pitch: 0,
+                flags: if (seq as u32).is_multiple_of(170) {
+                    flags::JUMP
+                } else {
+                    0
+                },
+            }
+        } else {
+            CharacterInput::default()
+        };
+        match next {
+            Some(mut next) => next.0 = input,
+            None => {
+                commands
+                    .entity(entity)
+                    .insert(NextMove::<CharacterMovement>(input));
+            }
+        }
+    }
+}
+
+/// `Update` on a client, before combat: every few frames, fire at a point of a random proxy's
+/// hit box as drawn (its centre, or 2 cm outside its silhouette), with a rifle most of the
+/// time, else the shotgun or the launcher; reload when empty.
+#[allow(clippy::too_many_arguments)]
+pub fn client_shoots(
+    script: Option<ResMut<ClientScript>>,
+    armory: Option<Res<Armory>>,
+    own: Query<&MovementState<CharacterMovement>, With<AutonomousProxy>>,
+    proxies: Query<&Children, With<RenderedPose>>,
+    boxes: Query<(&HitBox, &GlobalTransform)>,
+    mut fire: MessageWriter<FireCommand>,
+    mut reload: MessageWriter<ReloadCommand>,
+) {
+    let Some(mut script) = script else {
+        return;
+    };
+    script.frame += 1;
+    if !script.running || script.frame % script.every != 0 {
+        return;
+    }
+    let Ok(me) = own.single() else {
+        return;
+    };
+    let roll = script.rng.next_u64() % 10;
+    let weapon = match roll {
+        0 => script.weapons[1],
+        1 => script.weapons[2],
+        _ => script.weapons[0],
+    };
+    if armory.as_ref().and_then(|a| a.ammo(weapon)) == Some(0) {
+        if !armory.as_ref().is_some_and(|a| a.reloading(weapon)) {
+            reload.write(ReloadCommand { weapon });
+        }
+        return;
+    }
+    let all: Vec<Entity> = proxies.iter().flat_map(|c| c.iter()).collect();
+    if all.is_empty() {
+        return;
+    }
+    let pick = all[(script.rng.next_u64() % all.len() as u64) as usize];
+    let Ok((hit_box, global)) = boxes.get(pick) else {
+        return;
+    };
+    let eye = me.0.feet + Vec3::Y * 1.6;
+    let centre = global.translation();
+    let toward = (centre - eye).normalize_or_zero();
+    let target = if script.rng.next_u64() % 2 == 0 {
+        centre
+    } else {
+        let side = toward.cross(Vec3::Y).normalize_or_zero();
+        let sign = if script.rng.next_u64() % 2 == 0 {
+            1.0
+        } else {
+            -1.0
+        };
+        let r = global.rotation();
+        let extent = match hit_box.shape {
+            HitShape::Cuboid { half_extents } => {
+                (r * Vec3::X * half_extents.x).dot(side).abs()
+                    + (r * Vec3::Y * half_extents.y).dot(side).abs()
+                    + (r * Vec3::Z * half_extents.z).dot(side).abs()
+            }
+            HitShape::Capsule {
+                radius,
+                half_height,
+            } => radius + (r * Vec3::Y * half_height).dot(side).abs(),
+        };
+        centre + side * sign * (extent + 0.02)
+    };
+    fire.write(FireCommand {
+        weapon,
+        origin: eye,
+        aim: target - eye,
+    });
+}
+
+/// Asset path of the characters' hit-box layout.
+pub const HUMANOID: &str = "assets/humanoid.hitboxes.ron";
+
+/// `PreUpdate` on a client: every proxy gets the humanoid's hit boxes (the server's are not
+/// replicated; the client poses its own from the proxy's flags).
+pub fn give_proxies_boxes(
+    mut commands: Commands,
+    assets: Res<AssetServer>,
+    proxies: Query<
+        Entity,
+        (
+            With<unlag::smoothing::ProxySmoothing>,
+            Without<UseHitBoxLayout>,
+        ),
+    >,
+) {
+    for proxy in &proxies {
+        commands
+            .entity(proxy)
+            .insert(UseHitBoxLayout(assets.load(HUMANOID)));
+    }
+}

@@ -1,0 +1,794 @@
+//! The engine of the `report` example: a headless match on the testbed (a dedicated server,
+//! server-driven bots, scripted clients that move and shoot at what they see) under given
+//! network conditions, and every figure of how it felt, measured.
+//!
+//! ```no_run
+//! let options = unlag_report::ReportOptions { seconds: 10.0, ..Default::default() };
+//! let report = unlag_report::run(&options, &mut |_done| {}).unwrap();
+//! println!("{}", report.table());
+//! ```
+//!
+//! What is measured, over the measured span (after a warm-up):
+//!
+//! - **movement**: corrections per minute per client (the server correcting an honest client
+//!   is a failure of prediction), and how far corrections moved the character;
+//! - **smoothing**: each proxy's drawn position against the server's own pose of that character
+//!   at the view time it was drawn for (RMS, p99), the largest per-frame change of that error
+//!   (a visible jump), the interpolation delay in effect, and the share of proxy frames held or
+//!   extrapolated for want of a newer state;
+//! - **combat**: of the shots a client saw hit, the share the server confirmed; of those it saw
+//!   miss, the share it (wrongly) confirmed; headshot agreement; per weapon; projectiles
+//!   launched and their hits; every refusal by reason;
+//! - **bandwidth**: bytes per second up and down per client, by message kind;
+//! - **server**: wall-clock µs per server tick spent checking moves, recording hit boxes and
+//!   judging shots (this machine, this build);
+//! - **run**: simulated seconds per wall second.
+
+pub mod arena;
+pub mod options;
+
+pub use options::{OptionError, ReportOptions, USAGE};
+
+use arena::{
+    ClientScript, HUMANOID, bot, client_shoots, drive_bots, drive_client, give_proxies_boxes,
+    spawn_map, spawn_point,
+};
+use bevy::asset::AssetPlugin;
+use bevy::prelude::*;
+use bevy_replicon::shared::server_entity_map::ServerEntityMap;
+use core::time::Duration;
+use lightyear::prelude::*;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Instant;
+use unlag::CharacterProxyPlugin;
+use unlag::combat::{
+    CombatPlugin, CombatSettings, CombatStats, Health, LocalFire, ProjectileExploded,
+    ShotConfirmed, WeaponKind, Weapons,
+};
+use unlag::core::{SampleKind, SplitMix64, Summary};
+use unlag::movement::{
+    CharacterMovement, CharacterState, CorrectionApplied, MovementPredictionPlugin,
+    MovementPredictionSystems, MovementState, MovementStats,
+};
+use unlag::net::NetClock;
+use unlag::rewind::{FrameHistory, LagCompensationPlugin, RewindSystems, UseHitBoxLayout};
+use unlag::smoothing::{
+    ProxyFlags, ProxySmoothingPlugin, RenderedPose, SmoothedProxy, SmoothingSettings,
+};
+use unlag_testbed::{RapierFixedPlugin, Testbed, TestbedConfig};
+
+/// Seconds of play before the measured span: connection, loading, the first states.
+const WARM_UP: f64 = 4.0;
+
+/// Seconds after the measured span for the last verdicts to arrive.
+const COOL_DOWN: f64 = 1.5;
+
+/// Where the repository's `assets/` are found.
+fn asset_plugin() -> AssetPlugin {
+    AssetPlugin {
+        file_path: concat!(env!("CARGO_MANIFEST_DIR"), "/../..").into(),
+        ..default()
+    }
+}
+
+/// A distribution's figures, in the unit of the field holding it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Stat {
+    /// Samples.
+    pub count: usize,
+    /// Mean.
+    pub mean: f64,
+    /// Root mean square.
+    pub rms: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Stat {
+    /// The figures of `samples`, scaled by `unit` (e.g. 1000 for seconds to milliseconds).
+    pub fn of(samples: &[f64], unit: f64) -> Self {
+        let s = Summary::of(samples);
+        Self {
+            count: s.count,
+            mean: s.mean * unit,
+            rms: s.rms * unit,
+            p95: s.p95 * unit,
+            p99: s.p99 * unit,
+            max: if s.count == 0 { 0.0 } else { s.max * unit },
+        }
+    }
+}
+
+/// One weapon's agreement between what clients saw and what the server confirmed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Agreement {
+    /// The weapon's name.
+    pub weapon: String,
+    /// Shots fired.
+    pub shots: u64,
+    /// Pellets the shooters saw hit a target.
+    pub seen_hits: u64,
+    /// Of those, pellets the server confirmed on that target.
+    pub hits_confirmed: u64,
+    /// Pellets the shooters saw miss.
+    pub seen_misses: u64,
+    /// Pellets the server confirmed that the shooters saw miss (wrong confirmations).
+    pub misses_confirmed: u64,
+    /// Shots with a headshot seen.
+    pub headshots_seen: u64,
+    /// Of those, the headshots the server confirmed.
+    pub headshots_agree: u64,
+    /// Shots the server refused.
+    pub refused: u64,
+}
+
+impl Agreement {
+    /// Share of seen hits confirmed, 0–1 (1 when nothing was seen hit).
+    pub fn hit_rate(&self) -> f64 {
+        if self.seen_hits == 0 {
+            1.0
+        } else {
+            self.hits_confirmed as f64 / self.seen_hits as f64
+        }
+    }
+
+    /// Share of seen misses confirmed, 0–1.
+    pub fn miss_rate(&self) -> f64 {
+        if self.seen_misses == 0 {
+            0.0
+        } else {
+            self.misses_confirmed as f64 / self.seen_misses as f64
+        }
+    }
+}
+
+/// Projectile shots of the whole match.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Projectiles {
+    /// Projectiles launched by the server.
+    pub launched: u64,
+    /// Impacts the shooters heard of.
+    pub impacts: u64,
+    /// Of those, direct hits on a character.
+    pub direct_hits: u64,
+    /// Characters damaged by splash.
+    pub splash_hits: u64,
+}
+
+/// Wall-clock microseconds per server tick, by part.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ServerCost {
+    /// Checking clients' moves (movement validation, corrections).
+    pub movement_us: Stat,
+    /// Recording every character's hit boxes.
+    pub record_us: Stat,
+    /// Judging shots (checks and rewinds) and flying projectiles.
+    pub combat_us: Stat,
+}
+
+/// Every figure of a match.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Report {
+    /// Bots, clients, seconds, conditions, smoothing and seed of the match.
+    pub options: BTreeMap<&'static str, String>,
+    /// Simulated seconds measured.
+    pub seconds: f64,
+    /// Corrections per minute, per client.
+    pub corrections_per_min: Vec<f64>,
+    /// How far corrections moved the character, metres.
+    pub correction_distance_m: Stat,
+    /// Drawn proxy position against the server's pose at the view time, metres.
+    pub proxy_error_m: Stat,
+    /// Largest change of a proxy's error from one frame to the next, metres.
+    pub proxy_max_jump_m: f64,
+    /// Interpolation delay in effect on the clients, per frame, milliseconds.
+    pub interpolation_delay_ms: Stat,
+    /// Share of proxy frames held or extrapolated, 0–1.
+    pub starved_share: f64,
+    /// Hit agreement, per hitscan weapon.
+    pub agreement: Vec<Agreement>,
+    /// Projectile shots.
+    pub projectiles: Projectiles,
+    /// Shots refused by the server, by reason.
+    pub rejected: BTreeMap<String, u64>,
+    /// Moves or messages the server's movement checks rejected.
+    pub movement_rejected: u64,
+    /// Upstream bytes per second per client, on the wire (mean over clients).
+    pub bytes_up_per_sec: f64,
+    /// Downstream bytes per second per client, on the wire (mean over clients).
+    pub bytes_down_per_sec: f64,
+    /// Upstream payload bytes per second per client, by message kind.
+    pub up_by_kind: BTreeMap<String, f64>,
+    /// Downstream payload bytes per second per client, by message kind.
+    pub down_by_kind: BTreeMap<String, f64>,
+    /// Server time per tick.
+    pub server_cost: ServerCost,
+    /// Simulated seconds per wall-clock second.
+    pub simulated_per_wall_second: f64,
+}
+
+/// Per client: what it saw and heard (a resource on its App).
+#[derive(Resource, Default)]
+struct Ledger {
+    seen: Vec<LocalFire>,
+    verdicts: Vec<ShotConfirmed>,
+    impacts: Vec<ProjectileExploded>,
+    corrections: Vec<f64>,
+}
+
+fn keep(
+    ledger: Option<ResMut<Ledger>>,
+    mut local: MessageReader<LocalFire>,
+    mut verdicts: MessageReader<ShotConfirmed>,
+    mut impacts: MessageReader<ProjectileExploded>,
+    mut corrections: MessageReader<CorrectionApplied>,
+) {
+    let Some(mut ledger) = ledger else {
+        return;
+    };
+    ledger.seen.extend(local.read().cloned());
+    ledger.verdicts.extend(verdicts.read().cloned());
+    ledger
+        .impacts
+        .extend(impacts.read().filter(|e| e.0.own).cloned());
+    ledger
+        .corrections
+        .extend(corrections.read().filter_map(|c| {
+            c.client_position
+                .map(|p| f64::from(p.distance(c.server_position)))
+        }));
+}
+
+/// Server: wall-clock time spent in each measured part during the current tick.
+#[derive(Resource, Default)]
+struct Stopwatch {
+    started: [Option<Instant>; 3],
+    current: [f64; 3],
+    ticks: Vec<[f64; 3]>,
+    last_tick: Option<u32>,
+    measuring: bool,
+}
+
+fn start<const PART: usize>(mut watch: ResMut<Stopwatch>) {
+    watch.started[PART] = Some(Instant::now());
+}
+
+fn stop<const PART: usize>(mut watch: ResMut<Stopwatch>) {
+    if let Some(t) = watch.started[PART].take() {
+        watch.current[PART] += t.elapsed().as_secs_f64() * 1e6;
+    }
+}
+
+/// `Last` on the server: closes the tick's bucket when the tick moved on.
+fn close_tick(timeline: Res<LocalTimeline>, mut watch: ResMut<Stopwatch>) {
+    let tick = timeline.tick().0;
+    if watch.last_tick != Some(tick) {
+        if watch.measuring && watch.last_tick.is_some() {
+            let bucket = watch.current;
+            watch.ticks.push(bucket);
+        }
+        watch.current = [0.0; 3];
+        watch.last_tick = Some(tick);
+    }
+}
+
+/// Per-frame proxy figures, gathered by the runner.
+#[derive(Default)]
+struct ProxySamples {
+    errors: Vec<f64>,
+    jumps: Vec<f64>,
+    delays: Vec<f64>,
+    frames: u64,
+    starved: u64,
+    last_error: std::collections::HashMap<(usize, Entity), Vec3>,
+}
+
+impl ProxySamples {
+    /// Every proxy client `i` draws, against the server's pose at its view time.
+    fn sample(&mut self, tb: &Testbed, i: usize) {
+        let client = tb.client_world(i);
+        let server = tb.server_world();
+        if let Some(clock) = client.get_resource::<NetClock>() {
+            self.delays.push(clock.interpolation_delay);
+        }
+        let Some(map) = client.get_resource::<ServerEntityMap>() else {
+            return;
+        };
+        let Some(mut poses) = client.try_query::<(Entity, &RenderedPose)>() else {
+            return;
+        };
+        for (entity, pose) in poses.iter(client) {
+            let Some(history) = map
+                .to_server()
+                .get(&entity)
+                .and_then(|e| server.get::<FrameHistory>(*e))
+            else {
+                continue;
+            };
+            let Ok(pair) = history.poses().lookup(pose.view_time) else {
+                continue;
+            };
+            let truth = history.poses().pose(&pair, history.boxes().len()).0;
+            let error = pose.position - truth;
+
+            self.errors.push(f64::from(error.length()));
+            if let Some(last) = self.last_error.insert((i, entity), error) {
+                self.jumps.push(f64::from(error.distance(last)));
+            }
+            self.frames += 1;
+            self.starved += u64::from(matches!(
+                pose.kind,
+                SampleKind::Held | SampleKind::Extrapolated
+            ));
+        }
+    }
+}
+
+/// Runs the match of `options` and measures it; `progress` hears the share done (0–1) now
+/// and then.
+pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Report, OptionError> {
+    let conditions = options.conditions()?;
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: options.clients,
+        conditions,
+        seed: options.seed,
+        ..default()
+    });
+    tb.server().add_plugins(asset_plugin());
+    for i in 0..options.clients {
+        tb.client(i).add_plugins(asset_plugin());
+    }
+    tb.add_plugins(RapierFixedPlugin::default())
+        .add_plugins(MovementPredictionPlugin::<CharacterMovement>::default())
+        .add_plugins(ProxySmoothingPlugin {
+            settings: SmoothingSettings {
+                default_mode: options.smoothing,
+                ..default()
+            },
+        })
+        .add_plugins(LagCompensationPlugin::default())
+        .add_plugins(CombatPlugin {
+            settings: CombatSettings {
+                weapons_path: Some("assets/weapons.ron".into()),
+                ..default()
+            },
+        })
+        .add_plugins(CharacterProxyPlugin);
+    tb.server()
+        .init_resource::<Stopwatch>()
+        .add_systems(FixedUpdate, drive_bots)
+        .add_systems(
+            Update,
+            (
+                start::<0>.before(MovementPredictionSystems::Check),
+                stop::<0>.after(MovementPredictionSystems::Check),
+                start::<2>.before(unlag::combat::CombatSystems::Server),
+                stop::<2>.after(unlag::combat::CombatSystems::Server),
+            ),
+        )
+        .add_systems(
+            FixedPostUpdate,
+            (
+                start::<1>.before(RewindSystems::Record),
+                stop::<1>.after(RewindSystems::Record),
+            ),
+        )
+        .add_systems(Last, close_tick);
+    for i in 0..options.clients {
+        tb.client(i)
+            .init_resource::<Ledger>()
+            .add_systems(PreUpdate, give_proxies_boxes)
+            .add_systems(
+                FixedUpdate,
+                drive_client.before(MovementPredictionSystems::Simulate),
+            )
+            .add_systems(
+                Update,
+                (
+                    client_shoots.before(unlag::combat::CombatSystems::Client),
+                    keep.after(unlag::combat::CombatSystems::Client),
+                ),
+            );
+    }
+    spawn_map(tb.server_world_mut());
+    for i in 0..options.clients {
+        spawn_map(tb.client_world_mut(i));
+    }
+    if !tb.run_until(Duration::from_secs(10), |tb| tb.all_synced()) {
+        return Err(OptionError("the clients never connected".into()));
+    }
+    // Characters: one per client, and the bots.
+    let layout: Handle<unlag::rewind::HitBoxLayout> =
+        tb.server_world().resource::<AssetServer>().load(HUMANOID);
+    for i in 0..options.clients {
+        let owner = tb.server_link(i).expect("connected");
+        tb.server_world_mut().spawn((
+            MovementState::<CharacterMovement>(CharacterState {
+                feet: spawn_point(i, options.clients),
+                ..default()
+            }),
+            UseHitBoxLayout(layout.clone()),
+            Health::new(1e9),
+            Replicate::to_clients(NetworkTarget::All),
+            ControlledBy {
+                owner,
+                lifetime: Lifetime::default(),
+            },
+        ));
+    }
+    let mut rng = SplitMix64::new(options.seed);
+    for k in 0..options.bots {
+        tb.server_world_mut().spawn((
+            bot(k, options.bots, &mut rng),
+            Transform::default(),
+            SmoothedProxy,
+            ProxyFlags::default(),
+            UseHitBoxLayout(layout.clone()),
+            Health::new(1e9),
+            Replicate::to_clients(NetworkTarget::All),
+        ));
+    }
+    tb.run_for(Duration::from_secs_f64(WARM_UP));
+    // The weapons, as the clients loaded them.
+    let ids = {
+        let weapons = tb.client_world(0).resource::<Weapons>();
+        let table = weapons
+            .table
+            .as_ref()
+            .ok_or_else(|| OptionError("assets/weapons.ron did not load".into()))?;
+        [table.id("rifle"), table.id("shotgun"), table.id("launcher")]
+    };
+    let [Some(rifle), Some(shotgun), Some(launcher)] = ids else {
+        return Err(OptionError(
+            "assets/weapons.ron lacks a rifle, shotgun or launcher".into(),
+        ));
+    };
+    for i in 0..options.clients {
+        tb.client(i).insert_resource(ClientScript {
+            rng: SplitMix64::new(options.seed.wrapping_mul(31).wrapping_add(i as u64)),
+            frame: i as u64 * 7,
+            every: 36,
+            weapons: [rifle, shotgun, launcher],
+            running: true,
+        });
+    }
+    // Measure from here.
+    tb.reset_measures();
+    *tb.server_world_mut().resource_mut::<CombatStats>() = default();
+    *tb.server_world_mut().resource_mut::<MovementStats>() = default();
+    tb.server_world_mut().resource_mut::<Stopwatch>().measuring = true;
+    for i in 0..options.clients {
+        *tb.client_world_mut(i).resource_mut::<MovementStats>() = default();
+        *tb.client_world_mut(i).resource_mut::<Ledger>() = default();
+    }
+    let mut proxies = ProxySamples::default();
+    let wall = Instant::now();
+    let frame = tb.frame().as_secs_f64();
+    let frames = (options.seconds / frame).round() as u64;
+    for f in 0..frames {
+        tb.step();
+        for i in 0..options.clients {
+            proxies.sample(&tb, i);
+        }
+        if f % 240 == 0 {
+            progress(f as f64 / frames as f64);
+        }
+    }
+    let wall_seconds = wall.elapsed().as_secs_f64();
+    tb.server_world_mut().resource_mut::<Stopwatch>().measuring = false;
+    let measures: Vec<_> = (0..options.clients).map(|i| tb.measures(i)).collect();
+    let corrections: Vec<u64> = (0..options.clients)
+        .map(|i| {
+            tb.client_world(i)
+                .resource::<MovementStats>()
+                .corrections_received
+        })
+        .collect();
+    // Let the last verdicts arrive.
+    for i in 0..options.clients {
+        tb.client_world_mut(i)
+            .resource_mut::<ClientScript>()
+            .running = false;
+    }
+    tb.run_for(Duration::from_secs_f64(COOL_DOWN));
+    progress(1.0);
+
+    let mut report = Report {
+        seconds: options.seconds,
+        simulated_per_wall_second: options.seconds / wall_seconds.max(1e-9),
+        ..default()
+    };
+    report.options = BTreeMap::from([
+        ("bots", options.bots.to_string()),
+        ("clients", options.clients.to_string()),
+        ("seconds", options.seconds.to_string()),
+        ("rtt_ms", options.rtt_ms.to_string()),
+        ("jitter_ms", options.jitter_ms.to_string()),
+        ("loss_percent", options.loss_percent.to_string()),
+        ("update_rate_hz", options.update_rate_hz.to_string()),
+        ("smoothing", format!("{:?}", options.smoothing)),
+        ("seed", options.seed.to_string()),
+    ]);
+    // Movement.
+    report.corrections_per_min = corrections
+        .iter()
+        .map(|c| *c as f64 * 60.0 / options.seconds)
+        .collect();
+    let distances: Vec<f64> = (0..options.clients)
+        .flat_map(|i| tb.client_world(i).resource::<Ledger>().corrections.clone())
+        .collect();
+    report.correction_distance_m = Stat::of(&distances, 1.0);
+    report.movement_rejected = tb
+        .server_world()
+        .resource::<MovementStats>()
+        .rejected_total();
+    // Smoothing.
+    report.proxy_error_m = Stat::of(&proxies.errors, 1.0);
+    report.proxy_max_jump_m = proxies.jumps.iter().copied().fold(0.0, f64::max);
+    report.interpolation_delay_ms = Stat::of(&proxies.delays, 1000.0);
+    report.starved_share = proxies.starved as f64 / proxies.frames.max(1) as f64;
+    // Combat.
+    let table = tb
+        .client_world(0)
+        .resource::<Weapons>()
+        .table
+        .clone()
+        .expect("loaded above");
+    for (id, spec) in table.weapons.iter().enumerate() {
+        if matches!(spec.kind, WeaponKind::Projectile { .. }) {
+            continue;
+        }
+        let mut a = Agreement {
+            weapon: spec.name.clone(),
+            ..default()
+        };
+        for i in 0..options.clients {
+            agree(tb.client_world(i).resource::<Ledger>(), id as u8, &mut a);
+        }
+        report.agreement.push(a);
+    }
+    let stats = tb.server_world().resource::<CombatStats>().clone();
+    report.projectiles.launched = stats.projectiles;
+    for i in 0..options.clients {
+        for impact in &tb.client_world(i).resource::<Ledger>().impacts {
+            report.projectiles.impacts += 1;
+            report.projectiles.direct_hits +=
+                u64::from(impact.0.hits.iter().any(|h| h.pellets > 0));
+            report.projectiles.splash_hits +=
+                impact.0.hits.iter().filter(|h| h.pellets == 0).count() as u64;
+        }
+    }
+    report.rejected = stats
+        .rejected
+        .iter()
+        .map(|(reason, n)| (format!("{reason:?}"), *n))
+        .collect();
+    // Bandwidth.
+    let n = measures.len().max(1) as f64;
+    report.bytes_up_per_sec = measures.iter().map(|m| m.bytes_up_per_sec).sum::<f64>() / n;
+    report.bytes_down_per_sec = measures.iter().map(|m| m.bytes_down_per_sec).sum::<f64>() / n;
+    for m in &measures {
+        for k in &m.up_by_kind {
+            *report.up_by_kind.entry(k.kind.to_string()).or_default() += k.bytes_per_sec / n;
+        }
+        for k in &m.down_by_kind {
+            *report.down_by_kind.entry(k.kind.to_string()).or_default() += k.bytes_per_sec / n;
+        }
+    }
+    // Server.
+    let watch = tb.server_world().resource::<Stopwatch>();
+    let part = |k: usize| -> Vec<f64> { watch.ticks.iter().map(|t| t[k]).collect() };
+    report.server_cost = ServerCost {
+        movement_us: Stat::of(&part(0), 1.0),
+        record_us: Stat::of(&part(1), 1.0),
+        combat_us: Stat::of(&part(2), 1.0),
+    };
+    Ok(report)
+}
+
+/// Adds client `ledger`'s shots of weapon `weapon` to `a`.
+fn agree(ledger: &Ledger, weapon: u8, a: &mut Agreement) {
+    for shot in ledger.seen.iter().filter(|s| s.weapon == weapon) {
+        let Some(verdict) = ledger
+            .verdicts
+            .iter()
+            .find(|v| v.fire_index == shot.fire_index)
+        else {
+            continue;
+        };
+        a.shots += 1;
+        let confirmed = match &verdict.outcome {
+            Ok(hits) => hits.clone(),
+            Err(_) => {
+                a.refused += 1;
+                Vec::new()
+            }
+        };
+        let mut seen: Vec<(Entity, u64, bool)> = Vec::new();
+        for hit in shot.hits.iter().flatten() {
+            match seen.iter_mut().find(|s| s.0 == hit.target) {
+                Some(s) => {
+                    s.1 += 1;
+                    s.2 |= hit.headshot;
+                }
+                None => seen.push((hit.target, 1, hit.headshot)),
+            }
+        }
+        a.seen_misses += shot.hits.iter().filter(|h| h.is_none()).count() as u64;
+        for (target, pellets, headshot) in &seen {
+            a.seen_hits += pellets;
+            a.headshots_seen += u64::from(*headshot);
+            if let Some(c) = confirmed.iter().find(|c| c.target == *target) {
+                let p = u64::from(c.pellets);
+                a.hits_confirmed += p.min(*pellets);
+                a.misses_confirmed += p.saturating_sub(*pellets);
+                a.headshots_agree += u64::from(*headshot && c.headshot);
+            }
+        }
+        for c in &confirmed {
+            if !seen.iter().any(|s| s.0 == c.target) {
+                a.misses_confirmed += u64::from(c.pellets);
+            }
+        }
+    }
+}
+
+impl Report {
+    /// The figures as a two-column Markdown table.
+    pub fn table(&self) -> String {
+        let mut rows: Vec<(String, String)> = Vec::new();
+        let mut row = |figure: &str, value: String| rows.push((figure.to_owned(), value));
+        let o = &self.options;
+        let get = |k: &str| o.get(k).cloned().unwrap_or_default();
+        row(
+            "match",
+            format!(
+                "{} bots, {} clients, {} s, RTT {} ms, jitter {} ms, loss {} %, {} Hz, {}, seed {}",
+                get("bots"),
+                get("clients"),
+                get("seconds"),
+                get("rtt_ms"),
+                get("jitter_ms"),
+                get("loss_percent"),
+                get("update_rate_hz"),
+                get("smoothing"),
+                get("seed")
+            ),
+        );
+        row(
+            "corrections / min per client",
+            self.corrections_per_min
+                .iter()
+                .map(|c| format!("{c:.1}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        row(
+            "correction distance (max, p99)",
+            format!(
+                "{:.3} m, {:.3} m ({} corrections)",
+                self.correction_distance_m.max,
+                self.correction_distance_m.p99,
+                self.correction_distance_m.count
+            ),
+        );
+        row(
+            "proxy error at view time (RMS, p99)",
+            format!(
+                "{:.1} mm, {:.1} mm ({} proxy frames)",
+                self.proxy_error_m.rms * 1e3,
+                self.proxy_error_m.p99 * 1e3,
+                self.proxy_error_m.count
+            ),
+        );
+        row(
+            "largest per-frame jump of the error",
+            format!("{:.1} mm", self.proxy_max_jump_m * 1e3),
+        );
+        row(
+            "interpolation delay (mean, max)",
+            format!(
+                "{:.1} ms, {:.1} ms",
+                self.interpolation_delay_ms.mean, self.interpolation_delay_ms.max
+            ),
+        );
+        row(
+            "proxy frames held or extrapolated",
+            format!("{:.2} %", self.starved_share * 100.0),
+        );
+        for a in &self.agreement {
+            row(
+                &format!("hit agreement: {}", a.weapon),
+                format!(
+                    "seen hits confirmed {:.2} % ({}/{}), seen misses confirmed {:.2} % ({}/{}), headshots {}/{}, {} shots",
+                    a.hit_rate() * 100.0,
+                    a.hits_confirmed,
+                    a.seen_hits,
+                    a.miss_rate() * 100.0,
+                    a.misses_confirmed,
+                    a.seen_misses,
+                    a.headshots_agree,
+                    a.headshots_seen,
+                    a.shots
+                ),
+            );
+        }
+        let p = &self.projectiles;
+        row(
+            "projectiles",
+            format!(
+                "{} launched, {} impacts, {} direct hits, {} splash hits",
+                p.launched, p.impacts, p.direct_hits, p.splash_hits
+            ),
+        );
+        row(
+            "rejected shots by reason",
+            if self.rejected.is_empty() {
+                "none".into()
+            } else {
+                self.rejected
+                    .iter()
+                    .map(|(r, n)| format!("{r} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        );
+        row("rejected moves", self.movement_rejected.to_string());
+        let kinds = |m: &BTreeMap<String, f64>| {
+            let mut v: Vec<_> = m.iter().collect();
+            v.sort_by(|a, b| b.1.total_cmp(a.1));
+            v.iter()
+                .map(|(k, b)| format!("{k} {b:.0}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        row(
+            "upstream bytes/s per client",
+            format!(
+                "{:.0} on the wire; payload: {}",
+                self.bytes_up_per_sec,
+                kinds(&self.up_by_kind)
+            ),
+        );
+        row(
+            "downstream bytes/s per client",
+            format!(
+                "{:.0} on the wire; payload: {}",
+                self.bytes_down_per_sec,
+                kinds(&self.down_by_kind)
+            ),
+        );
+        let c = &self.server_cost;
+        row(
+            "server µs per tick: movement (mean, p99)",
+            format!("{:.1}, {:.1}", c.movement_us.mean, c.movement_us.p99),
+        );
+        row(
+            "server µs per tick: history recording (mean, p99)",
+            format!("{:.1}, {:.1}", c.record_us.mean, c.record_us.p99),
+        );
+        row(
+            "server µs per tick: shots and rewinds (mean, p99)",
+            format!("{:.1}, {:.1}", c.combat_us.mean, c.combat_us.p99),
+        );
+        row(
+            "simulated seconds per wall second",
+            format!("{:.1}", self.simulated_per_wall_second),
+        );
+        let mut out = String::from("| figure | value |\n| --- | --- |\n");
+        for (figure, value) in rows {
+            out.push_str(&format!("| {figure} | {value} |\n"));
+        }
+        out
+    }
+
+    /// The figures as one JSON object.
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("plain data")
+    }
+}

@@ -1,0 +1,161 @@
+//! [`ReportOptions`]: what match to run, from the command line, each option checked against its
+//! allowed range.
+
+use core::time::Duration;
+use unlag::core::{LinkConditions, SmoothingMode};
+
+/// The match a report runs, and how its figures are printed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReportOptions {
+    /// Server-driven characters (0–64).
+    pub bots: usize,
+    /// Scripted clients, each with its own character (1–16).
+    pub clients: usize,
+    /// Simulated seconds of play measured, after a few seconds of warm-up (1–3600).
+    pub seconds: f64,
+    /// Round-trip latency, milliseconds (0–2000).
+    pub rtt_ms: f64,
+    /// Jitter per direction, milliseconds (0–500, at most half the RTT).
+    pub jitter_ms: f64,
+    /// Loss per direction, percent (0–100).
+    pub loss_percent: f64,
+    /// Proxy state updates per second (1–60).
+    pub update_rate_hz: f64,
+    /// How the clients draw everyone else.
+    pub smoothing: SmoothingMode,
+    /// Seed of the network's randomness and of the scripts.
+    pub seed: u64,
+    /// Print one JSON object instead of a table.
+    pub json: bool,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        Self {
+            bots: 8,
+            clients: 2,
+            seconds: 30.0,
+            rtt_ms: 100.0,
+            jitter_ms: 10.0,
+            loss_percent: 1.0,
+            update_rate_hz: 20.0,
+            smoothing: SmoothingMode::Hermite,
+            seed: 1,
+            json: false,
+        }
+    }
+}
+
+/// The options, with their ranges, as `--help` prints them.
+pub const USAGE: &str = "\
+usage: report [options]
+  --bots N           server-driven characters, 0-64 (default 8)
+  --clients M        scripted clients, 1-16 (default 2)
+  --seconds S        simulated seconds measured, 1-3600 (default 30)
+  --rtt MS           round-trip latency, 0-2000 ms (default 100)
+  --jitter MS        jitter per direction, 0-500 ms, at most half the RTT (default 10)
+  --loss PERCENT     loss per direction, 0-100 % (default 1)
+  --update-rate HZ   proxy updates per second, 1-60 (default 20)
+  --smoothing MODE   snap, linear, hermite or extrapolate (default hermite)
+  --seed N           seed of the network and the scripts (default 1)
+  --json             print one JSON object instead of a table";
+
+/// An option that is unknown, lacks its value, or is out of range: the message names it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct OptionError(pub String);
+
+impl ReportOptions {
+    /// Parses command-line arguments (without the program name). `--help` comes back as an
+    /// error holding [`USAGE`].
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, OptionError> {
+        let mut options = Self::default();
+        let mut args = args.into_iter();
+        while let Some(flag) = args.next() {
+            if flag == "--json" {
+                options.json = true;
+                continue;
+            }
+            if flag == "-h" || flag == "--help" {
+                return Err(OptionError(USAGE.into()));
+            }
+            let value = args
+                .next()
+                .ok_or_else(|| OptionError(format!("{flag} needs a value (see --help)")))?;
+            options.set(&flag, &value)?;
+        }
+        options.conditions()?;
+        Ok(options)
+    }
+
+    /// Sets one option from its text (`name` with its dashes, as on the command line).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), OptionError> {
+        let number = |low: f64, high: f64, unit: &str| -> Result<f64, OptionError> {
+            value
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite() && (low..=high).contains(x))
+                .ok_or_else(|| {
+                    OptionError(format!(
+                        "{name}: {value:?} is not a number in {low}-{high}{unit}"
+                    ))
+                })
+        };
+        let whole = |low: f64, high: f64| -> Result<f64, OptionError> {
+            number(low, high, "")?;
+            value
+                .parse::<u64>()
+                .map(|x| x as f64)
+                .map_err(|_| OptionError(format!("{name}: {value:?} is not a whole number")))
+        };
+        match name {
+            "--bots" => self.bots = whole(0.0, 64.0)? as usize,
+            "--clients" => self.clients = whole(1.0, 16.0)? as usize,
+            "--seconds" => self.seconds = number(1.0, 3600.0, " s")?,
+            "--rtt" => self.rtt_ms = number(0.0, 2000.0, " ms")?,
+            "--jitter" => self.jitter_ms = number(0.0, 500.0, " ms")?,
+            "--loss" => self.loss_percent = number(0.0, 100.0, " %")?,
+            "--update-rate" => self.update_rate_hz = number(1.0, 60.0, " Hz")?,
+            "--seed" => {
+                self.seed = value
+                    .parse::<u64>()
+                    .map_err(|_| OptionError(format!("{name}: {value:?} is not a whole number")))?
+            }
+            "--smoothing" => {
+                self.smoothing = match value.to_ascii_lowercase().as_str() {
+                    "snap" => SmoothingMode::Snap,
+                    "linear" => SmoothingMode::Linear,
+                    "hermite" => SmoothingMode::Hermite,
+                    "extrapolate" => SmoothingMode::Extrapolate,
+                    _ => {
+                        return Err(OptionError(format!(
+                            "{name}: {value:?} is not one of snap, linear, hermite, extrapolate"
+                        )));
+                    }
+                }
+            }
+            _ => return Err(OptionError(format!("unknown option {name} (see --help)"))),
+        }
+        Ok(())
+    }
+
+    /// The network conditions of the match (jitter is capped at half the RTT).
+    pub fn conditions(&self) -> Result<LinkConditions, OptionError> {
+        if self.jitter_ms > self.rtt_ms / 2.0 {
+            return Err(OptionError(format!(
+                "--jitter: {} ms is more than half the RTT ({} ms)",
+                self.jitter_ms, self.rtt_ms
+            )));
+        }
+        let conditions = LinkConditions {
+            latency: Duration::from_secs_f64(self.rtt_ms / 1000.0),
+            jitter: Duration::from_secs_f64(self.jitter_ms / 1000.0),
+            loss: (self.loss_percent / 100.0) as f32,
+            update_rate_hz: self.update_rate_hz as f32,
+        };
+        conditions
+            .validate()
+            .map_err(|e| OptionError(format!("network conditions: {e}")))?;
+        Ok(conditions)
+    }
+}

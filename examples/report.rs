@@ -1,0 +1,53 @@
+//! A headless match on the testbed under given network conditions — a dedicated server,
+//! server-driven bots and scripted clients that move and shoot at what they see — and every
+//! figure of how it felt: corrections, proxy error, interpolation delay, hit agreement per
+//! weapon, refusals, bandwidth, server cost, speed.
+//!
+//! ```text
+//! cargo run --release --example report -- [--bots N] [--clients M] [--seconds S] [--rtt MS]
+//!     [--jitter MS] [--loss PERCENT] [--update-rate HZ] [--smoothing MODE] [--seed N] [--json]
+//! ```
+//!
+//! A progress bar runs on stderr; the table (or with `--json` one JSON object) goes to stdout.
+//! `--help` lists every option with its range; a bad option is refused naming it. The figures
+//! are explained in the README's report section.
+
+use std::io::Write;
+
+fn main() {
+    let options = match unlag_report::ReportOptions::parse(std::env::args().skip(1)) {
+        Ok(options) => options,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let mut last = -1i64;
+    let mut progress = |done: f64| {
+        let percent = (done * 100.0).round() as i64;
+        if percent != last {
+            last = percent;
+            let filled = (done * 40.0).round() as usize;
+            eprint!(
+                "\r[{}{}] {percent:>3} %",
+                "#".repeat(filled),
+                " ".repeat(40 - filled.min(40))
+            );
+            let _ = std::io::stderr().flush();
+        }
+    };
+    match unlag_report::run(&options, &mut progress) {
+        Ok(report) => {
+            eprintln!();
+            if options.json {
+                println!("{}", report.json());
+            } else {
+                print!("{}", report.table());
+            }
+        }
+        Err(e) => {
+            eprintln!("\n{e}");
+            std::process::exit(1);
+        }
+    }
+}
