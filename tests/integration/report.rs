@@ -102,7 +102,7 @@ fn bad_options_are_refused_naming_the_option_and_its_range() {
 }
 
 #[test]
-fn a_crowded_match_at_150_ms_agrees_on_every_shot() {
+fn a_crowded_match_at_150_ms_agrees_on_every_shot_and_beats_the_classic_validations() {
     // Eight bots on crossing loops: rays pass close to proxies they do not hit. Those are
     // claimed as drawn too (near misses), or a proxy drawn beside the ray could block it on
     // the server's recorded poses (this match had 2 of 120 seen hits unconfirmed that way).
@@ -113,9 +113,31 @@ fn a_crowded_match_at_150_ms_agrees_on_every_shot() {
         rtt_ms: 150.0,
         jitter_ms: 10.0,
         loss_percent: 3.0,
+        compare_validation: true,
         ..Default::default()
     };
     let report = run(&options, &mut |_| {}).unwrap();
+    // The same pellets judged four ways: unlag agrees at least as well as each other way,
+    // both on seen hits and on seen misses, and exactly.
+    assert_eq!(report.validation.len(), 4);
+    let unlag = report
+        .validation
+        .iter()
+        .find(|m| m.method == "unlag")
+        .unwrap();
+    for m in &report.validation {
+        println!("{m:?}");
+        assert_eq!(m.seen_hits, unlag.seen_hits);
+        assert!(unlag.hit_rate() >= m.hit_rate(), "{m:?}");
+        assert!(unlag.miss_rate() <= m.miss_rate(), "{m:?}");
+    }
+    assert_eq!(unlag.hits_confirmed, unlag.seen_hits);
+    assert_eq!(unlag.misses_confirmed, 0);
+    let none = &report.validation[0];
+    assert!(
+        none.hit_rate() < 0.5,
+        "without rewind most hits are lost: {none:?}"
+    );
     for a in &report.agreement {
         println!("{a:?}");
         assert!(a.seen_hits > 20, "{a:?}");

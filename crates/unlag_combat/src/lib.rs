@@ -43,8 +43,8 @@ pub use protocol::{
     Rejection, ReloadDone, ReloadRequest, WireClaim,
 };
 pub use server::{
-    CombatStats, Damaged, Health, Killed, ServerArmory, ShotJudge, ShotVerdict, TargetHit,
-    shot_directions,
+    CombatStats, Damaged, Health, Killed, LoggedShot, ServerArmory, ShotJudge, ShotLog,
+    ShotVerdict, TargetHit, shot_directions,
 };
 pub use unlag_core::fake_projectile_hold;
 pub use weapons::{WeaponKind, WeaponSpec, WeaponTable, WeaponTableError, WeaponTableLoader};

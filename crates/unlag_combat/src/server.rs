@@ -112,6 +112,30 @@ impl ServerArmory {
     }
 }
 
+/// One accepted hitscan or shotgun shot, as the server judged it (see [`ShotLog`]).
+#[derive(Clone, Debug)]
+pub struct LoggedShot {
+    /// The shooter's link.
+    pub link: Entity,
+    /// The shooting character.
+    pub shooter: Entity,
+    /// The request (claims mapped to the server's entities).
+    pub request: FireRequest,
+    /// The shooter's round trip when it was judged, seconds.
+    pub rtt: f64,
+    /// The server time it was judged at, seconds.
+    pub server_time: f64,
+}
+
+/// When this resource exists on the server, every accepted hitscan and shotgun shot is appended
+/// to it as it is judged, so a tool can judge the same shot other ways on the same history in
+/// the same frame (the report's validation comparison). Drain it: it is never emptied here.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct ShotLog {
+    /// The shots, oldest first.
+    pub shots: Vec<LoggedShot>,
+}
+
 /// Server counters of combat.
 #[derive(Resource, Clone, Debug, Default, PartialEq)]
 pub struct CombatStats {
@@ -494,6 +518,7 @@ pub(crate) fn judge_shots(
     mut commands: Commands,
     settings: Res<CombatSettings>,
     weapons: Res<Weapons>,
+    clock: Res<NetClock>,
     mut stats: ResMut<CombatStats>,
     mut links: Query<
         (
@@ -510,6 +535,7 @@ pub(crate) fn judge_shots(
     mut judge: ParamSet<(ShotJudge, Query<&mut Health>)>,
     mut damaged: MessageWriter<Damaged>,
     mut killed: MessageWriter<Killed>,
+    mut log: Option<ResMut<ShotLog>>,
 ) {
     if weapons.table.is_none() {
         return;
@@ -575,6 +601,15 @@ pub(crate) fn judge_shots(
                     Ok(Vec::new())
                 }
                 Ok(ShotVerdict::Hits { hits, ends }) => {
+                    if let Some(log) = log.as_mut() {
+                        log.shots.push(LoggedShot {
+                            link,
+                            shooter,
+                            request: request.clone(),
+                            rtt: remote.rtt,
+                            server_time: clock.server_time,
+                        });
+                    }
                     let mut confirmed = Vec::new();
                     for TargetHit {
                         target,

@@ -25,6 +25,7 @@
 //! - **run**: simulated seconds per wall second.
 
 pub mod arena;
+pub mod compare;
 pub mod options;
 
 pub use options::{OptionError, ReportOptions, USAGE};
@@ -210,6 +211,8 @@ pub struct Report {
     pub server_cost: ServerCost,
     /// Simulated seconds per wall-clock second.
     pub simulated_per_wall_second: f64,
+    /// With `--compare-validation`: every hitscan and shotgun pellet judged four ways.
+    pub validation: Vec<compare::MethodAgreement>,
 }
 
 /// Per client: what it saw and heard (a resource on its App).
@@ -379,6 +382,15 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
             ),
         )
         .add_systems(Last, close_tick);
+    if options.compare_validation {
+        tb.server()
+            .init_resource::<unlag::combat::ShotLog>()
+            .init_resource::<compare::Compared>()
+            .add_systems(
+                Update,
+                compare::compare_validation.after(unlag::combat::CombatSystems::Server),
+            );
+    }
     for i in 0..options.clients {
         tb.client(i)
             .init_resource::<Ledger>()
@@ -460,6 +472,9 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
     // Measure from here.
     tb.reset_measures();
     *tb.server_world_mut().resource_mut::<CombatStats>() = default();
+    if options.compare_validation {
+        *tb.server_world_mut().resource_mut::<compare::Compared>() = default();
+    }
     *tb.server_world_mut().resource_mut::<MovementStats>() = default();
     tb.server_world_mut().resource_mut::<Stopwatch>().measuring = true;
     for i in 0..options.clients {
@@ -568,6 +583,9 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
         .iter()
         .map(|(reason, n)| (format!("{reason:?}"), *n))
         .collect();
+    if options.compare_validation {
+        report.validation = compare_agreement(&tb, options.clients);
+    }
     // Bandwidth.
     let n = measures.len().max(1) as f64;
     report.bytes_up_per_sec = measures.iter().map(|m| m.bytes_up_per_sec).sum::<f64>() / n;
@@ -589,6 +607,55 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
         combat_us: Stat::of(&part(2), 1.0),
     };
     Ok(report)
+}
+
+/// Every method's agreement with what each client saw, pellet by pellet.
+fn compare_agreement(tb: &Testbed, clients: usize) -> Vec<compare::MethodAgreement> {
+    let mut methods: Vec<compare::MethodAgreement> = compare::METHODS
+        .iter()
+        .map(|m| compare::MethodAgreement {
+            method: (*m).to_owned(),
+            ..default()
+        })
+        .collect();
+    let compared = tb.server_world().resource::<compare::Compared>();
+    for i in 0..clients {
+        let Some(link) = tb.server_link(i) else {
+            continue;
+        };
+        let client = tb.client_world(i);
+        let Some(map) = client.get_resource::<ServerEntityMap>() else {
+            continue;
+        };
+        for shot in &client.resource::<Ledger>().seen {
+            let Some(judged) = compared
+                .shots
+                .iter()
+                .find(|s| s.link == link && s.fire_index == shot.fire_index)
+            else {
+                continue;
+            };
+            for (k, seen) in shot.hits.iter().enumerate() {
+                let seen = seen
+                    .as_ref()
+                    .map(|h| map.to_server().get(&h.target).copied());
+                for (m, answers) in methods.iter_mut().zip(&judged.answers) {
+                    let answer = answers.get(k).copied().flatten();
+                    match seen {
+                        Some(target) => {
+                            m.seen_hits += 1;
+                            m.hits_confirmed += u64::from(target.is_some() && answer == target);
+                        }
+                        None => {
+                            m.seen_misses += 1;
+                            m.misses_confirmed += u64::from(answer.is_some());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    methods
 }
 
 /// Adds client `ledger`'s shots of weapon `weapon` to `a`.
@@ -776,6 +843,20 @@ impl Report {
             "server µs per tick: shots and rewinds (mean, p99)",
             format!("{:.1}, {:.1}", c.combat_us.mean, c.combat_us.p99),
         );
+        for m in &self.validation {
+            row(
+                &format!("validation: {}", m.method),
+                format!(
+                    "seen hits confirmed {:.2} % ({}/{}), seen misses confirmed {:.2} % ({}/{})",
+                    m.hit_rate() * 100.0,
+                    m.hits_confirmed,
+                    m.seen_hits,
+                    m.miss_rate() * 100.0,
+                    m.misses_confirmed,
+                    m.seen_misses
+                ),
+            );
+        }
         row(
             "simulated seconds per wall second",
             format!("{:.1}", self.simulated_per_wall_second),

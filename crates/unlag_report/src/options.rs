@@ -27,6 +27,8 @@ pub struct ReportOptions {
     pub seed: u64,
     /// Print one JSON object instead of a table.
     pub json: bool,
+    /// Judge every shot four ways (none, Source-style, UT-style, unlag) and compare.
+    pub compare_validation: bool,
 }
 
 impl Default for ReportOptions {
@@ -42,6 +44,7 @@ impl Default for ReportOptions {
             smoothing: SmoothingMode::Hermite,
             seed: 1,
             json: false,
+            compare_validation: false,
         }
     }
 }
@@ -58,7 +61,10 @@ usage: report [options]
   --update-rate HZ   proxy updates per second, 1-60 (default 20)
   --smoothing MODE   snap, linear, hermite or extrapolate (default hermite)
   --seed N           seed of the network and the scripts (default 1)
-  --json             print one JSON object instead of a table";
+  --json             print one JSON object instead of a table
+  --compare-validation
+                     judge every shot with no rewind, Source-style, UT-style and unlag's
+                     exact reconstruction, and compare their agreement";
 
 /// An option that is unknown, lacks its value, or is out of range: the message names it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -74,6 +80,10 @@ impl ReportOptions {
         while let Some(flag) = args.next() {
             if flag == "--json" {
                 options.json = true;
+                continue;
+            }
+            if flag == "--compare-validation" {
+                options.compare_validation = true;
                 continue;
             }
             if flag == "-h" || flag == "--help" {
