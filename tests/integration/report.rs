@@ -146,3 +146,36 @@ fn a_crowded_match_at_150_ms_agrees_on_every_shot_and_beats_the_classic_validati
     }
     assert!(report.rejected.is_empty(), "{:?}", report.rejected);
 }
+
+#[test]
+fn cheating_clients_are_caught_and_shown() {
+    use unlag_report::cheat::Cheat;
+    let with = |cheat| {
+        let options = ReportOptions {
+            bots: 4,
+            clients: 2,
+            seconds: 10.0,
+            cheat: Some(cheat),
+            ..Default::default()
+        };
+        let report = run(&options, &mut |_| {}).unwrap();
+        println!("{}", report.table());
+        report
+    };
+    // A fast clock: flagged, and the cheater (client 0) corrected, the honest one not.
+    let speed = with(Cheat::Speed);
+    assert!(speed.speed_hacks_flagged > 0);
+    assert!(speed.corrections_per_min[0] > 0.0);
+    assert_eq!(speed.corrections_per_min[1], 0.0);
+    assert!(speed.table().contains("| cheat (client 0) | speed:"));
+    // Shots claiming a view 150 ms old: every one that arrived refused for it.
+    let backtrack = with(Cheat::Backtrack);
+    let refused = backtrack.rejected.get("BadViewTime").copied().unwrap_or(0);
+    assert!(backtrack.cheating_shots >= 20);
+    assert!(refused * 10 >= backtrack.cheating_shots * 9, "{refused}");
+    assert_eq!(backtrack.rejected.values().sum::<u64>(), refused);
+    // A shot every frame: refused as too fast (or for the empty magazine it leads to).
+    let rapid = with(Cheat::RapidFire);
+    let too_fast = rapid.rejected.get("TooFast").copied().unwrap_or(0);
+    assert!(too_fast > 100, "{:?}", rapid.rejected);
+}

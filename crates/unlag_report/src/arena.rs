@@ -123,6 +123,8 @@ pub struct ClientScript {
     pub weapons: [u8; 3],
     /// Whether it moves and shoots.
     pub running: bool,
+    /// Whether it fires honest shots (a cheater sends its own).
+    pub shoots: bool,
 }
 
 /// `FixedUpdate` on a client, before the movement simulation: walks the character around its
@@ -194,7 +196,7 @@ pub fn client_shoots(
         return;
     };
     script.frame += 1;
-    if !script.running || script.frame % script.every != 0 {
+    if !script.running || !script.shoots || !script.frame.is_multiple_of(script.every) {
         return;
     }
     let Ok(me) = own.single() else {

@@ -25,6 +25,7 @@
 //! - **run**: simulated seconds per wall second.
 
 pub mod arena;
+pub mod cheat;
 pub mod compare;
 pub mod options;
 
@@ -213,6 +214,12 @@ pub struct Report {
     pub simulated_per_wall_second: f64,
     /// With `--compare-validation`: every hitscan and shotgun pellet judged four ways.
     pub validation: Vec<compare::MethodAgreement>,
+    /// With `--cheat`: what client 0 did.
+    pub cheat: Option<String>,
+    /// Cheating shots client 0 sent.
+    pub cheating_shots: u64,
+    /// Speed hacks the server flagged.
+    pub speed_hacks_flagged: u64,
 }
 
 /// Per client: what it saw and heard (a resource on its App).
@@ -391,6 +398,7 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
                 compare::compare_validation.after(unlag::combat::CombatSystems::Server),
             );
     }
+    tb.client(0).add_systems(Update, cheat::cheat);
     for i in 0..options.clients {
         tb.client(i)
             .init_resource::<Ledger>()
@@ -467,7 +475,16 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
             every: 36,
             weapons: [rifle, shotgun, launcher],
             running: true,
+            shoots: !(i == 0
+                && matches!(
+                    options.cheat,
+                    Some(cheat::Cheat::Backtrack | cheat::Cheat::RapidFire)
+                )),
         });
+    }
+    if let Some(c) = options.cheat {
+        tb.client(0).insert_resource(cheat::Cheater::new(c));
+        cheat::start_movement_cheat(tb.client_world_mut(0), c);
     }
     // Measure from here.
     tb.reset_measures();
@@ -528,6 +545,10 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
         ("update_rate_hz", options.update_rate_hz.to_string()),
         ("smoothing", format!("{:?}", options.smoothing)),
         ("seed", options.seed.to_string()),
+        (
+            "cheat",
+            options.cheat.map_or("none".into(), |c| c.name().to_owned()),
+        ),
     ]);
     // Movement.
     report.corrections_per_min = corrections
@@ -542,6 +563,15 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
         .server_world()
         .resource::<MovementStats>()
         .rejected_total();
+    report.speed_hacks_flagged = tb
+        .server_world()
+        .resource::<MovementStats>()
+        .speed_hacks_flagged;
+    report.cheat = options.cheat.map(|c| c.name().to_owned());
+    report.cheating_shots = tb
+        .client_world(0)
+        .get_resource::<cheat::Cheater>()
+        .map_or(0, |c| c.sent);
     // Smoothing.
     report.proxy_error_m = Stat::of(&proxies.errors, 1.0);
     report.proxy_max_jump_m = proxies.jumps.iter().copied().fold(0.0, f64::max);
@@ -805,7 +835,22 @@ impl Report {
                     .join(", ")
             },
         );
-        row("rejected moves", self.movement_rejected.to_string());
+        row(
+            "rejected moves, speed hacks flagged",
+            format!("{}, {}", self.movement_rejected, self.speed_hacks_flagged),
+        );
+        if let Some(cheat) = &self.cheat {
+            row(
+                "cheat (client 0)",
+                format!(
+                    "{cheat}: {} cheating shots sent, {} shots refused, {} speed hacks flagged, {:.1} corrections/min",
+                    self.cheating_shots,
+                    self.rejected.values().sum::<u64>(),
+                    self.speed_hacks_flagged,
+                    self.corrections_per_min.first().copied().unwrap_or(0.0)
+                ),
+            );
+        }
         let kinds = |m: &BTreeMap<String, f64>| {
             let mut v: Vec<_> = m.iter().collect();
             v.sort_by(|a, b| b.1.total_cmp(a.1));

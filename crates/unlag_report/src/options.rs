@@ -29,6 +29,8 @@ pub struct ReportOptions {
     pub json: bool,
     /// Judge every shot four ways (none, Source-style, UT-style, unlag) and compare.
     pub compare_validation: bool,
+    /// Client 0 cheats this way.
+    pub cheat: Option<crate::cheat::Cheat>,
 }
 
 impl Default for ReportOptions {
@@ -45,6 +47,7 @@ impl Default for ReportOptions {
             seed: 1,
             json: false,
             compare_validation: false,
+            cheat: None,
         }
     }
 }
@@ -62,6 +65,7 @@ usage: report [options]
   --smoothing MODE   snap, linear, hermite or extrapolate (default hermite)
   --seed N           seed of the network and the scripts (default 1)
   --json             print one JSON object instead of a table
+  --cheat KIND       client 0 cheats: speed, teleport, backtrack or rapid-fire
   --compare-validation
                      judge every shot with no rewind, Source-style, UT-style and unlag's
                      exact reconstruction, and compare their agreement";
@@ -126,6 +130,13 @@ impl ReportOptions {
             "--jitter" => self.jitter_ms = number(0.0, 500.0, " ms")?,
             "--loss" => self.loss_percent = number(0.0, 100.0, " %")?,
             "--update-rate" => self.update_rate_hz = number(1.0, 60.0, " Hz")?,
+            "--cheat" => {
+                self.cheat = Some(crate::cheat::Cheat::parse(value).ok_or_else(|| {
+                    OptionError(format!(
+                        "{name}: {value:?} is not one of speed, teleport, backtrack, rapid-fire"
+                    ))
+                })?)
+            }
             "--seed" => {
                 self.seed = value
                     .parse::<u64>()
