@@ -6,6 +6,7 @@
 //! ```text
 //! cargo run --release --example report -- [--bots N] [--clients M] [--seconds S] [--rtt MS]
 //!     [--jitter MS] [--loss PERCENT] [--update-rate HZ] [--smoothing MODE] [--seed N] [--json]
+//!     [--cheat KIND] [--compare-validation] [--sweep NAME=V1,V2,... [--plot DIR]]
 //! ```
 //!
 //! A progress bar runs on stderr; the table (or with `--json` one JSON object) goes to stdout.
@@ -36,6 +37,38 @@ fn main() {
             let _ = std::io::stderr().flush();
         }
     };
+    if let Some(sweep) = options.sweep.clone() {
+        match unlag_report::sweep::run_sweep(&options, &sweep, &mut progress) {
+            Ok(rows) => {
+                eprintln!();
+                if options.json {
+                    let reports: Vec<_> = rows.iter().map(|(_, r)| r).collect();
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&reports).expect("plain data")
+                    );
+                } else {
+                    print!("{}", unlag_report::sweep::sweep_table(&sweep.option, &rows));
+                }
+                if let Some(dir) = &options.plot {
+                    match unlag_report::sweep::plot(dir, &sweep.option, &rows) {
+                        Ok(files) => {
+                            eprintln!("{} charts written to {}", files.len(), dir.display())
+                        }
+                        Err(e) => {
+                            eprintln!("{e}");
+                            std::process::exit(1);
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("\n{e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     match unlag_report::run(&options, &mut progress) {
         Ok(report) => {
             eprintln!();

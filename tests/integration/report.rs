@@ -179,3 +179,73 @@ fn cheating_clients_are_caught_and_shown() {
     let too_fast = rapid.rejected.get("TooFast").copied().unwrap_or(0);
     assert!(too_fast > 100, "{:?}", rapid.rejected);
 }
+
+#[test]
+fn a_sweep_runs_one_match_per_value_and_plots_every_figure() {
+    use unlag_report::sweep::{figures, plot, run_sweep, sweep_table};
+    let args = [
+        "--bots",
+        "2",
+        "--clients",
+        "1",
+        "--seconds",
+        "3",
+        "--jitter",
+        "10",
+        "--sweep",
+        "rtt=0,120",
+        "--plot",
+    ];
+    let dir = std::env::temp_dir().join(format!("unlag-report-plots-{}", std::process::id()));
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    args.push(dir.display().to_string());
+    let options = ReportOptions::parse(args).unwrap();
+    let sweep = options.sweep.clone().expect("a sweep");
+    let rows = run_sweep(&options, &sweep, &mut |_| {}).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].0, 0.0);
+    assert_eq!(rows[1].1.options["rtt_ms"], "120");
+    // The jitter was held to half the RTT where the RTT is 0.
+    assert_eq!(rows[0].1.options["jitter_ms"], "0");
+    let table = sweep_table(&sweep.option, &rows);
+    println!("{table}");
+    assert_eq!(
+        table.lines().count(),
+        4,
+        "a header, a rule and a row per value"
+    );
+    let files = plot(&dir, &sweep.option, &rows).unwrap();
+    assert_eq!(files.len(), figures(&rows[0].1).len());
+    for file in &files {
+        let svg = std::fs::read_to_string(file).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", file.display());
+        // The data line (blue) through both values, and the axis label.
+        assert!(svg.contains("stroke=\"#0000FF\""), "{}", file.display());
+        assert!(
+            svg.contains(">rtt<") || svg.contains("rtt"),
+            "{}",
+            file.display()
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Bad sweeps are refused naming the problem.
+    let parse = |a: &[&str]| ReportOptions::parse(a.iter().map(|s| s.to_string()));
+    assert!(
+        parse(&["--sweep", "rtt=0,9000"])
+            .unwrap_err()
+            .to_string()
+            .contains("--rtt")
+    );
+    assert!(
+        parse(&["--sweep", "smoothing=1,2"])
+            .unwrap_err()
+            .to_string()
+            .contains("--sweep")
+    );
+    assert!(
+        parse(&["--plot", "x"])
+            .unwrap_err()
+            .to_string()
+            .contains("--sweep")
+    );
+}

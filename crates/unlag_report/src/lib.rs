@@ -28,6 +28,7 @@ pub mod arena;
 pub mod cheat;
 pub mod compare;
 pub mod options;
+pub mod sweep;
 
 pub use options::{OptionError, ReportOptions, USAGE};
 

@@ -31,6 +31,10 @@ pub struct ReportOptions {
     pub compare_validation: bool,
     /// Client 0 cheats this way.
     pub cheat: Option<crate::cheat::Cheat>,
+    /// One match per value of a numeric option.
+    pub sweep: Option<crate::sweep::Sweep>,
+    /// With a sweep: where to write one SVG chart per figure.
+    pub plot: Option<std::path::PathBuf>,
 }
 
 impl Default for ReportOptions {
@@ -48,6 +52,8 @@ impl Default for ReportOptions {
             json: false,
             compare_validation: false,
             cheat: None,
+            sweep: None,
+            plot: None,
         }
     }
 }
@@ -66,6 +72,10 @@ usage: report [options]
   --seed N           seed of the network and the scripts (default 1)
   --json             print one JSON object instead of a table
   --cheat KIND       client 0 cheats: speed, teleport, backtrack or rapid-fire
+  --sweep NAME=V1,V2,...
+                     one match per value of a numeric option (bots, clients, seconds, rtt,
+                     jitter, loss, update-rate, seed), one row per value
+  --plot DIR         with --sweep: one SVG chart per figure against the swept value
   --compare-validation
                      judge every shot with no rewind, Source-style, UT-style and unlag's
                      exact reconstruction, and compare their agreement";
@@ -80,6 +90,7 @@ impl ReportOptions {
     /// error holding [`USAGE`].
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, OptionError> {
         let mut options = Self::default();
+        let mut sweep = None;
         let mut args = args.into_iter();
         while let Some(flag) = args.next() {
             if flag == "--json" {
@@ -96,9 +107,18 @@ impl ReportOptions {
             let value = args
                 .next()
                 .ok_or_else(|| OptionError(format!("{flag} needs a value (see --help)")))?;
-            options.set(&flag, &value)?;
+            match flag.as_str() {
+                "--sweep" => sweep = Some(value),
+                "--plot" => options.plot = Some(value.into()),
+                _ => options.set(&flag, &value)?,
+            }
         }
         options.conditions()?;
+        if let Some(sweep) = sweep {
+            options.sweep = Some(crate::sweep::Sweep::parse(&sweep, &options)?);
+        } else if options.plot.is_some() {
+            return Err(OptionError("--plot needs --sweep".into()));
+        }
         Ok(options)
     }
 
