@@ -23,6 +23,7 @@ fn conditions() -> PathConditions {
         latency: Duration::from_millis(150),
         jitter: Duration::from_millis(20),
         loss: 0.02,
+        burst: 1.0,
     }
 }
 

@@ -249,3 +249,28 @@ fn a_sweep_runs_one_match_per_value_and_plots_every_figure() {
             .contains("--sweep")
     );
 }
+
+#[test]
+fn bursty_loss_starves_proxies_more_than_the_same_loss_spread_out() {
+    let with = |burst: f64| {
+        let options = ReportOptions {
+            bots: 4,
+            clients: 1,
+            seconds: 10.0,
+            loss_percent: 5.0,
+            burst,
+            ..Default::default()
+        };
+        run(&options, &mut |_| {}).unwrap()
+    };
+    let spread = with(1.0);
+    let bursty = with(8.0);
+    println!(
+        "5 % loss: held or extrapolated {:.2} % spread out, {:.2} % in bursts of 8",
+        spread.starved_share * 100.0,
+        bursty.starved_share * 100.0
+    );
+    assert_eq!(bursty.options["burst"], "8");
+    assert!(bursty.starved_share > spread.starved_share);
+    assert!(ReportOptions::parse(["--burst".into(), "0.5".into()]).is_err());
+}

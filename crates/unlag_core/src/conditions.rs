@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 pub const MAX_LATENCY: Duration = Duration::from_millis(2000);
 /// Largest jitter that may be simulated.
 pub const MAX_JITTER: Duration = Duration::from_millis(500);
+/// Longest mean burst of losses that may be simulated, packets.
+pub const MAX_BURST: f32 = 100.0;
 /// Lowest proxy update rate, in updates per second.
 pub const MIN_UPDATE_RATE_HZ: f32 = 1.0;
 /// Highest proxy update rate, in updates per second.
@@ -57,6 +59,9 @@ pub enum ConditionsError {
     /// `loss` is not a finite number between 0 and 1.
     #[error("loss {0} is out of range (0.0 to 1.0, i.e. 0 to 100 %)")]
     Loss(f32),
+    /// A mean loss burst that is not a finite number between 1 and 100 packets.
+    #[error("loss burst {0} is out of range (1 to 100 packets)")]
+    Burst(f32),
     /// `update_rate_hz` is not a finite number between 1 and 60.
     #[error("update_rate_hz {0} is out of range (1 to 60 Hz)")]
     UpdateRate(f32),

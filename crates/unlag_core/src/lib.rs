@@ -34,7 +34,7 @@ pub use combat::{
     FireRateGate, PredictedAmmo, pellet_directions, projectile_prediction_time, spread_seed,
     within_cone,
 };
-pub use conditions::{ConditionsError, LinkConditions};
+pub use conditions::{ConditionsError, LinkConditions, MAX_BURST};
 pub use correction::{CorrectionThrottle, SmoothingSettings, VisualOffset};
 pub use delay::{DelayController, DelayPolicy};
 pub use discrepancy::{MoveTime, TimeDiscrepancy, TimeDiscrepancySettings};

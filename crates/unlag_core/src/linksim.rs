@@ -55,6 +55,11 @@ pub struct PathConditions {
     pub jitter: Duration,
     /// Probability (0–1) that a packet is lost.
     pub loss: f64,
+    /// Mean length of a burst of losses, packets. At most 1: each packet is lost on its own
+    /// with probability `loss`. Above 1: Gilbert–Elliott losses — a good state that loses
+    /// nothing and a bad state that loses everything, left with probability `1 / burst` per
+    /// packet and entered so that the share lost stays `loss`.
+    pub burst: f64,
 }
 
 /// Counters of a [`LinkSimulator`].
@@ -72,6 +77,8 @@ pub struct LinkSimulatorStats {
 pub struct LinkSimulator<T> {
     conditions: PathConditions,
     rng: SplitMix64,
+    /// Gilbert–Elliott: whether the path is in its losing state.
+    bad: bool,
     queue: Heap<T>,
     next_order: u64,
     stats: LinkSimulatorStats,
@@ -83,6 +90,7 @@ impl<T> LinkSimulator<T> {
         Self {
             conditions,
             rng: SplitMix64::new(seed),
+            bad: false,
             queue: Heap::new(),
             next_order: 0,
             stats: LinkSimulatorStats::default(),
@@ -114,7 +122,20 @@ impl<T> LinkSimulator<T> {
     pub fn send(&mut self, now: f64, packet: T) -> bool {
         self.stats.sent += 1;
         // Draw both numbers for every packet so the sequence of delays does not depend on loss.
-        let lost = self.rng.next_f64() < self.conditions.loss;
+        let draw = self.rng.next_f64();
+        let (loss, burst) = (self.conditions.loss, self.conditions.burst);
+        let lost = if burst > 1.0 && loss > 0.0 && loss < 1.0 {
+            let leave = 1.0 / burst;
+            let enter = (loss * leave / (1.0 - loss)).min(1.0);
+            self.bad = if self.bad {
+                draw >= leave
+            } else {
+                draw < enter
+            };
+            self.bad
+        } else {
+            draw < loss
+        };
         let noise = self.rng.next_f64();
         if lost {
             self.stats.lost += 1;
@@ -192,6 +213,7 @@ mod tests {
             latency: Duration::from_millis(100),
             jitter: Duration::from_millis(20),
             loss: 0.0,
+            burst: 1.0,
         };
         let mut sim = LinkSimulator::new(c, 3);
         let n = 20_000;
@@ -222,6 +244,7 @@ mod tests {
             latency: Duration::ZERO,
             jitter: Duration::from_millis(20),
             loss: 0.0,
+            burst: 1.0,
         };
         let mut sim = LinkSimulator::new(c, 5);
         for i in 0..100 {
@@ -248,11 +271,52 @@ mod tests {
     }
 
     #[test]
+    fn bursty_loss_keeps_the_rate_and_lengthens_the_bursts() {
+        // (loss, mean burst) → measured share lost and mean run of consecutive losses.
+        let measure = |loss: f64, burst: f64| {
+            let c = PathConditions {
+                loss,
+                burst,
+                ..Default::default()
+            };
+            let mut sim = LinkSimulator::new(c, 11);
+            let (mut runs, mut run, mut lost) = (Vec::new(), 0u32, 0u32);
+            for i in 0..200_000 {
+                if sim.send(0.0, i) {
+                    if run > 0 {
+                        runs.push(run);
+                    }
+                    run = 0;
+                } else {
+                    lost += 1;
+                    run += 1;
+                }
+            }
+            let mean_run = f64::from(runs.iter().sum::<u32>()) / runs.len() as f64;
+            (f64::from(lost) / 200_000.0, mean_run)
+        };
+        let (rate, run) = measure(0.05, 1.0);
+        assert!(
+            (rate - 0.05).abs() < 0.003 && run < 1.1,
+            "independent: {rate} {run}"
+        );
+        for burst in [3.0, 8.0] {
+            let (rate, run) = measure(0.05, burst);
+            assert!((rate - 0.05).abs() < 0.005, "burst {burst}: rate {rate}");
+            assert!(
+                (run - burst).abs() < 0.1 * burst,
+                "burst {burst}: mean run {run}"
+            );
+        }
+    }
+
+    #[test]
     fn same_seed_same_fate() {
         let c = PathConditions {
             latency: Duration::from_millis(30),
             jitter: Duration::from_millis(10),
             loss: 0.2,
+            burst: 1.0,
         };
         let run = |seed| {
             let mut sim = LinkSimulator::new(c, seed);

@@ -4,7 +4,7 @@
 use crate::link::LinkShaper;
 use bevy::prelude::*;
 use lightyear::prelude::*;
-use unlag_core::{ConditionsError, LinkConditions, PathConditions};
+use unlag_core::{ConditionsError, LinkConditions, MAX_BURST, PathConditions};
 
 /// Network conditions to simulate, applied to live links at runtime.
 ///
@@ -20,6 +20,7 @@ use unlag_core::{ConditionsError, LinkConditions, PathConditions};
 pub struct NetConditions {
     conditions: LinkConditions,
     seed: u64,
+    burst: f32,
 }
 
 impl NetConditions {
@@ -27,7 +28,26 @@ impl NetConditions {
     /// losses and delays).
     pub fn new(conditions: LinkConditions, seed: u64) -> Result<Self, ConditionsError> {
         conditions.validate()?;
-        Ok(Self { conditions, seed })
+        Ok(Self {
+            conditions,
+            seed,
+            burst: 1.0,
+        })
+    }
+
+    /// The same, with losses coming in bursts of `burst` packets on average (Gilbert–Elliott;
+    /// 1 for independent losses, up to 100). An out-of-range burst is refused.
+    pub fn with_burst(mut self, burst: f32) -> Result<Self, ConditionsError> {
+        if !(burst.is_finite() && (1.0..=MAX_BURST).contains(&burst)) {
+            return Err(ConditionsError::Burst(burst));
+        }
+        self.burst = burst;
+        Ok(self)
+    }
+
+    /// Mean length of a burst of losses, packets (1: independent losses).
+    pub fn burst(&self) -> f32 {
+        self.burst.max(1.0)
     }
 
     /// The conditions in effect.
@@ -53,6 +73,7 @@ impl NetConditions {
             latency: self.conditions.one_way_latency(),
             jitter: self.conditions.jitter,
             loss: f64::from(self.conditions.loss),
+            burst: f64::from(self.burst()),
         }
     }
 }

@@ -348,6 +348,7 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
         clients: options.clients,
         conditions,
         seed: options.seed,
+        loss_burst: options.burst as f32,
         ..default()
     });
     tb.server().add_plugins(asset_plugin());
@@ -543,6 +544,7 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
         ("rtt_ms", options.rtt_ms.to_string()),
         ("jitter_ms", options.jitter_ms.to_string()),
         ("loss_percent", options.loss_percent.to_string()),
+        ("burst", options.burst.to_string()),
         ("update_rate_hz", options.update_rate_hz.to_string()),
         ("smoothing", format!("{:?}", options.smoothing)),
         ("seed", options.seed.to_string()),
@@ -746,13 +748,14 @@ impl Report {
         row(
             "match",
             format!(
-                "{} bots, {} clients, {} s, RTT {} ms, jitter {} ms, loss {} %, {} Hz, {}, seed {}",
+                "{} bots, {} clients, {} s, RTT {} ms, jitter {} ms, loss {} % (bursts of {}), {} Hz, {}, seed {}",
                 get("bots"),
                 get("clients"),
                 get("seconds"),
                 get("rtt_ms"),
                 get("jitter_ms"),
                 get("loss_percent"),
+                get("burst"),
                 get("update_rate_hz"),
                 get("smoothing"),
                 get("seed")

@@ -21,6 +21,8 @@ pub struct ReportOptions {
     pub loss_percent: f64,
     /// Proxy state updates per second (1–60).
     pub update_rate_hz: f64,
+    /// Mean length of a burst of losses, packets (1–100; 1: independent losses).
+    pub burst: f64,
     /// How the clients draw everyone else.
     pub smoothing: SmoothingMode,
     /// Seed of the network's randomness and of the scripts.
@@ -47,6 +49,7 @@ impl Default for ReportOptions {
             jitter_ms: 10.0,
             loss_percent: 1.0,
             update_rate_hz: 20.0,
+            burst: 1.0,
             smoothing: SmoothingMode::Hermite,
             seed: 1,
             json: false,
@@ -68,6 +71,8 @@ usage: report [options]
   --jitter MS        jitter per direction, 0-500 ms, at most half the RTT (default 10)
   --loss PERCENT     loss per direction, 0-100 % (default 1)
   --update-rate HZ   proxy updates per second, 1-60 (default 20)
+  --burst N          mean length of a burst of losses, 1-100 packets (Gilbert-Elliott;
+                     default 1: independent losses)
   --smoothing MODE   snap, linear, hermite or extrapolate (default hermite)
   --seed N           seed of the network and the scripts (default 1)
   --json             print one JSON object instead of a table
@@ -150,6 +155,7 @@ impl ReportOptions {
             "--jitter" => self.jitter_ms = number(0.0, 500.0, " ms")?,
             "--loss" => self.loss_percent = number(0.0, 100.0, " %")?,
             "--update-rate" => self.update_rate_hz = number(1.0, 60.0, " Hz")?,
+            "--burst" => self.burst = number(1.0, 100.0, " packets")?,
             "--cheat" => {
                 self.cheat = Some(crate::cheat::Cheat::parse(value).ok_or_else(|| {
                     OptionError(format!(

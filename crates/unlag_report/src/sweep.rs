@@ -6,7 +6,8 @@ use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 
 /// The numeric options a sweep may vary (their command-line names, without dashes).
-pub const SWEEPABLE: [&str; 8] = [
+pub const SWEEPABLE: [&str; 9] = [
+    "burst",
     "bots",
     "clients",
     "seconds",

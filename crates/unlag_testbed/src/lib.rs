@@ -61,6 +61,9 @@ pub struct TestbedConfig {
     pub conditions: LinkConditions,
     /// Seed of the simulated randomness; client `i` uses `seed + i`.
     pub seed: u64,
+    /// Mean length of a burst of losses, packets (1: independent losses; see
+    /// [`NetConditions::with_burst`]).
+    pub loss_burst: f32,
     /// Simulation ticks per second on every App (`FixedUpdate`).
     pub tick_rate_hz: f64,
     /// Frames per second of the manual clock. Higher than the tick rate so that packets are
@@ -76,6 +79,7 @@ impl Default for TestbedConfig {
             clients: 1,
             conditions: LinkConditions::default(),
             seed: 1,
+            loss_burst: 1.0,
             tick_rate_hz: 60.0,
             frame_rate_hz: 240.0,
         }
@@ -132,7 +136,9 @@ impl Testbed {
                 })
                 .add_plugins(net.clone())
                 .insert_resource(
-                    NetConditions::new(config.conditions, config.seed + i as u64).unwrap(),
+                    NetConditions::new(config.conditions, config.seed + i as u64)
+                        .and_then(|c| c.with_burst(config.loss_burst))
+                        .expect("valid testbed conditions"),
                 )
                 // The server handles what a client sends at its next frame.
                 .insert_resource(PeerLead(frame));
