@@ -541,10 +541,16 @@ pub(crate) fn judge_shots(
         return;
     }
     let mut echoes: Vec<(Entity, CosmeticFire)> = Vec::new();
+    // Each link's character, found once per frame (not once per shot).
+    let by_link: HashMap<Entity, Entity> = shooters
+        .iter()
+        .map(|(character, controlled, ..)| (controlled.owner, character))
+        .collect();
     for (link, mut requests, mut results, mut traffic, remote) in &mut links {
         for request in requests.receive() {
-            let Some((shooter, _, mut armory, transform)) =
-                shooters.iter_mut().find(|(_, c, ..)| c.owner == link)
+            let Some((shooter, _, mut armory, transform)) = by_link
+                .get(&link)
+                .and_then(|character| shooters.get_mut(*character).ok())
             else {
                 *stats.rejected.entry(Rejection::NoShooter).or_default() += 1;
                 continue;
