@@ -66,6 +66,10 @@ fn a_short_match_reports_every_figure_honestly() {
     assert!(c.movement_us.count >= 590, "{c:?}");
     assert!(c.movement_us.mean > 0.0 && c.record_us.mean > 0.0 && c.combat_us.mean > 0.0);
     assert!(report.simulated_per_wall_second > 0.0);
+    // Peeker's advantage: measured peeks, explained by their parts (jitter makes it vary).
+    assert_eq!(report.peek.peeks, 6);
+    assert!(report.peek.advantage_ms.mean > 100.0, "{:?}", report.peek);
+    assert!(report.table().contains("peeker's advantage"));
     // The JSON holds the same figures.
     let json: serde_json::Value = serde_json::from_str(&report.json()).unwrap();
     assert_eq!(json["agreement"][0]["weapon"], "rifle");
@@ -273,4 +277,24 @@ fn bursty_loss_starves_proxies_more_than_the_same_loss_spread_out() {
     assert_eq!(bursty.options["burst"], "8");
     assert!(bursty.starved_share > spread.starved_share);
     assert!(ReportOptions::parse(["--burst".into(), "0.5".into()]).is_err());
+}
+
+#[test]
+fn peekers_advantage_is_the_sum_of_its_parts() {
+    let options = ReportOptions {
+        rtt_ms: 100.0,
+        jitter_ms: 0.0,
+        loss_percent: 0.0,
+        ..Default::default()
+    };
+    let peek = unlag_report::peek::measure(&options, 6).unwrap();
+    println!("{peek:?}");
+    assert_eq!(peek.peeks, 6);
+    let tolerance = 1000.0 / 60.0 + peek.send_interval_ms;
+    assert!(
+        (peek.advantage_ms.mean - peek.parts_ms).abs() <= tolerance,
+        "advantage {:.1} ms, parts {:.1} ms",
+        peek.advantage_ms.mean,
+        peek.parts_ms
+    );
 }

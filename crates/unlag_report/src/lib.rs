@@ -28,6 +28,7 @@ pub mod arena;
 pub mod cheat;
 pub mod compare;
 pub mod options;
+pub mod peek;
 pub mod sweep;
 
 pub use options::{OptionError, ReportOptions, USAGE};
@@ -63,6 +64,9 @@ use unlag_testbed::{RapierFixedPlugin, Testbed, TestbedConfig};
 
 /// Seconds of play before the measured span: connection, loading, the first states.
 const WARM_UP: f64 = 4.0;
+
+/// Peeks measured for the peeker's advantage.
+const PEEKS: usize = 6;
 
 /// Seconds after the measured span for the last verdicts to arrive.
 const COOL_DOWN: f64 = 1.5;
@@ -221,6 +225,9 @@ pub struct Report {
     pub cheating_shots: u64,
     /// Speed hacks the server flagged.
     pub speed_hacks_flagged: u64,
+    /// Peeker's advantage under the same conditions (a match of its own: two clients and a
+    /// wall).
+    pub peek: peek::PeekFigures,
 }
 
 /// Per client: what it saw and heard (a resource on its App).
@@ -530,7 +537,6 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
             .running = false;
     }
     tb.run_for(Duration::from_secs_f64(COOL_DOWN));
-    progress(1.0);
 
     let mut report = Report {
         seconds: options.seconds,
@@ -639,6 +645,10 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
         record_us: Stat::of(&part(1), 1.0),
         combat_us: Stat::of(&part(2), 1.0),
     };
+    // The peeks run a match of their own, after this one.
+    drop(tb);
+    report.peek = peek::measure(options, PEEKS)?;
+    progress(1.0);
     Ok(report)
 }
 
@@ -801,6 +811,23 @@ impl Report {
         row(
             "proxy frames held or extrapolated",
             format!("{:.2} %", self.starved_share * 100.0),
+        );
+        let p = &self.peek;
+        row(
+            "peeker's advantage (mean, p95)",
+            format!(
+                "{:.1} ms, {:.1} ms over {} peeks; parts: one-way up {:.1} + input wait {:.1} + tick wait {:.1} + one-way down {:.1} + holder's delay {:.1} = {:.1} ms (state interval {:.1} ms, covered by the delay)",
+                p.advantage_ms.mean,
+                p.advantage_ms.p95,
+                p.peeks,
+                p.one_way_up_ms,
+                p.input_buffer_ms,
+                p.tick_wait_ms,
+                p.one_way_down_ms,
+                p.holder_delay_ms,
+                p.parts_ms,
+                p.send_interval_ms
+            ),
         );
         for a in &self.agreement {
             row(

@@ -1,0 +1,254 @@
+//! Peeker's advantage: a client steps out from behind a wall into the view of another client
+//! holding the angle. On the peeker's screen the holder shows at once (its own movement is
+//! predicted); on the holder's screen the peeker shows only once the peeker's moves reached the
+//! server and the server's states reached the holder and were drawn, an interpolation delay
+//! behind. Measured in the testbed's true time, per peek, with its parts.
+
+use crate::{OptionError, ReportOptions, Stat};
+use bevy::prelude::*;
+use bevy_rapier3d::prelude::{Collider, QueryFilter, ReadRapierContext};
+use core::time::Duration;
+use lightyear::prelude::*;
+use serde::Serialize;
+use unlag::CharacterProxyPlugin;
+use unlag::core::quantize::{quantize_accel, quantize_angle};
+use unlag::movement::{
+    CharacterInput, CharacterMovement, CharacterState, MovementPredictionPlugin,
+    MovementPredictionSystems, MovementSettings, MovementState, NextMove,
+};
+use unlag::net::{AutonomousProxy, NetClock};
+use unlag::smoothing::{ProxySmoothingPlugin, RenderedPose, SmoothingSettings};
+use unlag_testbed::{RapierFixedPlugin, Testbed, TestbedConfig};
+
+/// Where the holder stands, on the ground.
+const HOLDER: Vec3 = Vec3::new(8.0, 0.0, 0.0);
+/// Where the peeker waits behind the wall, and where it steps out to.
+const HIDDEN: Vec3 = Vec3::new(-1.0, 0.0, 1.5);
+const EXPOSED: Vec3 = Vec3::new(-1.0, 0.0, 6.0);
+/// Seconds between two peeks (half out, half back in).
+const PERIOD: f64 = 3.0;
+/// Eye height, metres.
+const EYE: f32 = 1.6;
+
+/// The figures of the peeks.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PeekFigures {
+    /// Peeks measured.
+    pub peeks: usize,
+    /// From the peeker's screen showing the holder to the holder's screen showing the peeker,
+    /// milliseconds of true time.
+    pub advantage_ms: Stat,
+    /// Part: the peeker's moves travelling to the server (half the RTT), milliseconds.
+    pub one_way_up_ms: f64,
+    /// Part: the server's states travelling to the holder (half the RTT), milliseconds.
+    pub one_way_down_ms: f64,
+    /// Part: the peeker's moves waiting to be sent, on average half the movement send interval
+    /// (moves are checked the frame they arrive: the server keeps no input buffer),
+    /// milliseconds.
+    pub input_buffer_ms: f64,
+    /// The interval between two proxy states, milliseconds. Not a part of its own: the holder
+    /// draws proxies an interpolation delay behind, and that delay is sized to cover it.
+    pub send_interval_ms: f64,
+    /// Part: the server's state of the peeker waits for the next tick to be sampled, on average
+    /// half a tick, milliseconds.
+    pub tick_wait_ms: f64,
+    /// Part: the holder's interpolation delay (mean over the peeks), milliseconds.
+    pub holder_delay_ms: f64,
+    /// The parts added up, milliseconds.
+    pub parts_ms: f64,
+}
+
+/// Whether this client's own eye sees the other character's eye as drawn (client resource).
+#[derive(Resource, Default)]
+struct Sight(bool);
+
+/// The wall the peeker hides behind: along z at x = 0, from z = −4 to 4, 3 m high.
+fn spawn_wall(world: &mut World) {
+    world.spawn((
+        Transform::from_xyz(0.0, 1.5, 0.0),
+        Collider::cuboid(0.2, 1.5, 4.0),
+    ));
+    world.spawn((
+        Transform::from_xyz(0.0, -0.5, 0.0),
+        Collider::cuboid(40.0, 0.5, 40.0),
+    ));
+}
+
+/// `PostUpdate` on a client, after the characters are placed: does its own eye see the other
+/// character as drawn?
+fn look(
+    mut sight: ResMut<Sight>,
+    own: Query<(Entity, &MovementState<CharacterMovement>), With<AutonomousProxy>>,
+    others: Query<(Entity, &RenderedPose)>,
+    characters: Query<(), Or<(With<MovementState<CharacterMovement>>, With<RenderedPose>)>>,
+    rapier: ReadRapierContext,
+) {
+    let (Ok((_, me)), Some((_, other))) = (own.single(), others.iter().next()) else {
+        sight.0 = false;
+        return;
+    };
+    if rapier.rapier_context.is_empty() {
+        return;
+    }
+    let Ok(context) = rapier.single() else {
+        return;
+    };
+    let eye = me.0.feet + Vec3::Y * EYE;
+    let target = other.position + Vec3::Y * EYE;
+    let to = target - eye;
+    let length = to.length();
+    let not_a_character = |e: Entity| !characters.contains(e);
+    let filter = QueryFilter::default()
+        .exclude_sensors()
+        .predicate(&not_a_character);
+    sight.0 = length > 0.0
+        && context
+            .cast_ray(eye, to / length, length, true, filter)
+            .is_none();
+}
+
+/// `FixedUpdate` on the peeker, before the movement simulation: towards the exposed spot for
+/// the first half of each period, back behind the wall for the second.
+fn peek_script(
+    timeline: Res<LocalTimeline>,
+    tick: Res<lightyear::core::tick::TickDuration>,
+    mut players: Query<
+        (
+            Entity,
+            &MovementState<CharacterMovement>,
+            Option<&mut NextMove<CharacterMovement>>,
+        ),
+        With<AutonomousProxy>,
+    >,
+    mut commands: Commands,
+) {
+    let t = f64::from(timeline.tick().0) * tick.0.as_secs_f64();
+    let goal = if t % PERIOD < PERIOD / 2.0 {
+        EXPOSED
+    } else {
+        HIDDEN
+    };
+    for (entity, state, next) in &mut players {
+        let to = goal - state.0.feet;
+        let dir = Vec2::new(to.x, to.z);
+        let dir = if dir.length() < 0.2 {
+            Vec2::ZERO
+        } else {
+            dir.normalize()
+        };
+        let input = CharacterInput {
+            accel: quantize_accel(dir),
+            yaw: quantize_angle(0.0),
+            pitch: 0,
+            flags: 0,
+        };
+        match next {
+            Some(mut next) => next.0 = input,
+            None => {
+                commands
+                    .entity(entity)
+                    .insert(NextMove::<CharacterMovement>(input));
+            }
+        }
+    }
+}
+
+/// Runs `peeks` peeks under the conditions of `options` (its bots, clients, shooting and
+/// cheats aside) and measures them.
+pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, OptionError> {
+    let conditions = options.conditions()?;
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 2,
+        conditions,
+        seed: options.seed,
+        loss_burst: options.burst as f32,
+        ..default()
+    });
+    let movement = MovementSettings::<CharacterMovement>::default();
+    let input_buffer = movement.send_interval;
+    tb.add_plugins(RapierFixedPlugin::default())
+        .add_plugins(MovementPredictionPlugin::<CharacterMovement>::new(movement))
+        .add_plugins(ProxySmoothingPlugin {
+            settings: SmoothingSettings {
+                default_mode: options.smoothing,
+                ..default()
+            },
+        })
+        .add_plugins(CharacterProxyPlugin);
+    spawn_wall(tb.server_world_mut());
+    for i in 0..2 {
+        spawn_wall(tb.client_world_mut(i));
+        tb.client(i)
+            .init_resource::<Sight>()
+            .add_systems(PostUpdate, look.after(MovementPredictionSystems::Place));
+    }
+    tb.client(0).add_systems(
+        FixedUpdate,
+        peek_script.before(MovementPredictionSystems::Simulate),
+    );
+    if !tb.run_until(Duration::from_secs(10), |tb| tb.all_synced()) {
+        return Err(OptionError("the clients never connected".into()));
+    }
+    for (i, feet) in [HIDDEN, HOLDER].into_iter().enumerate() {
+        let owner = tb.server_link(i).expect("connected");
+        tb.server_world_mut().spawn((
+            MovementState::<CharacterMovement>(CharacterState { feet, ..default() }),
+            Replicate::to_clients(NetworkTarget::All),
+            ControlledBy {
+                owner,
+                lifetime: Lifetime::default(),
+            },
+        ));
+    }
+    tb.run_for(Duration::from_secs(3));
+    let mut seen = [false, false];
+    // Peeks count from a moment when neither sees the other.
+    let mut armed = false;
+    let mut peeker_saw: Option<f64> = None;
+    let mut advantages = Vec::new();
+    let mut delays = Vec::new();
+    let end = tb.now() + Duration::from_secs_f64(PERIOD * (peeks as f64 + 1.0));
+    while tb.now() < end && advantages.len() < peeks {
+        tb.step();
+        let now = tb.now().as_secs_f64();
+        let sees = [0, 1].map(|i| tb.client_world(i).resource::<Sight>().0);
+        armed |= !sees[0] && !sees[1];
+        if !armed {
+            seen = sees;
+            continue;
+        }
+        if sees[0] && !seen[0] {
+            peeker_saw = Some(now);
+        }
+        if sees[1]
+            && !seen[1]
+            && let Some(t) = peeker_saw.take()
+        {
+            advantages.push(now - t);
+            delays.push(
+                tb.client_world(1)
+                    .resource::<NetClock>()
+                    .interpolation_delay,
+            );
+        }
+        seen = sees;
+    }
+    let one_way = options.rtt_ms / 2.0;
+    let mut figures = PeekFigures {
+        peeks: advantages.len(),
+        advantage_ms: Stat::of(&advantages, 1000.0),
+        one_way_up_ms: one_way,
+        one_way_down_ms: one_way,
+        input_buffer_ms: input_buffer * 1000.0 / 2.0,
+        send_interval_ms: 1000.0 / options.update_rate_hz,
+        tick_wait_ms: 1000.0 / 60.0 / 2.0,
+        holder_delay_ms: delays.iter().sum::<f64>() / delays.len().max(1) as f64 * 1000.0,
+        parts_ms: 0.0,
+    };
+    figures.parts_ms = figures.one_way_up_ms
+        + figures.one_way_down_ms
+        + figures.input_buffer_ms
+        + figures.tick_wait_ms
+        + figures.holder_delay_ms;
+    Ok(figures)
+}
