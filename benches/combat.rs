@@ -288,18 +288,7 @@ fn main() {
                     .iter()
                     .map(|d| (request.origin, *d))
                     .collect();
-                let claims: Vec<ClaimedView> = request
-                    .claims
-                    .iter()
-                    .map(|c| ClaimedView {
-                        character: c.target,
-                        from: c.from,
-                        to: c.to,
-                        alpha: c.alpha,
-                        mode: c.mode,
-                        ease: c.ease,
-                    })
-                    .collect();
+                let claims: Vec<ClaimedView> = request.claims.iter().map(WireClaim::view).collect();
                 black_box(
                     rewind
                         .rays_as_seen(&rays, 200.0, request.view_time, Some(b.shooter), &claims)

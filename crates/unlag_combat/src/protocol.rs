@@ -27,6 +27,20 @@ pub struct WireClaim {
     pub hit: bool,
 }
 
+impl WireClaim {
+    /// The view it claims, as the rewind rebuilds it.
+    pub fn view(&self) -> unlag_rewind::ClaimedView {
+        unlag_rewind::ClaimedView {
+            character: self.target,
+            from: self.from,
+            to: self.to,
+            alpha: self.alpha,
+            mode: self.mode,
+            ease: self.ease,
+        }
+    }
+}
+
 /// Client → server, unreliable, sent [`FIRE_COPIES`](crate::FIRE_COPIES) times on
 /// consecutive frames: one shot. There is no damage field: the server takes damage
 /// from its own weapon table.

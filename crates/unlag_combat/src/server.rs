@@ -788,14 +788,7 @@ fn judge(
         if health.get(c.target).is_ok_and(|h| !h.alive()) {
             return Err(Rejection::BadTarget);
         }
-        let claim = ClaimedView {
-            character: c.target,
-            from: c.from,
-            to: c.to,
-            alpha: c.alpha,
-            mode: c.mode,
-            ease: c.ease,
-        };
+        let claim = c.view();
         // A blend between two states shows one moment: the shot's view time (Extrapolate
         // proxies are drawn at the present the client knows, up to a delay later). Poses held
         // on one state are left to the reconstruction's own bounds: with loss, a client may

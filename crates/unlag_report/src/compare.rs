@@ -12,7 +12,7 @@
 
 use bevy::prelude::*;
 use serde::Serialize;
-use unlag::combat::{ShotLog, Weapons};
+use unlag::combat::{ShotLog, Weapons, WireClaim};
 use unlag::core::projectile_prediction_time;
 use unlag::rewind::{ClaimedView, RewindQuery};
 
@@ -123,18 +123,7 @@ pub fn compare_validation(
                 })
             })
             .collect();
-        let claims: Vec<ClaimedView> = request
-            .claims
-            .iter()
-            .map(|c| ClaimedView {
-                character: c.target,
-                from: c.from,
-                to: c.to,
-                alpha: c.alpha,
-                mode: c.mode,
-                ease: c.ease,
-            })
-            .collect();
+        let claims: Vec<ClaimedView> = request.claims.iter().map(WireClaim::view).collect();
         let unlag =
             characters(rewind.rays_as_seen(&rays, range, request.view_time, shooter, &claims))
                 .into_iter()

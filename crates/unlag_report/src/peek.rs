@@ -142,14 +142,7 @@ fn peek_script(
             pitch: 0,
             flags: 0,
         };
-        match next {
-            Some(mut next) => next.0 = input,
-            None => {
-                commands
-                    .entity(entity)
-                    .insert(NextMove::<CharacterMovement>(input));
-            }
-        }
+        crate::arena::set_next_move(&mut commands, entity, next, input);
     }
 }
 
