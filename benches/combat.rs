@@ -283,11 +283,7 @@ fn main() {
         let start = Instant::now();
         for _ in 0..rounds {
             for request in &requests {
-                let rays: Vec<(Vec3, Vec3)> = request
-                    .directions
-                    .iter()
-                    .map(|d| (request.origin, *d))
-                    .collect();
+                let rays = request.rays();
                 let claims: Vec<ClaimedView> = request.claims.iter().map(WireClaim::view).collect();
                 black_box(
                     rewind
@@ -301,11 +297,7 @@ fn main() {
         let start = Instant::now();
         for _ in 0..rounds {
             for request in &requests {
-                let rays: Vec<(Vec3, Vec3)> = request
-                    .directions
-                    .iter()
-                    .map(|d| (request.origin, *d))
-                    .collect();
+                let rays = request.rays();
                 black_box(
                     rewind
                         .rays(&rays, 200.0, request.view_time, Some(b.shooter))

@@ -104,19 +104,8 @@ fn shoot(
         } else {
             -1.0
         };
-        let extent = match hit_box.shape {
-            unlag::rewind::HitShape::Cuboid { half_extents } => {
-                let r = global.rotation();
-                // The box's extent along `side`: the support distance.
-                (r * Vec3::X * half_extents.x).dot(side).abs()
-                    + (r * Vec3::Y * half_extents.y).dot(side).abs()
-                    + (r * Vec3::Z * half_extents.z).dot(side).abs()
-            }
-            unlag::rewind::HitShape::Capsule {
-                radius,
-                half_height,
-            } => radius + (global.rotation() * Vec3::Y * half_height).dot(side).abs(),
-        };
+        // The box's extent along `side`: its support distance.
+        let extent = hit_box.shape.extent_along(global.rotation(), side);
         centre + side * sign * (extent + 0.02)
     };
     let weapon = script.weapon;

@@ -66,6 +66,13 @@ pub struct FireRequest {
     pub claims: Vec<WireClaim>,
 }
 
+impl FireRequest {
+    /// Each pellet as a ray: (origin, direction).
+    pub fn rays(&self) -> Vec<(Vec3, Vec3)> {
+        self.directions.iter().map(|d| (self.origin, *d)).collect()
+    }
+}
+
 impl MapEntities for FireRequest {
     fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
         for c in &mut self.claims {

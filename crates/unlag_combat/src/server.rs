@@ -810,11 +810,7 @@ fn judge(
         }
         claims.push(claim);
     }
-    let rays: Vec<(Vec3, Vec3)> = request
-        .directions
-        .iter()
-        .map(|d| (request.origin, *d))
-        .collect();
+    let rays = request.rays();
     // Above the rewind cap the shot is judged against the present.
     let answers = if remote.rtt <= settings.max_rewind_ping {
         rewind.rays_as_seen(&rays, spec.range, request.view_time, Some(shooter), &claims)

@@ -11,7 +11,7 @@ use unlag::movement::{
     CharacterInput, CharacterMovement, MovementState, NextMove, Prediction, flags,
 };
 use unlag::net::AutonomousProxy;
-use unlag::rewind::{CROUCHED_BIT, HitBox, HitShape, UseHitBoxLayout};
+use unlag::rewind::{CROUCHED_BIT, HitBox, UseHitBoxLayout};
 use unlag::smoothing::{ProxyFlags, RenderedPose};
 
 /// Half the arena's side, metres: a floor of 60 m × 60 m closed by walls.
@@ -244,18 +244,7 @@ pub fn client_shoots(
         } else {
             -1.0
         };
-        let r = global.rotation();
-        let extent = match hit_box.shape {
-            HitShape::Cuboid { half_extents } => {
-                (r * Vec3::X * half_extents.x).dot(side).abs()
-                    + (r * Vec3::Y * half_extents.y).dot(side).abs()
-                    + (r * Vec3::Z * half_extents.z).dot(side).abs()
-            }
-            HitShape::Capsule {
-                radius,
-                half_height,
-            } => radius + (r * Vec3::Y * half_height).dot(side).abs(),
-        };
+        let extent = hit_box.shape.extent_along(global.rotation(), side);
         centre + side * sign * (extent + 0.02)
     };
     fire.write(FireCommand {

@@ -69,6 +69,22 @@ impl HitShape {
             } => half_height + radius,
         }
     }
+
+    /// How far the shape reaches from its centre along the unit vector `direction` when turned
+    /// by `rotation` (its support distance), metres.
+    pub fn extent_along(&self, rotation: Quat, direction: Vec3) -> f32 {
+        match *self {
+            HitShape::Cuboid { half_extents } => {
+                (rotation * Vec3::X * half_extents.x).dot(direction).abs()
+                    + (rotation * Vec3::Y * half_extents.y).dot(direction).abs()
+                    + (rotation * Vec3::Z * half_extents.z).dot(direction).abs()
+            }
+            HitShape::Capsule {
+                radius,
+                half_height,
+            } => radius + (rotation * Vec3::Y * half_height).dot(direction).abs(),
+        }
+    }
 }
 
 /// A hit box: put it on a child entity of a character, with a `Transform` relative to it.
