@@ -65,6 +65,16 @@ fn a_short_match_reports_every_figure_honestly() {
     let c = &report.server_cost;
     assert!(c.movement_us.count >= 590, "{c:?}");
     assert!(c.movement_us.mean > 0.0 && c.record_us.mean > 0.0 && c.combat_us.mean > 0.0);
+    assert!(c.proxy_states_us.mean > 0.0 && c.receive_us.mean > 0.0 && c.send_us.mean > 0.0);
+    // The whole update holds every part (each tick's bucket is one or more whole updates).
+    let parts = c.movement_us.mean
+        + c.record_us.mean
+        + c.combat_us.mean
+        + c.proxy_states_us.mean
+        + c.receive_us.mean
+        + c.send_us.mean;
+    assert!(c.total_us.mean > parts, "{c:?}");
+    assert_eq!(c.total_us.count, c.movement_us.count);
     assert!(report.simulated_per_wall_second > 0.0);
     // Peeker's advantage: measured peeks, explained by their parts (jitter makes it vary).
     assert_eq!(report.peek.peeks, 6);

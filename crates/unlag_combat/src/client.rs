@@ -1,7 +1,8 @@
 //! The client side: shots fired at once against what is on screen, predicted ammo, results.
 
 use crate::protocol::{
-    CosmeticFire, FireRequest, FireResult, Rejection, ReloadDone, ReloadRequest, WireClaim,
+    CosmeticFire, CosmeticFires, FireRequest, FireResult, Rejection, ReloadDone, ReloadRequest,
+    WireClaim,
 };
 use crate::server::shot_directions;
 use crate::{ConfirmedHit, Weapons};
@@ -432,7 +433,7 @@ pub(crate) fn receive_results(
     armory: Option<ResMut<Armory>>,
     mut results: Query<&mut MessageReceiver<FireResult>, With<Client>>,
     mut reloads: Query<&mut MessageReceiver<ReloadDone>, With<Client>>,
-    mut echoes: Query<&mut MessageReceiver<CosmeticFire>, With<Client>>,
+    mut echoes: Query<&mut MessageReceiver<CosmeticFires>, With<Client>>,
     mut confirmed: MessageWriter<ShotConfirmed>,
     mut remote: MessageWriter<RemoteFire>,
 ) {
@@ -464,8 +465,8 @@ pub(crate) fn receive_results(
         }
     }
     for mut receiver in &mut echoes {
-        for echo in receiver.receive() {
-            remote.write(RemoteFire(echo));
+        for batch in receiver.receive() {
+            remote.write_batch(batch.shots.into_iter().map(RemoteFire));
         }
     }
 }

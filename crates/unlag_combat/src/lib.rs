@@ -15,7 +15,8 @@
 //!    rebuilt exactly as the shooter saw them — or against current poses when the shooter's
 //!    ping is above the rewind cap; damage comes from the server's own [`WeaponTable`], summed
 //!    per target; [`Health`] drops and [`Damaged`] / [`Killed`] messages go to the game. The
-//!    shooter gets a [`FireResult`], everyone else a [`CosmeticFire`].
+//!    shooter gets a [`FireResult`], everyone else the shot in a [`CosmeticFires`]
+//!    batch.
 //! 3. **Client**: the result settles the predicted ammo and comes out as a [`ShotConfirmed`]
 //!    message (server-confirmed hit markers).
 //!
@@ -39,8 +40,8 @@ pub use client::{
 };
 pub use projectile::{ClientProjectile, OwnProjectiles, Projectile, ProjectileExploded};
 pub use protocol::{
-    ConfirmedHit, CosmeticFire, FireRequest, FireResult, ProjectileImpact, ProjectileLaunched,
-    Rejection, ReloadDone, ReloadRequest, WireClaim,
+    COSMETIC_BATCH, ConfirmedHit, CosmeticFire, CosmeticFires, FireRequest, FireResult,
+    ProjectileImpact, ProjectileLaunched, Rejection, ReloadDone, ReloadRequest, WireClaim,
 };
 pub use server::{
     CombatStats, Damaged, Health, Killed, LoggedShot, ServerArmory, ShotJudge, ShotLog,
@@ -181,7 +182,7 @@ impl Plugin for CombatPlugin {
             .init_resource::<OwnProjectiles>()
             .add_net_message_mapped::<FireRequest>(NetDirection::ClientToServer)
             .add_net_message_mapped::<FireResult>(NetDirection::ServerToClient)
-            .add_net_message_mapped::<CosmeticFire>(NetDirection::ServerToClient)
+            .add_net_message_mapped::<CosmeticFires>(NetDirection::ServerToClient)
             .add_net_message_mapped::<ProjectileLaunched>(NetDirection::ServerToClient)
             .add_net_message_mapped::<ProjectileImpact>(NetDirection::ServerToClient)
             .add_net_message::<ReloadRequest>(NetDirection::ClientToServer)

@@ -131,7 +131,9 @@ pub(crate) fn fly_projectiles(
     mut health: Query<&mut Health>,
     mut damaged: MessageWriter<Damaged>,
     mut killed: MessageWriter<Killed>,
+    work: Option<Res<unlag_net::ServerWork>>,
 ) {
+    let _work = work.as_deref().map(|w| w.time(unlag_net::WorkPart::Shots));
     let Some(table) = &weapons.table else {
         return;
     };

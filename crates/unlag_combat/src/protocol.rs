@@ -161,7 +161,7 @@ impl MapEntities for FireResult {
     }
 }
 
-/// Server → every other client, unreliable: someone fired (for effects only).
+/// Someone else's shot, for effects only (sent in [`CosmeticFires`]).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct CosmeticFire {
     /// The shooter (mapped to the client's proxy on the way).
@@ -170,13 +170,35 @@ pub struct CosmeticFire {
     pub weapon: u8,
     /// Where the shot started, metres.
     pub origin: Vec3,
-    /// Where each pellet stopped (at a hit, the world or the range), metres.
-    pub ends: Vec<Vec3>,
+    /// Where each pellet stopped (at a hit, the world or the range), metres. Shared: the
+    /// server sends the same shot to every other client.
+    pub ends: std::sync::Arc<[Vec3]>,
 }
 
 impl MapEntities for CosmeticFire {
     fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
         self.shooter = mapper.get_mapped(self.shooter);
+    }
+}
+
+/// Most shots in one [`CosmeticFires`] message (a frame with more sends several), so a message
+/// stays within about one packet.
+pub const COSMETIC_BATCH: usize = 16;
+
+/// Server → every other client, unreliable: the shots others fired in one server frame (at most
+/// [`COSMETIC_BATCH`]), batched so a busy server sends each client one message a frame instead
+/// of one per shot.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct CosmeticFires {
+    /// The shots.
+    pub shots: Vec<CosmeticFire>,
+}
+
+impl MapEntities for CosmeticFires {
+    fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
+        for shot in &mut self.shots {
+            shot.map_entities(mapper);
+        }
     }
 }
 

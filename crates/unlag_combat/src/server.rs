@@ -2,7 +2,8 @@
 
 use crate::projectile::Projectile;
 use crate::protocol::{
-    ConfirmedHit, CosmeticFire, FireRequest, FireResult, Rejection, ReloadDone, ReloadRequest,
+    COSMETIC_BATCH, ConfirmedHit, CosmeticFire, CosmeticFires, FireRequest, FireResult, Rejection,
+    ReloadDone, ReloadRequest,
 };
 use crate::{CombatSettings, WeaponKind, WeaponSpec, Weapons};
 use bevy::ecs::system::SystemParam;
@@ -201,7 +202,9 @@ pub(crate) fn reloads(
     clocks: Query<&RemoteClientClock, With<ClientOf>>,
     mut done: Query<&mut MessageSender<ReloadDone>, With<ClientOf>>,
     mut armories: Query<(&ControlledBy, &mut ServerArmory)>,
+    work: Option<Res<unlag_net::ServerWork>>,
 ) {
+    let _work = work.as_deref().map(|w| w.time(unlag_net::WorkPart::Shots));
     let Some(table) = &weapons.table else {
         return;
     };
@@ -530,13 +533,15 @@ pub(crate) fn judge_shots(
         ),
         With<ClientOf>,
     >,
-    mut echo: Query<(Entity, &mut MessageSender<CosmeticFire>), With<ClientOf>>,
+    mut echo: Query<(Entity, &mut MessageSender<CosmeticFires>), With<ClientOf>>,
     mut shooters: Query<(Entity, &ControlledBy, &mut ServerArmory, &Transform)>,
     mut judge: ParamSet<(ShotJudge, Query<&mut Health>)>,
     mut damaged: MessageWriter<Damaged>,
     mut killed: MessageWriter<Killed>,
     mut log: Option<ResMut<ShotLog>>,
+    work: Option<Res<unlag_net::ServerWork>>,
 ) {
+    let _work = work.as_deref().map(|w| w.time(unlag_net::WorkPart::Shots));
     if weapons.table.is_none() {
         return;
     }
@@ -655,7 +660,7 @@ pub(crate) fn judge_shots(
                             shooter,
                             weapon: request.weapon,
                             origin: request.origin,
-                            ends,
+                            ends: ends.into(),
                         },
                     ));
                     Ok(confirmed)
@@ -673,12 +678,19 @@ pub(crate) fn judge_shots(
             );
         }
     }
-    // Everyone but the shooter sees the shot (effects only).
-    for (from, fire) in echoes {
-        for (link, mut sender) in &mut echo {
-            if link != from {
-                sender.send::<UnreliableChannel>(fire.clone());
-            }
+    // Everyone but the shooter sees the shot (effects only): one batch per client per frame.
+    if echoes.is_empty() {
+        return;
+    }
+    for (link, mut sender) in &mut echo {
+        let mut others = echoes.iter().filter(|(from, _)| *from != link).peekable();
+        while others.peek().is_some() {
+            let shots: Vec<CosmeticFire> = others
+                .by_ref()
+                .take(COSMETIC_BATCH)
+                .map(|(_, fire)| fire.clone())
+                .collect();
+            sender.send::<UnreliableChannel>(CosmeticFires { shots });
         }
     }
 }

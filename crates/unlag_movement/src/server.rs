@@ -159,7 +159,11 @@ pub(crate) fn process_moves<M: MovementModel>(
         &mut ServerMovement<M>,
         Option<&RapierColliderHandle>,
     )>,
+    work: Option<Res<unlag_net::ServerWork>>,
 ) {
+    let _work = work
+        .as_deref()
+        .map(|w| w.time(unlag_net::WorkPart::Movement));
     let now = clock.server_time;
     // One character of this model per client: the one its link controls.
     let by_owner: HashMap<Entity, Entity> =
@@ -446,7 +450,11 @@ pub(crate) fn send_acks<M: MovementModel>(
         &mut ServerMovement<M>,
         &ControlledBy,
     )>,
+    work: Option<Res<unlag_net::ServerWork>>,
 ) {
+    let _work = work
+        .as_deref()
+        .map(|w| w.time(unlag_net::WorkPart::Movement));
     let now = clock.server_time;
     for (entity, state, mut server, controlled) in &mut characters {
         let Ok((mut sender, mut traffic, remote)) = links.get_mut(controlled.owner) else {

@@ -11,6 +11,7 @@ mod ping;
 mod protocol;
 mod roles;
 mod time_source;
+mod work;
 
 #[cfg(feature = "cheats")]
 pub use clock::NetCheats;
@@ -32,6 +33,7 @@ pub use protocol::{
 pub use roles::{Authority, AutonomousProxy, SimulatedProxy};
 pub use time_source::{NetTimeSource, lightyear_clock_is_mocked, real_elapsed, with_net_clock_at};
 pub use unlag_core::{ConditionsError, DelayPolicy, HighPingSettings, LinkConditions};
+pub use work::{ServerWork, WorkPart, WorkTimer};
 
 use bevy::ecs::schedule::common_conditions::any_with_component;
 use bevy::prelude::*;
@@ -117,6 +119,7 @@ impl Plugin for UnlagNetPlugin {
         app.insert_resource(self.time_source)
             .init_resource::<NetConditions>()
             .init_resource::<NetClock>()
+            .init_resource::<ServerWork>()
             .init_resource::<protocol::NetProtocol>()
             .insert_resource(PingMonitor::new(self.high_ping))
             .insert_resource(clock::ClientClockState::new(self.delay_policy))

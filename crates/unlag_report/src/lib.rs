@@ -55,8 +55,8 @@ use unlag::movement::{
     CharacterMovement, CharacterState, CorrectionApplied, MovementPredictionPlugin,
     MovementPredictionSystems, MovementState, MovementStats,
 };
-use unlag::net::NetClock;
-use unlag::rewind::{FrameHistory, LagCompensationPlugin, RewindSystems, UseHitBoxLayout};
+use unlag::net::{NetClock, ServerWork, WorkPart};
+use unlag::rewind::{FrameHistory, LagCompensationPlugin, UseHitBoxLayout};
 use unlag::smoothing::{
     ProxyFlags, ProxySmoothingPlugin, RenderedPose, SmoothedProxy, SmoothingSettings,
 };
@@ -167,7 +167,7 @@ pub struct Projectiles {
     pub splash_hits: u64,
 }
 
-/// Wall-clock microseconds per server tick, by part.
+/// Wall-clock microseconds per server tick, by part (this machine, this build).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ServerCost {
     /// Checking clients' moves (movement validation, corrections).
@@ -176,6 +176,15 @@ pub struct ServerCost {
     pub record_us: Stat,
     /// Judging shots (checks and rewinds) and flying projectiles.
     pub combat_us: Stat,
+    /// Sampling the proxies and building the state updates due to each client.
+    pub proxy_states_us: Stat,
+    /// The `PreUpdate` schedule: lightyear's transport and replication taking in what arrived
+    /// (and the plugins' receiving systems).
+    pub receive_us: Stat,
+    /// The `PostUpdate` schedule: replication out, lightyear's messages and transport.
+    pub send_us: Stat,
+    /// The whole server update, every schedule from `First` to `Last`.
+    pub total_us: Stat,
 }
 
 /// Every figure of a match.
@@ -262,13 +271,26 @@ fn keep(
         }));
 }
 
+/// Parts of the server's tick the [`Stopwatch`] times, in [`ServerCost`]'s order; the first
+/// four are [`WorkPart::ALL`].
+const PARTS: usize = 7;
+const MOVEMENT: usize = 0;
+const RECORD: usize = 1;
+const COMBAT: usize = 2;
+const PROXY_STATES: usize = 3;
+const RECEIVE: usize = 4;
+const SEND: usize = 5;
+const TOTAL: usize = 6;
+
 /// Server: wall-clock time spent in each measured part during the current tick.
 #[derive(Resource, Default)]
 struct Stopwatch {
-    started: [Option<Instant>; 3],
-    current: [f64; 3],
-    ticks: Vec<[f64; 3]>,
+    started: [Option<Instant>; PARTS],
+    current: [f64; PARTS],
+    ticks: Vec<[f64; PARTS]>,
     last_tick: Option<u32>,
+    /// [`ServerWork`]'s totals when the last bucket closed.
+    work_seen: [Duration; 4],
     measuring: bool,
 }
 
@@ -282,17 +304,100 @@ fn stop<const PART: usize>(mut watch: ResMut<Stopwatch>) {
     }
 }
 
-/// `Last` on the server: closes the tick's bucket when the tick moved on.
-fn close_tick(timeline: Res<LocalTimeline>, mut watch: ResMut<Stopwatch>) {
+/// Closes the tick's bucket when the tick moved on (the last system of a server update). The
+/// plugins' own parts come from [`ServerWork`], which their systems keep.
+fn close_tick(timeline: Res<LocalTimeline>, work: Res<ServerWork>, mut watch: ResMut<Stopwatch>) {
     let tick = timeline.tick().0;
     if watch.last_tick != Some(tick) {
+        for (k, part) in WorkPart::ALL.into_iter().enumerate() {
+            let total = work.total(part);
+            watch.current[k] = (total - watch.work_seen[k]).as_secs_f64() * 1e6;
+            watch.work_seen[k] = total;
+        }
         if watch.measuring && watch.last_tick.is_some() {
             let bucket = watch.current;
             watch.ticks.push(bucket);
         }
-        watch.current = [0.0; 3];
+        watch.current = [0.0; PARTS];
         watch.last_tick = Some(tick);
     }
+}
+
+/// Schedules the server runs around its main ones, only to time them.
+#[derive(bevy::ecs::schedule::ScheduleLabel, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Mark {
+    /// Before `First`.
+    Start,
+    /// Before `PreUpdate`.
+    Receive,
+    /// After `PreUpdate`.
+    Received,
+    /// Before `PostUpdate`.
+    Send,
+    /// After `PostUpdate`.
+    Sent,
+    /// After `Last`.
+    End,
+}
+
+/// Times the server's parts per tick (see [`ServerCost`]).
+fn add_stopwatch(server: &mut App) {
+    server.init_resource::<Stopwatch>();
+    for mark in [
+        Mark::Start,
+        Mark::Receive,
+        Mark::Received,
+        Mark::Send,
+        Mark::Sent,
+        Mark::End,
+    ] {
+        server.init_schedule(mark);
+    }
+    {
+        let mut order = server
+            .world_mut()
+            .resource_mut::<bevy::app::MainScheduleOrder>();
+        order.insert_before(First, Mark::Start);
+        order.insert_before(PreUpdate, Mark::Receive);
+        order.insert_after(PreUpdate, Mark::Received);
+        order.insert_before(PostUpdate, Mark::Send);
+        order.insert_after(PostUpdate, Mark::Sent);
+        order.insert_after(Last, Mark::End);
+    }
+    server
+        .add_systems(Mark::Start, start::<TOTAL>)
+        .add_systems(Mark::Receive, start::<RECEIVE>)
+        .add_systems(Mark::Received, stop::<RECEIVE>)
+        .add_systems(Mark::Send, start::<SEND>)
+        .add_systems(Mark::Sent, stop::<SEND>)
+        .add_systems(Mark::End, (stop::<TOTAL>, close_tick).chain());
+}
+
+/// The server's cost per tick over the ticks measured since the match started measuring (or
+/// since [`reset_server_cost`]).
+pub fn server_cost(tb: &Testbed) -> ServerCost {
+    let watch = tb.server_world().resource::<Stopwatch>();
+    let part = |k: usize| -> Stat {
+        let samples: Vec<f64> = watch.ticks.iter().map(|t| t[k]).collect();
+        Stat::of(&samples, 1.0)
+    };
+    ServerCost {
+        movement_us: part(MOVEMENT),
+        record_us: part(RECORD),
+        combat_us: part(COMBAT),
+        proxy_states_us: part(PROXY_STATES),
+        receive_us: part(RECEIVE),
+        send_us: part(SEND),
+        total_us: part(TOTAL),
+    }
+}
+
+/// Forgets the server cost measured so far.
+pub fn reset_server_cost(tb: &mut Testbed) {
+    tb.server_world_mut()
+        .resource_mut::<Stopwatch>()
+        .ticks
+        .clear();
 }
 
 /// Per-frame proxy figures, gathered by the runner.
@@ -347,15 +452,38 @@ impl ProxySamples {
     }
 }
 
-/// Runs the match of `options` and measures it; `progress` hears the share done (0–1) now
-/// and then.
-pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Report, OptionError> {
+/// How fast a match runs: frames per second of every App, and how often clients shoot.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pace {
+    /// Frames per second of the server and the clients (the tick rate is 60 Hz).
+    pub frame_rate_hz: f64,
+    /// Frames between two shots of one client (clients take turns: client `i` starts `7 × i`
+    /// frames in).
+    pub fire_every: u64,
+}
+
+impl Default for Pace {
+    /// The report's pace: 240 fps, a shot every 36 frames (6.7 shots/s per client).
+    fn default() -> Self {
+        Self {
+            frame_rate_hz: 240.0,
+            fire_every: 36,
+        }
+    }
+}
+
+/// Builds the match of `options` at `pace`, connects every client, spawns the characters and
+/// bots, plays the warm-up and sets the scripts running: from the returned testbed's next step
+/// on, the server's cost per tick is measured (see [`server_cost`]). Any number of clients
+/// may be asked for here (the option's range is the report's).
+pub fn start_match(options: &ReportOptions, pace: Pace) -> Result<Testbed, OptionError> {
     let conditions = options.conditions()?;
     let mut tb = Testbed::new(TestbedConfig {
         clients: options.clients,
         conditions,
         seed: options.seed,
         loss_burst: options.burst as f32,
+        frame_rate_hz: pace.frame_rate_hz,
         ..default()
     });
     tb.server().add_plugins(asset_plugin());
@@ -378,26 +506,8 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
             },
         })
         .add_plugins(CharacterProxyPlugin);
-    tb.server()
-        .init_resource::<Stopwatch>()
-        .add_systems(FixedUpdate, drive_bots)
-        .add_systems(
-            Update,
-            (
-                start::<0>.before(MovementPredictionSystems::Check),
-                stop::<0>.after(MovementPredictionSystems::Check),
-                start::<2>.before(unlag::combat::CombatSystems::Server),
-                stop::<2>.after(unlag::combat::CombatSystems::Server),
-            ),
-        )
-        .add_systems(
-            FixedPostUpdate,
-            (
-                start::<1>.before(RewindSystems::Record),
-                stop::<1>.after(RewindSystems::Record),
-            ),
-        )
-        .add_systems(Last, close_tick);
+    tb.server().add_systems(FixedUpdate, drive_bots);
+    add_stopwatch(tb.server());
     if options.compare_validation {
         tb.server()
             .init_resource::<unlag::combat::ShotLog>()
@@ -481,7 +591,7 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
         tb.client(i).insert_resource(ClientScript {
             rng: SplitMix64::new(options.seed.wrapping_mul(31).wrapping_add(i as u64)),
             frame: i as u64 * 7,
-            every: 36,
+            every: pace.fire_every,
             weapons: [rifle, shotgun, launcher],
             running: true,
             shoots: !(i == 0
@@ -507,6 +617,13 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
         *tb.client_world_mut(i).resource_mut::<MovementStats>() = default();
         *tb.client_world_mut(i).resource_mut::<Ledger>() = default();
     }
+    Ok(tb)
+}
+
+/// Runs the match of `options` and measures it; `progress` hears the share done (0–1) now
+/// and then.
+pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Report, OptionError> {
+    let mut tb = start_match(options, Pace::default())?;
     let mut proxies = ProxySamples::default();
     let wall = Instant::now();
     let frame = tb.frame().as_secs_f64();
@@ -638,13 +755,7 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
         }
     }
     // Server.
-    let watch = tb.server_world().resource::<Stopwatch>();
-    let part = |k: usize| -> Vec<f64> { watch.ticks.iter().map(|t| t[k]).collect() };
-    report.server_cost = ServerCost {
-        movement_us: Stat::of(&part(0), 1.0),
-        record_us: Stat::of(&part(1), 1.0),
-        combat_us: Stat::of(&part(2), 1.0),
-    };
+    report.server_cost = server_cost(&tb);
     // The peeks run a match of their own, after this one.
     drop(tb);
     report.peek = peek::measure(options, PEEKS)?;
@@ -918,6 +1029,21 @@ impl Report {
         row(
             "server µs per tick: shots and rewinds (mean, p99)",
             format!("{:.1}, {:.1}", c.combat_us.mean, c.combat_us.p99),
+        );
+        row(
+            "server µs per tick: proxy states (mean, p99)",
+            format!(
+                "{:.1}, {:.1}",
+                c.proxy_states_us.mean, c.proxy_states_us.p99
+            ),
+        );
+        row(
+            "server µs per tick: receiving, sending (means)",
+            format!("{:.1}, {:.1}", c.receive_us.mean, c.send_us.mean),
+        );
+        row(
+            "server µs per tick: whole update (mean, p99)",
+            format!("{:.1}, {:.1}", c.total_us.mean, c.total_us.p99),
         );
         for m in &self.validation {
             row(

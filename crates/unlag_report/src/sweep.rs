@@ -144,6 +144,11 @@ pub fn figures(report: &Report) -> Vec<(&'static str, &'static str, f64)> {
             report.server_cost.combat_us.mean,
         ),
         (
+            "server_total",
+            "server µs per tick: whole update",
+            report.server_cost.total_us.mean,
+        ),
+        (
             "speed",
             "simulated seconds per wall second",
             report.simulated_per_wall_second,

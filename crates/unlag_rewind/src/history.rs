@@ -333,6 +333,7 @@ pub(crate) fn start_histories(
 }
 
 /// Appends this tick's poses and rebuilds the broad phase.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn record_frames(
     settings: Res<RewindSettings>,
     timeline: Res<LocalTimeline>,
@@ -341,7 +342,11 @@ pub(crate) fn record_frames(
     mut stats: ResMut<RewindStats>,
     mut characters: Query<(Entity, &Transform, &mut FrameHistory)>,
     boxes: Query<&Transform, With<HitBox>>,
+    work: Option<Res<unlag_net::ServerWork>>,
 ) {
+    let _work = work
+        .as_deref()
+        .map(|w| w.time(unlag_net::WorkPart::Recording));
     let time = f64::from(timeline.tick().0) * tick.0.as_secs_f64();
     let mut refused = 0;
     for (_, root, mut history) in &mut characters {

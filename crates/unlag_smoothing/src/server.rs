@@ -102,7 +102,11 @@ pub(crate) fn sample_proxies(
         ),
         With<SmoothedProxy>,
     >,
+    work: Option<Res<unlag_net::ServerWork>>,
 ) {
+    let _work = work
+        .as_deref()
+        .map(|w| w.time(unlag_net::WorkPart::ProxyStates));
     let now = timeline.tick().0;
     let dt = tick.0.as_secs_f32();
     for (entity, transform, sampler, teleported) in &mut proxies {
@@ -155,7 +159,11 @@ pub(crate) fn send_due(
         (Entity, &mut MessageSender<ProxyUpdates>, &mut LinkTraffic),
         (With<ClientOf>, With<Connected>),
     >,
+    work: Option<Res<unlag_net::ServerWork>>,
 ) {
+    let _work = work
+        .as_deref()
+        .map(|w| w.time(unlag_net::WorkPart::ProxyStates));
     let now_tick = timeline.tick().0;
     let now = f64::from(now_tick) * tick.0.as_secs_f64();
     let mut due: Vec<(WireProxyState, Option<Entity>)> = Vec::new();

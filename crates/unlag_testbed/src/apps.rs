@@ -16,6 +16,8 @@ use crate::{PRIVATE_KEY, PROTOCOL_ID};
 pub struct NetApps {
     pub(crate) server: App,
     pub(crate) clients: Vec<App>,
+    /// Wall-clock time spent updating the server App so far.
+    pub(crate) server_busy: Duration,
 }
 
 impl NetApps {
@@ -70,6 +72,12 @@ impl NetApps {
         crate::measure::server_time(self.server.world())
     }
 
+    /// Wall-clock time spent in the server App's updates since the Apps were built (this
+    /// machine, this build): what a server process would spend, the clients' work apart.
+    pub fn server_update_time(&self) -> Duration {
+        self.server_busy
+    }
+
     /// Finishes building every App (as `App::run` would) so they can be updated by hand.
     pub(crate) fn finish_all(&mut self) {
         for app in std::iter::once(&mut self.server).chain(self.clients.iter_mut()) {
@@ -79,9 +87,11 @@ impl NetApps {
 
     /// Updates the server, then every client in order, with lightyear's clock at `now`.
     pub(crate) fn update_all(&mut self, now: Duration) {
-        let (server, clients) = (&mut self.server, &mut self.clients);
+        let (server, clients, busy) = (&mut self.server, &mut self.clients, &mut self.server_busy);
         with_net_clock_at(now, || {
+            let started = std::time::Instant::now();
             server.update();
+            *busy += started.elapsed();
             for client in clients.iter_mut() {
                 client.update();
             }

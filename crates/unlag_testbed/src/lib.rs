@@ -149,7 +149,11 @@ impl Testbed {
             _turn: exclusive::SimulationTurn::take(),
             measures: vec![measure::Recorder::default(); config.clients],
             config,
-            apps: NetApps { server, clients },
+            apps: NetApps {
+                server,
+                clients,
+                server_busy: Duration::ZERO,
+            },
             server_entity: None,
             client_entities: Vec::new(),
             server_links: Vec::new(),

@@ -135,7 +135,11 @@ impl UdpSession {
             clients.push(app);
         }
         Self {
-            apps: NetApps { server, clients },
+            apps: NetApps {
+                server,
+                clients,
+                server_busy: Duration::ZERO,
+            },
             server_addr,
             frame: Duration::from_secs_f64(1.0 / config.frame_rate_hz),
             next_frame: real_elapsed(),

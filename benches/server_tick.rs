@@ -1,0 +1,142 @@
+//! Server capacity: one server tick with 16, 64, 128 and 256 connected players.
+//!
+//! Each player is a real client App on the testbed (lightyear over crossbeam, 100 ms RTT,
+//! 5 ms jitter, no loss), predicting its character through the arena of the `report` example
+//! and firing at the proxies it draws every 10 ticks, the clients taking turns, so 10 % of
+//! the players fire in each tick (rifle 80 %, shotgun 10 %, launcher 10 %; a player whose
+//! magazine is empty reloads instead). Every App runs at 60 frames per second, one tick per
+//! frame. Only the server App's update is timed (the clients' work is not the server's).
+//!
+//! - Printed first, per player count, over 120 ticks: µs per tick (mean and p99) of the whole
+//!   server update and of its parts — movement validation (`MovementPredictionSystems::Check`),
+//!   history recording (`RewindSystems::Record`), shots and rewinds
+//!   (`CombatSystems::Server`), proxy states (`ProxySmoothingSystems::Send`), and the
+//!   `PreUpdate` and `PostUpdate` schedules (lightyear's transport and replication in and out:
+//!   the transport, measured apart) — and the shots judged per tick.
+//! - criterion `server_tick/N`: the whole server update per tick.
+//!
+//! The goal: 256 players within 4 ms per tick on one core of the 2-core test machine.
+//! Run as a test (`cargo test`), it plays 8 players for a few ticks; `cargo bench --bench
+//! server_tick -- '64|256'` plays only the counts given.
+
+// criterion's macros generate undocumented functions.
+#![allow(missing_docs)]
+
+use criterion::{BenchmarkId, Criterion, SamplingMode};
+use std::time::Duration;
+use unlag::combat::CombatStats;
+use unlag::movement::MovementStats;
+use unlag::smoothing::SmoothingMode;
+use unlag_report::{Pace, ReportOptions, reset_server_cost, server_cost, start_match};
+use unlag_testbed::Testbed;
+
+/// Ticks between two shots of one player.
+const FIRE_EVERY: u64 = 10;
+
+fn players(n: usize) -> Testbed {
+    let options = ReportOptions {
+        bots: 0,
+        clients: n,
+        rtt_ms: 100.0,
+        jitter_ms: 5.0,
+        loss_percent: 0.0,
+        update_rate_hz: 20.0,
+        smoothing: SmoothingMode::Hermite,
+        seed: 1,
+        ..Default::default()
+    };
+    let pace = Pace {
+        frame_rate_hz: 60.0,
+        fire_every: FIRE_EVERY,
+    };
+    start_match(&options, pace).unwrap_or_else(|e| panic!("{n} players: {e}"))
+}
+
+fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    // `cargo bench --bench server_tick -- '64|256'` plays only those counts (criterion reads
+    // the same argument as its filter).
+    let asked: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .flat_map(|a| {
+            a.split('|')
+                .filter_map(|n| n.parse().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let counts: Vec<usize> = match (bench, asked.is_empty()) {
+        (false, _) => vec![8],
+        (true, true) => vec![16, 64, 128, 256],
+        (true, false) => asked,
+    };
+    let ticks = if bench { 120 } else { 12 };
+    let mut criterion = Criterion::default().configure_from_args();
+    println!();
+    println!("server µs per tick (mean / p99 over {ticks} ticks; this machine, this build)");
+    println!(
+        "{:>7} {:>15} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {:>7}",
+        "players",
+        "whole update",
+        "movement",
+        "recording",
+        "shots",
+        "proxy states",
+        "receive",
+        "send",
+        "shots/t"
+    );
+    for &n in &counts {
+        let mut tb = players(n);
+        reset_server_cost(&mut tb);
+        let accepted = tb.server_world().resource::<CombatStats>().accepted;
+        for _ in 0..ticks {
+            tb.step();
+        }
+        let cost = server_cost(&tb);
+        let stats = tb.server_world().resource::<CombatStats>();
+        let shots = (stats.accepted - accepted) as f64 / ticks as f64;
+        // Honest players: nothing refused, no move rejected.
+        assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
+        assert_eq!(
+            tb.server_world()
+                .resource::<MovementStats>()
+                .rejected_total(),
+            0
+        );
+        let cell = |s: &unlag_report::Stat| format!("{:.0} / {:.0}", s.mean, s.p99);
+        println!(
+            "{n:>7} {:>15} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {shots:>7.1}",
+            cell(&cost.total_us),
+            cell(&cost.movement_us),
+            cell(&cost.record_us),
+            cell(&cost.combat_us),
+            cell(&cost.proxy_states_us),
+            cell(&cost.receive_us),
+            cell(&cost.send_us),
+        );
+        // A tenth of the players fire in each tick.
+        if bench {
+            assert!(shots > 0.05 * n as f64, "{shots} shots per tick");
+        }
+
+        let mut group = criterion.benchmark_group("server_tick");
+        group
+            .sampling_mode(SamplingMode::Flat)
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(50))
+            .measurement_time(Duration::from_millis(200));
+        group.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter_custom(|iters| {
+                let before = tb.server_update_time();
+                for _ in 0..iters {
+                    tb.step();
+                }
+                tb.server_update_time() - before
+            })
+        });
+        group.finish();
+    }
+    println!();
+    criterion.final_summary();
+}
