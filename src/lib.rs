@@ -46,6 +46,12 @@ pub mod rewind {
     pub use unlag_rewind::*;
 }
 
+/// Diagnostics (the net graph): see [`unlag_diagnostics`].
+#[cfg(feature = "diagnostics")]
+pub mod diagnostics {
+    pub use unlag_diagnostics::*;
+}
+
 /// Pure numerics shared by the plugins: see [`unlag_core`].
 pub mod core {
     pub use unlag_core::*;

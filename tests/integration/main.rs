@@ -2,6 +2,7 @@
 //! One module per plugin.
 
 mod combat;
+mod diagnostics;
 mod movement;
 mod net;
 mod report;

@@ -45,7 +45,7 @@ fn arena(mut commands: Commands) {
 /// What every App gets: transforms, rapier in the fixed schedule, the arena, and movement
 /// prediction of characters.
 #[derive(Clone)]
-struct MovementTestPlugin {
+pub(crate) struct MovementTestPlugin {
     settings: MovementSettings<CharacterMovement>,
     level: fn(Commands),
 }
@@ -176,7 +176,7 @@ fn count_events(mut reader: MessageReader<MovementEvent>, mut count: ResMut<Even
 }
 
 /// A testbed whose clients each get a scripted character, spawned by the server.
-fn movement_testbed<P>(
+pub(crate) fn movement_testbed<P>(
     clients: usize,
     conditions: LinkConditions,
     plugin: impl bevy::app::Plugins<P> + Clone,
@@ -325,7 +325,7 @@ fn set_script(tb: &mut Testbed, i: usize, input: fn(u32) -> CharacterInput) {
 }
 
 /// The server entity of client `i`'s character.
-fn character_of(tb: &mut Testbed, i: usize) -> Entity {
+pub(crate) fn character_of(tb: &mut Testbed, i: usize) -> Entity {
     let owner = tb.server_link(i).unwrap();
     let world = tb.server_world_mut();
     let mut q = world.query::<(Entity, &ControlledBy)>();
