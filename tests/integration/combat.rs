@@ -779,6 +779,34 @@ fn above_the_rewind_cap_shots_are_judged_against_the_present() {
 }
 
 #[test]
+fn rewinding_can_be_switched_off_and_on_in_a_running_match() {
+    let mut tb = combat_testbed(100, default(), 3, 1e9, client_scripts);
+    start_script(&mut tb, 30);
+    tb.run_for(Duration::from_secs(3));
+    let stats = |tb: &Testbed| tb.server_world().resource::<CombatStats>().clone();
+    let on = stats(&tb);
+    assert!(on.accepted >= 5, "{on:?}");
+    assert_eq!(on.unrewound, 0);
+    // Off: every shot judged from now on is judged against the present.
+    tb.server_world_mut()
+        .resource_mut::<CombatSettings>()
+        .rewind = false;
+    tb.run_for(Duration::from_secs(3));
+    let off = stats(&tb);
+    assert!(off.accepted - on.accepted >= 5, "{off:?}");
+    assert_eq!(off.unrewound - on.unrewound, off.accepted - on.accepted);
+    // On again.
+    tb.server_world_mut()
+        .resource_mut::<CombatSettings>()
+        .rewind = true;
+    tb.run_for(Duration::from_secs(3));
+    let again = stats(&tb);
+    assert!(again.accepted - off.accepted >= 5, "{again:?}");
+    assert_eq!(again.unrewound, off.unrewound);
+    assert_eq!(again.rejected_total(), 0, "{:?}", again.rejected);
+}
+
+#[test]
 fn damage_comes_from_the_servers_table_and_dead_targets_cannot_be_shot() {
     let mut tb = combat_testbed(100, default(), 1, 50.0, client_scripts);
     tb.server().init_resource::<Kills>().add_systems(
@@ -1191,27 +1219,34 @@ fn projectiles_agree_with_the_fake_and_hit_by_rewind() {
         impacts.len()
     );
 
-    // The same shots judged against the present (rewind cap below the ping): the walker has
-    // moved on from where the shooter saw it.
-    let present = CombatSettings {
-        max_rewind_ping: 0.1,
-        ..default()
-    };
-    let (_, impacts, _) = launcher_match(200, present, false);
-    let direct_now = impacts
-        .iter()
-        .filter(|i| i.hits.iter().any(|h| h.pellets == 1))
-        .count();
-    println!(
-        "without rewind: {} impacts, {direct_now} direct hits",
-        impacts.len()
-    );
-    assert!(impacts.iter().all(|i| !i.rewound));
-    assert!(
-        direct_now * 2 < impacts.len(),
-        "{direct_now} of {}",
-        impacts.len()
-    );
+    // The same shots judged against the present (rewinding switched off, or its cap below the
+    // ping): the walker has moved on from where the shooter saw it.
+    for present in [
+        CombatSettings {
+            rewind: false,
+            ..default()
+        },
+        CombatSettings {
+            max_rewind_ping: 0.1,
+            ..default()
+        },
+    ] {
+        let (_, impacts, _) = launcher_match(200, present, false);
+        let direct_now = impacts
+            .iter()
+            .filter(|i| i.hits.iter().any(|h| h.pellets == 1))
+            .count();
+        println!(
+            "without rewind: {} impacts, {direct_now} direct hits",
+            impacts.len()
+        );
+        assert!(impacts.iter().all(|i| !i.rewound));
+        assert!(
+            direct_now * 2 < impacts.len(),
+            "{direct_now} of {}",
+            impacts.len()
+        );
+    }
 }
 
 #[test]

@@ -1167,3 +1167,61 @@ fn proxy_colliders(
         ));
     }
 }
+
+/// Client `i`'s own character: its predicted feet and where it is drawn.
+fn own_drawn(tb: &mut Testbed, i: usize) -> (Vec3, Vec3) {
+    let world = tb.client_world_mut(i);
+    let mut q = world
+        .query_filtered::<(&MovementState<CharacterMovement>, &Transform), With<AutonomousProxy>>();
+    let (state, transform) = q.single(world).unwrap();
+    (state.0.feet, transform.translation)
+}
+
+#[test]
+fn hiding_prediction_shows_the_player_one_round_trip_late() {
+    let rtt = 0.2;
+    let conditions = LinkConditions::new(Duration::from_secs_f64(rtt), Duration::ZERO, 0.0);
+    let mut tb = movement_testbed(
+        1,
+        conditions,
+        MovementTestPlugin {
+            level: open_field,
+            ..default()
+        },
+    );
+    set_script(&mut tb, 0, walk_east);
+    tb.run_for(Duration::from_secs(2));
+    // Shown as predicted: drawn where the client simulates it.
+    let (feet, drawn) = own_drawn(&mut tb, 0);
+    assert!(drawn.distance(feet) < 1e-4, "{drawn} vs {feet}");
+
+    // Hidden: drawn where it was one (smoothed) round trip ago, i.e. speed × RTT behind.
+    tb.client_world_mut(0)
+        .resource_mut::<MovementSettings<CharacterMovement>>()
+        .show_prediction = false;
+    tb.run_for(Duration::from_secs(1));
+    let (before, _) = own_drawn(&mut tb, 0);
+    tb.run_for(Duration::from_millis(500));
+    let (feet, drawn) = own_drawn(&mut tb, 0);
+    let speed = (feet.x - before.x) / 0.5;
+    assert!(speed > 3.0, "walking at {speed} m/s");
+    let behind = feet.x - drawn.x;
+    let measured_rtt = tb.client_clock(0).rtt;
+    assert!((measured_rtt - rtt).abs() < 0.02, "{measured_rtt}");
+    let expected = speed * measured_rtt as f32;
+    assert!(
+        (behind - expected).abs() < speed / 60.0,
+        "drawn {behind} m behind, expected {expected} m"
+    );
+    assert!((drawn.z - feet.z).abs() < 1e-3);
+    // Moves are still predicted and checked: nothing to correct.
+    assert_eq!(client_stats(&tb, 0).corrections_received, 0);
+
+    // Shown again: back at the prediction on the next frame.
+    tb.client_world_mut(0)
+        .resource_mut::<MovementSettings<CharacterMovement>>()
+        .show_prediction = true;
+    tb.step();
+    let (feet, drawn) = own_drawn(&mut tb, 0);
+    assert!(drawn.distance(feet) < 1e-4, "{drawn} vs {feet}");
+}

@@ -67,6 +67,10 @@ pub struct CombatSettings {
     /// Unreal Tournament stops at 0.16). Copied into the client's
     /// [`PingMonitor`](unlag_net::PingMonitor), which tells the player.
     pub max_rewind_ping: f64,
+    /// Whether the server rewinds at all (default true). False judges every shot and projectile
+    /// against current poses, as a server without lag compensation would: for demonstrating
+    /// what rewinding saves. Can change at any time.
+    pub rewind: bool,
     /// Slack on the fire interval for clock noise, seconds (default 0.01): the server measures
     /// the interval between the shots' own view times, which carry no network jitter.
     pub fire_interval_allowance: f64,
@@ -108,11 +112,21 @@ pub struct CombatSettings {
     pub max_prediction_ping: f64,
 }
 
+impl CombatSettings {
+    /// Whether shots from a client at round-trip time `rtt` (seconds) are judged rewound: when
+    /// [`rewind`](Self::rewind) is on and `rtt` is within
+    /// [`max_rewind_ping`](Self::max_rewind_ping).
+    pub fn rewinds(&self, rtt: f64) -> bool {
+        self.rewind && rtt <= self.max_rewind_ping
+    }
+}
+
 impl Default for CombatSettings {
     fn default() -> Self {
         Self {
             weapons_path: Some("weapons.ron".into()),
             max_rewind_ping: 0.4,
+            rewind: true,
             fire_interval_allowance: 0.01,
             view_time_tolerance: 0.02,
             view_time_jitter_factor: 2.0,

@@ -95,7 +95,7 @@ impl Projectile {
             flight: launch,
             launch_time: now - prediction,
             age: 0.0,
-            seen_from: (rtt <= settings.max_rewind_ping).then_some(request_view_time + hold),
+            seen_from: settings.rewinds(rtt).then_some(request_view_time + hold),
             announced: false,
         })
     }

@@ -182,7 +182,8 @@ impl MapEntities for CosmeticFire {
 }
 
 /// Most shots in one [`CosmeticFires`] message (a frame with more sends several), so a message
-/// stays within about one packet.
+/// stays small: 16 rifle shots take about 500 bytes, 16 twelve-pellet shotgun shots about
+/// 2.7 kB.
 pub const COSMETIC_BATCH: usize = 16;
 
 /// Server → every other client, unreliable: the shots others fired in one server frame (at most

@@ -578,7 +578,7 @@ pub(crate) fn judge_shots(
                 stats.judge_micros.pop_front();
             }
             let ammo = armory.ammo(request.weapon).unwrap_or(0);
-            let rewound = remote.rtt <= settings.max_rewind_ping;
+            let rewound = settings.rewinds(remote.rtt);
             if verdict.is_ok() {
                 stats.accepted += 1;
                 if !rewound {
@@ -824,7 +824,7 @@ fn judge(
     }
     let rays = request.rays();
     // Above the rewind cap the shot is judged against the present.
-    let answers = if remote.rtt <= settings.max_rewind_ping {
+    let answers = if settings.rewinds(remote.rtt) {
         rewind.rays_as_seen(&rays, spec.range, request.view_time, Some(shooter), &claims)
     } else {
         rewind.rays(&rays, spec.range, now, Some(shooter))

@@ -16,7 +16,7 @@ use bevy_rapier3d::prelude::{RapierColliderHandle, ReadRapierContext};
 use lightyear::prelude::*;
 use std::collections::VecDeque;
 use unlag_core::{SavedMoves, Seq16, Sequenced, VisualOffset};
-use unlag_net::{AutonomousProxy, LinkTraffic, UnreliableChannel};
+use unlag_net::{AutonomousProxy, LinkTraffic, NetClock, UnreliableChannel};
 
 /// A move the client made and the server has not acknowledged yet.
 #[derive(Clone, Debug)]
@@ -52,6 +52,9 @@ pub struct Prediction<M: MovementModel> {
     correction_ack: u8,
     /// The visual offset hiding the last correction.
     pub offset: VisualOffset,
+    /// Recent shown positions (App time, seconds; position), newest last: where the character
+    /// is drawn when [`MovementSettings::show_prediction`] is off.
+    shown: VecDeque<(f64, Vec3)>,
 }
 
 impl<M: MovementModel> Prediction<M> {
@@ -65,6 +68,7 @@ impl<M: MovementModel> Prediction<M> {
             last_ack: ack,
             correction_ack: 0,
             offset: VisualOffset::default(),
+            shown: VecDeque::new(),
         }
     }
 
@@ -329,14 +333,48 @@ pub(crate) fn send_moves<M: MovementModel>(
 }
 
 /// PostUpdate: places the client's own character where it is predicted, plus the visual offset
-/// of the last correction.
+/// of the last correction — or, with [`MovementSettings::show_prediction`] off, where it was
+/// one round trip ago.
 pub(crate) fn place_predicted<M: MovementModel>(
     time: Res<Time>,
+    settings: Res<MovementSettings<M>>,
+    clock: Option<Res<NetClock>>,
     mut characters: Query<(&MovementState<M>, &mut Prediction<M>, &mut Transform)>,
 ) {
+    let now = time.elapsed_secs_f64();
+    let rtt = clock.map_or(0.0, |c| c.rtt).clamp(0.0, MAX_SHOWN_DELAY);
     for (state, mut prediction, mut transform) in &mut characters {
         let offset = prediction.offset.advance(time.delta_secs());
-        transform.translation = M::position(&state.0) + offset;
+        let predicted = M::position(&state.0) + offset;
+        prediction.shown.push_back((now, predicted));
+        while prediction
+            .shown
+            .front()
+            .is_some_and(|s| s.0 < now - MAX_SHOWN_DELAY - 0.1)
+        {
+            prediction.shown.pop_front();
+        }
+        transform.translation = if settings.show_prediction {
+            predicted
+        } else {
+            position_at(&prediction.shown, now - rtt)
+        };
         transform.rotation = M::rotation(&state.0);
+    }
+}
+
+/// Longest delay [`MovementSettings::show_prediction`] off can show, seconds.
+const MAX_SHOWN_DELAY: f64 = 2.0;
+
+/// The position at time `t` in `shown` (oldest first), blended between the samples around it
+/// (the oldest one before them all).
+fn position_at(shown: &VecDeque<(f64, Vec3)>, t: f64) -> Vec3 {
+    let after = shown.partition_point(|s| s.0 < t);
+    match (after.checked_sub(1).map(|i| shown[i]), shown.get(after)) {
+        (Some((t0, p0)), Some(&(t1, p1))) if t1 > t0 => {
+            p0.lerp(p1, ((t - t0) / (t1 - t0)).clamp(0.0, 1.0) as f32)
+        }
+        (_, Some(&(_, p))) | (Some((_, p)), None) => p,
+        (None, None) => Vec3::ZERO,
     }
 }

@@ -65,6 +65,12 @@ pub struct MovementSettings<M> {
     pub max_gap_wait: f64,
     /// Whether characters block each other.
     pub character_collisions: CharacterCollisions,
+    /// Client: whether the local player's character is shown where the client predicts it
+    /// (default true). False shows it where the server will have put it, one smoothed round
+    /// trip late, as in a game without client-side prediction; the view's rotation stays
+    /// immediate, as it does in such games. For demonstrating what prediction saves: moves are
+    /// still simulated, sent and checked the same way. Can change at any time.
+    pub show_prediction: bool,
     #[doc(hidden)]
     pub _model: PhantomData<fn() -> M>,
 }
@@ -87,6 +93,7 @@ impl<M> Default for MovementSettings<M> {
             max_seq_gap: 600,
             max_gap_wait: 0.2,
             character_collisions: CharacterCollisions::Ignore,
+            show_prediction: true,
             _model: PhantomData,
         }
     }

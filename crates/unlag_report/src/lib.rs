@@ -174,7 +174,8 @@ pub struct ServerCost {
     pub movement_us: Stat,
     /// Recording every character's hit boxes.
     pub record_us: Stat,
-    /// Judging shots (checks and rewinds) and flying projectiles.
+    /// Reloads, judging shots (checks and rewinds), flying projectiles, and queuing what the
+    /// clients are told.
     pub combat_us: Stat,
     /// Sampling the proxies and building the state updates due to each client.
     pub proxy_states_us: Stat,
