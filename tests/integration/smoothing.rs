@@ -514,3 +514,58 @@ fn update_rate_changes_at_runtime_and_ghosts_follow_the_newest_state() {
     let newest = q.single(world).unwrap().buffer.newest().unwrap().position;
     assert_eq!(ghosts[0].0, newest);
 }
+
+/// Steps `frames` frames; the largest change of the drawn position from one frame to the next,
+/// the first frame's change apart, and that first change.
+fn steps(tb: &mut Testbed, frames: usize) -> (f32, f32) {
+    let drawn = |tb: &mut Testbed| {
+        let world = tb.client_world_mut(0);
+        let mut q = world.query::<&RenderedPose>();
+        q.single(world).unwrap().position
+    };
+    let mut last = drawn(tb);
+    let (mut first, mut most) = (0.0, 0.0f32);
+    for f in 0..frames {
+        tb.step();
+        let now = drawn(tb);
+        let step = now.distance(last);
+        if f == 0 {
+            first = step;
+        } else {
+            most = most.max(step);
+        }
+        last = now;
+    }
+    (first, most)
+}
+
+fn set_mode(tb: &mut Testbed, mode: SmoothingMode) {
+    let world = tb.client_world_mut(0);
+    let mut q = world.query::<&mut ProxySmoothing>();
+    q.single_mut(world).unwrap().set_mode(mode);
+}
+
+/// The modes draw a moving proxy at different places (`Extrapolate` at the present, the others
+/// an interpolation delay behind); switching eases from one to the other.
+#[test]
+fn the_mode_changes_live_without_a_pop() {
+    let (mut tb, _) = one_proxy_at_20_hz();
+    // A frame's travel on the circle, with room for the curve's own unevenness.
+    let (_, steady) = steps(&mut tb, 240);
+    for mode in [
+        SmoothingMode::Extrapolate,
+        SmoothingMode::Linear,
+        SmoothingMode::Hermite,
+        SmoothingMode::Extrapolate,
+        SmoothingMode::Hermite,
+    ] {
+        set_mode(&mut tb, mode);
+        let (first, most) = steps(&mut tb, 240);
+        println!("to {mode:?}: first step {first:.4} m, then at most {most:.4} m ({steady:.4})");
+        assert!(first < 2.0 * steady, "{mode:?}: jumped {first} m");
+        assert!(most < 3.0 * steady, "{mode:?}: {most} m");
+        let world = tb.client_world_mut(0);
+        let mut q = world.query::<&RenderedPose>();
+        assert_eq!(q.single(world).unwrap().mode, mode);
+    }
+}

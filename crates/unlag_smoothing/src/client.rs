@@ -32,6 +32,8 @@ pub struct ProxySmoothing {
     ease: VisualOffset,
     last_kind: Option<SampleKind>,
     last_rendered: Option<Vec3>,
+    /// The mode changed since the last frame (see [`ProxySmoothing::set_mode`]).
+    switched: bool,
 }
 
 impl ProxySmoothing {
@@ -47,6 +49,19 @@ impl ProxySmoothing {
             ease: VisualOffset::default(),
             last_kind: None,
             last_rendered: None,
+            switched: false,
+        }
+    }
+
+    /// Renders the proxy in `mode` from the next frame on, easing from where it is drawn now
+    /// onto the new mode's path instead of jumping (the modes draw a moving proxy at different
+    /// places: `Extrapolate` at the present, the others an interpolation delay behind).
+    /// Switching to `Snap` jumps, as `Snap` does.
+    pub fn set_mode(&mut self, mode: SmoothingMode) {
+        if mode != self.mode {
+            self.mode = mode;
+            self.blend = None;
+            self.switched = true;
         }
     }
 
@@ -321,6 +336,19 @@ pub(crate) fn place_proxies(
             };
             (sample.position, sample.rotation, sample)
         };
+        // A new mode draws elsewhere: ease over from where the proxy was drawn (`Extrapolate`
+        // eases by its own blend, started afresh by `set_mode`).
+        let switched = core::mem::take(&mut proxy.switched);
+        if switched
+            && !matches!(proxy.mode, SmoothingMode::Extrapolate | SmoothingMode::Snap)
+            && let Some(shown) = proxy.last_rendered
+        {
+            proxy.ease = VisualOffset::default();
+            proxy.ease.on_correction(position - shown, &offset_settings);
+        }
+        if switched && proxy.mode == SmoothingMode::Snap {
+            proxy.ease = VisualOffset::default();
+        }
         // Back on the curve after holding or extrapolating: the curve has moved on from where
         // the proxy was drawn; ease over to it instead of popping (UE smooths the same way).
         let starved =
