@@ -2,6 +2,7 @@
 //! One module per plugin.
 
 mod combat;
+mod demo;
 mod diagnostics;
 mod movement;
 mod net;

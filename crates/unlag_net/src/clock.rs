@@ -36,6 +36,11 @@ use unlag_core::{DelayController, DelayPolicy, Ewma, Seq16, SeqUnwrapper, Server
 /// see [`plausible_delay`]).
 pub const MAX_REPORTED_DELAY: f64 = 3.0;
 
+/// How fast the server lets the longest plausible delay shrink after its update rate went up,
+/// seconds per second: as fast as a client's delay may shrink (`DelayPolicy`'s default
+/// `max_decrease_rate`), so an honest client's delay stays plausible while it adapts.
+pub const PLAUSIBLE_DELAY_DECAY: f64 = 0.05;
+
 /// The longest interpolation delay an honest client needs, seconds: two and a half of the
 /// server's update intervals (one interval, one more under loss, and slack for late states),
 /// four times the link's jitter and 50 ms, at most [`MAX_REPORTED_DELAY`]. The server clamps
@@ -311,6 +316,11 @@ impl ClientClockState {
 pub(crate) struct ServerBeatState {
     next_beat: f64,
     seq: Seq16,
+    /// The update interval in effect last frame, seconds.
+    interval: Option<f64>,
+    /// After the update rate went up: when, and the longer interval before it (clients' delays
+    /// shrink from it gradually).
+    slower: Option<(f64, f64)>,
 }
 
 pub(crate) fn register(app: &mut App) {
@@ -528,6 +538,21 @@ pub(crate) fn server_beats(
 ) {
     let now = real.elapsed_secs_f64();
     let interval = 1.0 / f64::from(conditions.get().update_rate_hz.max(0.1));
+    // The rate went up: clients' delays shrink from the old interval's gradually.
+    if let Some(previous) = state.interval
+        && interval < previous
+    {
+        // Unless an earlier, slower rate still allows more.
+        let earlier = state.slower.is_some_and(|(since, old)| {
+            plausible_delay(old, 0.0) - PLAUSIBLE_DELAY_DECAY * (now - since)
+                > plausible_delay(previous, 0.0)
+        });
+        if !earlier {
+            state.slower = Some((now, previous));
+        }
+    }
+    state.interval = Some(interval);
+    let slower = state.slower;
     let beat = (now >= state.next_beat).then(|| {
         state.next_beat = now + BEAT_INTERVAL;
         state.seq = state.seq.next();
@@ -559,7 +584,12 @@ pub(crate) fn server_beats(
                 // No more delay than the server's update rate and the link's jitter call for:
                 // a longer one would let shots claim older view times (an interp cheat).
                 let delay = f64::from(report.delay_us) / 1e6;
-                let most = plausible_delay(interval, remote.jitter);
+                let mut most = plausible_delay(interval, remote.jitter);
+                if let Some((since, old)) = slower {
+                    let shrinking =
+                        plausible_delay(old, remote.jitter) - PLAUSIBLE_DELAY_DECAY * (now - since);
+                    most = most.max(shrinking);
+                }
                 if delay > most {
                     remote.rejected_reports += 1;
                     if remote.rejected_reports % 100 == 1 {

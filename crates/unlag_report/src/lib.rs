@@ -478,6 +478,16 @@ impl Default for Pace {
 /// on, the server's cost per tick is measured (see [`server_cost`]). Any number of clients
 /// may be asked for here (the option's range is the report's).
 pub fn start_match(options: &ReportOptions, pace: Pace) -> Result<Testbed, OptionError> {
+    start_match_with(options, pace, |_| {})
+}
+
+/// [`start_match`], with `add` called once the match's plugins are in and before anything
+/// runs: to add a game's own plugins and resources to the server and the clients.
+pub fn start_match_with(
+    options: &ReportOptions,
+    pace: Pace,
+    add: impl FnOnce(&mut Testbed),
+) -> Result<Testbed, OptionError> {
     let conditions = options.conditions()?;
     let mut tb = Testbed::new(TestbedConfig {
         clients: options.clients,
@@ -507,6 +517,7 @@ pub fn start_match(options: &ReportOptions, pace: Pace) -> Result<Testbed, Optio
             },
         })
         .add_plugins(CharacterProxyPlugin);
+    add(&mut tb);
     tb.server().add_systems(FixedUpdate, drive_bots);
     add_stopwatch(tb.server());
     if options.compare_validation {
