@@ -1225,3 +1225,64 @@ fn hiding_prediction_shows_the_player_one_round_trip_late() {
     let (feet, drawn) = own_drawn(&mut tb, 0);
     assert!(drawn.distance(feet) < 1e-4, "{drawn} vs {feet}");
 }
+
+#[test]
+fn server_driven_characters_move_by_the_same_rules_and_are_proxies() {
+    let conditions = LinkConditions::new(Duration::from_millis(100), Duration::ZERO, 0.0);
+    let mut tb = movement_testbed(
+        1,
+        conditions,
+        (
+            MovementTestPlugin::default(),
+            unlag::smoothing::ProxySmoothingPlugin::default(),
+            unlag::CharacterProxyPlugin,
+        ),
+    );
+    // A bot running east and jumping whenever it can, towards the arena's east wall.
+    let input = CharacterInput {
+        flags: flags::JUMP,
+        ..walk_east(0)
+    };
+    let bot = tb
+        .server_world_mut()
+        .spawn((
+            MovementState::<CharacterMovement>(CharacterState {
+                feet: Vec3::new(0.0, 0.0, 12.0),
+                ..default()
+            }),
+            unlag::movement::ServerDriven,
+            NextMove::<CharacterMovement>(input),
+            Replicate::to_clients(NetworkTarget::All),
+        ))
+        .id();
+    let mut highest = 0.0f32;
+    for _ in 0..120 {
+        tb.run_for(Duration::from_millis(50));
+        let feet = tb
+            .server_world()
+            .get::<MovementState<CharacterMovement>>(bot)
+            .unwrap()
+            .0
+            .feet;
+        highest = highest.max(feet.y);
+    }
+    let server = tb.server_world();
+    let feet = server
+        .get::<MovementState<CharacterMovement>>(bot)
+        .unwrap()
+        .0
+        .feet;
+    // Ran until the wall (inner face at 19.5 m) stopped it, jumping on the way.
+    assert!((17.0..19.5).contains(&feet.x), "{feet}");
+    assert!((feet.z - 12.0).abs() < 0.1, "{feet}");
+    assert!(highest > 0.5, "never jumped: {highest}");
+    assert_eq!(server.get::<Transform>(bot).unwrap().translation, feet);
+    // The client draws it as a smoothed proxy, where it is.
+    let world = tb.client_world_mut(0);
+    let mut q = world.query::<&unlag::smoothing::RenderedPose>();
+    let drawn: Vec<Vec3> = q.iter(world).map(|p| p.position).collect();
+    assert_eq!(drawn.len(), 1, "{drawn:?}");
+    assert!(drawn[0].distance(feet) < 0.3, "{} vs {feet}", drawn[0]);
+    // No client moves it: nothing was sent or corrected for it.
+    assert_eq!(server_stats(&tb).corrections_sent, 0);
+}

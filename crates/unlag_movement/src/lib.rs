@@ -83,9 +83,18 @@ impl<M: MovementModel> core::fmt::Debug for MovementState<M> {
 }
 
 /// The input of the next move of the client's own character (client, written before
-/// [`MovementPredictionSystems::Simulate`] each tick; the default input when absent).
+/// [`MovementPredictionSystems::Simulate`] each tick; the default input when absent), or of a
+/// [`ServerDriven`] character on the server.
 #[derive(Component)]
 pub struct NextMove<M: MovementModel>(pub M::Input);
+
+/// On the server: a character no client controls (a bot, an NPC) that the server moves itself
+/// with the same model, collisions and tick: each `FixedUpdate` it simulates one move with the
+/// input in its [`NextMove<M>`] (written before [`MovementPredictionSystems::Simulate`]) and is
+/// placed like every character. Give it [`MovementState<M>`] too; with smoothing it is a proxy
+/// on every client like a player.
+#[derive(Component, Clone, Copy, Debug, Default)]
+pub struct ServerDriven;
 
 impl<M: MovementModel> Clone for NextMove<M> {
     fn clone(&self) -> Self {
@@ -218,8 +227,10 @@ impl<M: MovementModel + Default> Plugin for MovementPredictionPlugin<M> {
         )
         .add_systems(
             FixedUpdate,
-            client::simulate_moves::<M>
-                .run_if(any_with_component::<Client>)
+            (
+                client::simulate_moves::<M>.run_if(any_with_component::<Client>),
+                server::simulate_server_driven::<M>.run_if(any_with_component::<Server>),
+            )
                 .in_set(MovementPredictionSystems::Simulate),
         )
         .add_systems(

@@ -499,10 +499,46 @@ pub(crate) fn send_acks<M: MovementModel>(
 
 /// PostUpdate: places server characters at their state.
 pub(crate) fn place_authoritative<M: MovementModel>(
-    mut characters: Query<(&MovementState<M>, &mut Transform), With<ServerMovement<M>>>,
+    mut characters: Query<
+        (&MovementState<M>, &mut Transform),
+        Or<(With<ServerMovement<M>>, With<crate::ServerDriven>)>,
+    >,
 ) {
     for (state, mut transform) in &mut characters {
         transform.translation = M::position(&state.0);
         transform.rotation = M::rotation(&state.0);
+    }
+}
+
+/// `FixedUpdate` on the server: moves every [`ServerDriven`](crate::ServerDriven) character one
+/// tick with its [`NextMove`](crate::NextMove) input (the default input without one).
+pub(crate) fn simulate_server_driven<M: MovementModel>(
+    model: Res<M>,
+    settings: Res<MovementSettings<M>>,
+    time: Res<Time<Fixed>>,
+    rapier: ReadRapierContext,
+    empty: Local<EmptyPhysics>,
+    work: Option<Res<unlag_net::ServerWork>>,
+    mut characters: Query<
+        (
+            &mut MovementState<M>,
+            Option<&crate::NextMove<M>>,
+            Option<&RapierColliderHandle>,
+        ),
+        With<crate::ServerDriven>,
+    >,
+) {
+    let _work = work
+        .as_deref()
+        .map(|w| w.time(unlag_net::WorkPart::Movement));
+    let dt = time.timestep().as_secs_f32();
+    let include_characters = settings.character_collisions == CharacterCollisions::Block;
+    for (mut state, next, collider) in &mut characters {
+        let input = next.map(|n| n.0.clone()).unwrap_or_default();
+        let filter = movement_filter(include_characters, collider.map(|c| c.0));
+        let (end, _) = with_collision_world(&rapier, &empty, filter, |world| {
+            model.simulate(&state.0, &input, dt, world)
+        });
+        state.0 = end;
     }
 }
