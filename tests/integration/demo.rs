@@ -171,3 +171,90 @@ fn every_panel_setting_applies_to_a_running_match() {
         0
     );
 }
+
+#[test]
+fn shooter_bots_run_hop_crouch_and_dash_inside_the_arena() {
+    use lightyear::prelude::*;
+    use unlag::movement::MovementPredictionPlugin;
+    use unlag::net::LinkConditions;
+    use unlag::smoothing::ProxySmoothingPlugin;
+    use unlag_demo::shooter::{ARENA_HALF, ShooterBotsPlugin, bot_bundle, spawn_arena};
+    use unlag_testbed::TestbedConfig;
+
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions: LinkConditions::new(Duration::from_millis(100), Duration::from_millis(5), 0.01),
+        ..default()
+    });
+    tb.add_plugins((
+        unlag_testbed::RapierFixedPlugin::default(),
+        MovementPredictionPlugin::<CharacterMovement>::default(),
+        ProxySmoothingPlugin::default(),
+        unlag::CharacterProxyPlugin,
+        ShooterBotsPlugin,
+    ));
+    spawn_arena(tb.server_world_mut());
+    spawn_arena(tb.client_world_mut(0));
+    assert!(tb.run_until(Duration::from_secs(5), |tb| tb.all_synced()));
+    let bots: Vec<Entity> = (0..4)
+        .map(|i| {
+            tb.server_world_mut()
+                .spawn((bot_bundle(i, 4), Replicate::to_clients(NetworkTarget::All)))
+                .id()
+        })
+        .collect();
+    let mut travelled = [0.0f32; 4];
+    let mut highest = [0.0f32; 4];
+    let mut fastest = [0.0f32; 4];
+    let mut crouched = [false; 4];
+    let mut last: Vec<Vec3> = bots
+        .iter()
+        .map(|b| {
+            tb.server_world()
+                .get::<MovementState<CharacterMovement>>(*b)
+                .unwrap()
+                .0
+                .feet
+        })
+        .collect();
+    for _ in 0..600 {
+        tb.run_for(Duration::from_millis(1000 / 60));
+        for (k, bot) in bots.iter().enumerate() {
+            let s = &tb
+                .server_world()
+                .get::<MovementState<CharacterMovement>>(*bot)
+                .unwrap()
+                .0;
+            let inner = ARENA_HALF - 0.5;
+            assert!(
+                s.feet.x.abs() < inner && s.feet.z.abs() < inner,
+                "bot {k} left the arena: {}",
+                s.feet
+            );
+            travelled[k] += s.feet.distance(last[k]);
+            last[k] = s.feet;
+            highest[k] = highest[k].max(s.feet.y);
+            fastest[k] = fastest[k].max(Vec2::new(s.velocity.x, s.velocity.z).length());
+            crouched[k] |= s.crouched;
+        }
+    }
+    println!("travelled {travelled:?}, highest {highest:?}, fastest {fastest:?}");
+    for k in 0..4 {
+        assert!(
+            travelled[k] > 30.0,
+            "bot {k} ran {} m in 10 s",
+            travelled[k]
+        );
+        assert!(highest[k] > 0.4, "bot {k} never hopped");
+        assert!(
+            fastest[k] > 10.0,
+            "bot {k} never dashed: {} m/s",
+            fastest[k]
+        );
+        assert!(crouched[k], "bot {k} never crouched");
+    }
+    // The client draws every bot as a proxy.
+    let world = tb.client_world_mut(0);
+    let mut q = world.query::<&RenderedPose>();
+    assert_eq!(q.iter(world).count(), 4);
+}

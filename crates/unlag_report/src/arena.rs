@@ -2,7 +2,6 @@
 //! at what they see.
 
 use bevy::prelude::*;
-use bevy_rapier3d::prelude::Collider;
 use lightyear::prelude::*;
 use unlag::combat::{Armory, FireCommand, ReloadCommand};
 use unlag::core::SplitMix64;
@@ -14,43 +13,8 @@ use unlag::net::AutonomousProxy;
 use unlag::rewind::{CROUCHED_BIT, HitBox, UseHitBoxLayout};
 use unlag::smoothing::{ProxyFlags, RenderedPose};
 
-/// Half the arena's side, metres: a floor of 60 m × 60 m closed by walls.
-pub const ARENA_HALF: f32 = 30.0;
-
-/// The walls inside the arena: (centre, half extents), metres. Bots walk around them; they
-/// block shots and movement.
-pub const COVER: [(Vec3, Vec3); 4] = [
-    (Vec3::new(0.0, 1.5, 0.0), Vec3::new(3.0, 1.5, 0.5)),
-    (Vec3::new(-12.0, 1.0, 10.0), Vec3::new(0.5, 1.0, 3.0)),
-    (Vec3::new(12.0, 1.0, -10.0), Vec3::new(0.5, 1.0, 3.0)),
-    (Vec3::new(10.0, 1.5, 14.0), Vec3::new(2.0, 1.5, 0.5)),
-];
-
-/// Spawns the floor, the outer walls and [`COVER`] as rapier colliders (the same on server and
-/// clients).
-pub fn spawn_map(world: &mut World) {
-    let mut wall = |centre: Vec3, half: Vec3| {
-        world.spawn((
-            Transform::from_translation(centre),
-            Collider::cuboid(half.x, half.y, half.z),
-        ));
-    };
-    wall(
-        Vec3::new(0.0, -0.5, 0.0),
-        Vec3::new(ARENA_HALF, 0.5, ARENA_HALF),
-    );
-    for (x, z, hx, hz) in [
-        (ARENA_HALF, 0.0, 0.5, ARENA_HALF),
-        (-ARENA_HALF, 0.0, 0.5, ARENA_HALF),
-        (0.0, ARENA_HALF, ARENA_HALF, 0.5),
-        (0.0, -ARENA_HALF, ARENA_HALF, 0.5),
-    ] {
-        wall(Vec3::new(x, 2.0, z), Vec3::new(hx, 2.0, hz));
-    }
-    for (centre, half) in COVER {
-        wall(centre, half);
-    }
-}
+/// The shooter example's arena (from `unlag_demo`): the report plays on the same map.
+pub use unlag_demo::shooter::{ARENA_HALF, COVER, spawn_arena as spawn_map};
 
 /// A server-driven character: walks a loop around the arena's middle (between the cover and
 /// the outer walls), strafing, and now and then jumps, crouches or dashes.
