@@ -1,5 +1,5 @@
 //! The examples' game logic, headless: every setting of the net panel applies to a running
-//! match.
+//! match; the shooter's bots move by the players' rules inside the arena.
 
 use bevy::prelude::*;
 use core::time::Duration;
