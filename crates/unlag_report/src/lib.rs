@@ -1030,25 +1030,17 @@ impl Report {
             ),
         );
         let c = &self.server_cost;
-        row(
-            "server µs per tick: movement (mean, p99)",
-            format!("{:.1}, {:.1}", c.movement_us.mean, c.movement_us.p99),
-        );
-        row(
-            "server µs per tick: history recording (mean, p99)",
-            format!("{:.1}, {:.1}", c.record_us.mean, c.record_us.p99),
-        );
-        row(
-            "server µs per tick: shots and rewinds (mean, p99)",
-            format!("{:.1}, {:.1}", c.combat_us.mean, c.combat_us.p99),
-        );
-        row(
-            "server µs per tick: proxy states (mean, p99)",
-            format!(
-                "{:.1}, {:.1}",
-                c.proxy_states_us.mean, c.proxy_states_us.p99
-            ),
-        );
+        for (part, stat) in [
+            ("movement", &c.movement_us),
+            ("history recording", &c.record_us),
+            ("shots and rewinds", &c.combat_us),
+            ("proxy states", &c.proxy_states_us),
+        ] {
+            row(
+                &format!("server µs per tick: {part} (mean, p99)"),
+                format!("{:.1}, {:.1}", stat.mean, stat.p99),
+            );
+        }
         row(
             "server µs per tick: receiving, sending (means)",
             format!("{:.1}, {:.1}", c.receive_us.mean, c.send_us.mean),
