@@ -7,9 +7,9 @@ use crate::protocol::{
     MAX_MOVES_PER_MESSAGE, MoveResponse, ServerMove, ServerMoveData, WireMove, decode_dt,
     encode_dt, encode_end,
 };
-use crate::settings::{CharacterCollisions, MovementSettings};
+use crate::settings::MovementSettings;
 use crate::stats::MovementStats;
-use crate::world::{EmptyPhysics, movement_filter, with_collision_world};
+use crate::world::{EmptyPhysics, with_collision_world};
 use crate::{MovementEvent, MovementState, NextMove};
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::{RapierColliderHandle, ReadRapierContext};
@@ -150,8 +150,7 @@ pub(crate) fn apply_responses<M: MovementModel>(
         let before = M::position(&state.0);
         let server_state = correction.state.clone();
         let mut current = correction.state;
-        let include_characters = settings.character_collisions == CharacterCollisions::Block;
-        let filter = movement_filter(include_characters, collider.map(|c| c.0));
+        let filter = settings.query_filter(collider);
         let replayed = with_collision_world(&rapier, &empty, filter, |world| {
             let mut n = 0;
             for m in prediction.saved.pending_mut() {
@@ -218,8 +217,7 @@ pub(crate) fn simulate_moves<M: MovementModel>(
             state.0 = M::with_position(&state.0, M::position(&state.0) + offset);
         }
         let input = next.map(|n| n.0.clone()).unwrap_or_default();
-        let include_characters = settings.character_collisions == CharacterCollisions::Block;
-        let filter = movement_filter(include_characters, collider.map(|c| c.0));
+        let filter = settings.query_filter(collider);
         let (end, fired) = with_collision_world(&rapier, &empty, filter, |world| {
             model.simulate(&state.0, &input, decode_dt(dt) as f32, world)
         });

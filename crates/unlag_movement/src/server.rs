@@ -7,9 +7,9 @@ use crate::protocol::{
     Correction, MAX_MOVES_PER_MESSAGE, MoveResponse, ServerMove, ServerMoveData, WireMove,
     decode_dt, decode_end,
 };
-use crate::settings::{CharacterCollisions, MovementSettings};
+use crate::settings::MovementSettings;
 use crate::stats::{MovementStats, RejectReason};
-use crate::world::{EmptyPhysics, movement_filter, with_collision_world};
+use crate::world::{EmptyPhysics, with_collision_world};
 use crate::{MovementState, SpeedHackDetected};
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
@@ -199,8 +199,7 @@ pub(crate) fn process_moves<M: MovementModel>(
     }
 
     for (entity, controlled, mut state, mut server, collider) in &mut characters {
-        let include_characters = settings.character_collisions == CharacterCollisions::Block;
-        let filter = movement_filter(include_characters, collider.map(|c| c.0));
+        let filter = settings.query_filter(collider);
         let flagged = with_collision_world(&rapier, &empty, filter, |world| {
             simulate_ready(
                 &*model,
@@ -532,10 +531,9 @@ pub(crate) fn simulate_server_driven<M: MovementModel>(
         .as_deref()
         .map(|w| w.time(unlag_net::WorkPart::Movement));
     let dt = time.timestep().as_secs_f32();
-    let include_characters = settings.character_collisions == CharacterCollisions::Block;
     for (mut state, next, collider) in &mut characters {
         let input = next.map(|n| n.0.clone()).unwrap_or_default();
-        let filter = movement_filter(include_characters, collider.map(|c| c.0));
+        let filter = settings.query_filter(collider);
         let (end, _) = with_collision_world(&rapier, &empty, filter, |world| {
             model.simulate(&state.0, &input, dt, world)
         });

@@ -41,6 +41,20 @@ pub fn movement_filter<'a>(
     filter
 }
 
+impl<M> crate::MovementSettings<M> {
+    /// The filter of the movement queries of a character whose own collider is `own`: other
+    /// characters block it only with [`CharacterCollisions::Block`](crate::CharacterCollisions).
+    pub(crate) fn query_filter<'a>(
+        &self,
+        own: Option<&bevy_rapier3d::prelude::RapierColliderHandle>,
+    ) -> QueryFilter<'a> {
+        movement_filter(
+            self.character_collisions == crate::CharacterCollisions::Block,
+            own.map(|c| c.0),
+        )
+    }
+}
+
 /// Read-only access to the colliders a move collides with: rapier's query pipeline with a
 /// filter, valid for as long as the physics context is borrowed.
 ///
