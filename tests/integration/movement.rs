@@ -994,14 +994,7 @@ fn drive_kart(
                 _ => -10,
             },
         };
-        match next {
-            Some(mut next) => next.0 = input,
-            None => {
-                commands
-                    .entity(entity)
-                    .insert(NextMove::<KartMovement>(input));
-            }
-        }
+        NextMove::write(&mut commands, entity, next, input);
     }
 }
 

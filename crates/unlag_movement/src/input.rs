@@ -162,14 +162,6 @@ fn write_next_move(
     >,
 ) {
     for (entity, actions, look, next) in &mut characters {
-        let input = character_input(actions, look);
-        match next {
-            Some(mut next) => next.0 = input,
-            None => {
-                commands
-                    .entity(entity)
-                    .insert(NextMove::<CharacterMovement>(input));
-            }
-        }
+        NextMove::write(&mut commands, entity, next, character_input(actions, look));
     }
 }

@@ -102,6 +102,24 @@ impl<M: MovementModel> Clone for NextMove<M> {
     }
 }
 
+impl<M: MovementModel> NextMove<M> {
+    /// Makes `input` the next move of `entity`, whose [`NextMove`] is `next`: written in place,
+    /// or inserted the first time (when `next` is `None`).
+    pub fn write(
+        commands: &mut Commands,
+        entity: Entity,
+        next: Option<Mut<Self>>,
+        input: M::Input,
+    ) {
+        match next {
+            Some(mut next) => next.0 = input,
+            None => {
+                commands.entity(entity).insert(Self(input));
+            }
+        }
+    }
+}
+
 /// What a live move did (a jump, a dash, a landing), for effects. Never written for replayed
 /// moves.
 #[derive(Message, Copy, Clone, Debug, PartialEq)]

@@ -132,24 +132,7 @@ pub fn drive_client(
         } else {
             CharacterInput::default()
         };
-        set_next_move(&mut commands, entity, next, input);
-    }
-}
-
-/// Writes the input of a character's next move, giving it a [`NextMove`] the first time.
-pub(crate) fn set_next_move(
-    commands: &mut Commands,
-    entity: Entity,
-    next: Option<Mut<NextMove<CharacterMovement>>>,
-    input: CharacterInput,
-) {
-    match next {
-        Some(mut next) => next.0 = input,
-        None => {
-            commands
-                .entity(entity)
-                .insert(NextMove::<CharacterMovement>(input));
-        }
+        NextMove::write(&mut commands, entity, next, input);
     }
 }
 

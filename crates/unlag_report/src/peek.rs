@@ -142,7 +142,7 @@ fn peek_script(
             pitch: 0,
             flags: 0,
         };
-        crate::arena::set_next_move(&mut commands, entity, next, input);
+        NextMove::write(&mut commands, entity, next, input);
     }
 }
 
