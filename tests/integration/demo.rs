@@ -258,3 +258,119 @@ fn shooter_bots_run_hop_crouch_and_dash_inside_the_arena() {
     let mut q = world.query::<&RenderedPose>();
     assert_eq!(q.iter(world).count(), 4);
 }
+
+/// The shooter's match as the example plays it (its plugins, bots that shoot back), with a
+/// scripted client moving and firing at what it draws.
+fn shooter_match(settings: unlag_demo::game::ShooterSettings) -> Testbed {
+    use unlag_demo::game::ShooterPlugins;
+    use unlag_testbed::TestbedConfig;
+
+    let panel = NetPanel {
+        rtt_ms: 100.0,
+        jitter_ms: 5.0,
+        loss_percent: 1.0,
+        ..default()
+    };
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions: panel.conditions().unwrap(),
+        ..default()
+    });
+    tb.server().add_plugins(unlag_demo::asset_plugin());
+    tb.client(0).add_plugins(unlag_demo::asset_plugin());
+    tb.add_plugins(ShooterPlugins { settings });
+    tb.server().insert_resource(panel.clone());
+    tb.client(0)
+        .insert_resource(panel)
+        .add_systems(
+            FixedUpdate,
+            unlag_report::arena::drive_client
+                .before(unlag::movement::MovementPredictionSystems::Simulate),
+        )
+        .add_systems(
+            Update,
+            unlag_report::arena::client_shoots.before(unlag::combat::CombatSystems::Client),
+        );
+    assert!(tb.run_until(Duration::from_secs(10), |tb| tb.all_synced()));
+    tb.run_for(Duration::from_secs(2));
+    let weapons = tb.client_world(0).resource::<unlag::combat::Weapons>();
+    let table = weapons.table.as_ref().expect("weapons loaded");
+    let ids = ["rifle", "shotgun", "launcher"].map(|n| table.id(n).expect("weapon"));
+    tb.client(0)
+        .insert_resource(unlag_report::arena::ClientScript {
+            rng: unlag::core::SplitMix64::new(5),
+            frame: 0,
+            every: 12,
+            weapons: ids,
+            running: true,
+            shoots: true,
+        });
+    tb
+}
+
+#[test]
+fn a_shooter_match_plays_honestly_for_ten_seconds() {
+    use unlag::combat::RemoteFire;
+    use unlag_demo::game::{KillFeed, Scoreboard, ShooterSettings};
+    use unlag_demo::hud::Hud;
+
+    #[derive(Resource, Default)]
+    struct BotFire(usize);
+    let mut tb = shooter_match(ShooterSettings {
+        bots: 4,
+        // The scripted player never dies (a dead player's shots are refused until it hears
+        // of its death); bots kill each other and are killed by it.
+        player_health: 1e6,
+        bot_damage: 20.0,
+        bot_accuracy: 0.5,
+        ..default()
+    });
+    tb.client(0).init_resource::<BotFire>().add_systems(
+        Update,
+        |mut fire: ResMut<BotFire>, mut remote: MessageReader<RemoteFire>| {
+            fire.0 += remote.read().count()
+        },
+    );
+    tb.run_for(Duration::from_secs(10));
+
+    let client = tb.client_world(0);
+    let moves = client.resource::<MovementStats>();
+    assert!(moves.moves_simulated > 500, "{moves:?}");
+    assert_eq!(moves.corrections_received, 0, "{moves:?}");
+    let hud = client.resource::<Hud>();
+    println!("{hud:?}");
+    assert!(hud.shots >= 30, "{hud:?}");
+    assert!(hud.confirmed_hits >= 10, "{hud:?}");
+    assert!(hud.local_hits >= hud.confirmed_hits / 2, "{hud:?}");
+    assert_eq!(hud.rejected, 0, "{hud:?}");
+    let stats = tb.server_world().resource::<CombatStats>();
+    assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
+
+    // The bots shot back, and the client saw their shots.
+    let client = tb.client_world(0);
+    assert!(client.resource::<BotFire>().0 >= 5);
+    let board = client.resource::<Scoreboard>();
+    assert!(board.received >= 30, "status 4 times a second");
+    assert_eq!(board.fighters.len(), 5, "{board:?}");
+    let own = {
+        let world = tb.client_world_mut(0);
+        let mut q = world.query_filtered::<Entity, With<AutonomousProxy>>();
+        q.single(world).unwrap()
+    };
+    let board = tb.client_world(0).resource::<Scoreboard>();
+    let me = board
+        .get(own)
+        .expect("own fighter mapped to the client's entity");
+    assert!(me.health < me.max_health, "the bots hit the player: {me:?}");
+    // Kills were heard of, and the dead came back.
+    let feed = tb.client_world(0).resource::<KillFeed>();
+    println!("{:?}", feed.entries);
+    assert!(!feed.entries.is_empty());
+    let deaths: u32 = board.fighters.iter().map(|f| f.deaths).sum();
+    let kills: u32 = board.fighters.iter().map(|f| f.kills).sum();
+    assert!(deaths >= 1 && kills == deaths, "{board:?}");
+    assert!(
+        board.fighters.iter().any(|f| f.deaths > 0 && f.alive),
+        "someone respawned: {board:?}"
+    );
+}

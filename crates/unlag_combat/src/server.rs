@@ -148,6 +148,9 @@ pub struct CombatStats {
     pub pellet_hits: u64,
     /// Shots with a confirmed headshot.
     pub headshots: u64,
+    /// Pellets that hit a target the shooter saw alive but that had died meanwhile (killed by
+    /// a shot the shooter had not heard of yet): misses, not refusals.
+    pub corpse_pellets: u64,
     /// Copies of shots already judged, dropped (each shot is sent several times).
     pub duplicates: u64,
     /// Shots judged against current poses because the shooter's ping was above the cap.
@@ -473,6 +476,7 @@ impl ShotJudge<'_, '_> {
             &self.rewind,
             &self.health,
             (&mut stats.view_time_errors, &mut stats.view_lag_excess),
+            &mut stats.corpse_pellets,
         )
     }
 }
@@ -715,6 +719,7 @@ fn judge(
         &mut std::collections::VecDeque<f64>,
         &mut std::collections::VecDeque<f64>,
     ),
+    corpse_pellets: &mut u64,
 ) -> Result<ShotVerdict, Rejection> {
     let finite = request.origin.is_finite()
         && request.aim.is_finite()
@@ -795,11 +800,12 @@ fn judge(
         return Ok(ShotVerdict::Launch(projectile));
     }
     let mut claims = Vec::with_capacity(request.claims.len());
+    // Whether the claim's target counts: a target that died after the shooter's screen showed
+    // it alive (killed by a shot the shooter had not heard of yet) is a miss, not a refusal.
+    let mut claim_hits = Vec::with_capacity(request.claims.len());
+    let dead = |e: Entity| health.get(e).is_ok_and(|h| !h.alive());
     let tolerance = view_time_tolerance(settings, remote, frame);
     for c in &request.claims {
-        if health.get(c.target).is_ok_and(|h| !h.alive()) {
-            return Err(Rejection::BadTarget);
-        }
         let claim = c.view();
         // A blend between two states shows one moment: the shot's view time (Extrapolate
         // proxies are drawn at the present the client knows, up to a delay later). Poses held
@@ -821,6 +827,7 @@ fn judge(
             }
         }
         claims.push(claim);
+        claim_hits.push(c.hit && !dead(c.target));
     }
     let rays = request.rays();
     // Above the rewind cap the shot is judged against the present.
@@ -836,11 +843,16 @@ fn judge(
     })?;
     let mut tally: Vec<TargetHit> = Vec::new();
     let mut ends = Vec::with_capacity(rays.len());
+    let mut corpse_hits = 0u64;
     for ((origin, dir), answer) in rays.iter().zip(answers) {
         let claimed = |e: Entity| request.claims.iter().any(|c| c.target == e && c.hit);
         match answer {
             // Only what the shooter saw hit counts: a hit it did not see is a miss (and stops
-            // the pellet all the same).
+            // the pellet all the same). So is a corpse.
+            Some(hit) if claimed(hit.character) && dead(hit.character) => {
+                corpse_hits += 1;
+                ends.push(hit.point);
+            }
             Some(hit) if claimed(hit.character) => {
                 ends.push(hit.point);
                 let multiplier = if hit.is_head {
@@ -876,8 +888,8 @@ fn judge(
     if tally.is_empty() && !claims.is_empty() {
         let hit_claims: Vec<&ClaimedView> = claims
             .iter()
-            .zip(&request.claims)
-            .filter(|(_, wire)| wire.hit)
+            .zip(&claim_hits)
+            .filter(|(_, hit)| **hit)
             .map(|(claim, _)| claim)
             .collect();
         let behind_wall = |claim: &&ClaimedView| {
@@ -895,5 +907,6 @@ fn judge(
         }
     }
     armory.weapons[usize::from(request.weapon)].ammo -= 1;
+    *corpse_pellets += corpse_hits;
     Ok(ShotVerdict::Hits { hits: tally, ends })
 }

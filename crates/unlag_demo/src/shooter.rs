@@ -3,6 +3,7 @@
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::Collider;
 use lightyear::prelude::Server;
+use unlag::combat::Health;
 use unlag::core::quantize::{quantize_accel, quantize_angle};
 use unlag::movement::{
     CharacterInput, CharacterMovement, CharacterState, MovementPredictionSystems, MovementState,
@@ -136,16 +137,22 @@ pub fn bot_bundle(index: usize, count: usize) -> impl Bundle {
     )
 }
 
-/// `FixedUpdate` on the server, before the movement simulation: every bot decides its move.
+/// `FixedUpdate` on the server, before the movement simulation: every bot decides its move
+/// (a dead one, with a [`Health`] at zero, stands still).
 pub fn drive_bots(
     mut bots: Query<(
         &mut BotBrain,
         &MovementState<CharacterMovement>,
         &mut NextMove<CharacterMovement>,
+        Option<&Health>,
     )>,
 ) {
-    for (mut brain, state, mut next) in &mut bots {
-        next.0 = brain.next_input(state.0.feet);
+    for (mut brain, state, mut next, health) in &mut bots {
+        next.0 = if health.is_none_or(|h| h.alive()) {
+            brain.next_input(state.0.feet)
+        } else {
+            CharacterInput::default()
+        };
     }
 }
 

@@ -37,7 +37,6 @@ use arena::{
     ClientScript, HUMANOID, bot, client_shoots, drive_bots, drive_client, give_proxies_boxes,
     spawn_map, spawn_point,
 };
-use bevy::asset::AssetPlugin;
 use bevy::prelude::*;
 use bevy_replicon::shared::server_entity_map::ServerEntityMap;
 use core::time::Duration;
@@ -72,12 +71,7 @@ const PEEKS: usize = 6;
 const COOL_DOWN: f64 = 1.5;
 
 /// Where the repository's `assets/` are found.
-fn asset_plugin() -> AssetPlugin {
-    AssetPlugin {
-        file_path: concat!(env!("CARGO_MANIFEST_DIR"), "/../..").into(),
-        ..default()
-    }
-}
+use unlag_demo::asset_plugin;
 
 /// A distribution's figures, in the unit of the field holding it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]

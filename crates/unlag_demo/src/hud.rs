@@ -1,0 +1,117 @@
+//! What the shooter's HUD shows, kept by [`HudPlugin`] on the client apart from its drawing:
+//! hit markers (predicted at once, then the server's verdict) and shot counters.
+
+use bevy::prelude::*;
+use unlag::combat::{CombatSystems, LocalFire, ProjectileExploded, Rejection, ShotConfirmed};
+
+/// How a hit marker came about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkerKind {
+    /// The client's own trace hit something it draws (shown at once, before the server).
+    Local,
+    /// The server confirmed a hit.
+    Confirmed,
+    /// The server confirmed a hit on the head.
+    Headshot,
+}
+
+/// One hit marker.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HitMarker {
+    /// Real time it appeared, seconds since the App started.
+    pub at: f64,
+    /// What it shows.
+    pub kind: MarkerKind,
+}
+
+/// Client: the HUD's state, updated every frame after combat.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct Hud {
+    /// Markers of the last [`Hud::MARKER_SECONDS`], oldest first.
+    pub markers: Vec<HitMarker>,
+    /// Shots fired (each weapon trigger pull, pellets together).
+    pub shots: u64,
+    /// Shots whose local trace hit someone.
+    pub local_hits: u64,
+    /// Shots (and projectiles) the server confirmed on someone.
+    pub confirmed_hits: u64,
+    /// Confirmed headshots.
+    pub headshots: u64,
+    /// Shots the server refused.
+    pub rejected: u64,
+    /// Why the latest refusal was made.
+    pub last_rejection: Option<Rejection>,
+}
+
+impl Hud {
+    /// Seconds a marker stays.
+    pub const MARKER_SECONDS: f64 = 0.6;
+
+    /// The newest marker still showing, if any.
+    pub fn latest_marker(&self) -> Option<&HitMarker> {
+        self.markers.last()
+    }
+}
+
+/// Keeps [`Hud`] on a client.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HudPlugin;
+
+impl Plugin for HudPlugin {
+    fn build(&self, app: &mut App) {
+        app.init_resource::<Hud>()
+            .add_systems(Update, track.after(CombatSystems::Client));
+    }
+}
+
+fn track(
+    time: Res<Time<Real>>,
+    mut hud: ResMut<Hud>,
+    mut fired: MessageReader<LocalFire>,
+    mut verdicts: MessageReader<ShotConfirmed>,
+    mut exploded: MessageReader<ProjectileExploded>,
+) {
+    let now = time.elapsed_secs_f64();
+    hud.markers.retain(|m| now - m.at < Hud::MARKER_SECONDS);
+    let mark = |hud: &mut Hud, kind| hud.markers.push(HitMarker { at: now, kind });
+    for shot in fired.read() {
+        hud.shots += 1;
+        if shot.hits.iter().any(Option::is_some) {
+            hud.local_hits += 1;
+            mark(&mut hud, MarkerKind::Local);
+        }
+    }
+    for verdict in verdicts.read() {
+        match &verdict.outcome {
+            Ok(hits) if !hits.is_empty() => {
+                hud.confirmed_hits += 1;
+                let head = hits.iter().any(|h| h.headshot);
+                hud.headshots += u64::from(head);
+                let kind = if head {
+                    MarkerKind::Headshot
+                } else {
+                    MarkerKind::Confirmed
+                };
+                mark(&mut hud, kind);
+            }
+            Ok(_) => {}
+            Err(reason) => {
+                hud.rejected += 1;
+                hud.last_rejection = Some(*reason);
+            }
+        }
+    }
+    for impact in exploded.read() {
+        if impact.0.own && !impact.0.hits.is_empty() {
+            hud.confirmed_hits += 1;
+            let head = impact.0.hits.iter().any(|h| h.headshot);
+            hud.headshots += u64::from(head);
+            let kind = if head {
+                MarkerKind::Headshot
+            } else {
+                MarkerKind::Confirmed
+            };
+            mark(&mut hud, kind);
+        }
+    }
+}
