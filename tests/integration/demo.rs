@@ -374,3 +374,64 @@ fn a_shooter_match_plays_honestly_for_ten_seconds() {
         "someone respawned: {board:?}"
     );
 }
+
+#[test]
+fn a_listen_server_runs_inside_the_players_app_in_real_time() {
+    use bevy::state::app::StatesPlugin;
+    use unlag_demo::game::{Scoreboard, ShooterPlugins, ShooterSettings};
+    use unlag_demo::session;
+
+    let _alone = unlag_testbed::RealTimeTurn::take();
+    let settings = ShooterSettings {
+        bots: 2,
+        ..default()
+    };
+    let mut server = session::server_app();
+    server.add_plugins(ShooterPlugins {
+        settings: settings.clone(),
+    });
+    let mut player = App::new();
+    player.add_plugins((MinimalPlugins, StatesPlugin, unlag_demo::asset_plugin()));
+    session::client_net(&mut player, 7);
+    player.add_plugins(ShooterPlugins { settings });
+    session::host(&mut player, server);
+    player.insert_resource(NetPanel {
+        rtt_ms: 80.0,
+        rewind_gizmos: true,
+        ..default()
+    });
+    unlag_testbed::finish_app(&mut player);
+    let started = std::time::Instant::now();
+    let mut ready = false;
+    while started.elapsed() < Duration::from_secs(15) {
+        player.update();
+        std::thread::sleep(Duration::from_millis(4));
+        let world = player.world_mut();
+        let own = world
+            .query_filtered::<(), With<AutonomousProxy>>()
+            .iter(world)
+            .count();
+        let proxies = world.query::<&RenderedPose>().iter(world).count();
+        let synced = world.resource::<unlag::net::NetClock>().synced;
+        if own == 1 && proxies == 2 && synced && world.resource::<Scoreboard>().received > 4 {
+            ready = true;
+            break;
+        }
+    }
+    assert!(ready, "joined, with its character and the two bots drawn");
+    // Let the RTT estimate settle on the panel's latency.
+    let settle = std::time::Instant::now();
+    while settle.elapsed() < Duration::from_secs(2) {
+        player.update();
+        std::thread::sleep(Duration::from_millis(4));
+    }
+    let rtt = player.world().resource::<unlag::net::NetClock>().rtt;
+    assert!((0.06..0.13).contains(&rtt), "the panel's 80 ms: {rtt}");
+    // One panel for both ends: the server has the host's copy, rewind log switched on.
+    let hosted = player.world().non_send::<session::HostedServer>();
+    assert_eq!(hosted.0.world().resource::<NetPanel>().rtt_ms, 80.0);
+    assert!(hosted.0.world().resource::<RewindDebug>().show_queries);
+    assert!(player.world().resource::<RewindDebug>().show_queries);
+    let board = player.world().resource::<Scoreboard>();
+    assert_eq!(board.fighters.len(), 3, "{board:?}");
+}

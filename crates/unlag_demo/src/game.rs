@@ -602,22 +602,23 @@ fn send_status(
 
 fn receive_news(
     time: Res<Time<Real>>,
-    mut links: Query<
-        (
-            &mut MessageReceiver<ShooterStatus>,
-            &mut MessageReceiver<KillNotice>,
-        ),
+    // Separate queries: a receiver only exists once its first message has arrived.
+    mut statuses: Query<
+        &mut MessageReceiver<ShooterStatus>,
         With<lightyear::prelude::client::Client>,
     >,
+    mut kills: Query<&mut MessageReceiver<KillNotice>, With<lightyear::prelude::client::Client>>,
     mut board: ResMut<Scoreboard>,
     mut feed: ResMut<KillFeed>,
 ) {
-    for (mut statuses, mut kills) in &mut links {
-        if let Some(latest) = statuses.receive().last() {
+    for mut receiver in &mut statuses {
+        if let Some(latest) = receiver.receive().last() {
             board.fighters = latest.fighters;
             board.received += 1;
         }
-        for kill in kills.receive() {
+    }
+    for mut receiver in &mut kills {
+        for kill in receiver.receive() {
             feed.entries.push_back((time.elapsed_secs_f64(), kill));
             while feed.entries.len() > KillFeed::KEEP {
                 feed.entries.pop_front();

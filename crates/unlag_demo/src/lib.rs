@@ -7,12 +7,15 @@
 //!   respawns, scores and the kill feed ([`ShooterGamePlugin`](game::ShooterGamePlugin)).
 //! - [`hud`]: the HUD's state on a client: hit markers and shot counters
 //!   ([`HudPlugin`](hud::HudPlugin)).
+//! - [`session`]: how the examples' Apps connect: a listen server inside the player's App,
+//!   a dedicated UDP server, a UDP client.
 //! - [`shooter`]: the arena ([`spawn_arena`](shooter::spawn_arena)) and its server-driven bots
 //!   ([`BotBrain`](shooter::BotBrain), [`ShooterBotsPlugin`](shooter::ShooterBotsPlugin)).
 
 pub mod game;
 pub mod hud;
 pub mod panel;
+pub mod session;
 pub mod shooter;
 
 pub use panel::{NetPanel, NetPanelPlugin, PanelError};

@@ -100,7 +100,7 @@ impl NetApps {
 }
 
 /// Finishes building `app` (as `App::run` would) so it can be updated by hand.
-pub(crate) fn finish_app(app: &mut App) {
+pub fn finish_app(app: &mut App) {
     while app.plugins_state() == PluginsState::Adding {
         bevy::tasks::tick_global_task_pools_on_main_thread();
     }
@@ -108,10 +108,11 @@ pub(crate) fn finish_app(app: &mut App) {
     app.cleanup();
 }
 
-/// Spawns client number `client_id` in `app`, over `transport`, and starts connecting it to
-/// the netcode server at `server_addr`. Returns the client's link entity.
-pub(crate) fn connect_client(
-    app: &mut App,
+/// Spawns client number `client_id` in `world` (a client App's), over `transport`, and starts connecting it to
+/// the netcode server at `server_addr` (with this crate's [`PROTOCOL_ID`] and
+/// [`PRIVATE_KEY`]). Returns the client's link entity.
+pub fn connect_client(
+    world: &mut World,
     transport: impl Bundle,
     server_addr: SocketAddr,
     client_id: u64,
@@ -122,7 +123,6 @@ pub(crate) fn connect_client(
         private_key: PRIVATE_KEY,
         protocol_id: PROTOCOL_ID,
     };
-    let world = app.world_mut();
     let entity = world
         .spawn((
             Client,

@@ -46,14 +46,15 @@ impl Drop for SimulationTurn {
     }
 }
 
-/// Held by a real-time session: has the process to itself.
+/// Held by a real-time session (a [`UdpSession`](crate::UdpSession), or a test stepping its
+/// own real-time Apps): has the process to itself.
 #[derive(Debug)]
-pub(crate) struct RealTimeTurn(());
+pub struct RealTimeTurn(());
 
 impl RealTimeTurn {
     /// Waits for running simulations to end and for any other real-time session, then keeps
     /// new simulations from starting until dropped.
-    pub(crate) fn take() -> Self {
+    pub fn take() -> Self {
         let mut state = lock();
         while state.real_time {
             state = CHANGED.wait(state).unwrap_or_else(|e| e.into_inner());

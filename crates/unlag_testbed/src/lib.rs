@@ -26,7 +26,8 @@ mod measure;
 mod physics;
 mod udp;
 
-pub use apps::NetApps;
+pub use apps::{NetApps, connect_client, finish_app};
+pub use exclusive::RealTimeTurn;
 pub use physics::RapierFixedPlugin;
 
 pub use measure::{ClientMeasures, KindRate};
@@ -257,7 +258,8 @@ impl Testbed {
             world.trigger(LinkStart { entity: link });
             world.flush();
             self.server_links.push(link);
-            let entity = apps::connect_client(client, client_io, server_addr, i as u64 + 1);
+            let entity =
+                apps::connect_client(client.world_mut(), client_io, server_addr, i as u64 + 1);
             self.client_entities.push(entity);
         }
     }

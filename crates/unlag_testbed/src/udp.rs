@@ -123,7 +123,7 @@ impl UdpSession {
             );
             crate::apps::finish_app(&mut app);
             crate::apps::connect_client(
-                &mut app,
+                app.world_mut(),
                 (
                     LocalAddr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0)),
                     PeerAddr(server_addr),

@@ -1,0 +1,193 @@
+//! How the examples' Apps connect: a listen server (the server App stepped inside the player's
+//! App, over lightyear's crossbeam transport), a dedicated server over UDP, and a client
+//! joining one over UDP. The game's plugins are the caller's; every App here gets lightyear,
+//! `UnlagNetPlugin` (real time) and the link conditioner ([`NetConditions`]).
+
+use bevy::prelude::*;
+use bevy::state::app::StatesPlugin;
+use core::net::{Ipv4Addr, SocketAddr};
+use core::time::Duration;
+use lightyear::crossbeam::CrossbeamIo;
+use lightyear::netcode::server_plugin::NetcodeConfig as ServerNetcodeConfig;
+use lightyear::prelude::client::ClientPlugins;
+use lightyear::prelude::server::{NetcodeServer, ServerPlugins, ServerUdpIo, Start};
+use lightyear::prelude::*;
+use std::sync::Mutex;
+use unlag::net::{LinkConditions, NetConditions, UnlagNetPlugin};
+use unlag::rewind::{RewindDebug, RewindDebugLog};
+use unlag_testbed::{PRIVATE_KEY, PROTOCOL_ID, connect_client, finish_app};
+
+use crate::NetPanel;
+
+/// Simulation ticks per second, on every side.
+pub const TICK_HZ: f64 = 60.0;
+
+/// The UDP port a dedicated server listens on unless told otherwise.
+pub const DEFAULT_PORT: u16 = 5888;
+
+fn tick() -> Duration {
+    Duration::from_secs_f64(1.0 / TICK_HZ)
+}
+
+/// A headless server App: Bevy's minimal plugins (its own loop at 250 Hz when run on its own),
+/// lightyear's server, `UnlagNetPlugin` and the assets of this repository. Add the game's
+/// plugins, then [`host`] it in a client App or [`serve_udp`] it.
+pub fn server_app() -> App {
+    let mut app = App::new();
+    app.add_plugins((
+        MinimalPlugins.set(bevy::app::ScheduleRunnerPlugin::run_loop(
+            Duration::from_secs_f64(1.0 / 250.0),
+        )),
+        StatesPlugin,
+        crate::asset_plugin(),
+    ))
+    .add_plugins(ServerPlugins {
+        tick_duration: tick(),
+    })
+    .add_plugins(UnlagNetPlugin::default())
+    .insert_resource(NetConditions::new(LinkConditions::default(), 1).expect("no conditions"))
+    // Every link replicates both ways.
+    .add_observer(|add: On<Add, LinkOf>, mut commands: Commands| {
+        commands
+            .entity(add.entity)
+            .insert((ReplicationSender, ReplicationReceiver));
+    });
+    app
+}
+
+/// Adds lightyear's client, `UnlagNetPlugin` and a link conditioner (no conditions until the
+/// net panel sets some) to a client App (the player's, windowed or not). Then [`host`] a
+/// server in it or [`join_udp`] one.
+pub fn client_net(app: &mut App, seed: u64) {
+    app.add_plugins(ClientPlugins {
+        tick_duration: tick(),
+    })
+    .add_plugins(UnlagNetPlugin::default())
+    .insert_resource(NetConditions::new(LinkConditions::default(), seed).expect("no conditions"));
+}
+
+/// The server App of a listen server, kept in the player's App and updated at the start of
+/// each of its frames.
+pub struct HostedServer(pub App);
+
+/// The client's end of the crossbeam pair until the client App starts.
+#[derive(Resource)]
+struct PendingLink(Mutex<Option<(CrossbeamIo, SocketAddr)>>);
+
+/// Makes `client` a listen server's player: `server` (from [`server_app`], with the game's
+/// plugins) is finished, started and linked to `client` through a crossbeam pair; `client`
+/// updates it at the start of each frame, before its own, and copies its [`NetPanel`] into it
+/// (one panel for both ends, as the host owns both) and the server's rewind log out of it (so
+/// the player's App can draw the hit boxes the server tested).
+pub fn host(client: &mut App, mut server: App) {
+    finish_app(&mut server);
+    let addr = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), DEFAULT_PORT);
+    let world = server.world_mut();
+    let netcode = world
+        .spawn(NetcodeServer::new(ServerNetcodeConfig {
+            protocol_id: PROTOCOL_ID,
+            private_key: PRIVATE_KEY,
+            // A crossbeam link has no address to check.
+            server_addr_check: false,
+            ..default()
+        }))
+        .id();
+    world.trigger(Start { entity: netcode });
+    world.flush();
+    let (client_io, server_io) = CrossbeamIo::new_pair();
+    let link = world
+        .spawn((
+            LinkOf { server: netcode },
+            Link::default(),
+            PeerAddr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 6000)),
+            server_io,
+            ReplicationSender,
+            ReplicationReceiver,
+        ))
+        .id();
+    world.trigger(LinkStart { entity: link });
+    world.flush();
+    client
+        .insert_non_send(HostedServer(server))
+        .insert_resource(PendingLink(Mutex::new(Some((client_io, addr)))))
+        .add_systems(Startup, connect_pending)
+        .add_systems(First, step_hosted_server);
+}
+
+fn connect_pending(world: &mut World) {
+    let pending = world
+        .resource::<PendingLink>()
+        .0
+        .lock()
+        .ok()
+        .and_then(|mut p| p.take());
+    if let Some((io, addr)) = pending {
+        connect_client(world, io, addr, 1);
+    }
+}
+
+fn step_hosted_server(world: &mut World) {
+    let panel = world.get_resource::<NetPanel>().cloned();
+    let Some(mut hosted) = world.remove_non_send::<HostedServer>() else {
+        return;
+    };
+    if let Some(panel) = panel
+        && hosted.0.world().get_resource::<NetPanel>() != Some(&panel)
+    {
+        hosted.0.world_mut().insert_resource(panel);
+    }
+    hosted.0.update();
+    // The rewind gizmos: what the server tested, drawn by the player's App.
+    let server = hosted.0.world();
+    let show = server
+        .get_resource::<RewindDebug>()
+        .is_some_and(|d| d.show_queries);
+    let entries = server
+        .get_resource::<RewindDebugLog>()
+        .map(RewindDebugLog::entries)
+        .unwrap_or_default();
+    if let Some(mut debug) = world.get_resource_mut::<RewindDebug>() {
+        debug.show_queries = show;
+    }
+    if let Some(log) = world.get_resource::<RewindDebugLog>() {
+        log.clear();
+        log.push(entries);
+    }
+    world.insert_non_send(hosted);
+}
+
+/// Starts `server` (from [`server_app`], with the game's plugins) listening on UDP `addr` and
+/// runs it until the process ends. Needs no display.
+pub fn serve_udp(mut server: App, addr: SocketAddr) -> AppExit {
+    server.add_systems(Startup, move |mut commands: Commands| {
+        let netcode = commands
+            .spawn((
+                NetcodeServer::new(ServerNetcodeConfig {
+                    protocol_id: PROTOCOL_ID,
+                    private_key: PRIVATE_KEY,
+                    ..default()
+                }),
+                LocalAddr(addr),
+                ServerUdpIo::default(),
+            ))
+            .id();
+        commands.trigger(Start { entity: netcode });
+        info!("serving on udp {addr}");
+    });
+    server.run()
+}
+
+/// Makes `client` join the server at UDP `addr` when it starts, as client `id` (any number,
+/// different for each client of one server).
+pub fn join_udp(client: &mut App, addr: SocketAddr, id: u64) {
+    client.add_systems(Startup, move |world: &mut World| {
+        let local = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0);
+        connect_client(
+            world,
+            (LocalAddr(local), PeerAddr(addr), UdpIo::default()),
+            addr,
+            id,
+        );
+        info!("joining udp {addr} as client {id}");
+    });
+}
