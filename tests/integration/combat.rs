@@ -287,7 +287,7 @@ fn run(rtt_ms: u64, weapon_name: &str, seconds: u64) -> Agreement {
             .server_world()
             .get::<unlag::net::RemoteClientClock>(link)
             .unwrap();
-        if let Some((least, most)) = remote.view_lag_range(now) {
+        if let Some((least, most)) = remote.view_lag_range(now, 1.0 / 240.0) {
             println!(
                 "view reports at {rtt_ms} ms: lag − rtt {:.1} … {:.1} ms, jitter {:.1} ms",
                 (least - remote.rtt) * 1e3,

@@ -435,3 +435,112 @@ fn a_listen_server_runs_inside_the_players_app_in_real_time() {
     let board = player.world().resource::<Scoreboard>();
     assert_eq!(board.fighters.len(), 3, "{board:?}");
 }
+
+/// `FixedUpdate` on a karts client: its own kart driven round the racing line like a bot's.
+fn drive_own_kart(
+    mut commands: Commands,
+    mut driver: Local<Option<unlag_demo::karts::KartBot>>,
+    karts: Query<
+        (
+            Entity,
+            &MovementState<unlag::movement::KartMovement>,
+            Option<&mut unlag::movement::NextMove<unlag::movement::KartMovement>>,
+        ),
+        With<unlag::movement::Prediction<unlag::movement::KartMovement>>,
+    >,
+) {
+    for (entity, state, next) in karts {
+        let bot = driver.get_or_insert(unlag_demo::karts::KartBot {
+            next: 1,
+            throttle: 10,
+        });
+        let input = bot.next_input(&state.0);
+        unlag::movement::NextMove::write(&mut commands, entity, next, input);
+    }
+}
+
+#[test]
+fn karts_race_round_the_track_without_corrections() {
+    use unlag::movement::KartMovement;
+    use unlag_demo::karts::{ISLAND_HALF, KartPlugins, TRACK_HALF};
+    use unlag_testbed::TestbedConfig;
+
+    let panel = NetPanel {
+        rtt_ms: 150.0,
+        jitter_ms: 10.0,
+        loss_percent: 1.0,
+        ..default()
+    };
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions: panel.conditions().unwrap(),
+        ..default()
+    });
+    tb.add_plugins(KartPlugins { bots: 2 });
+    tb.server().insert_resource(panel.clone());
+    // The player drives like a bot, through its own predicted kart.
+    tb.client(0).insert_resource(panel).add_systems(
+        FixedUpdate,
+        drive_own_kart.before(unlag::movement::MovementPredictionSystems::Simulate),
+    );
+    assert!(tb.run_until(Duration::from_secs(10), |tb| tb.all_synced()));
+    tb.run_for(Duration::from_millis(500));
+    let positions = |tb: &mut Testbed| -> Vec<Vec3> {
+        let world = tb.server_world_mut();
+        let mut q = world.query::<&MovementState<KartMovement>>();
+        q.iter(world).map(|s| s.0.position).collect()
+    };
+    let mut last = positions(&mut tb);
+    assert_eq!(last.len(), 3, "the player's kart and two bots");
+    let mut travelled = [0.0f32; 3];
+    for _ in 0..100 {
+        tb.run_for(Duration::from_millis(100));
+        let now = positions(&mut tb);
+        for (k, (a, b)) in last.iter().zip(&now).enumerate() {
+            travelled[k] += a.distance(*b);
+            // On the track: inside the outer walls, outside the island.
+            assert!(b.x.abs() < TRACK_HALF.x && b.z.abs() < TRACK_HALF.y, "{b}");
+            assert!(
+                b.x.abs() > ISLAND_HALF.x || b.z.abs() > ISLAND_HALF.y,
+                "{b}"
+            );
+        }
+        last = now;
+    }
+    assert!(
+        travelled.iter().all(|d| *d > 60.0),
+        "{travelled:?} m in 10 s"
+    );
+    let moves = tb.client_world(0).resource::<MovementStats>();
+    assert!(moves.moves_simulated > 500, "{moves:?}");
+    assert_eq!(moves.corrections_received, 0, "{moves:?}");
+
+    // Down to 1 Hz, Snap: the bots are drawn from states a second apart, jumping between them.
+    set_panel(&mut tb, |p| {
+        p.update_rate_hz = 1.0;
+        p.smoothing = SmoothingMode::Snap;
+    });
+    tb.run_for(Duration::from_secs(4));
+    let world = tb.client_world_mut(0);
+    let mut q = world.query::<(&ProxySmoothing, &RenderedPose)>();
+    let drawn: Vec<_> = q.iter(world).map(|(s, p)| (s.mode, p.position)).collect();
+    assert_eq!(drawn.len(), 2, "two bot karts drawn: {drawn:?}");
+    assert!(drawn.iter().all(|(m, _)| *m == SmoothingMode::Snap));
+    let mut biggest = 0.0f32;
+    let mut previous: Vec<Vec3> = drawn.iter().map(|d| d.1).collect();
+    for _ in 0..120 {
+        tb.step();
+        let world = tb.client_world_mut(0);
+        let now: Vec<Vec3> = q.iter(world).map(|(_, p)| p.position).collect();
+        for (a, b) in previous.iter().zip(&now) {
+            biggest = biggest.max(a.distance(*b));
+        }
+        previous = now;
+    }
+    assert!(
+        biggest > 5.0,
+        "snapping from state to state a second apart: {biggest} m"
+    );
+    let moves = tb.client_world(0).resource::<MovementStats>();
+    assert_eq!(moves.corrections_received, 0, "{moves:?}");
+}

@@ -90,3 +90,65 @@ fn the_net_graph_keeps_ten_seconds_of_every_figure() {
     // The server has no graph samples: it is a client's view.
     assert_eq!(tb.server_world().resource::<NetGraph>().span(), 0.0);
 }
+
+#[test]
+fn the_drawn_net_graph_follows_the_samples() {
+    use bevy::prelude::*;
+    use unlag::diagnostics::{NetGraphBar, NetGraphLabel, NetGraphUiPlugin, scale_top};
+
+    let conditions = LinkConditions::new(Duration::from_millis(150), Duration::ZERO, 0.0);
+    let mut tb = movement_testbed(
+        1,
+        conditions,
+        (
+            MovementTestPlugin::default(),
+            ProxySmoothingPlugin::default(),
+            CharacterProxyPlugin,
+            NetGraphPlugin::default(),
+            NetGraphUiPlugin {
+                toggle: None,
+                visible: true,
+            },
+        ),
+    );
+    tb.run_for(Duration::from_secs(4));
+    let world = tb.client_world_mut(0);
+    let rtt = world.resource::<NetGraph>().latest(NetSeries::Rtt).unwrap();
+    let top = scale_top(
+        NetSeries::Rtt,
+        world
+            .resource::<NetGraph>()
+            .range(NetSeries::Rtt)
+            .unwrap()
+            .1,
+    );
+    assert_eq!(top, 200.0, "150 ms is drawn on a 0–200 ms scale");
+    // The newest RTT bar stands at RTT / top of its strip; bars older than the samples are flat.
+    let mut bars = world.query::<(&NetGraphBar, &Node)>();
+    let mut height = |series, index| {
+        bars.iter(world)
+            .find(|(b, _)| b.series == series && b.index == index)
+            .map(|(_, n)| n.height)
+            .unwrap()
+    };
+    let Val::Percent(newest) = height(NetSeries::Rtt, 0) else {
+        panic!("bar heights are percentages");
+    };
+    assert!(
+        (f64::from(newest) - rtt / top * 100.0).abs() < 0.5,
+        "{newest} % for {rtt} ms"
+    );
+    assert_eq!(
+        height(NetSeries::Rtt, 99),
+        Val::Percent(0.0),
+        "4 s: no sample 9.9 s ago yet"
+    );
+    assert_eq!(height(NetSeries::Loss, 0), Val::Percent(0.0), "no loss");
+    let mut labels = world.query::<(&NetGraphLabel, &Text)>();
+    let label = labels
+        .iter(world)
+        .find(|(l, _)| l.0 == NetSeries::Rtt)
+        .map(|(_, t)| t.0.clone())
+        .unwrap();
+    assert!(label.starts_with(&format!("RTT {rtt:.0} ms")), "{label}");
+}

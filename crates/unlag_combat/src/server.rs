@@ -294,9 +294,11 @@ pub fn shot_directions(spec: &WeaponSpec, fire_index: u32, aim: Vec3) -> Vec<Vec
 }
 
 /// How far a shot's view time may be from the server's estimate of it, seconds: the fixed part,
-/// the link's jitter (the request's arrival varies with it) and one frame of arrival rounding.
+/// the link's jitter (the request's arrival varies with it), a server frame of arrival rounding
+/// and as much again for the client's frame (unknown here) between drawing and sending. The
+/// tight bound is the view-lag check after it.
 fn view_time_tolerance(settings: &CombatSettings, remote: &RemoteClientClock, frame: f64) -> f64 {
-    settings.view_time_tolerance + settings.view_time_jitter_factor * remote.jitter + frame
+    settings.view_time_tolerance + settings.view_time_jitter_factor * remote.jitter + 2.0 * frame
 }
 
 /// Checks a request against the server's own view of the shooter; the reason when refused.
@@ -337,7 +339,7 @@ fn check(
     if !(-1e-6..=settings.max_copy_age).contains(&age) {
         return Err(Rejection::BadViewTime);
     }
-    match remote.view_lag_range(now) {
+    match remote.view_lag_range(now, frame) {
         Some((least, most)) => {
             let lag = now - request.sent_view_time - remote.interpolation_delay;
             lags.push_back(lag - most);

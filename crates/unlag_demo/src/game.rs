@@ -24,7 +24,7 @@ use unlag::net::{
     UnreliableChannel,
 };
 use unlag::rewind::{HitBoxLayout, LagCompensationPlugin, RewindQuery, UseHitBoxLayout};
-use unlag::smoothing::{ProxySmoothing, ProxySmoothingPlugin};
+use unlag::smoothing::{ProxySmoothing, ProxySmoothingPlugin, Teleported};
 
 /// Asset path of the characters' hit-box layout (players and bots alike).
 pub const HUMANOID: &str = "assets/humanoid.hitboxes.ron";
@@ -545,16 +545,19 @@ fn deaths(
     }
 }
 
-/// The dead whose time has come are back at their spawn with full health.
+/// The dead whose time has come are back at their spawn with full health (clients snap them
+/// there, not sweep them across the arena).
 fn respawn(
+    mut commands: Commands,
     clock: Res<NetClock>,
     mut fighters: Query<(
+        Entity,
         &mut Fighter,
         &mut Health,
         &mut MovementState<CharacterMovement>,
     )>,
 ) {
-    for (mut fighter, mut health, mut state) in &mut fighters {
+    for (entity, mut fighter, mut health, mut state) in &mut fighters {
         if fighter.respawn_at.is_some_and(|t| clock.server_time >= t) {
             fighter.respawn_at = None;
             health.current = health.max;
@@ -562,6 +565,7 @@ fn respawn(
                 feet: fighter.spawn,
                 ..default()
             };
+            commands.entity(entity).insert(Teleported);
         }
     }
 }

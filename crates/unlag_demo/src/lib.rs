@@ -1,6 +1,7 @@
 //! The game logic of `unlag`'s examples, apart from their rendering: what the `shooter` and
 //! `karts` examples run, and what the headless tests play.
 //!
+//! - [`karts`]: the karts' track, bot karts and rules ([`KartPlugins`](karts::KartPlugins)).
 //! - [`panel`]: the net panel's settings ([`NetPanel`]) and their live application on client
 //!   and server ([`NetPanelPlugin`]).
 //! - [`game`]: the shooter's rules: players joining, bots that shoot back, health, deaths,
@@ -14,6 +15,7 @@
 
 pub mod game;
 pub mod hud;
+pub mod karts;
 pub mod panel;
 pub mod session;
 pub mod shooter;

@@ -23,6 +23,11 @@
 //! client link's [`LinkTraffic`] (bytes on the wire). A figure whose
 //! source is missing (e.g. no movement plugin) stays at zero.
 
+#[cfg(feature = "ui")]
+mod ui;
+#[cfg(feature = "ui")]
+pub use ui::{NetGraphBar, NetGraphLabel, NetGraphUi, NetGraphUiPlugin, scale_top};
+
 use bevy::prelude::*;
 use lightyear::prelude::Client;
 use std::collections::VecDeque;

@@ -161,8 +161,9 @@ const MAX_VIEW_LAG: f64 = 5.0;
 /// How long the arrival lags of view reports are kept, seconds.
 pub const VIEW_LAG_WINDOW: f64 = 2.0;
 
-/// Reports needed within the window before [`RemoteClientClock::view_lag_range`] answers.
-pub const MIN_VIEW_LAG_SAMPLES: usize = 20;
+/// Reports needed within the window before [`RemoteClientClock::view_lag_range`] answers (a
+/// client sends one a frame up to 30 Hz: 8 in 2 s is a client at 4 fps).
+pub const MIN_VIEW_LAG_SAMPLES: usize = 8;
 
 /// How far the median lag of a client's view reports may exceed the RTT, seconds. An honest
 /// report lags about one round trip (its view time is the server time less half the RTT and
@@ -176,6 +177,10 @@ pub const VIEW_LAG_JITTER_FACTOR: f64 = 3.0;
 /// Fixed slack above the median lag, with [`VIEW_LAG_JITTER_FACTOR`], seconds.
 pub const VIEW_LAG_SLACK: f64 = 0.015;
 
+/// Longest server frame [`RemoteClientClock::view_lag_range`] allows for, seconds (a server
+/// stalled longer than this widens the check no further).
+pub const MAX_FRAME_SLACK: f64 = 0.25;
+
 /// Reports lagging more than this beyond the RTT are dropped as garbage, seconds.
 const VIEW_LAG_GARBAGE: f64 = 0.5;
 
@@ -187,12 +192,15 @@ impl RemoteClientClock {
     /// longer: past the most once `b` exceeds the jitter's span.
     ///
     /// The reports are the client's word too, so they are held to what the link allows: their
-    /// median may not exceed the RTT by more than [`VIEW_LAG_CENTER_SLACK`] (else `None`: a
-    /// client stamping every report older gains at most that), and the most is capped at the
-    /// median plus [`VIEW_LAG_JITTER_FACTOR`] × the jitter and [`VIEW_LAG_SLACK`] (a few late
-    /// stamps cannot widen it). `None` too while fewer than [`MIN_VIEW_LAG_SAMPLES`] arrived
-    /// in the window.
-    pub fn view_lag_range(&self, now: f64) -> Option<(f64, f64)> {
+    /// median may not exceed the RTT by more than [`VIEW_LAG_CENTER_SLACK`] and `frame` (else
+    /// `None`: a client stamping every report older gains at most that), and the most is
+    /// capped at the median plus [`VIEW_LAG_JITTER_FACTOR`] × the jitter, [`VIEW_LAG_SLACK`]
+    /// and `frame` (a few late stamps cannot widen it). `frame` is the server's frame, seconds:
+    /// a packet waits up to one for the server to read it, which the RTT (measured by pings
+    /// answered at once) does not show; at 60 fps it is 17 ms, a server stepped by a 20-fps
+    /// listen host waits 50 ms. `None` too while fewer than [`MIN_VIEW_LAG_SAMPLES`] arrived in
+    /// the window.
+    pub fn view_lag_range(&self, now: f64, frame: f64) -> Option<(f64, f64)> {
         let mut recent: Vec<f64> = self
             .view_lags
             .iter()
@@ -204,10 +212,11 @@ impl RemoteClientClock {
         }
         recent.sort_by(f64::total_cmp);
         let median = recent[recent.len() / 2];
-        if median > self.rtt + VIEW_LAG_CENTER_SLACK {
+        let frame = frame.clamp(0.0, MAX_FRAME_SLACK);
+        if median > self.rtt + VIEW_LAG_CENTER_SLACK + frame {
             return None;
         }
-        let cap = median + VIEW_LAG_JITTER_FACTOR * self.jitter + VIEW_LAG_SLACK;
+        let cap = median + VIEW_LAG_JITTER_FACTOR * self.jitter + VIEW_LAG_SLACK + frame;
         Some((recent[0], recent[recent.len() - 1].min(cap)))
     }
 

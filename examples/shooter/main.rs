@@ -1,0 +1,421 @@
+//! The shooter: a first-person arena with bots that run, hop, crouch, dash and shoot back, on
+//! every `unlag` plugin, with a net panel to add latency, jitter and loss and to switch each
+//! technique off and feel what it saves you from.
+//!
+//! ```text
+//! cargo run --release --example shooter                  # listen server + you, one window
+//! cargo run --release --example shooter -- --server      # dedicated server on UDP 0.0.0.0:5888
+//! cargo run --release --example shooter -- --client 127.0.0.1:5888   # join it (several may)
+//! ```
+//!
+//! | option | meaning |
+//! | --- | --- |
+//! | `--server [ADDR]` | headless dedicated server over UDP (default `0.0.0.0:5888`), no window |
+//! | `--client ADDR` | join a dedicated server over UDP |
+//! | `--bots N` | bots in the arena (server or listen; default 6) |
+//! | `--rtt MS`, `--jitter MS`, `--loss PERCENT` | the net panel's starting conditions |
+//! | `--rewind-gizmos` | start with the rewind gizmos on |
+//! | `--autopilot` | you aim at the nearest bot and fire by yourself (demos, screenshots) |
+//! | `--seconds S` | quit after S seconds |
+//!
+//! Controls (leafwing-input-manager):
+//!
+//! | input | action |
+//! | --- | --- |
+//! | click in the view | capture the mouse and play |
+//! | W A S D, mouse | move, look |
+//! | Space, left Ctrl, left Shift | jump, crouch, dash |
+//! | left / right mouse button | fire / aim |
+//! | R | reload |
+//! | 1, 2, 3 | rifle, shotgun, launcher |
+//! | F1 | net panel (drag its sliders, click its switches) |
+//! | F2 | net graph |
+//! | H | this help |
+//! | Esc | free the mouse |
+//!
+//! In the listen mode the panel sets both ends (your link's latency, jitter and loss, the
+//! server's update rate and rewinding); a client of a dedicated server sets its own link,
+//! prediction, smoothing and gizmos only.
+
+mod hud;
+#[path = "../common/panel_ui.rs"]
+mod panel_ui;
+#[path = "../common/scene.rs"]
+mod scene;
+mod view;
+
+use bevy::prelude::*;
+use bevy::window::{CursorGrabMode, CursorOptions, PrimaryWindow};
+use core::net::SocketAddr;
+use leafwing_input_manager::prelude::*;
+use unlag::combat::{Armory, CombatSystems, FireCommand, ReloadCommand, Weapons};
+use unlag::movement::{
+    CharacterAction, CharacterInputPlugin, CharacterMovement, LookAngles, MovementState,
+};
+use unlag::net::AutonomousProxy;
+use unlag_demo::game::{EYE_HEIGHT, Scoreboard, ShooterPlugins, ShooterSettings};
+use unlag_demo::{NetPanel, session};
+
+/// How the example runs.
+#[derive(Clone, Debug)]
+enum Mode {
+    Listen,
+    Server(SocketAddr),
+    Client(SocketAddr),
+}
+
+#[derive(Resource, Clone, Debug)]
+struct Options {
+    mode: Mode,
+    bots: usize,
+    panel: NetPanel,
+    autopilot: bool,
+    seconds: Option<f64>,
+}
+
+fn parse() -> Result<Options, String> {
+    let mut o = Options {
+        mode: Mode::Listen,
+        bots: ShooterSettings::default().bots,
+        panel: NetPanel::default(),
+        autopilot: false,
+        seconds: None,
+    };
+    let mut args = std::env::args().skip(1).peekable();
+    while let Some(flag) = args.next() {
+        let mut number = |name: &str| -> Result<f64, String> {
+            let v = args.next().ok_or_else(|| format!("{name} needs a value"))?;
+            v.parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .ok_or_else(|| format!("{name}: {v:?} is not a non-negative number"))
+        };
+        match flag.as_str() {
+            "--rtt" => o.panel.rtt_ms = number("--rtt")?,
+            "--jitter" => o.panel.jitter_ms = number("--jitter")?,
+            "--loss" => o.panel.loss_percent = number("--loss")?,
+            "--bots" => o.bots = number("--bots")? as usize,
+            "--seconds" => o.seconds = Some(number("--seconds")?),
+            "--autopilot" => o.autopilot = true,
+            "--rewind-gizmos" => o.panel.rewind_gizmos = true,
+            "--server" => {
+                let addr = match args.peek() {
+                    Some(a) if !a.starts_with("--") => args.next().unwrap_or_default(),
+                    _ => format!("0.0.0.0:{}", session::DEFAULT_PORT),
+                };
+                o.mode = Mode::Server(
+                    addr.parse()
+                        .map_err(|e| format!("--server: {addr:?}: {e}"))?,
+                );
+            }
+            "--client" => {
+                let addr = args.next().ok_or("--client needs an address")?;
+                o.mode = Mode::Client(
+                    addr.parse()
+                        .map_err(|e| format!("--client: {addr:?}: {e}"))?,
+                );
+            }
+            "-h" | "--help" => return Err(
+                "usage: shooter [--server [ADDR] | --client ADDR] [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rewind-gizmos] [--autopilot] [--seconds S]".into(),
+            ),
+            other => return Err(format!("unknown option {other} (try --help)")),
+        }
+    }
+    o.panel.validate().map_err(|e| e.to_string())?;
+    Ok(o)
+}
+
+fn main() -> AppExit {
+    let options = match parse() {
+        Ok(o) => o,
+        Err(message) => {
+            eprintln!("shooter: {message}");
+            std::process::exit(2);
+        }
+    };
+    let plugins = ShooterPlugins {
+        settings: ShooterSettings {
+            bots: options.bots,
+            ..default()
+        },
+    };
+    match options.mode.clone() {
+        Mode::Server(addr) => {
+            let mut server = session::server_app();
+            server
+                .add_plugins(bevy::log::LogPlugin::default())
+                .add_plugins(plugins)
+                .insert_resource(options.panel.clone());
+            quit_after(&mut server, options.seconds);
+            session::serve_udp(server, addr)
+        }
+        Mode::Listen => {
+            let mut server = session::server_app();
+            server.add_plugins(plugins.clone());
+            let mut app = player_app(&options, plugins);
+            session::host(&mut app, server);
+            app.run()
+        }
+        Mode::Client(addr) => {
+            let mut app = player_app(&options, plugins);
+            let id = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(7, |d| d.as_nanos() as u64);
+            session::join_udp(&mut app, addr, id);
+            app.run()
+        }
+    }
+}
+
+fn quit_after(app: &mut App, seconds: Option<f64>) {
+    if let Some(s) = seconds {
+        app.add_systems(
+            Update,
+            move |time: Res<Time<Real>>, mut exit: MessageWriter<AppExit>| {
+                if time.elapsed_secs_f64() >= s {
+                    exit.write(AppExit::Success);
+                }
+            },
+        );
+    }
+}
+
+/// The player's windowed App.
+fn player_app(options: &Options, plugins: ShooterPlugins) -> App {
+    let mut app = App::new();
+    app.add_plugins(
+        DefaultPlugins
+            .set(WindowPlugin {
+                primary_window: Some(Window {
+                    title: "unlag — shooter".into(),
+                    resolution: (1280, 720).into(),
+                    ..default()
+                }),
+                ..default()
+            })
+            .set(unlag_demo::asset_plugin()),
+    );
+    session::client_net(&mut app, 11);
+    app.add_plugins(plugins)
+        .add_plugins(CharacterInputPlugin::default())
+        .add_plugins(InputManagerPlugin::<ShooterAction>::default())
+        .add_plugins(unlag::diagnostics::NetGraphUiPlugin::default())
+        .add_plugins(panel_ui::PanelUiPlugin {
+            switches: panel_ui::Switch::ALL,
+        })
+        .add_plugins((scene::ScenePlugin, view::ViewPlugin, hud::HudUiPlugin))
+        .insert_resource(options.panel.clone())
+        .insert_resource(options.clone())
+        .init_resource::<Loadout>()
+        .init_resource::<Autopilot>()
+        .add_systems(Startup, spawn_controls)
+        .add_systems(
+            Update,
+            (
+                grab_cursor,
+                choose_weapon,
+                autopilot.run_if(|o: Res<Options>| o.autopilot),
+                fire,
+            )
+                .chain()
+                .before(CombatSystems::Client),
+        );
+    quit_after(&mut app, options.seconds);
+    app
+}
+
+/// The shooter's own actions (movement's are [`CharacterAction`]).
+#[derive(Actionlike, Clone, Copy, Debug, PartialEq, Eq, Hash, Reflect)]
+enum ShooterAction {
+    Fire,
+    Aim,
+    Reload,
+    Rifle,
+    Shotgun,
+    Launcher,
+    FreeCursor,
+}
+
+fn spawn_controls(mut commands: Commands) {
+    commands.spawn((
+        InputMap::default()
+            .with(ShooterAction::Fire, MouseButton::Left)
+            .with(ShooterAction::Aim, MouseButton::Right)
+            .with(ShooterAction::Reload, KeyCode::KeyR)
+            .with(ShooterAction::Rifle, KeyCode::Digit1)
+            .with(ShooterAction::Shotgun, KeyCode::Digit2)
+            .with(ShooterAction::Launcher, KeyCode::Digit3)
+            .with(ShooterAction::FreeCursor, KeyCode::Escape),
+        ActionState::<ShooterAction>::default(),
+    ));
+}
+
+/// The weapon in hand, and the table's ids once loaded.
+#[derive(Resource, Default, Debug)]
+struct Loadout {
+    /// rifle, shotgun, launcher.
+    ids: Option<[u8; 3]>,
+    current: usize,
+}
+
+impl Loadout {
+    fn weapon(&self) -> Option<u8> {
+        self.ids.map(|ids| ids[self.current])
+    }
+}
+
+/// Whether the mouse is captured (playing) or free (using the panel).
+fn captured(cursor: &CursorOptions) -> bool {
+    cursor.grab_mode != CursorGrabMode::None
+}
+
+fn grab_cursor(
+    actions: Single<&ActionState<ShooterAction>>,
+    mouse: Res<ButtonInput<MouseButton>>,
+    mut cursor: Single<&mut CursorOptions, With<PrimaryWindow>>,
+    widgets: Query<&Interaction, Or<(With<panel_ui::Slider>, With<panel_ui::Switch>)>>,
+    mut looks: Query<&mut ActionState<CharacterAction>, With<AutonomousProxy>>,
+) {
+    if actions.just_pressed(&ShooterAction::FreeCursor) {
+        cursor.grab_mode = CursorGrabMode::None;
+        cursor.visible = true;
+    } else if mouse.just_pressed(MouseButton::Left)
+        && !captured(&cursor)
+        && !panel_ui::pointer_on_panel(&widgets)
+    {
+        cursor.grab_mode = CursorGrabMode::Locked;
+        cursor.visible = false;
+    }
+    // Mouse look only while captured.
+    for mut state in &mut looks {
+        if captured(&cursor) {
+            state.enable_action(&CharacterAction::Look);
+        } else {
+            state.disable_action(&CharacterAction::Look);
+        }
+    }
+}
+
+fn choose_weapon(
+    actions: Single<&ActionState<ShooterAction>>,
+    weapons: Res<Weapons>,
+    mut loadout: ResMut<Loadout>,
+) {
+    if loadout.ids.is_none()
+        && let Some(table) = &weapons.table
+        && let (Some(a), Some(b), Some(c)) =
+            (table.id("rifle"), table.id("shotgun"), table.id("launcher"))
+    {
+        loadout.ids = Some([a, b, c]);
+    }
+    for (action, k) in [
+        (ShooterAction::Rifle, 0),
+        (ShooterAction::Shotgun, 1),
+        (ShooterAction::Launcher, 2),
+    ] {
+        if actions.just_pressed(&action) {
+            loadout.current = k;
+        }
+    }
+}
+
+/// Where the local player's eyes are and where they look, from its drawn character.
+fn eye(
+    transform: &Transform,
+    state: &MovementState<CharacterMovement>,
+    look: &LookAngles,
+) -> (Vec3, Vec3) {
+    let height = if state.0.crouched { 1.0 } else { EYE_HEIGHT };
+    let rotation = Quat::from_euler(EulerRot::YXZ, look.yaw, look.pitch, 0.0);
+    (
+        transform.translation + Vec3::Y * height,
+        rotation * Vec3::NEG_Z,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fire(
+    actions: Single<&ActionState<ShooterAction>>,
+    options: Res<Options>,
+    cursor: Single<&CursorOptions, With<PrimaryWindow>>,
+    loadout: Res<Loadout>,
+    armory: Option<ResMut<Armory>>,
+    board: Res<Scoreboard>,
+    own: Query<
+        (
+            Entity,
+            &Transform,
+            &MovementState<CharacterMovement>,
+            &LookAngles,
+        ),
+        With<AutonomousProxy>,
+    >,
+    mut autopilot: ResMut<Autopilot>,
+    mut shots: MessageWriter<FireCommand>,
+    mut reloads: MessageWriter<ReloadCommand>,
+) {
+    let (Some(weapon), Some(mut armory), Ok((entity, transform, state, look))) =
+        (loadout.weapon(), armory, own.single())
+    else {
+        return;
+    };
+    let alive = board.get(entity).is_none_or(|f| f.alive);
+    let playing = captured(&cursor) || options.autopilot;
+    armory.aiming = playing && actions.pressed(&ShooterAction::Aim);
+    if !alive || !playing {
+        return;
+    }
+    let empty = armory.ammo(weapon) == Some(0);
+    if actions.just_pressed(&ShooterAction::Reload) || (empty && !armory.reloading(weapon)) {
+        reloads.write(ReloadCommand { weapon });
+    }
+    let trigger = actions.pressed(&ShooterAction::Fire) || std::mem::take(&mut autopilot.trigger);
+    if trigger && !empty {
+        let (origin, aim) = eye(transform, state, look);
+        shots.write(FireCommand {
+            weapon,
+            origin,
+            aim,
+        });
+    }
+}
+
+/// `--autopilot`: whether to pull the trigger this frame.
+#[derive(Resource, Default)]
+struct Autopilot {
+    trigger: bool,
+}
+
+/// `--autopilot`: turns towards the nearest living bot's chest as drawn and fires when on it.
+fn autopilot(
+    time: Res<Time>,
+    board: Res<Scoreboard>,
+    mut own: Query<(&Transform, &mut LookAngles), With<AutonomousProxy>>,
+    boxes: Query<(&unlag::rewind::HitBox, &GlobalTransform, &ChildOf)>,
+    mut pilot: ResMut<Autopilot>,
+) {
+    let Ok((me, mut look)) = own.single_mut() else {
+        return;
+    };
+    let eye = me.translation + Vec3::Y * EYE_HEIGHT;
+    let target = boxes
+        .iter()
+        .filter(|(b, _, parent)| {
+            b.bone == "torso" && board.get(parent.parent()).is_some_and(|f| f.alive)
+        })
+        .map(|(_, g, _)| g.translation())
+        .min_by(|a, b| a.distance_squared(eye).total_cmp(&b.distance_squared(eye)));
+    let Some(target) = target else {
+        return;
+    };
+    let to = (target - eye).normalize_or(Vec3::NEG_Z);
+    let yaw = f32::atan2(-to.x, -to.z);
+    let pitch = to.y.clamp(-1.0, 1.0).asin();
+    // Turn at up to 4 rad/s, then fire when within a degree.
+    let step = 4.0 * time.delta_secs();
+    let dyaw = (yaw - look.yaw + core::f32::consts::PI).rem_euclid(core::f32::consts::TAU)
+        - core::f32::consts::PI;
+    look.yaw = (look.yaw + dyaw.clamp(-step, step)).rem_euclid(core::f32::consts::TAU);
+    look.pitch += (pitch - look.pitch).clamp(-step, step);
+    pilot.trigger = dyaw.abs() < 0.02 && (pitch - look.pitch).abs() < 0.02;
+}
