@@ -4,8 +4,11 @@
 //! what each does with sparse states.
 //!
 //! ```text
-//! cargo run --release --example karts -- [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rate HZ] [--seconds S]
+//! cargo run --release --example karts -- [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rate HZ] [--ghosts] [--autopilot] [--window WxH] [--seconds S]
 //! ```
+//!
+//! `--rate` sets the proxies' update rate (1–60 Hz), `--ghosts` draws each bot's newest server
+//! state beside it, `--autopilot` drives your kart round the track by itself.
 //!
 //! | input | action |
 //! | --- | --- |
@@ -30,13 +33,15 @@ use unlag::movement::{
 };
 use unlag::net::{AutonomousProxy, NetClock};
 use unlag::smoothing::RenderedPose;
-use unlag_demo::karts::KartPlugins;
+use unlag_demo::karts::{KartBot, KartPlugins};
 use unlag_demo::{NetPanel, session};
 
 struct Options {
     bots: usize,
     panel: NetPanel,
     seconds: Option<f64>,
+    autopilot: bool,
+    window: (u32, u32),
 }
 
 fn parse() -> Result<Options, String> {
@@ -44,6 +49,8 @@ fn parse() -> Result<Options, String> {
         bots: 3,
         panel: NetPanel::default(),
         seconds: None,
+        autopilot: false,
+        window: (1280, 720),
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -61,8 +68,18 @@ fn parse() -> Result<Options, String> {
             "--loss" => o.panel.loss_percent = number("--loss")?,
             "--rate" => o.panel.update_rate_hz = number("--rate")? as f32,
             "--seconds" => o.seconds = Some(number("--seconds")?),
+            "--autopilot" => o.autopilot = true,
+            "--ghosts" => o.panel.ghosts = true,
+            "--window" => {
+                let v = args.next().ok_or("--window needs WIDTHxHEIGHT")?;
+                o.window = v
+                    .split_once('x')
+                    .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
+                    .filter(|(w, h)| (320..=7680).contains(w) && (240..=4320).contains(h))
+                    .ok_or_else(|| format!("--window: {v:?} is not WIDTHxHEIGHT"))?;
+            }
             "-h" | "--help" => {
-                return Err("usage: karts [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rate HZ] [--seconds S]".into());
+                return Err("usage: karts [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rate HZ] [--ghosts] [--autopilot] [--window WxH] [--seconds S]".into());
             }
             other => return Err(format!("unknown option {other} (try --help)")),
         }
@@ -88,7 +105,7 @@ fn main() -> AppExit {
             .set(WindowPlugin {
                 primary_window: Some(Window {
                     title: "unlag — karts".into(),
-                    resolution: (1280, 720).into(),
+                    resolution: options.window.into(),
                     ..default()
                 }),
                 ..default()
@@ -104,6 +121,10 @@ fn main() -> AppExit {
         })
         .add_plugins(scene::ScenePlugin)
         .insert_resource(options.panel.clone())
+        .insert_resource(Autopilot(options.autopilot.then_some(KartBot {
+            next: 1,
+            throttle: 10,
+        })))
         .add_systems(Startup, setup)
         .add_systems(Update, (dress_karts, status))
         .add_systems(
@@ -178,19 +199,35 @@ fn setup(mut commands: Commands) {
     ));
 }
 
-/// Before each tick: the player's throttle and steering become its kart's next move.
+/// `--autopilot`: drives your kart like a bot.
+#[derive(Resource)]
+struct Autopilot(Option<KartBot>);
+
+/// Before each tick: the player's throttle and steering (or the autopilot's) become its kart's
+/// next move.
 fn drive(
     mut commands: Commands,
     actions: Single<&ActionState<KartAction>>,
-    karts: Query<(Entity, Option<&mut NextMove<KartMovement>>), With<AutonomousProxy>>,
+    mut autopilot: ResMut<Autopilot>,
+    karts: Query<
+        (
+            Entity,
+            &MovementState<KartMovement>,
+            Option<&mut NextMove<KartMovement>>,
+        ),
+        With<AutonomousProxy>,
+    >,
 ) {
     let tenths = |v: f32| (v.clamp(-1.0, 1.0) * 10.0).round() as i8;
-    let input = KartInput {
-        throttle: tenths(actions.value(&KartAction::Throttle)),
-        // Left is positive.
-        steering: tenths(-actions.value(&KartAction::Steer)),
-    };
-    for (entity, next) in karts {
+    for (entity, state, next) in karts {
+        let input = match autopilot.0.as_mut() {
+            Some(bot) => bot.next_input(&state.0),
+            None => KartInput {
+                throttle: tenths(actions.value(&KartAction::Throttle)),
+                // Left is positive.
+                steering: tenths(-actions.value(&KartAction::Steer)),
+            },
+        };
         NextMove::write(&mut commands, entity, next, input);
     }
 }

@@ -15,7 +15,9 @@
 //! | `--bots N` | bots in the arena (server or listen; default 6) |
 //! | `--rtt MS`, `--jitter MS`, `--loss PERCENT` | the net panel's starting conditions |
 //! | `--rewind-gizmos` | start with the rewind gizmos on |
+//! | `--net-graph` | start with the net graph shown |
 //! | `--autopilot` | you aim at the nearest bot and fire by yourself (demos, screenshots) |
+//! | `--window WxH` | window size in pixels (default 1280x720) |
 //! | `--seconds S` | quit after S seconds |
 //!
 //! Controls (leafwing-input-manager):
@@ -71,6 +73,8 @@ struct Options {
     panel: NetPanel,
     autopilot: bool,
     seconds: Option<f64>,
+    window: (u32, u32),
+    net_graph: bool,
 }
 
 fn parse() -> Result<Options, String> {
@@ -80,6 +84,8 @@ fn parse() -> Result<Options, String> {
         panel: NetPanel::default(),
         autopilot: false,
         seconds: None,
+        window: (1280, 720),
+        net_graph: false,
     };
     let mut args = std::env::args().skip(1).peekable();
     while let Some(flag) = args.next() {
@@ -97,7 +103,16 @@ fn parse() -> Result<Options, String> {
             "--bots" => o.bots = number("--bots")? as usize,
             "--seconds" => o.seconds = Some(number("--seconds")?),
             "--autopilot" => o.autopilot = true,
+            "--window" => {
+                let v = args.next().ok_or("--window needs WIDTHxHEIGHT")?;
+                o.window = v
+                    .split_once('x')
+                    .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
+                    .filter(|(w, h)| (320..=7680).contains(w) && (240..=4320).contains(h))
+                    .ok_or_else(|| format!("--window: {v:?} is not WIDTHxHEIGHT (320x240 to 7680x4320)"))?;
+            }
             "--rewind-gizmos" => o.panel.rewind_gizmos = true,
+            "--net-graph" => o.net_graph = true,
             "--server" => {
                 let addr = match args.peek() {
                     Some(a) if !a.starts_with("--") => args.next().unwrap_or_default(),
@@ -116,7 +131,7 @@ fn parse() -> Result<Options, String> {
                 );
             }
             "-h" | "--help" => return Err(
-                "usage: shooter [--server [ADDR] | --client ADDR] [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rewind-gizmos] [--autopilot] [--seconds S]".into(),
+                "usage: shooter [--server [ADDR] | --client ADDR] [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rewind-gizmos] [--net-graph] [--autopilot] [--window WxH] [--seconds S]".into(),
             ),
             other => return Err(format!("unknown option {other} (try --help)")),
         }
@@ -188,7 +203,7 @@ fn player_app(options: &Options, plugins: ShooterPlugins) -> App {
             .set(WindowPlugin {
                 primary_window: Some(Window {
                     title: "unlag — shooter".into(),
-                    resolution: (1280, 720).into(),
+                    resolution: options.window.into(),
                     ..default()
                 }),
                 ..default()
@@ -199,7 +214,10 @@ fn player_app(options: &Options, plugins: ShooterPlugins) -> App {
     app.add_plugins(plugins)
         .add_plugins(CharacterInputPlugin::default())
         .add_plugins(InputManagerPlugin::<ShooterAction>::default())
-        .add_plugins(unlag::diagnostics::NetGraphUiPlugin::default())
+        .add_plugins(unlag::diagnostics::NetGraphUiPlugin {
+            visible: options.net_graph,
+            ..default()
+        })
         .add_plugins(panel_ui::PanelUiPlugin {
             switches: panel_ui::Switch::ALL,
         })

@@ -137,15 +137,26 @@ fn step_hosted_server(world: &mut World) {
         hosted.0.world_mut().insert_resource(panel);
     }
     hosted.0.update();
-    // The rewind gizmos: what the server tested, drawn by the player's App.
+    // The rewind gizmos: what the server tested for the players' shots, drawn by the player's
+    // App.
     let server = hosted.0.world();
     let show = server
         .get_resource::<RewindDebug>()
         .is_some_and(|d| d.show_queries);
-    let entries = server
+    // Only the players' shots: the bots' own rays are not what the switch is about.
+    let mut players = hosted
+        .0
+        .world_mut()
+        .query_filtered::<Entity, With<ControlledBy>>();
+    let server = hosted.0.world();
+    let players: Vec<Entity> = players.iter(server).collect();
+    let entries: Vec<_> = server
         .get_resource::<RewindDebugLog>()
         .map(RewindDebugLog::entries)
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.shooter.is_some_and(|s| players.contains(&s)))
+        .collect();
     if let Some(mut debug) = world.get_resource_mut::<RewindDebug>() {
         debug.show_queries = show;
     }

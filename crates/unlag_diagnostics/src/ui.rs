@@ -47,7 +47,7 @@ struct Toggle(Option<KeyCode>, bool);
 /// Width of a strip's plot, pixels.
 const PLOT_WIDTH: f32 = 240.0;
 /// Height of a strip's plot, pixels.
-const PLOT_HEIGHT: f32 = 28.0;
+const PLOT_HEIGHT: f32 = 22.0;
 
 impl Plugin for NetGraphUiPlugin {
     fn build(&self, app: &mut App) {
@@ -80,8 +80,9 @@ fn spawn(mut commands: Commands, toggle: Res<Toggle>, settings: Res<NetGraphSett
                 position_type: PositionType::Absolute,
                 left: Val::Px(10.0),
                 bottom: Val::Px(10.0),
+                width: Val::Px(PLOT_WIDTH + 12.0),
                 flex_direction: FlexDirection::Column,
-                row_gap: Val::Px(3.0),
+                row_gap: Val::Px(1.0),
                 padding: UiRect::all(Val::Px(6.0)),
                 ..default()
             },
@@ -93,51 +94,44 @@ fn spawn(mut commands: Commands, toggle: Res<Toggle>, settings: Res<NetGraphSett
             },
         ))
         .with_children(|root| {
+            // Per series: its label, then its strip of bars.
             for series in NetSeries::ALL {
-                root.spawn(Node {
-                    flex_direction: FlexDirection::Row,
-                    align_items: AlignItems::Center,
-                    column_gap: Val::Px(6.0),
-                    ..default()
-                })
-                .with_children(|row| {
-                    row.spawn((
-                        Node {
-                            width: Val::Px(PLOT_WIDTH),
-                            height: Val::Px(PLOT_HEIGHT),
-                            flex_direction: FlexDirection::Row,
-                            align_items: AlignItems::FlexEnd,
-                            ..default()
-                        },
-                        BackgroundColor(Color::srgba(1.0, 1.0, 1.0, 0.06)),
-                    ))
-                    .with_children(|plot| {
-                        // Oldest on the left, newest on the right.
-                        for k in (0..bars).rev() {
-                            plot.spawn((
-                                NetGraphBar { series, index: k },
-                                Node {
-                                    width: Val::Px(bar_width),
-                                    height: Val::Percent(0.0),
-                                    ..default()
-                                },
-                                BackgroundColor(colour(series)),
-                            ));
-                        }
-                    });
-                    row.spawn((
-                        NetGraphLabel(series),
-                        Text::new(series.label()),
-                        TextFont {
-                            font_size: FontSize::Px(13.0),
-                            ..default()
-                        },
-                        TextColor(colour(series)),
-                        Node {
-                            width: Val::Px(230.0),
-                            ..default()
-                        },
-                    ));
+                root.spawn((
+                    NetGraphLabel(series),
+                    Text::new(series.label()),
+                    TextFont {
+                        font_size: FontSize::Px(12.0),
+                        ..default()
+                    },
+                    TextLayout::no_wrap(),
+                    TextColor(colour(series)),
+                ));
+                root.spawn((
+                    Node {
+                        width: Val::Px(PLOT_WIDTH),
+                        height: Val::Px(PLOT_HEIGHT),
+                        min_height: Val::Px(PLOT_HEIGHT),
+                        flex_direction: FlexDirection::Row,
+                        align_items: AlignItems::FlexEnd,
+                        overflow: Overflow::clip(),
+                        ..default()
+                    },
+                    BackgroundColor(Color::srgba(1.0, 1.0, 1.0, 0.06)),
+                ))
+                .with_children(|plot| {
+                    // Oldest on the left, newest on the right.
+                    for k in (0..bars).rev() {
+                        plot.spawn((
+                            NetGraphBar { series, index: k },
+                            Node {
+                                width: Val::Px(bar_width),
+                                height: Val::Percent(0.0),
+                                flex_shrink: 0.0,
+                                ..default()
+                            },
+                            BackgroundColor(colour(series)),
+                        ));
+                    }
                 });
             }
         });
@@ -212,7 +206,7 @@ fn draw(
         let (lo, hi) = graph.range(s).unwrap_or((0.0, 0.0));
         let now = graph.latest(s).unwrap_or(0.0);
         text.0 = format!(
-            "{} {} {}  ({}–{}, top {})",
+            "{} {} {}  (min {}, max {}, scale {})",
             s.label(),
             fmt(now),
             s.unit(),

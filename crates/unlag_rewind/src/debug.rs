@@ -53,6 +53,8 @@ pub struct RewindDebugEntry {
     pub hit: bool,
     /// The boxes tested, posed at `time`.
     pub boxes: Vec<DebugBox>,
+    /// Who fired, when the query said (its boxes are never tested).
+    pub shooter: Option<Entity>,
     /// Seconds since it was logged.
     pub age: f32,
 }

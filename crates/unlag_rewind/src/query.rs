@@ -296,7 +296,9 @@ impl<H: Histories> RewindScene<'_, H> {
                 debug.is_some().then_some(&mut tested),
             );
             if let Some(log) = debug.as_deref_mut() {
-                log.push(self.debug_entry(origin, dir, limit, radius, time, &found, &tested));
+                log.push(
+                    self.debug_entry(origin, dir, limit, radius, time, shooter, &found, &tested),
+                );
             }
             answers.push(found.map(|f| self.hit(f)));
         }
@@ -446,6 +448,7 @@ impl<H: Histories> RewindScene<'_, H> {
         limit: f32,
         radius: f32,
         time: f64,
+        shooter: Option<Entity>,
         found: &Option<Found>,
         tested: &[(Entity, Posed)],
     ) -> RewindDebugEntry {
@@ -476,6 +479,7 @@ impl<H: Histories> RewindScene<'_, H> {
             time,
             hit: found.is_some(),
             boxes,
+            shooter,
             age: 0.0,
         }
     }
