@@ -18,6 +18,10 @@ pub struct NetApps {
     pub(crate) clients: Vec<App>,
     /// Wall-clock time spent updating the server App so far.
     pub(crate) server_busy: Duration,
+    /// The clients update once every this many server updates.
+    pub(crate) client_every: u64,
+    /// Server updates so far.
+    pub(crate) updates: u64,
 }
 
 impl NetApps {
@@ -85,15 +89,20 @@ impl NetApps {
         }
     }
 
-    /// Updates the server, then every client in order, with lightyear's clock at `now`.
+    /// Updates the server, then every client in order (on their frames: see
+    /// `TestbedConfig::client_frame_every`), with lightyear's clock at `now`.
     pub(crate) fn update_all(&mut self, now: Duration) {
         let (server, clients, busy) = (&mut self.server, &mut self.clients, &mut self.server_busy);
+        let clients_too = self.updates.is_multiple_of(self.client_every.max(1));
+        self.updates += 1;
         with_net_clock_at(now, || {
             let started = std::time::Instant::now();
             server.update();
             *busy += started.elapsed();
-            for client in clients.iter_mut() {
-                client.update();
+            if clients_too {
+                for client in clients.iter_mut() {
+                    client.update();
+                }
             }
         });
     }

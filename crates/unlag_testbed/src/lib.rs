@@ -72,6 +72,10 @@ pub struct TestbedConfig {
     /// and the shortest possible round trip is one frame (4 ms at the default 240 Hz), since
     /// the server answers at the frame after the client asked.
     pub frame_rate_hz: f64,
+    /// The clients update once every this many server frames (default 1), each update covering
+    /// as many frames: clients at a lower frame rate than their server (a game at 20 fps on a
+    /// 240-Hz server is 12).
+    pub client_frame_every: u32,
 }
 
 impl Default for TestbedConfig {
@@ -83,6 +87,7 @@ impl Default for TestbedConfig {
             loss_burst: 1.0,
             tick_rate_hz: 60.0,
             frame_rate_hz: 240.0,
+            client_frame_every: 1,
         }
     }
 }
@@ -129,9 +134,10 @@ impl Testbed {
             })
             .add_plugins(net.clone())
             .insert_resource(NetConditions::new(config.conditions, config.seed).unwrap());
+        let every = config.client_frame_every.max(1);
         let clients = (0..config.clients)
             .map(|i| {
-                let mut app = base_app(frame);
+                let mut app = base_app(frame * every);
                 app.add_plugins(ClientPlugins {
                     tick_duration: tick,
                 })
@@ -154,6 +160,8 @@ impl Testbed {
                 server,
                 clients,
                 server_busy: Duration::ZERO,
+                client_every: u64::from(every),
+                updates: 0,
             },
             server_entity: None,
             client_entities: Vec::new(),

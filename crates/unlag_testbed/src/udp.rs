@@ -139,6 +139,8 @@ impl UdpSession {
                 server,
                 clients,
                 server_busy: Duration::ZERO,
+                client_every: 1,
+                updates: 0,
             },
             server_addr,
             frame: Duration::from_secs_f64(1.0 / config.frame_rate_hz),
