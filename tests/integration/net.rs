@@ -398,3 +398,32 @@ fn unlag_plugins_build_on_client_and_server_alike() {
         .add_plugins(UnlagPlugins.build().disable::<unlag::net::UnlagNetPlugin>());
     assert!(!bare.world().contains_resource::<NetClock>());
 }
+
+/// A client's frame as the server allows for it, from reports arriving every `spacing` seconds
+/// (stamps as far apart) and claiming `claimed` seconds.
+fn allowed_frame(spacing: f64, claimed: f64, reports: usize) -> f64 {
+    let mut remote = unlag::net::RemoteClientClock::default();
+    remote.rtt = 0.1;
+    for k in 0..reports {
+        let now = 10.0 + k as f64 * spacing;
+        assert!(remote.record_view_lag(now, now - 0.1));
+        remote.record_client_frame(claimed);
+    }
+    remote.client_frame
+}
+
+#[test]
+fn a_claimed_client_frame_is_held_to_what_its_reports_show() {
+    // Honest: 20 fps, a report a frame.
+    assert!((allowed_frame(0.05, 0.05, 30) - 0.05).abs() < 1e-9);
+    // 60 fps reporting at 30 Hz claims its 16.7 ms.
+    assert!((allowed_frame(1.0 / 30.0, 1.0 / 60.0, 30) - 1.0 / 60.0).abs() < 1e-9);
+    // Pretending to be slow while reporting at 30 Hz buys at most the spacing (+ 2 ms).
+    let bought = allowed_frame(1.0 / 30.0, 0.1, 30);
+    assert!((bought - (1.0 / 30.0 + 0.002)).abs() < 1e-9, "{bought}");
+    // However slow, never more than MAX_CLIENT_FRAME.
+    assert_eq!(allowed_frame(0.5, 0.5, 30), unlag::net::MAX_CLIENT_FRAME);
+    // Nothing before a few reports, nor for garbage.
+    assert_eq!(allowed_frame(0.05, 0.05, 2), 0.0);
+    assert_eq!(allowed_frame(0.05, f64::NAN, 30), 0.0);
+}

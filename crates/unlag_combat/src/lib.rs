@@ -92,8 +92,10 @@ pub struct CombatSettings {
     /// cannot be pushed forward to cut fire intervals or reloads short.
     pub view_lag_ahead_margin: f64,
     /// Most a copy of a shot may be stamped after the shot itself, seconds (default 0.034: the
-    /// two frames [`FIRE_COPIES`] adds at 60 frames/s). A cheat that keeps honest copy stamps
-    /// and moves the shot's own view time back gains at most this.
+    /// two frames [`FIRE_COPIES`] adds at 60 frames/s; a slower client gets its two frames,
+    /// [`RemoteClientClock::client_frame`](unlag_net::RemoteClientClock::client_frame)). A
+    /// cheat that keeps honest copy stamps and moves the shot's own view time back gains at
+    /// most this.
     pub max_copy_age: f64,
     /// How far a shot's origin may be from the shooter's body on the server, metres
     /// (default 1.0; the shooter is predicted ahead of the server).

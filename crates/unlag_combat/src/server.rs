@@ -294,11 +294,15 @@ pub fn shot_directions(spec: &WeaponSpec, fire_index: u32, aim: Vec3) -> Vec<Vec
 }
 
 /// How far a shot's view time may be from the server's estimate of it, seconds: the fixed part,
-/// the link's jitter (the request's arrival varies with it), a server frame of arrival rounding
-/// and as much again for the client's frame (unknown here) between drawing and sending. The
-/// tight bound is the view-lag check after it.
+/// the link's jitter (the request's arrival varies with it), two server frames of arrival
+/// rounding, and two of the client's frames (a shot shows what was drawn the frame before it
+/// left, and the client's frame delays its reading of the server's clock too). The tight bound
+/// is the view-lag check after it.
 fn view_time_tolerance(settings: &CombatSettings, remote: &RemoteClientClock, frame: f64) -> f64 {
-    settings.view_time_tolerance + settings.view_time_jitter_factor * remote.jitter + 2.0 * frame
+    settings.view_time_tolerance
+        + settings.view_time_jitter_factor * remote.jitter
+        + 2.0 * frame
+        + 2.0 * remote.client_frame
 }
 
 /// Checks a request against the server's own view of the shooter; the reason when refused.
@@ -336,7 +340,8 @@ fn check(
     // time it stamps than the client's view reports do, and the shot is at most a few frames
     // older than its copy (never newer).
     let age = request.sent_view_time - request.view_time;
-    if !(-1e-6..=settings.max_copy_age).contains(&age) {
+    let copies_span = f64::from(crate::FIRE_COPIES - 1) * remote.client_frame + 0.002;
+    if !(-1e-6..=settings.max_copy_age.max(copies_span)).contains(&age) {
         return Err(Rejection::BadViewTime);
     }
     match remote.view_lag_range(now, frame) {

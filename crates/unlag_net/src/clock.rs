@@ -153,7 +153,23 @@ pub struct RemoteClientClock {
     /// of the last [`VIEW_LAG_WINDOW`], seconds.
     #[reflect(ignore)]
     view_lags: std::collections::VecDeque<(f64, f64)>,
+    /// The client's frame time as the checks allow for it, seconds: what its reports claim, but
+    /// no more than the spacing of their stamps shows (a client sends one report a frame below
+    /// 30 fps) and at most [`MAX_CLIENT_FRAME`]. A shot shows what was drawn a frame before it
+    /// left, so a slow client's shots and reports lag by about a frame more.
+    pub client_frame: f64,
+    /// (server time of arrival, stamped view time − the previous report's) over the window.
+    #[reflect(ignore)]
+    spacings: std::collections::VecDeque<(f64, f64)>,
+    /// The previous report's stamped view time.
+    #[reflect(ignore)]
+    last_stamp: Option<f64>,
 }
+
+/// Longest client frame the view-time checks allow for, seconds: a client below 10 fps gets
+/// no more slack (each frame of slack is as much backtracking a client could buy by pretending
+/// to be slow).
+pub const MAX_CLIENT_FRAME: f64 = 0.1;
 
 /// A report whose view time is further than this from the server's time is dropped, seconds.
 const MAX_VIEW_LAG: f64 = 5.0;
@@ -195,12 +211,15 @@ impl RemoteClientClock {
     /// median may not exceed the RTT by more than [`VIEW_LAG_CENTER_SLACK`] and `frame` (else
     /// `None`: a client stamping every report older gains at most that), and the most is
     /// capped at the median plus [`VIEW_LAG_JITTER_FACTOR`] × the jitter, [`VIEW_LAG_SLACK`]
-    /// and `frame` (a few late stamps cannot widen it). `frame` is the server's frame, seconds:
+    /// and `frame` (a few late stamps cannot widen it). `frame` is the server's frame, seconds
+    /// (the client's, [`RemoteClientClock::client_frame`], is added to it):
     /// a packet waits up to one for the server to read it, which the RTT (measured by pings
     /// answered at once) does not show; at 60 fps it is 17 ms, a server stepped by a 20-fps
     /// listen host waits 50 ms. `None` too while fewer than [`MIN_VIEW_LAG_SAMPLES`] arrived in
     /// the window.
     pub fn view_lag_range(&self, now: f64, frame: f64) -> Option<(f64, f64)> {
+        // The client's frame lags its stamps too.
+        let frame = frame + self.client_frame;
         let mut recent: Vec<f64> = self
             .view_lags
             .iter()
@@ -235,6 +254,19 @@ impl RemoteClientClock {
         if !lag.is_finite() || lag > self.rtt + VIEW_LAG_GARBAGE {
             return false;
         }
+        if let Some(last) = self.last_stamp.replace(view_time) {
+            let spacing = view_time - last;
+            if spacing.is_finite() && spacing > 0.0 {
+                self.spacings.push_back((now, spacing));
+            }
+        }
+        while self
+            .spacings
+            .front()
+            .is_some_and(|(t, _)| *t < now - VIEW_LAG_WINDOW)
+        {
+            self.spacings.pop_front();
+        }
         self.first_report.get_or_insert(now);
         self.view_lags.push_back((now, lag));
         while self
@@ -245,6 +277,20 @@ impl RemoteClientClock {
             self.view_lags.pop_front();
         }
         true
+    }
+
+    /// Takes the frame time a report claims, seconds: [`RemoteClientClock::client_frame`]
+    /// becomes it, bounded by the median spacing of the window's report stamps (plus 2 ms) and
+    /// [`MAX_CLIENT_FRAME`]; zero until a few reports have arrived.
+    pub fn record_client_frame(&mut self, claimed: f64) {
+        let mut spacings: Vec<f64> = self.spacings.iter().map(|s| s.1).collect();
+        if spacings.len() < 3 || !claimed.is_finite() {
+            self.client_frame = 0.0;
+            return;
+        }
+        spacings.sort_by(f64::total_cmp);
+        let shown = spacings[spacings.len() / 2] + 0.002;
+        self.client_frame = claimed.clamp(0.0, shown.min(MAX_CLIENT_FRAME));
     }
 
     /// The server's estimate of the client's view time when the server's time is `server_time`,
@@ -282,6 +328,9 @@ pub struct DelayReport {
     /// The view time on screen when it was sent ([`NetClock::drawn_view_time`]), server
     /// seconds.
     pub view_time: f64,
+    /// The client's last frame, whole microseconds (see
+    /// [`RemoteClientClock::client_frame`]).
+    pub frame_us: u32,
 }
 
 /// Pongs needed before the RTT is trusted for the one-way trip.
@@ -465,6 +514,7 @@ pub struct NetCheats {
 /// Update on a client: sends delay reports.
 pub(crate) fn send_delay_reports(
     #[cfg(feature = "cheats")] cheats: Option<Res<NetCheats>>,
+    time: Res<Time>,
     clock: Res<NetClock>,
     mut state: ResMut<ClientClockState>,
     mut link: Query<
@@ -490,6 +540,9 @@ pub(crate) fn send_delay_reports(
                 .round()
                 .clamp(0.0, u32::MAX as f64) as u32,
             view_time: clock.drawn_view_time(),
+            frame_us: (time.delta_secs_f64() * 1e6)
+                .round()
+                .clamp(0.0, u32::MAX as f64) as u32,
         };
         #[cfg(feature = "cheats")]
         let report = DelayReport {
@@ -607,7 +660,9 @@ pub(crate) fn server_beats(
                 }
                 remote.interpolation_delay = delay.min(most);
                 remote.reported = true;
-                if !remote.record_view_lag(clock.server_time, report.view_time) {
+                if remote.record_view_lag(clock.server_time, report.view_time) {
+                    remote.record_client_frame(f64::from(report.frame_us) / 1e6);
+                } else {
                     remote.rejected_reports += 1;
                 }
             }
