@@ -131,8 +131,11 @@ pub enum Rejection {
     ThroughWall,
     /// NaN, infinity or garbage in the request.
     Malformed,
-    /// The shooter has no character, or is dead.
+    /// The shooter has no character.
     NoShooter,
+    /// The shooter was dead when the shot arrived: fired before its client heard of its death.
+    /// Not a cheat, so not counted as a refusal ([`CombatStats::posthumous`](crate::CombatStats::posthumous)).
+    ShooterDead,
 }
 
 /// Server → shooter, reliable: the verdict on one shot.

@@ -151,6 +151,9 @@ pub struct CombatStats {
     /// Pellets that hit a target the shooter saw alive but that had died meanwhile (killed by
     /// a shot the shooter had not heard of yet): misses, not refusals.
     pub corpse_pellets: u64,
+    /// Shots that arrived after their shooter died ([`Rejection::ShooterDead`]): answered, not
+    /// counted as refusals.
+    pub posthumous: u64,
     /// Copies of shots already judged, dropped (each shot is sent several times).
     pub duplicates: u64,
     /// Shots judged against current poses because the shooter's ping was above the cap.
@@ -602,6 +605,12 @@ pub(crate) fn judge_shots(
                     stats.duplicates += 1;
                     continue;
                 }
+                // Fired before its client heard it had died: answered (the ammo settles),
+                // counted apart, no warning.
+                Err(Rejection::ShooterDead) => {
+                    stats.posthumous += 1;
+                    Err(Rejection::ShooterDead)
+                }
                 Err(Rejection::StaleFireIndex) => {
                     *stats.rejected.entry(Rejection::StaleFireIndex).or_default() += 1;
                     warn!(
@@ -755,7 +764,7 @@ fn judge(
     let previous = armory.last_fire_index;
     armory.last_fire_index = request.fire_index;
     if health.get(shooter).is_ok_and(|h| !h.alive()) {
-        return Err(Rejection::NoShooter);
+        return Err(Rejection::ShooterDead);
     }
     check(
         request, spec, settings, remote, now, frame, shooter, rewind, position, errors,

@@ -39,6 +39,8 @@ pub struct Hud {
     pub headshots: u64,
     /// Shots the server refused.
     pub rejected: u64,
+    /// Shots fired after dying, before hearing of it (answered, not refused).
+    pub posthumous: u64,
     /// Why the latest refusal was made.
     pub last_rejection: Option<Rejection>,
 }
@@ -95,6 +97,8 @@ fn track(
                 mark(&mut hud, kind);
             }
             Ok(_) => {}
+            // Fired while dead, before hearing of it: nothing was refused.
+            Err(Rejection::ShooterDead) => hud.posthumous += 1,
             Err(reason) => {
                 hud.rejected += 1;
                 hud.last_rejection = Some(*reason);
