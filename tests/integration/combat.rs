@@ -417,6 +417,9 @@ enum Cheat {
     /// Backtracks, and stamps its view reports as much older too, so the shots' stamps look
     /// as timely as the reports'.
     ForgedReports(f64),
+    /// Backtracks, its reports claiming 100-ms frames (a slow client gets more slack) while it
+    /// runs at 240 fps and reports at 30 Hz.
+    SlowPretender(f64),
     /// Fires every frame.
     RapidFire,
     /// Sends one pellet fewer than the weapon has.
@@ -482,6 +485,7 @@ fn run_cheat(
         Cheat::Backtrack(by)
         | Cheat::BacktrackBehindStamp(by)
         | Cheat::ForgedReports(by)
+        | Cheat::SlowPretender(by)
         | Cheat::OldClaim(by) => by,
         _ => 0.0,
     };
@@ -560,6 +564,13 @@ fn cheat_run(cheat: Cheat, weapon_name: &str, shots: u32) -> CombatStats {
         if let Cheat::ForgedReports(by) = cheat {
             app.insert_resource(unlag::net::NetCheats {
                 view_report_offset: by,
+                ..default()
+            });
+        }
+        if let Cheat::SlowPretender(_) = cheat {
+            app.insert_resource(unlag::net::NetCheats {
+                claimed_frame: Some(0.1),
+                ..default()
             });
         }
     });
@@ -655,11 +666,14 @@ fn cheats_are_refused_for_the_right_reason() {
     assert!(s.accepted <= 11 && too_fast >= 50, "{s:?}");
     // Backtracking: 50 ms is beyond the span of the up-link's jitter (±20 ms) plus a frame;
     // with the copy's stamp kept honest, beyond the most a copy may be stamped after its shot.
+    // A client pretending to be slow (claiming 100-ms frames while reporting at 30 Hz) is
+    // believed only as far as its reports' spacing shows: still refused from 50 ms.
     for back in [0.05, 0.1, 0.2] {
         for cheat in [
             Cheat::Backtrack(back),
             Cheat::BacktrackBehindStamp(back),
             Cheat::ForgedReports(back),
+            Cheat::SlowPretender(back),
         ] {
             let s = expect(cheat, "rifle", 20, Rejection::BadViewTime, 0);
             let excess: Vec<f64> = s.view_lag_excess.iter().map(|e| e * 1e3).collect();

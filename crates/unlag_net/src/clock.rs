@@ -509,6 +509,9 @@ pub(crate) fn update_client_clock(
 pub struct NetCheats {
     /// Seconds every report's view time is stamped older than the truth.
     pub view_report_offset: f64,
+    /// A frame time every report claims instead of the real one, seconds (pretending to be
+    /// a slow client to widen the server's view-time checks).
+    pub claimed_frame: Option<f64>,
 }
 
 /// Update on a client: sends delay reports.
@@ -546,7 +549,11 @@ pub(crate) fn send_delay_reports(
         };
         #[cfg(feature = "cheats")]
         let report = DelayReport {
-            view_time: report.view_time - cheats.map_or(0.0, |c| c.view_report_offset),
+            view_time: report.view_time - cheats.as_ref().map_or(0.0, |c| c.view_report_offset),
+            frame_us: cheats
+                .as_ref()
+                .and_then(|c| c.claimed_frame)
+                .map_or(report.frame_us, |f| (f * 1e6) as u32),
             ..report
         };
         traffic.send_counted::<UnreliableChannel, _>(&mut reports, report);
