@@ -400,7 +400,7 @@ fn unlag_plugins_build_on_client_and_server_alike() {
 }
 
 /// A client's frame as the server allows for it, from reports arriving every `spacing` seconds
-/// (stamps as far apart) and claiming `claimed` seconds.
+/// and claiming `claimed` seconds.
 fn allowed_frame(spacing: f64, claimed: f64, reports: usize) -> f64 {
     let mut remote = unlag::net::RemoteClientClock::default();
     remote.rtt = 0.1;

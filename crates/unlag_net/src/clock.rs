@@ -154,16 +154,17 @@ pub struct RemoteClientClock {
     #[reflect(ignore)]
     view_lags: std::collections::VecDeque<(f64, f64)>,
     /// The client's frame time as the checks allow for it, seconds: what its reports claim, but
-    /// no more than the spacing of their stamps shows (a client sends one report a frame below
-    /// 30 fps) and at most [`MAX_CLIENT_FRAME`]. A shot shows what was drawn a frame before it
+    /// no more than the spacing of their arrivals shows (a client sends one report a frame
+    /// below 30 fps) and at most [`MAX_CLIENT_FRAME`]. A shot shows what was drawn a frame before it
     /// left, so a slow client's shots and reports lag by about a frame more.
     pub client_frame: f64,
-    /// (server time of arrival, stamped view time − the previous report's) over the window.
+    /// (server time of arrival, time since the previous report arrived) over the window: the
+    /// server's own clock, not the client's word.
     #[reflect(ignore)]
     spacings: std::collections::VecDeque<(f64, f64)>,
-    /// The previous report's stamped view time.
+    /// Server time of the previous report's arrival.
     #[reflect(ignore)]
-    last_stamp: Option<f64>,
+    last_arrival: Option<f64>,
 }
 
 /// Longest client frame the view-time checks allow for, seconds: a client below 10 fps gets
@@ -254,8 +255,8 @@ impl RemoteClientClock {
         if !lag.is_finite() || lag > self.rtt + VIEW_LAG_GARBAGE {
             return false;
         }
-        if let Some(last) = self.last_stamp.replace(view_time) {
-            let spacing = view_time - last;
+        if let Some(last) = self.last_arrival.replace(now) {
+            let spacing = now - last;
             if spacing.is_finite() && spacing > 0.0 {
                 self.spacings.push_back((now, spacing));
             }
@@ -280,8 +281,8 @@ impl RemoteClientClock {
     }
 
     /// Takes the frame time a report claims, seconds: [`RemoteClientClock::client_frame`]
-    /// becomes it, bounded by the median spacing of the window's report stamps (plus 2 ms) and
-    /// [`MAX_CLIENT_FRAME`]; zero until a few reports have arrived.
+    /// becomes it, bounded by the median spacing of the window's report arrivals (plus 2 ms)
+    /// and [`MAX_CLIENT_FRAME`]; zero until a few reports have arrived.
     pub fn record_client_frame(&mut self, claimed: f64) {
         let mut spacings: Vec<f64> = self.spacings.iter().map(|s| s.1).collect();
         if spacings.len() < 3 || !claimed.is_finite() {
