@@ -102,8 +102,6 @@ pub struct CombatSettings {
     pub max_origin_error: f32,
     /// Slack on a pellet's direction against its seeded roll, radians (default 0.001).
     pub pellet_slack: f32,
-    /// Starting health of a [`Health`] component added by the game, hit points (default 100).
-    pub max_health: f32,
     /// Subtracted from the round trip before halving it into a projectile's prediction time,
     /// seconds (default 0.015, Unreal Tournament's fudge: the server lags the shooter's fake
     /// projectile by half of it).
@@ -137,7 +135,6 @@ impl Default for CombatSettings {
             max_copy_age: 0.034,
             max_origin_error: 1.0,
             pellet_slack: 0.001,
-            max_health: 100.0,
             projectile_fudge: 0.015,
             max_prediction_ping: 0.16,
         }
