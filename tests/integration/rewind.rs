@@ -371,14 +371,8 @@ fn pellets_segments_poses_crouching_and_unknown_characters() {
 }
 
 /// Loads assets from the repository root, so tests can reach `assets/` and `tests/fixtures/`.
-pub(crate) fn asset_plugin() -> AssetPlugin {
-    AssetPlugin {
-        file_path: env!("CARGO_MANIFEST_DIR").into(),
-        ..default()
-    }
-}
-
-pub(crate) const HUMANOID: &str = "assets/humanoid.hitboxes.ron";
+pub(crate) use unlag_demo::asset_plugin;
+pub(crate) use unlag_demo::game::{HUMANOID, give_proxies_boxes};
 
 #[test]
 fn layouts_name_the_file_and_field_that_is_wrong() {
@@ -438,19 +432,6 @@ fn circle(
         transform.translation = Vec3::new(6.0 * a.cos(), 0.0, 6.0 * a.sin());
         transform.rotation = Quat::from_rotation_y(-a);
         flags.0 = u8::from(t % 1.0 < 0.4) * CROUCHED_BIT;
-    }
-}
-
-/// Client: every proxy gets the humanoid's boxes, as the game would give them.
-pub(crate) fn give_proxies_boxes(
-    mut commands: Commands,
-    assets: Res<AssetServer>,
-    proxies: Query<Entity, (With<ProxySmoothing>, Without<UseHitBoxLayout>)>,
-) {
-    for proxy in &proxies {
-        commands
-            .entity(proxy)
-            .insert(UseHitBoxLayout(assets.load(HUMANOID)));
     }
 }
 

@@ -10,11 +10,14 @@ use unlag::movement::{
     CharacterInput, CharacterMovement, MovementState, NextMove, Prediction, flags,
 };
 use unlag::net::AutonomousProxy;
-use unlag::rewind::{CROUCHED_BIT, HitBox, UseHitBoxLayout};
+use unlag::rewind::{CROUCHED_BIT, HitBox};
 use unlag::smoothing::{ProxyFlags, RenderedPose};
 
 /// The shooter example's arena (from `unlag_demo`): the report plays on the same map.
 pub use unlag_demo::shooter::{ARENA_HALF, COVER, spawn_arena as spawn_map};
+
+/// The shooter's hit-box layout and how clients give it to proxies (from `unlag_demo`).
+pub use unlag_demo::game::{HUMANOID, give_proxies_boxes};
 
 /// A server-driven character: walks a loop around the arena's middle (between the cover and
 /// the outer walls), strafing, and now and then jumps, crouches or dashes.
@@ -199,27 +202,4 @@ pub fn client_shoots(
         origin: eye,
         aim: target - eye,
     });
-}
-
-/// Asset path of the characters' hit-box layout.
-pub const HUMANOID: &str = "assets/humanoid.hitboxes.ron";
-
-/// `PreUpdate` on a client: every proxy gets the humanoid's hit boxes (the server's are not
-/// replicated; the client poses its own from the proxy's flags).
-pub fn give_proxies_boxes(
-    mut commands: Commands,
-    assets: Res<AssetServer>,
-    proxies: Query<
-        Entity,
-        (
-            With<unlag::smoothing::ProxySmoothing>,
-            Without<UseHitBoxLayout>,
-        ),
-    >,
-) {
-    for proxy in &proxies {
-        commands
-            .entity(proxy)
-            .insert(UseHitBoxLayout(assets.load(HUMANOID)));
-    }
 }

@@ -506,7 +506,7 @@ pub fn start_match_with(
         .add_plugins(LagCompensationPlugin::default())
         .add_plugins(CombatPlugin {
             settings: CombatSettings {
-                weapons_path: Some("assets/weapons.ron".into()),
+                weapons_path: Some(unlag_demo::game::WEAPONS.into()),
                 ..default()
             },
         })
