@@ -2,9 +2,8 @@
 //! smoothing plugins): a walled loop, a kart for every client that connects, and
 //! server-driven bot karts lapping it.
 
-use crate::shooter::Wall;
+use crate::shooter::spawn_wall;
 use bevy::prelude::*;
-use bevy_rapier3d::prelude::Collider;
 use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
 use unlag::movement::{
@@ -30,16 +29,10 @@ pub const RACING_LINE: [Vec2; 4] = [
     Vec2::new(-33.0, 17.0),
 ];
 
-/// Spawns the floor, the outer walls and the island as rapier colliders with a [`Wall`]
-/// marker, the same on every App.
+/// Spawns the floor, the outer walls and the island as rapier colliders with a
+/// [`Wall`](crate::shooter::Wall) marker, the same on every App.
 pub fn spawn_track(world: &mut World) {
-    let mut wall = |centre: Vec3, half: Vec3| {
-        world.spawn((
-            Wall { half_extents: half },
-            Transform::from_translation(centre),
-            Collider::cuboid(half.x, half.y, half.z),
-        ));
-    };
+    let mut wall = |centre, half| spawn_wall(world, centre, half);
     wall(
         Vec3::new(0.0, -0.5, 0.0),
         Vec3::new(TRACK_HALF.x + 1.0, 0.5, TRACK_HALF.y + 1.0),

@@ -24,13 +24,7 @@ pub const COVER: [(Vec3, Vec3); 4] = [
 /// Spawns the floor, the outer walls and [`COVER`] as rapier colliders (the same on server and
 /// clients), each with a [`Wall`] marker a renderer can give a mesh.
 pub fn spawn_arena(world: &mut World) {
-    let mut wall = |centre: Vec3, half: Vec3| {
-        world.spawn((
-            Wall { half_extents: half },
-            Transform::from_translation(centre),
-            Collider::cuboid(half.x, half.y, half.z),
-        ));
-    };
+    let mut wall = |centre, half| spawn_wall(world, centre, half);
     wall(
         Vec3::new(0.0, -0.5, 0.0),
         Vec3::new(ARENA_HALF, 0.5, ARENA_HALF),
@@ -46,6 +40,16 @@ pub fn spawn_arena(world: &mut World) {
     for (centre, half) in COVER {
         wall(centre, half);
     }
+}
+
+/// Spawns one solid box of a level: a rapier collider centred at `centre` with `half_extents`
+/// (metres), marked [`Wall`].
+pub fn spawn_wall(world: &mut World, centre: Vec3, half_extents: Vec3) {
+    world.spawn((
+        Wall { half_extents },
+        Transform::from_translation(centre),
+        Collider::cuboid(half_extents.x, half_extents.y, half_extents.z),
+    ));
 }
 
 /// A solid box of the arena (the floor included).
