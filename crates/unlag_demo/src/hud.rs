@@ -2,7 +2,9 @@
 //! hit markers (predicted at once, then the server's verdict) and shot counters.
 
 use bevy::prelude::*;
-use unlag::combat::{CombatSystems, LocalFire, ProjectileExploded, Rejection, ShotConfirmed};
+use unlag::combat::{
+    CombatSystems, ConfirmedHit, LocalFire, ProjectileExploded, Rejection, ShotConfirmed,
+};
 
 /// How a hit marker came about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +78,19 @@ fn track(
     let now = time.elapsed_secs_f64();
     hud.markers.retain(|m| now - m.at < Hud::MARKER_SECONDS);
     let mark = |hud: &mut Hud, kind| hud.markers.push(HitMarker { at: now, kind });
+    // A shot or projectile the server confirmed on someone: counted, and marked (a headshot's
+    // marker when one hit the head).
+    let confirm = |hud: &mut Hud, hits: &[ConfirmedHit]| {
+        hud.confirmed_hits += 1;
+        let head = hits.iter().any(|h| h.headshot);
+        hud.headshots += u64::from(head);
+        let kind = if head {
+            MarkerKind::Headshot
+        } else {
+            MarkerKind::Confirmed
+        };
+        mark(hud, kind);
+    };
     for shot in fired.read() {
         hud.shots += 1;
         if shot.hits.iter().any(Option::is_some) {
@@ -85,17 +100,7 @@ fn track(
     }
     for verdict in verdicts.read() {
         match &verdict.outcome {
-            Ok(hits) if !hits.is_empty() => {
-                hud.confirmed_hits += 1;
-                let head = hits.iter().any(|h| h.headshot);
-                hud.headshots += u64::from(head);
-                let kind = if head {
-                    MarkerKind::Headshot
-                } else {
-                    MarkerKind::Confirmed
-                };
-                mark(&mut hud, kind);
-            }
+            Ok(hits) if !hits.is_empty() => confirm(&mut hud, hits),
             Ok(_) => {}
             // Fired while dead, before hearing of it: nothing was refused.
             Err(Rejection::ShooterDead) => hud.posthumous += 1,
@@ -107,15 +112,7 @@ fn track(
     }
     for impact in exploded.read() {
         if impact.0.own && !impact.0.hits.is_empty() {
-            hud.confirmed_hits += 1;
-            let head = impact.0.hits.iter().any(|h| h.headshot);
-            hud.headshots += u64::from(head);
-            let kind = if head {
-                MarkerKind::Headshot
-            } else {
-                MarkerKind::Confirmed
-            };
-            mark(&mut hud, kind);
+            confirm(&mut hud, &impact.0.hits);
         }
     }
 }
