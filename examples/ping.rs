@@ -16,6 +16,9 @@
 //! It runs on real time even though the test build beside it compiles lightyear's mock clock
 //! in: `unlag_net` drives that clock from real time (see `NetTimeSource`).
 
+#[path = "common/cli.rs"]
+mod cli;
+
 use core::time::Duration;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,13 +37,7 @@ fn parse() -> Result<Options, String> {
     let mut seconds = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let mut value = |name: &str| -> Result<f64, String> {
-            let v = args.next().ok_or_else(|| format!("{name} needs a value"))?;
-            v.parse::<f64>()
-                .ok()
-                .filter(|x| x.is_finite() && *x >= 0.0)
-                .ok_or_else(|| format!("{name}: {v:?} is not a non-negative number"))
-        };
+        let mut value = |name: &str| cli::number(&mut args, name);
         match flag.as_str() {
             "--rtt" => rtt = value("--rtt")?,
             "--jitter" => jitter = value("--jitter")?,

@@ -20,6 +20,8 @@
 //! A listen server and your client in one process, connected through lightyear with the link
 //! conditioner between them; the panel sets both ends.
 
+#[path = "../common/cli.rs"]
+mod cli;
 #[path = "../common/panel_ui.rs"]
 mod panel_ui;
 #[path = "../common/scene.rs"]
@@ -54,13 +56,7 @@ fn parse() -> Result<Options, String> {
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let mut number = |name: &str| -> Result<f64, String> {
-            let v = args.next().ok_or_else(|| format!("{name} needs a value"))?;
-            v.parse::<f64>()
-                .ok()
-                .filter(|x| x.is_finite() && *x >= 0.0)
-                .ok_or_else(|| format!("{name}: {v:?} is not a non-negative number"))
-        };
+        let mut number = |name: &str| cli::number(&mut args, name);
         match flag.as_str() {
             "--bots" => o.bots = number("--bots")? as usize,
             "--rtt" => o.panel.rtt_ms = number("--rtt")?,
@@ -70,14 +66,7 @@ fn parse() -> Result<Options, String> {
             "--seconds" => o.seconds = Some(number("--seconds")?),
             "--autopilot" => o.autopilot = true,
             "--ghosts" => o.panel.ghosts = true,
-            "--window" => {
-                let v = args.next().ok_or("--window needs WIDTHxHEIGHT")?;
-                o.window = v
-                    .split_once('x')
-                    .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
-                    .filter(|(w, h)| (320..=7680).contains(w) && (240..=4320).contains(h))
-                    .ok_or_else(|| format!("--window: {v:?} is not WIDTHxHEIGHT"))?;
-            }
+            "--window" => o.window = cli::window_size(&mut args, "--window")?,
             "-h" | "--help" => {
                 return Err("usage: karts [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rate HZ] [--ghosts] [--autopilot] [--window WxH] [--seconds S]".into());
             }
@@ -100,18 +89,7 @@ fn main() -> AppExit {
     let mut server = session::server_app();
     server.add_plugins(plugins.clone());
     let mut app = App::new();
-    app.add_plugins(
-        DefaultPlugins
-            .set(WindowPlugin {
-                primary_window: Some(Window {
-                    title: "unlag — karts".into(),
-                    resolution: options.window.into(),
-                    ..default()
-                }),
-                ..default()
-            })
-            .set(unlag_demo::asset_plugin()),
-    );
+    app.add_plugins(cli::window_plugins("unlag — karts", options.window));
     session::client_net(&mut app, 13);
     app.add_plugins(plugins)
         .add_plugins(InputManagerPlugin::<KartAction>::default())
@@ -138,16 +116,7 @@ fn main() -> AppExit {
                 .after(unlag::smoothing::ProxySmoothingSystems::Place)
                 .before(TransformSystems::Propagate),
         );
-    if let Some(s) = options.seconds {
-        app.add_systems(
-            Update,
-            move |time: Res<Time<Real>>, mut exit: MessageWriter<AppExit>| {
-                if time.elapsed_secs_f64() >= s {
-                    exit.write(AppExit::Success);
-                }
-            },
-        );
-    }
+    cli::quit_after(&mut app, options.seconds);
     session::host(&mut app, server);
     app.run()
 }

@@ -39,6 +39,8 @@
 //! server's update rate and rewinding); a client of a dedicated server sets its own link,
 //! prediction, smoothing and gizmos only.
 
+#[path = "../common/cli.rs"]
+mod cli;
 mod hud;
 #[path = "../common/panel_ui.rs"]
 mod panel_ui;
@@ -89,13 +91,7 @@ fn parse() -> Result<Options, String> {
     };
     let mut args = std::env::args().skip(1).peekable();
     while let Some(flag) = args.next() {
-        let mut number = |name: &str| -> Result<f64, String> {
-            let v = args.next().ok_or_else(|| format!("{name} needs a value"))?;
-            v.parse::<f64>()
-                .ok()
-                .filter(|x| x.is_finite() && *x >= 0.0)
-                .ok_or_else(|| format!("{name}: {v:?} is not a non-negative number"))
-        };
+        let mut number = |name: &str| cli::number(&mut args, name);
         match flag.as_str() {
             "--rtt" => o.panel.rtt_ms = number("--rtt")?,
             "--jitter" => o.panel.jitter_ms = number("--jitter")?,
@@ -103,14 +99,7 @@ fn parse() -> Result<Options, String> {
             "--bots" => o.bots = number("--bots")? as usize,
             "--seconds" => o.seconds = Some(number("--seconds")?),
             "--autopilot" => o.autopilot = true,
-            "--window" => {
-                let v = args.next().ok_or("--window needs WIDTHxHEIGHT")?;
-                o.window = v
-                    .split_once('x')
-                    .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
-                    .filter(|(w, h)| (320..=7680).contains(w) && (240..=4320).contains(h))
-                    .ok_or_else(|| format!("--window: {v:?} is not WIDTHxHEIGHT (320x240 to 7680x4320)"))?;
-            }
+            "--window" => o.window = cli::window_size(&mut args, "--window")?,
             "--rewind-gizmos" => o.panel.rewind_gizmos = true,
             "--net-graph" => o.net_graph = true,
             "--server" => {
@@ -161,7 +150,7 @@ fn main() -> AppExit {
                 .add_plugins(bevy::log::LogPlugin::default())
                 .add_plugins(plugins)
                 .insert_resource(options.panel.clone());
-            quit_after(&mut server, options.seconds);
+            cli::quit_after(&mut server, options.seconds);
             session::serve_udp(server, addr)
         }
         Mode::Listen => {
@@ -182,34 +171,10 @@ fn main() -> AppExit {
     }
 }
 
-fn quit_after(app: &mut App, seconds: Option<f64>) {
-    if let Some(s) = seconds {
-        app.add_systems(
-            Update,
-            move |time: Res<Time<Real>>, mut exit: MessageWriter<AppExit>| {
-                if time.elapsed_secs_f64() >= s {
-                    exit.write(AppExit::Success);
-                }
-            },
-        );
-    }
-}
-
 /// The player's windowed App.
 fn player_app(options: &Options, plugins: ShooterPlugins) -> App {
     let mut app = App::new();
-    app.add_plugins(
-        DefaultPlugins
-            .set(WindowPlugin {
-                primary_window: Some(Window {
-                    title: "unlag — shooter".into(),
-                    resolution: options.window.into(),
-                    ..default()
-                }),
-                ..default()
-            })
-            .set(unlag_demo::asset_plugin()),
-    );
+    app.add_plugins(cli::window_plugins("unlag — shooter", options.window));
     session::client_net(&mut app, 11);
     app.add_plugins(plugins)
         .add_plugins(CharacterInputPlugin::default())
@@ -238,7 +203,7 @@ fn player_app(options: &Options, plugins: ShooterPlugins) -> App {
                 .chain()
                 .before(CombatSystems::Client),
         );
-    quit_after(&mut app, options.seconds);
+    cli::quit_after(&mut app, options.seconds);
     app
 }
 
