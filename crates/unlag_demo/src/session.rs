@@ -15,7 +15,9 @@ use lightyear::prelude::*;
 use std::sync::Mutex;
 use unlag::net::{LinkConditions, NetConditions, UnlagNetPlugin};
 use unlag::rewind::{RewindDebug, RewindDebugLog};
-use unlag_testbed::{PRIVATE_KEY, PROTOCOL_ID, connect_client, finish_app};
+use unlag_testbed::{
+    PRIVATE_KEY, PROTOCOL_ID, connect_client, finish_app, link_crossbeam, start_crossbeam_server,
+};
 
 use crate::NetPanel;
 
@@ -82,31 +84,8 @@ struct PendingLink(Mutex<Option<(CrossbeamIo, SocketAddr)>>);
 pub fn host(client: &mut App, mut server: App) {
     finish_app(&mut server);
     let addr = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), DEFAULT_PORT);
-    let world = server.world_mut();
-    let netcode = world
-        .spawn(NetcodeServer::new(ServerNetcodeConfig {
-            protocol_id: PROTOCOL_ID,
-            private_key: PRIVATE_KEY,
-            // A crossbeam link has no address to check.
-            server_addr_check: false,
-            ..default()
-        }))
-        .id();
-    world.trigger(Start { entity: netcode });
-    world.flush();
-    let (client_io, server_io) = CrossbeamIo::new_pair();
-    let link = world
-        .spawn((
-            LinkOf { server: netcode },
-            Link::default(),
-            PeerAddr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 6000)),
-            server_io,
-            ReplicationSender,
-            ReplicationReceiver,
-        ))
-        .id();
-    world.trigger(LinkStart { entity: link });
-    world.flush();
+    let netcode = start_crossbeam_server(server.world_mut());
+    let (_, client_io) = link_crossbeam(server.world_mut(), netcode, 0);
     client
         .insert_non_send(HostedServer(server))
         .insert_resource(PendingLink(Mutex::new(Some((client_io, addr)))))

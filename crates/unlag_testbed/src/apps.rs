@@ -2,10 +2,13 @@
 
 use bevy::app::PluginsState;
 use bevy::prelude::*;
-use core::net::SocketAddr;
+use core::net::{Ipv4Addr, SocketAddr};
 use core::time::Duration;
+use lightyear::crossbeam::CrossbeamIo;
 use lightyear::netcode::client_plugin::NetcodeConfig as ClientNetcodeConfig;
+use lightyear::netcode::server_plugin::NetcodeConfig as ServerNetcodeConfig;
 use lightyear::prelude::client::NetcodeClient;
+use lightyear::prelude::server::{NetcodeServer, Start};
 use lightyear::prelude::*;
 use unlag_net::{NetClock, with_net_clock_at};
 
@@ -144,4 +147,41 @@ pub fn connect_client(
     world.trigger(Connect { entity });
     world.flush();
     entity
+}
+
+/// Spawns and starts a netcode server for crossbeam links in `world` (a server App's, finished):
+/// this crate's [`PROTOCOL_ID`] and [`PRIVATE_KEY`], no address check (crossbeam links have
+/// none). Returns the server entity; add clients with [`link_crossbeam`].
+pub fn start_crossbeam_server(world: &mut World) -> Entity {
+    let server = world
+        .spawn(NetcodeServer::new(ServerNetcodeConfig {
+            protocol_id: PROTOCOL_ID,
+            private_key: PRIVATE_KEY,
+            server_addr_check: false,
+            ..default()
+        }))
+        .id();
+    world.trigger(Start { entity: server });
+    world.flush();
+    server
+}
+
+/// Opens a crossbeam link number `index` on `server` (from [`start_crossbeam_server`]) in the
+/// server's `world`: returns the link entity and the client's end of the pair, for
+/// [`connect_client`].
+pub fn link_crossbeam(world: &mut World, server: Entity, index: u16) -> (Entity, CrossbeamIo) {
+    let (client_io, server_io) = CrossbeamIo::new_pair();
+    let link = world
+        .spawn((
+            LinkOf { server },
+            Link::default(),
+            PeerAddr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 6000 + index)),
+            server_io,
+            ReplicationSender,
+            ReplicationReceiver,
+        ))
+        .id();
+    world.trigger(LinkStart { entity: link });
+    world.flush();
+    (link, client_io)
 }

@@ -26,7 +26,7 @@ mod measure;
 mod physics;
 mod udp;
 
-pub use apps::{NetApps, connect_client, finish_app};
+pub use apps::{NetApps, connect_client, finish_app, link_crossbeam, start_crossbeam_server};
 pub use exclusive::RealTimeTurn;
 pub use physics::RapierFixedPlugin;
 
@@ -39,11 +39,8 @@ use bevy::state::app::StatesPlugin;
 use bevy::time::TimeUpdateStrategy;
 use core::net::{Ipv4Addr, SocketAddr};
 use core::time::Duration;
-use lightyear::crossbeam::CrossbeamIo;
-use lightyear::netcode::server_plugin::NetcodeConfig as ServerNetcodeConfig;
 use lightyear::prelude::client::ClientPlugins;
-use lightyear::prelude::server::{NetcodeServer, ServerPlugins, Start};
-use lightyear::prelude::*;
+use lightyear::prelude::server::ServerPlugins;
 use unlag_core::{ConditionsError, LinkConditions};
 use unlag_net::{NetConditions, NetTimeSource, PeerLead, UnlagNetPlugin};
 
@@ -237,34 +234,11 @@ impl Testbed {
     fn start(&mut self) {
         self.apps.finish_all();
         let server_addr = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 5000);
-        let world = self.apps.server.world_mut();
-        let server = world
-            .spawn(NetcodeServer::new(ServerNetcodeConfig {
-                protocol_id: PROTOCOL_ID,
-                private_key: PRIVATE_KEY,
-                // Crossbeam links have no address to check.
-                server_addr_check: false,
-                ..default()
-            }))
-            .id();
-        world.trigger(Start { entity: server });
-        world.flush();
+        let server = apps::start_crossbeam_server(self.apps.server.world_mut());
         self.server_entity = Some(server);
         for (i, client) in self.apps.clients.iter_mut().enumerate() {
-            let (client_io, server_io) = CrossbeamIo::new_pair();
-            let world = self.apps.server.world_mut();
-            let link = world
-                .spawn((
-                    LinkOf { server },
-                    Link::default(),
-                    PeerAddr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 6000 + i as u16)),
-                    server_io,
-                    ReplicationSender,
-                    ReplicationReceiver,
-                ))
-                .id();
-            world.trigger(LinkStart { entity: link });
-            world.flush();
+            let (link, client_io) =
+                apps::link_crossbeam(self.apps.server.world_mut(), server, i as u16);
             self.server_links.push(link);
             let entity =
                 apps::connect_client(client.world_mut(), client_io, server_addr, i as u64 + 1);
