@@ -57,7 +57,7 @@ use unlag::movement::{
     CharacterAction, CharacterInputPlugin, CharacterMovement, LookAngles, MovementState,
 };
 use unlag::net::AutonomousProxy;
-use unlag_demo::game::{EYE_HEIGHT, Scoreboard, ShooterPlugins, ShooterSettings};
+use unlag_demo::game::{EYE_HEIGHT, Scoreboard, ShooterPlugins, ShooterSettings, eye_height};
 use unlag_demo::{NetPanel, session};
 
 /// How the example runs.
@@ -308,7 +308,7 @@ fn eye(
     state: &MovementState<CharacterMovement>,
     look: &LookAngles,
 ) -> (Vec3, Vec3) {
-    let height = if state.0.crouched { 1.0 } else { EYE_HEIGHT };
+    let height = eye_height(&state.0);
     let rotation = Quat::from_euler(EulerRot::YXZ, look.yaw, look.pitch, 0.0);
     (
         transform.translation + Vec3::Y * height,

@@ -9,7 +9,7 @@ use unlag::combat::{Armory, ClientProjectile, LocalFire, ProjectileExploded, Rem
 use unlag::movement::{CharacterMovement, LookAngles, MovementPredictionSystems, MovementState};
 use unlag::net::AutonomousProxy;
 use unlag::rewind::{HitBox, HitShape};
-use unlag_demo::game::{EYE_HEIGHT, Scoreboard};
+use unlag_demo::game::{Scoreboard, eye_height};
 
 pub struct ViewPlugin;
 
@@ -168,7 +168,7 @@ fn follow_player(
     let Ok((mut transform, mut projection)) = camera.single_mut() else {
         return;
     };
-    let height = if state.0.crouched { 1.0 } else { EYE_HEIGHT };
+    let height = eye_height(&state.0);
     transform.translation = me.translation + Vec3::Y * height;
     transform.rotation = Quat::from_euler(EulerRot::YXZ, look.yaw, look.pitch, 0.0);
     if let Projection::Perspective(p) = projection.as_mut() {

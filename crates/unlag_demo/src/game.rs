@@ -35,6 +35,18 @@ pub const WEAPONS: &str = "assets/weapons.ron";
 /// Height of a standing character's eyes above its feet, metres.
 pub const EYE_HEIGHT: f32 = 1.6;
 
+/// Height of a crouched character's eyes above its feet, metres.
+pub const CROUCHED_EYE_HEIGHT: f32 = 1.0;
+
+/// Height of the eyes of a character in `state` above its feet, metres.
+pub fn eye_height(state: &CharacterState) -> f32 {
+    if state.crouched {
+        CROUCHED_EYE_HEIGHT
+    } else {
+        EYE_HEIGHT
+    }
+}
+
 /// The match's rules (a resource on the server; clients only read `bots`).
 #[derive(Resource, Clone, Debug, PartialEq)]
 pub struct ShooterSettings {
