@@ -162,9 +162,13 @@ fn main() -> AppExit {
         }
         Mode::Client(addr) => {
             let mut app = player_app(&options, plugins);
-            let id = std::time::SystemTime::now()
+            // A number no other client of the server picks: the clock and this process's id,
+            // mixed (two clients started in the same nanosecond on one machine still differ).
+            let nanos = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(7, |d| d.as_nanos() as u64);
+            let id = unlag::core::SplitMix64::new(nanos ^ (u64::from(std::process::id()) << 40))
+                .next_u64();
             session::join_udp(&mut app, addr, id);
             app.run()
         }

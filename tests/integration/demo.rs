@@ -259,10 +259,14 @@ fn shooter_bots_run_hop_crouch_and_dash_inside_the_arena() {
     assert_eq!(q.iter(world).count(), 4);
 }
 
-/// The shooter's match as the example plays it (its plugins, bots that shoot back), with a
-/// scripted client moving and firing at what it draws, updated once every `client_frame_every`
-/// frames of the server's 240.
-fn shooter_match(settings: unlag_demo::game::ShooterSettings, client_frame_every: u32) -> Testbed {
+/// The shooter's match as the example plays it (its plugins, bots that shoot back), with
+/// `clients` scripted clients moving and firing at what they draw, updated once every
+/// `client_frame_every` frames of the server's 240.
+fn shooter_match(
+    settings: unlag_demo::game::ShooterSettings,
+    client_frame_every: u32,
+    clients: usize,
+) -> Testbed {
     use unlag_demo::game::ShooterPlugins;
     use unlag_testbed::TestbedConfig;
 
@@ -273,41 +277,110 @@ fn shooter_match(settings: unlag_demo::game::ShooterSettings, client_frame_every
         ..default()
     };
     let mut tb = Testbed::new(TestbedConfig {
-        clients: 1,
+        clients,
         conditions: panel.conditions().unwrap(),
         client_frame_every,
         ..default()
     });
     tb.server().add_plugins(unlag_demo::asset_plugin());
-    tb.client(0).add_plugins(unlag_demo::asset_plugin());
     tb.add_plugins(ShooterPlugins { settings });
     tb.server().insert_resource(panel.clone());
-    tb.client(0)
-        .insert_resource(panel)
-        .add_systems(
-            FixedUpdate,
-            unlag_report::arena::drive_client
-                .before(unlag::movement::MovementPredictionSystems::Simulate),
-        )
-        .add_systems(
-            Update,
-            unlag_report::arena::client_shoots.before(unlag::combat::CombatSystems::Client),
-        );
+    for i in 0..clients {
+        tb.client(i)
+            .add_plugins(unlag_demo::asset_plugin())
+            .insert_resource(panel.clone())
+            .add_systems(
+                FixedUpdate,
+                unlag_report::arena::drive_client
+                    .before(unlag::movement::MovementPredictionSystems::Simulate),
+            )
+            .add_systems(
+                Update,
+                unlag_report::arena::client_shoots.before(unlag::combat::CombatSystems::Client),
+            );
+    }
     assert!(tb.run_until(Duration::from_secs(10), |tb| tb.all_synced()));
     tb.run_for(Duration::from_secs(2));
-    let weapons = tb.client_world(0).resource::<unlag::combat::Weapons>();
-    let table = weapons.table.as_ref().expect("weapons loaded");
-    let ids = ["rifle", "shotgun", "launcher"].map(|n| table.id(n).expect("weapon"));
-    tb.client(0)
-        .insert_resource(unlag_report::arena::ClientScript {
-            rng: unlag::core::SplitMix64::new(5),
-            frame: 0,
-            every: (12 / client_frame_every).max(1) as u64,
-            weapons: ids,
-            running: true,
-            shoots: true,
-        });
+    for i in 0..clients {
+        let weapons = tb.client_world(i).resource::<unlag::combat::Weapons>();
+        let table = weapons.table.as_ref().expect("weapons loaded");
+        let ids = ["rifle", "shotgun", "launcher"].map(|n| table.id(n).expect("weapon"));
+        tb.client(i)
+            .insert_resource(unlag_report::arena::ClientScript {
+                rng: unlag::core::SplitMix64::new(5 + i as u64),
+                frame: 0,
+                every: (12 / client_frame_every).max(1) as u64,
+                weapons: ids,
+                running: true,
+                shoots: true,
+            });
+    }
     tb
+}
+
+/// The entity of client `i`'s own character.
+fn own_character(tb: &mut Testbed, i: usize) -> Entity {
+    let world = tb.client_world_mut(i);
+    let mut q = world.query_filtered::<Entity, With<AutonomousProxy>>();
+    q.single(world).unwrap()
+}
+
+#[test]
+fn two_players_share_a_match_and_shoot_each_other() {
+    use unlag::rewind::HitBox;
+    use unlag_demo::game::{Scoreboard, ShooterSettings};
+    use unlag_demo::hud::Hud;
+
+    let mut tb = shooter_match(
+        ShooterSettings {
+            bots: 0,
+            ..default()
+        },
+        1,
+        2,
+    );
+    tb.run_for(Duration::from_secs(10));
+    for i in 0..2 {
+        let own = own_character(&mut tb, i);
+        let world = tb.client_world_mut(i);
+        // The other player is drawn as a smoothed proxy with its hit boxes.
+        let proxies: Vec<Entity> = world
+            .query_filtered::<Entity, With<RenderedPose>>()
+            .iter(world)
+            .collect();
+        assert_eq!(proxies.len(), 1, "client {i} draws the other player");
+        let boxes = world
+            .query::<(&HitBox, &ChildOf)>()
+            .iter(world)
+            .filter(|(_, parent)| parent.parent() == proxies[0])
+            .count();
+        assert_eq!(boxes, 11, "client {i}: the other player's hit boxes");
+        let board = world.resource::<Scoreboard>();
+        assert_eq!(board.fighters.len(), 2, "{board:?}");
+        let deaths = board.get(own).expect("own fighter").deaths;
+        let moves = world.resource::<MovementStats>();
+        assert!(moves.moves_simulated > 500, "client {i}: {moves:?}");
+        assert!(
+            moves.corrections_received <= u64::from(deaths),
+            "client {i}: {deaths} deaths, {moves:?}"
+        );
+        let hud = world.resource::<Hud>();
+        println!("client {i}: {hud:?}");
+        assert!(hud.confirmed_hits >= 5, "client {i}: {hud:?}");
+        assert_eq!(hud.rejected, 0, "client {i}: {hud:?}");
+    }
+    let stats = tb.server_world().resource::<CombatStats>();
+    assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
+    // Each hurt the other: both players' health or deaths show it, on both clients.
+    let own = own_character(&mut tb, 0);
+    let board = tb.client_world(0).resource::<Scoreboard>();
+    for fighter in &board.fighters {
+        assert!(
+            fighter.health < fighter.max_health || fighter.deaths > 0,
+            "{fighter:?}"
+        );
+    }
+    assert!(board.get(own).is_some());
 }
 
 #[test]
@@ -327,6 +400,7 @@ fn a_shooter_match_plays_honestly_for_ten_seconds() {
             ..default()
         },
         1,
+        1,
     );
     tb.client(0).init_resource::<BotFire>().add_systems(
         Update,
@@ -336,11 +410,7 @@ fn a_shooter_match_plays_honestly_for_ten_seconds() {
     );
     tb.run_for(Duration::from_secs(10));
 
-    let own = {
-        let world = tb.client_world_mut(0);
-        let mut q = world.query_filtered::<Entity, With<AutonomousProxy>>();
-        q.single(world).unwrap()
-    };
+    let own = own_character(&mut tb, 0);
     let client = tb.client_world(0);
     let deaths = client
         .resource::<Scoreboard>()
@@ -573,6 +643,7 @@ fn honest_shots_are_accepted_from_slower_clients_of_a_240_hz_server() {
                 ..default()
             },
             every,
+            1,
         );
         tb.run_for(Duration::from_secs(8));
         let hud = tb.client_world(0).resource::<Hud>().clone();

@@ -8,7 +8,8 @@ use lightyear::prelude::*;
 use unlag::net::{LinkConditions, NetClock};
 use unlag::rewind::{
     CROUCHED_BIT, ClaimedView, FrameHistory, HitBox, HitBoxLayout, HitShape, LagCompensationPlugin,
-    RewindDebug, RewindDebugLog, RewindError, RewindHit, RewindQuery, RewindStats, UseHitBoxLayout,
+    LayoutBone, RewindDebug, RewindDebugLog, RewindError, RewindHit, RewindQuery, RewindStats,
+    UseHitBoxLayout,
 };
 use unlag::smoothing::{
     ProxyFlags, ProxySmoothing, ProxySmoothingPlugin, RenderedPose, SmoothedProxy, SmoothingMode,
@@ -415,6 +416,25 @@ fn layouts_name_the_file_and_field_that_is_wrong() {
         "{nan}"
     );
     assert!(error("(boxes: [])").message.contains("at least one box"));
+    // The walk cycle: legs and arms swing, each leg opposite the other.
+    let swing = |bone: &str| layout.boxes.iter().find(|b| b.bone == bone).unwrap().walk;
+    let (left, right) = (swing("upper_leg_l").unwrap(), swing("upper_leg_r").unwrap());
+    assert!(left.swing_degrees.0 > 10.0 && (right.phase - left.phase).abs() == 0.5);
+    assert!(swing("upper_arm_l").is_some() && swing("head").is_none());
+    let cadence = error(&good.replacen("cadence_hz: 1.5", "cadence_hz: 0.0", 1));
+    assert!(
+        cadence.message.contains("walk_cycle.cadence_hz"),
+        "{cadence}"
+    );
+    let wild = error(&good.replacen(
+        "swing_degrees: (35.0, 0.0, 0.0)",
+        "swing_degrees: (400.0, 0.0, 0.0)",
+        1,
+    ));
+    assert!(
+        wild.message.contains("(upper_leg_l).walk.swing_degrees"),
+        "{wild}"
+    );
 }
 
 /// The server's character: walks a circle (turning), crouching for 0.4 s of every second.
@@ -522,6 +542,8 @@ fn layouts_load_and_the_server_rebuilds_exactly_what_the_client_drew() {
     let mut compared = 0;
     let mut crouched_frames = 0;
     let mut bones_seen = 0;
+    // How far the left leg's box swung from its standing or crouched pose, degrees.
+    let mut leg_swing: Vec<f32> = Vec::new();
     for mode in [
         SmoothingMode::Hermite,
         SmoothingMode::Linear,
@@ -578,6 +600,21 @@ fn layouts_load_and_the_server_rebuilds_exactly_what_the_client_drew() {
             if pose.flags & CROUCHED_BIT != 0 {
                 crouched_frames += 1;
             }
+            let leg = tb
+                .client_world_mut(0)
+                .query::<(&LayoutBone, &HitBox, &Transform)>()
+                .iter(tb.client_world(0))
+                .find(|(_, b, _)| b.bone == "upper_leg_l")
+                .map(|(bone, _, t)| {
+                    let rest = if pose.flags & CROUCHED_BIT != 0 {
+                        bone.crouch
+                    } else {
+                        bone.stand
+                    };
+                    rest.rotation.angle_between(t.rotation).to_degrees()
+                })
+                .unwrap();
+            leg_swing.push(leg);
             compared += 1;
         }
     }
@@ -586,6 +623,13 @@ fn layouts_load_and_the_server_rebuilds_exactly_what_the_client_drew() {
     assert!(
         crouched_frames > 50,
         "crouched poses compared: {crouched_frames}"
+    );
+    // It walks at 4.8 m/s: its legs swing up to 0.8 × 35°, through the whole arc.
+    let most = leg_swing.iter().copied().fold(0.0, f32::max);
+    let least = leg_swing.iter().copied().fold(f32::MAX, f32::min);
+    assert!(
+        most > 20.0 && least < 5.0,
+        "left leg's swing: {least}° to {most}°"
     );
 
     // A claim the server never sent, or an impossible blend, is refused.

@@ -48,6 +48,6 @@ pub use rng::SplitMix64;
 pub use seq::{Seq16, SeqUnwrapper};
 pub use smoothing::{
     KINK_ACCELERATION, ProxyState, Sample, SampleKind, SmoothingMode, StateBuffer, StateRejected,
-    evaluate, hermite, replay,
+    StateShown, body_blend, evaluate, hermite, replay,
 };
 pub use stats::{Ewma, Summary};

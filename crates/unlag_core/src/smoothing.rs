@@ -50,6 +50,40 @@ impl ProxyState {
     }
 }
 
+/// What a state shows besides the pose: what a body drawn on the proxy is posed from (crouch
+/// flags, a walk cycle's time and speed). The client that draws a proxy and the server that
+/// rebuilds what it drew pose from the same values.
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct StateShown {
+    /// Server time of the state, seconds.
+    pub time: f64,
+    /// Velocity, m/s.
+    pub velocity: Vec3,
+    /// Movement flags (bit 0: crouched).
+    pub flags: u8,
+}
+
+impl From<&ProxyState> for StateShown {
+    fn from(s: &ProxyState) -> Self {
+        Self {
+            time: s.time,
+            velocity: s.velocity,
+            flags: s.flags,
+        }
+    }
+}
+
+/// How far a body drawn between states `from` and `to` at blend factor `alpha` (a
+/// [`Sample`]'s) is blended from its pose at state A to its pose at state B: `alpha` clamped
+/// to 0–1 between two states, 0 on a single state (held, extrapolated, snapped, teleported).
+pub fn body_blend(from: u32, to: u32, alpha: f32) -> f32 {
+    if from == to || !alpha.is_finite() {
+        0.0
+    } else {
+        alpha.clamp(0.0, 1.0)
+    }
+}
+
 /// How a proxy is rendered between states.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SmoothingMode {

@@ -1,5 +1,11 @@
 //! [`HitBoxLayout`]: a character's hit boxes declared in a RON asset, spawned as child entities
-//! and posed (standing or crouched) from the flags the character shows.
+//! and posed (standing or crouched, and swung by a walk cycle) from what the character shows.
+//!
+//! The walk cycle runs on server time at a fixed cadence, its swing scaled by the character's
+//! horizontal speed, so it is a function of what a proxy's states carry (time, velocity,
+//! flags): a client poses a proxy's boxes at its two states and blends them by the rendered
+//! blend factor, and the server rebuilds the same from the frames it recorded at those states'
+//! ticks ([`RewindQuery::view_pose`](crate::RewindQuery::view_pose)).
 
 use crate::{HitBox, HitShape, RewindSystems};
 use bevy::asset::io::Reader;
@@ -7,10 +13,12 @@ use bevy::asset::{AssetLoadFailedEvent, AssetLoader, LoadContext};
 use bevy::ecs::schedule::common_conditions::any_with_component;
 use bevy::prelude::*;
 use bevy::transform::TransformSystems;
+use lightyear::core::tick::TickDuration;
 use lightyear::prelude::Client;
+use lightyear::prelude::LocalTimeline;
 use lightyear::prelude::server::Server;
 use serde::Deserialize;
-use unlag_smoothing::{ProxyFlags, ProxySmoothingSystems, RenderedPose};
+use unlag_smoothing::{ProxyFlags, ProxySmoothingSystems, RenderedPose, SentStates, StateShown};
 
 /// Bit of [`ProxyFlags`] that crouches a layout's boxes (bit 0, the movement plugin's
 /// convention).
@@ -45,6 +53,51 @@ impl LayoutPose {
         let (d, e, f) = self.rotation_degrees;
         [a, b, c, d, e, f].iter().all(|v| v.is_finite())
     }
+}
+
+/// A box's swing in a walk cycle, in a layout file: a rotation about a pivot that follows a
+/// sine of the cycle.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayoutSwing {
+    /// The point swung about in the box's own frame, metres (a leg's hip: up its axis).
+    pub pivot: (f32, f32, f32),
+    /// The swing's amplitude at full speed, degrees about the box's own x, y, z (applied y,
+    /// then x, then z), reached at a quarter cycle.
+    pub swing_degrees: (f32, f32, f32),
+    /// Where in the cycle the box is at time 0, cycles (0.5 swings opposite). Default 0.
+    #[serde(default)]
+    pub phase: f32,
+}
+
+/// A layout's walk cycle: how fast it runs and at what speed its swings are full.
+#[derive(Copy, Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WalkCycle {
+    /// Cycles per second (a stride of each leg), Hz. Default 1.5.
+    #[serde(default = "default_cadence")]
+    pub cadence_hz: f32,
+    /// Horizontal speed at and above which the swings are full; slower, they shrink in
+    /// proportion, m/s. Default 6 (a walking character's top speed).
+    #[serde(default = "default_full_speed")]
+    pub full_speed: f32,
+}
+
+impl Default for WalkCycle {
+    fn default() -> Self {
+        Self {
+            cadence_hz: default_cadence(),
+            full_speed: default_full_speed(),
+        }
+    }
+}
+
+fn default_cadence() -> f32 {
+    1.5
+}
+
+fn default_full_speed() -> f32 {
+    6.0
 }
 
 /// A shape in a layout file.
@@ -84,6 +137,10 @@ pub struct LayoutBox {
     /// Pose when crouched ([`CROUCHED_BIT`] shown); the standing pose when absent.
     #[serde(default)]
     pub crouch: Option<LayoutPose>,
+    /// How the box swings in the walk cycle, from its standing or crouched pose; still when
+    /// absent.
+    #[serde(default)]
+    pub walk: Option<LayoutSwing>,
 }
 
 fn one() -> f32 {
@@ -95,6 +152,9 @@ fn one() -> f32 {
 #[derive(Asset, TypePath, Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HitBoxLayout {
+    /// The walk cycle the boxes' `walk` swings follow. Default [`WalkCycle::default`].
+    #[serde(default)]
+    pub walk_cycle: WalkCycle,
     /// The boxes.
     pub boxes: Vec<LayoutBox>,
 }
@@ -124,6 +184,13 @@ impl HitBoxLayout {
     fn validate(&self) -> Result<(), String> {
         if self.boxes.is_empty() {
             return Err("boxes: a layout needs at least one box".into());
+        }
+        let cycle = &self.walk_cycle;
+        if !(cycle.cadence_hz.is_finite() && cycle.cadence_hz > 0.0 && cycle.cadence_hz <= 10.0) {
+            return Err("walk_cycle.cadence_hz: must be above 0 and at most 10".into());
+        }
+        if !(cycle.full_speed.is_finite() && cycle.full_speed > 0.0) {
+            return Err("walk_cycle.full_speed: must be finite and positive".into());
         }
         for (i, b) in self.boxes.iter().enumerate() {
             let field = |name: &str| format!("boxes[{i}] ({}).{name}", b.bone);
@@ -171,6 +238,22 @@ impl HitBoxLayout {
             if b.crouch.is_some_and(|c| !c.is_finite()) {
                 return Err(format!("{}: must be finite", field("crouch")));
             }
+            if let Some(walk) = b.walk {
+                let (x, y, z) = walk.pivot;
+                if ![x, y, z].iter().all(|v| v.is_finite()) {
+                    return Err(format!("{}: must be finite", field("walk.pivot")));
+                }
+                let (x, y, z) = walk.swing_degrees;
+                if ![x, y, z].iter().all(|v| v.is_finite() && v.abs() <= 180.0) {
+                    return Err(format!(
+                        "{}: must be within ±180",
+                        field("walk.swing_degrees")
+                    ));
+                }
+                if !walk.phase.is_finite() {
+                    return Err(format!("{}: must be finite", field("walk.phase")));
+                }
+            }
         }
         Ok(())
     }
@@ -203,12 +286,23 @@ impl HitBoxLayout {
         commands.entity(character).with_children(|c| {
             for b in &self.boxes {
                 let stand = b.stand.transform();
+                let walk = b.walk.map(|w| {
+                    let (x, y, z) = w.swing_degrees;
+                    BoneWalk {
+                        pivot: w.pivot.into(),
+                        swing: Vec3::new(x, y, z) * (core::f32::consts::PI / 180.0),
+                        phase: w.phase,
+                        cadence_hz: self.walk_cycle.cadence_hz,
+                        full_speed: self.walk_cycle.full_speed,
+                    }
+                });
                 c.spawn((
                     Self::hit_box(b),
                     stand,
                     LayoutBone {
                         stand,
                         crouch: b.crouch.map_or(stand, |p| p.transform()),
+                        walk,
                     },
                     lightyear::prelude::DisableReplicateHierarchy,
                 ));
@@ -259,18 +353,87 @@ impl AssetLoader for HitBoxLayoutLoader {
 #[derive(Component, Clone, Debug)]
 pub struct UseHitBoxLayout(pub Handle<HitBoxLayout>);
 
-/// The layout's poses of a spawned box; [`CROUCHED_BIT`] picks between them.
+/// The layout's poses of a spawned box: [`CROUCHED_BIT`] picks between standing and crouched,
+/// and the walk cycle swings it from there.
 #[derive(Component, Copy, Clone, Debug, PartialEq)]
 pub struct LayoutBone {
-    /// Pose when standing.
+    /// Pose when standing, relative to the character.
     pub stand: Transform,
-    /// Pose when crouched.
+    /// Pose when crouched, relative to the character.
     pub crouch: Transform,
+    /// Its swing in the walk cycle; still when `None`.
+    pub walk: Option<BoneWalk>,
+}
+
+/// A box's swing in its layout's walk cycle (see [`LayoutSwing`], [`WalkCycle`]).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct BoneWalk {
+    /// The point swung about in the box's own frame, metres.
+    pub pivot: Vec3,
+    /// Amplitude at full speed about the box's own x, y, z, radians.
+    pub swing: Vec3,
+    /// Where in the cycle the box is at time 0, cycles.
+    pub phase: f32,
+    /// Cycles per second, Hz.
+    pub cadence_hz: f32,
+    /// Horizontal speed of full swings, m/s.
+    pub full_speed: f32,
+}
+
+impl LayoutBone {
+    /// The box's pose relative to the character for a state that shows `shown`: standing or
+    /// crouched by its flags, swung by the walk cycle at its time and horizontal speed.
+    pub fn pose(&self, shown: &StateShown) -> Transform {
+        let base = if shown.flags & CROUCHED_BIT != 0 {
+            self.crouch
+        } else {
+            self.stand
+        };
+        let Some(walk) = self.walk else {
+            return base;
+        };
+        let speed = Vec2::new(shown.velocity.x, shown.velocity.z).length();
+        let weight = (speed / walk.full_speed).clamp(0.0, 1.0);
+        if weight.is_nan() || weight <= 0.0 {
+            return base;
+        }
+        // The cycle's fraction in f64: server time grows past f32's precision in a long match.
+        let cycle = (shown.time * f64::from(walk.cadence_hz)).rem_euclid(1.0) as f32 + walk.phase;
+        let s = (cycle * core::f32::consts::TAU).sin() * weight;
+        let angles = walk.swing * s;
+        let swing = Quat::from_euler(EulerRot::YXZ, angles.y, angles.x, angles.z);
+        // Rotate about the pivot, in the box's own frame.
+        Transform {
+            translation: base.translation + base.rotation * (walk.pivot - swing * walk.pivot),
+            rotation: base.rotation * swing,
+            scale: base.scale,
+        }
+    }
+}
+
+/// A box's pose between its poses at a proxy's two states, `w` of the way (0–1) from `a` to
+/// `b`: positions lerped, rotations slerped, as the server blends what it recorded.
+pub fn blend_poses(a: &Transform, b: &Transform, w: f32) -> Transform {
+    if w <= 0.0 {
+        return *a;
+    }
+    Transform {
+        translation: a.translation.lerp(b.translation, w),
+        rotation: a.rotation.slerp(b.rotation, w),
+        scale: a.scale,
+    }
 }
 
 /// Marks a character whose layout boxes were spawned.
 #[derive(Component)]
 struct LayoutSpawned;
+
+/// On the server, per character with a layout: where it was at the last tick, for its
+/// horizontal speed on ticks no state was sent.
+#[derive(Component, Default)]
+struct LayoutMotion {
+    last: Option<(u32, Vec3)>,
+}
 
 fn spawn_layouts(
     mut commands: Commands,
@@ -283,7 +446,9 @@ fn spawn_layouts(
     for (entity, layout) in &characters {
         if let Some(layout) = layouts.get(&layout.0) {
             layout.spawn(&mut commands, entity);
-            commands.entity(entity).insert(LayoutSpawned);
+            commands
+                .entity(entity)
+                .insert((LayoutSpawned, LayoutMotion::default()));
         }
     }
 }
@@ -294,22 +459,78 @@ fn report_failures(mut failures: MessageReader<AssetLoadFailedEvent<HitBoxLayout
     }
 }
 
-/// Poses layout boxes from the flags the character shows: a proxy's rendered flags on a
-/// client, the character's own flags on the server.
-fn pose_layout_boxes(
+/// Poses a client's layout boxes: a proxy's at the two states it is drawn between, blended by
+/// its rendered blend factor; a character with no rendered pose by its flags alone, still.
+fn pose_on_client(
     characters: Query<(&Children, Option<&RenderedPose>, Option<&ProxyFlags>)>,
     mut bones: Query<(&LayoutBone, &mut Transform)>,
 ) {
     for (children, rendered, flags) in &characters {
-        let shown = rendered
-            .map(|r| r.flags)
-            .or(flags.map(|f| f.0))
-            .unwrap_or(0);
-        let crouched = shown & CROUCHED_BIT != 0;
+        let (shown, w) = match rendered {
+            Some(r) => (r.shown, r.body_blend()),
+            None => {
+                let shown = StateShown {
+                    flags: flags.map_or(0, |f| f.0),
+                    ..default()
+                };
+                ([shown; 2], 0.0)
+            }
+        };
         for child in children.iter() {
             if let Ok((bone, mut transform)) = bones.get_mut(child) {
-                let pose = if crouched { bone.crouch } else { bone.stand };
+                let pose = blend_poses(&bone.pose(&shown[0]), &bone.pose(&shown[1]), w);
                 transform.set_if_neq(pose);
+            }
+        }
+    }
+}
+
+/// Poses the server's layout boxes after each tick, for recording: from the state sent this
+/// tick when there is one (what clients will pose from, bit for bit), else from the
+/// character's flags and its motion since the last tick.
+fn pose_on_server(
+    timeline: Res<LocalTimeline>,
+    tick: Res<TickDuration>,
+    settings: Res<crate::RewindSettings>,
+    mut characters: Query<
+        (
+            &Children,
+            &Transform,
+            Option<&ProxyFlags>,
+            Option<&SentStates>,
+            &mut LayoutMotion,
+        ),
+        Without<LayoutBone>,
+    >,
+    mut bones: Query<(&LayoutBone, &mut Transform)>,
+) {
+    let now = timeline.tick().0;
+    let dt = tick.0.as_secs_f64();
+    let time = f64::from(now) * dt;
+    for (children, transform, flags, sent, mut motion) in &mut characters {
+        let velocity = match motion.last {
+            Some((then, before)) if now > then => {
+                let moved = transform.translation - before;
+                if moved.length() > settings.teleport_distance {
+                    Vec3::ZERO
+                } else {
+                    moved / (dt * f64::from(now - then)) as f32
+                }
+            }
+            _ => Vec3::ZERO,
+        };
+        motion.last = Some((now, transform.translation));
+        let shown = match sent.and_then(|s| s.newest()).filter(|s| s.tick == now) {
+            Some(state) => StateShown::from(state),
+            None => StateShown {
+                time,
+                velocity,
+                flags: flags.map_or(0, |f| f.0),
+            },
+        };
+        for child in children.iter() {
+            if let Ok((bone, mut transform)) = bones.get_mut(child) {
+                transform.set_if_neq(bone.pose(&shown));
             }
         }
     }
@@ -328,17 +549,18 @@ pub(crate) fn finish(app: &mut App) {
 }
 
 pub(crate) fn build(app: &mut App) {
-    // The server poses boxes for recording, after each tick; a client poses its proxies'
-    // boxes once they are placed for the frame.
+    // The server poses boxes for recording, after each tick and once its states are sent; a
+    // client poses its proxies' boxes once they are placed for the frame.
     app.add_systems(
         FixedPostUpdate,
-        pose_layout_boxes
+        pose_on_server
             .run_if(any_with_component::<Server>)
+            .after(ProxySmoothingSystems::Send)
             .before(RewindSystems::Record),
     )
     .add_systems(
         PostUpdate,
-        pose_layout_boxes
+        pose_on_client
             .run_if(any_with_component::<Client>)
             .after(ProxySmoothingSystems::Place)
             .before(TransformSystems::Propagate),

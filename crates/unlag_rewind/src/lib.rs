@@ -30,8 +30,8 @@ mod query;
 pub use debug::{DebugBox, RewindDebug, RewindDebugEntry, RewindDebugLog};
 pub use history::{FrameHistory, RewindBroadPhase, RewindStats};
 pub use layout::{
-    CROUCHED_BIT, HitBoxLayout, HitBoxLayoutLoader, LayoutBone, LayoutBox, LayoutError, LayoutPose,
-    LayoutShape, UseHitBoxLayout,
+    BoneWalk, CROUCHED_BIT, HitBoxLayout, HitBoxLayoutLoader, LayoutBone, LayoutBox, LayoutError,
+    LayoutPose, LayoutShape, LayoutSwing, UseHitBoxLayout, WalkCycle, blend_poses,
 };
 pub use query::{
     ClaimedView, Histories, RewindError, RewindHit, RewindQuery, RewindScene, hit_box_ray,

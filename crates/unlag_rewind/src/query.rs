@@ -755,8 +755,9 @@ impl RewindQuery<'_, '_> {
     /// The poses of a character's boxes as a client rendered it (see [`ClaimedView`]), then
     /// the character's own pose: its root replayed over the states the server sent with
     /// [`unlag_core::replay`], plus the claimed ease; each box placed relative to the root as
-    /// recorded at state A's tick (the flags a client shows are state A's). Exact when the game
-    /// poses boxes from the proxy's flags, as [`HitBoxLayout`](crate::HitBoxLayout) does.
+    /// recorded at state A's tick and at state B's, blended by [`unlag_core::body_blend`].
+    /// Exact when the game poses boxes from what the states show and blends them the same
+    /// way, as [`HitBoxLayout`](crate::HitBoxLayout) does.
     pub fn view_pose(&self, view: &ClaimedView) -> Result<Vec<(Vec3, Quat)>, RewindError> {
         if !view.alpha.is_finite() || !view.ease.is_finite() {
             return Err(RewindError::Invalid);
@@ -779,17 +780,31 @@ impl RewindQuery<'_, '_> {
         let (root_p, root_r) = unlag_core::replay(view.mode, a, b, view.alpha);
         let root_p = root_p + view.ease;
         let poses = history.poses();
-        let frame = poses.frame_at(a.time).ok_or_else(|| RewindError::TooOld {
-            requested: a.time,
-            oldest: poses.span().map_or(f64::NAN, |s| s.0),
-        })?;
-        let (rec_p, rec_r) = poses.pose(&frame, history.boxes().len());
-        let inverse = rec_r.inverse();
-        let mut out: Vec<(Vec3, Quat)> = (0..history.boxes().len())
+        let frame = |time: f64| {
+            poses.frame_at(time).ok_or_else(|| RewindError::TooOld {
+                requested: time,
+                oldest: poses.span().map_or(f64::NAN, |s| s.0),
+            })
+        };
+        let (frame_a, frame_b) = (frame(a.time)?, frame(b.time)?);
+        let n = history.boxes().len();
+        // Each box relative to the character as recorded at a frame.
+        let local = |frame: &unlag_core::FramePair, k: usize| {
+            let (rec_p, rec_r) = poses.pose(frame, n);
+            let inverse = rec_r.inverse();
+            let (p, r) = poses.pose(frame, k);
+            (inverse * (p - rec_p), inverse * r)
+        };
+        let w = unlag_core::body_blend(view.from, view.to, view.alpha);
+        let mut out: Vec<(Vec3, Quat)> = (0..n)
             .map(|k| {
-                let (p, r) = poses.pose(&frame, k);
-                let local_p = inverse * (p - rec_p);
-                let local_r = inverse * r;
+                let (pa, ra) = local(&frame_a, k);
+                let (local_p, local_r) = if w > 0.0 {
+                    let (pb, rb) = local(&frame_b, k);
+                    (pa.lerp(pb, w), ra.slerp(rb, w))
+                } else {
+                    (pa, ra)
+                };
                 (root_p + root_r * local_p, root_r * local_r)
             })
             .collect();

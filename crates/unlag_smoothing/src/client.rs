@@ -6,7 +6,7 @@ use bevy::prelude::*;
 use lightyear::prelude::*;
 use unlag_core::{
     DelayController, SampleKind, SmoothingMode, SmoothingSettings as OffsetSettings, StateBuffer,
-    StateRejected, VisualOffset,
+    StateRejected, StateShown, VisualOffset,
 };
 use unlag_net::{AutonomousProxy, NetClock};
 
@@ -98,6 +98,11 @@ pub struct RenderedPose {
     pub ease: Vec3,
     /// The movement flags shown ([`ProxyFlags`](crate::ProxyFlags) of the state in effect).
     pub flags: u8,
+    /// What states `from` and `to` show besides the pose (the same twice when they are one
+    /// state): a body drawn on the proxy is posed at each and blended by
+    /// [`RenderedPose::body_blend`], as the server rebuilds it.
+    #[reflect(ignore)]
+    pub shown: [StateShown; 2],
     /// Whether the pose was interpolated, held or extrapolated.
     #[reflect(ignore, default = "interpolated")]
     pub kind: SampleKind,
@@ -381,6 +386,13 @@ pub(crate) fn place_proxies(
             }
             _ => {}
         }
+        let shown = |tick: u32| {
+            proxy
+                .buffer
+                .get(tick)
+                .map_or_else(StateShown::default, StateShown::from)
+        };
+        let shown = [shown(sample.from), shown(sample.to)];
         proxy
             .buffer
             .prune(view_time.min(clock.server_time - clock.one_way()) - 1.0);
@@ -393,6 +405,7 @@ pub(crate) fn place_proxies(
             position,
             ease,
             flags: sample.flags,
+            shown,
             kind: sample.kind,
             mode: proxy.mode,
         };
@@ -405,6 +418,14 @@ pub(crate) fn place_proxies(
     }
     clock.proxy_delay = shortest;
     clock.proxy_view_time = shortest.map(|d| clock.server_time - clock.one_way() - d);
+}
+
+impl RenderedPose {
+    /// How far a body drawn on the proxy is blended from its pose at state `from` to its pose
+    /// at state `to`, 0–1 ([`unlag_core::body_blend`]).
+    pub fn body_blend(&self) -> f32 {
+        unlag_core::body_blend(self.from, self.to, self.alpha)
+    }
 }
 
 fn interpolated() -> SampleKind {

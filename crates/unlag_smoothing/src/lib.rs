@@ -26,7 +26,7 @@ pub use protocol::{ProxyUpdates, WireProxyState};
 pub use server::{
     NetUpdateFrequency, ProxyFlags, SENT_STATES_SECONDS, SentStates, SmoothedProxy, Teleported,
 };
-pub use unlag_core::{SampleKind, SmoothingMode};
+pub use unlag_core::{SampleKind, SmoothingMode, StateShown};
 
 use bevy::ecs::schedule::common_conditions::any_with_component;
 use bevy::prelude::*;
