@@ -437,6 +437,90 @@ fn layouts_name_the_file_and_field_that_is_wrong() {
     );
 }
 
+#[test]
+fn the_walk_cycle_swings_limbs_about_the_hips_in_the_direction_of_travel() {
+    use unlag::smoothing::StateShown;
+
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/assets/humanoid.hitboxes.ron"
+    ))
+    .unwrap();
+    let layout = HitBoxLayout::from_ron(&text, HUMANOID).unwrap();
+    let bone = |name: &str| {
+        layout
+            .boxes
+            .iter()
+            .find(|b| b.bone == name)
+            .unwrap()
+            .bone(&layout.walk_cycle)
+    };
+    let (thigh, shin, head) = (bone("upper_leg_l"), bone("lower_leg_l"), bone("head"));
+    let walk = thigh.walk.unwrap();
+    // A quarter of the way into a cycle the left leg is swung all the way (phase 0).
+    let quarter = 0.25 / f64::from(walk.cadence_hz);
+    let full = walk.full_speed;
+    let shown = |velocity: Vec3, rotation: Quat, flags: u8| StateShown {
+        time: quarter + 7.0 / f64::from(walk.cadence_hz),
+        velocity,
+        rotation,
+        flags,
+    };
+    // The foot: the shin's far end, in the character's frame.
+    let foot = |t: Transform| t.transform_point(Vec3::new(0.0, -0.16, 0.0));
+    let knee = |t: Transform| t.transform_point(Vec3::new(0.0, -0.16, 0.0));
+    let rest = foot(shin.stand);
+
+    // Standing still, or the head at any speed: the rest pose.
+    assert_eq!(
+        thigh.pose(&shown(Vec3::ZERO, Quat::IDENTITY, 0)),
+        thigh.stand
+    );
+    let forward = Vec3::new(0.0, 0.0, -full);
+    assert_eq!(head.pose(&shown(forward, Quat::IDENTITY, 0)), head.stand);
+
+    // Walking forward (-Z) at full speed: the foot swings along Z by the whole amplitude, the
+    // hip stays, and thigh and shin stay joined (they swing about the same hip).
+    let swung = foot(shin.pose(&shown(forward, Quat::IDENTITY, 0)));
+    let hip = walk.pivot;
+    let angle = (rest - hip).angle_between(swung - hip).to_degrees();
+    assert!((angle - 35.0).abs() < 0.1, "{angle}");
+    assert!((swung.x - rest.x).abs() < 1e-4 && (swung.z - rest.z).abs() > 0.3);
+    let joined = |flags: u8, velocity: Vec3| {
+        let s = shown(velocity, Quat::IDENTITY, flags);
+        knee(thigh.pose(&s)).distance(shin.pose(&s).transform_point(Vec3::new(0.0, 0.16, 0.0)))
+    };
+    let still = joined(0, Vec3::ZERO);
+    assert!((joined(0, forward) - still).abs() < 1e-4);
+    // The right leg swings the other way.
+    let right = bone("lower_leg_r");
+    let right_foot = foot(right.pose(&shown(forward, Quat::IDENTITY, 0)));
+    assert!((right_foot.z - foot(right.stand).z) * (swung.z - rest.z) < 0.0);
+
+    // Sideways (+X), the same swing turns sideways; turned with the character, the same.
+    let sideways = foot(shin.pose(&shown(Vec3::new(full, 0.0, 0.0), Quat::IDENTITY, 0)));
+    assert!((sideways.z - rest.z).abs() < 1e-4 && (sideways.x - rest.x).abs() > 0.3);
+    let turn = Quat::from_rotation_y(1.0);
+    let turned = foot(shin.pose(&shown(turn * forward, turn, 0)));
+    assert!(turned.distance(swung) < 1e-4, "{turned} vs {swung}");
+
+    // Half speed, half the swing.
+    let half = foot(shin.pose(&shown(forward * 0.5, Quat::IDENTITY, 0)));
+    let angle = (rest - hip).angle_between(half - hip).to_degrees();
+    assert!((angle - 17.5).abs() < 0.1, "{angle}");
+
+    // Crouched, about the crouched hip: the thigh's top stays put.
+    let top = |t: Transform| t.transform_point(Vec3::new(0.0, 0.16, 0.0));
+    let crouched = thigh.pose(&shown(forward * 0.5, Quat::IDENTITY, CROUCHED_BIT));
+    assert!(
+        top(crouched).distance(top(thigh.crouch)) < 0.02,
+        "{} vs {}",
+        top(crouched),
+        top(thigh.crouch)
+    );
+    assert!(crouched.rotation.angle_between(thigh.crouch.rotation) > 0.2);
+}
+
 /// The server's character: walks a circle (turning), crouching for 0.4 s of every second.
 #[derive(Component)]
 struct Circler;

@@ -59,6 +59,8 @@ pub struct StateShown {
     pub time: f64,
     /// Velocity, m/s.
     pub velocity: Vec3,
+    /// Rotation of the character.
+    pub rotation: Quat,
     /// Movement flags (bit 0: crouched).
     pub flags: u8,
 }
@@ -68,6 +70,7 @@ impl From<&ProxyState> for StateShown {
         Self {
             time: s.time,
             velocity: s.velocity,
+            rotation: s.rotation,
             flags: s.flags,
         }
     }

@@ -60,10 +60,15 @@ impl LayoutPose {
 #[derive(Copy, Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LayoutSwing {
-    /// The point swung about in the box's own frame, metres (a leg's hip: up its axis).
+    /// The point swung about when standing (a leg's hip), metres in the character's frame
+    /// (from the feet, like the poses).
     pub pivot: (f32, f32, f32),
-    /// The swing's amplitude at full speed, degrees about the box's own x, y, z (applied y,
-    /// then x, then z), reached at a quarter cycle.
+    /// The point swung about when crouched, metres in the character's frame. Default `pivot`.
+    #[serde(default)]
+    pub crouch_pivot: Option<(f32, f32, f32)>,
+    /// The swing's amplitude at full speed, degrees about the character's x, y, z when it moves
+    /// forward (-Z) (applied y, then x, then z), reached at a quarter cycle. The swing turns
+    /// with the direction of travel: a character moving sideways swings its legs sideways.
     pub swing_degrees: (f32, f32, f32),
     /// Where in the cycle the box is at time 0, cycles (0.5 swings opposite). Default 0.
     #[serde(default)]
@@ -145,6 +150,28 @@ pub struct LayoutBox {
 
 fn one() -> f32 {
     1.0
+}
+
+impl LayoutBox {
+    /// The poses of the box as spawned, with the layout's walk `cycle`.
+    pub fn bone(&self, cycle: &WalkCycle) -> LayoutBone {
+        let stand = self.stand.transform();
+        LayoutBone {
+            stand,
+            crouch: self.crouch.map_or(stand, |p| p.transform()),
+            walk: self.walk.map(|w| {
+                let (x, y, z) = w.swing_degrees;
+                BoneWalk {
+                    pivot: w.pivot.into(),
+                    crouch_pivot: w.crouch_pivot.unwrap_or(w.pivot).into(),
+                    swing: Vec3::new(x, y, z) * (core::f32::consts::PI / 180.0),
+                    phase: w.phase,
+                    cadence_hz: cycle.cadence_hz,
+                    full_speed: cycle.full_speed,
+                }
+            }),
+        }
+    }
 }
 
 /// A character's hit boxes, loaded from a `.hitboxes.ron` file (see
@@ -243,6 +270,11 @@ impl HitBoxLayout {
                 if ![x, y, z].iter().all(|v| v.is_finite()) {
                     return Err(format!("{}: must be finite", field("walk.pivot")));
                 }
+                if let Some((x, y, z)) = walk.crouch_pivot
+                    && ![x, y, z].iter().all(|v| v.is_finite())
+                {
+                    return Err(format!("{}: must be finite", field("walk.crouch_pivot")));
+                }
                 let (x, y, z) = walk.swing_degrees;
                 if ![x, y, z].iter().all(|v| v.is_finite() && v.abs() <= 180.0) {
                     return Err(format!(
@@ -285,25 +317,10 @@ impl HitBoxLayout {
     pub fn spawn(&self, commands: &mut Commands, character: Entity) {
         commands.entity(character).with_children(|c| {
             for b in &self.boxes {
-                let stand = b.stand.transform();
-                let walk = b.walk.map(|w| {
-                    let (x, y, z) = w.swing_degrees;
-                    BoneWalk {
-                        pivot: w.pivot.into(),
-                        swing: Vec3::new(x, y, z) * (core::f32::consts::PI / 180.0),
-                        phase: w.phase,
-                        cadence_hz: self.walk_cycle.cadence_hz,
-                        full_speed: self.walk_cycle.full_speed,
-                    }
-                });
                 c.spawn((
                     Self::hit_box(b),
-                    stand,
-                    LayoutBone {
-                        stand,
-                        crouch: b.crouch.map_or(stand, |p| p.transform()),
-                        walk,
-                    },
+                    b.stand.transform(),
+                    b.bone(&self.walk_cycle),
                     lightyear::prelude::DisableReplicateHierarchy,
                 ));
             }
@@ -368,9 +385,11 @@ pub struct LayoutBone {
 /// A box's swing in its layout's walk cycle (see [`LayoutSwing`], [`WalkCycle`]).
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct BoneWalk {
-    /// The point swung about in the box's own frame, metres.
+    /// The point swung about when standing, metres in the character's frame.
     pub pivot: Vec3,
-    /// Amplitude at full speed about the box's own x, y, z, radians.
+    /// The point swung about when crouched, metres in the character's frame.
+    pub crouch_pivot: Vec3,
+    /// Amplitude at full speed about the character's x, y, z when moving forward, radians.
     pub swing: Vec3,
     /// Where in the cycle the box is at time 0, cycles.
     pub phase: f32,
@@ -382,13 +401,11 @@ pub struct BoneWalk {
 
 impl LayoutBone {
     /// The box's pose relative to the character for a state that shows `shown`: standing or
-    /// crouched by its flags, swung by the walk cycle at its time and horizontal speed.
+    /// crouched by its flags, swung by the walk cycle at its time and horizontal speed, in its
+    /// direction of travel.
     pub fn pose(&self, shown: &StateShown) -> Transform {
-        let base = if shown.flags & CROUCHED_BIT != 0 {
-            self.crouch
-        } else {
-            self.stand
-        };
+        let crouched = shown.flags & CROUCHED_BIT != 0;
+        let base = if crouched { self.crouch } else { self.stand };
         let Some(walk) = self.walk else {
             return base;
         };
@@ -402,10 +419,19 @@ impl LayoutBone {
         let s = (cycle * core::f32::consts::TAU).sin() * weight;
         let angles = walk.swing * s;
         let swing = Quat::from_euler(EulerRot::YXZ, angles.y, angles.x, angles.z);
-        // Rotate about the pivot, in the box's own frame.
+        // Turned to the direction of travel in the character's frame: forward is -Z.
+        let travel = shown.rotation.inverse() * shown.velocity;
+        let heading = Quat::from_rotation_y(f32::atan2(-travel.x, -travel.z));
+        let swing = heading * swing * heading.inverse();
+        // Rotate about the pivot.
+        let pivot = if crouched {
+            walk.crouch_pivot
+        } else {
+            walk.pivot
+        };
         Transform {
-            translation: base.translation + base.rotation * (walk.pivot - swing * walk.pivot),
-            rotation: base.rotation * swing,
+            translation: pivot + swing * (base.translation - pivot),
+            rotation: swing * base.rotation,
             scale: base.scale,
         }
     }
@@ -525,6 +551,7 @@ fn pose_on_server(
             None => StateShown {
                 time,
                 velocity,
+                rotation: transform.rotation,
                 flags: flags.map_or(0, |f| f.0),
             },
         };
