@@ -678,3 +678,43 @@ fn honest_shots_are_accepted_from_slower_clients_of_a_240_hz_server() {
         );
     }
 }
+
+/// The karts example as it runs on a machine without a GPU: the listen server stepped inside a
+/// player App at about 6 fps, with a 2-s stall (shaders compiling). The player's first message
+/// carries a whole frame of moves; it once tripped the speed-hack check, and the resolution
+/// corrected the player twice in its first seconds.
+#[test]
+fn a_kart_host_at_6_fps_is_neither_flagged_nor_corrected() {
+    use bevy::state::app::StatesPlugin;
+    use unlag_demo::karts::KartPlugins;
+    use unlag_demo::session;
+
+    let _alone = unlag_testbed::RealTimeTurn::take();
+    let mut server = session::server_app();
+    server.add_plugins(KartPlugins { bots: 2 });
+    let mut player = App::new();
+    player.add_plugins((MinimalPlugins, StatesPlugin, unlag_demo::asset_plugin()));
+    session::client_net(&mut player, 7);
+    player.add_plugins(KartPlugins { bots: 2 });
+    player.add_systems(
+        FixedUpdate,
+        drive_own_kart.before(unlag::movement::MovementPredictionSystems::Simulate),
+    );
+    session::host(&mut player, server);
+    unlag_testbed::finish_app(&mut player);
+    let started = std::time::Instant::now();
+    for frame in 0.. {
+        if started.elapsed() > Duration::from_secs(9) {
+            break;
+        }
+        player.update();
+        let pause = if frame == 30 { 2000 } else { 150 };
+        std::thread::sleep(Duration::from_millis(pause));
+    }
+    let client = player.world().resource::<MovementStats>().clone();
+    let hosted = player.world().non_send::<session::HostedServer>();
+    let server = hosted.0.world().resource::<MovementStats>();
+    assert!(server.moves_processed > 200, "{server:?}");
+    assert_eq!(server.speed_hacks_flagged, 0, "{server:?}");
+    assert_eq!(client.corrections_received, 0, "{client:?}");
+}

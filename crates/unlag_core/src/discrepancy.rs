@@ -10,6 +10,10 @@
 //!   measured against the fastest arrival of the first [`TimeDiscrepancySettings::anchor_time`],
 //!   not against the first move alone, which may have been a slow one; the reference moves by at
 //!   most [`TimeDiscrepancySettings::anchor_slack`], so a cheater cannot hide in it.
+//! - The moves processed at the first arrival claim time the client spent before the server
+//!   could watch it (a client that sends once a frame sends a whole frame's moves together; at
+//!   5 fps that alone is 0.2 s). Up to `anchor_time` of it is not counted: forgiven once, it
+//!   buys no speed.
 //! - It may not fall below `min_time_margin`: a client cannot bank time by pausing and then
 //!   spend it running fast. The bank must still be deep enough for an honest stall (1 s).
 //! - Honest clocks drift by parts per million; `drift_allowance` forgives a small rate.
@@ -78,6 +82,8 @@ pub struct TimeDiscrepancy {
     anchor: f64,
     started_at: Option<f64>,
     last_server_time: Option<f64>,
+    /// Claimed time forgiven at the first arrival so far, seconds.
+    forgiven: f64,
     resolving: bool,
     flags: u64,
 }
@@ -91,6 +97,7 @@ impl TimeDiscrepancy {
             anchor: 0.0,
             started_at: None,
             last_server_time: None,
+            forgiven: 0.0,
             resolving: false,
             flags: 0,
         }
@@ -116,6 +123,12 @@ impl TimeDiscrepancy {
         self.flags
     }
 
+    /// Claimed time of the first arrival's moves that was not counted, seconds (at most
+    /// `anchor_time`).
+    pub fn forgiven(&self) -> f64 {
+        self.forgiven
+    }
+
     /// Accounts for one move claiming `claimed_dt` seconds, processed when the server's clock
     /// read `server_now` seconds.
     pub fn on_move(&mut self, server_now: f64, claimed_dt: f64) -> MoveTime {
@@ -133,7 +146,14 @@ impl TimeDiscrepancy {
             .last_server_time
             .map_or(0.0, |last| (server_now - last).max(0.0));
         self.last_server_time = Some(server_now);
-        self.raw += claimed_dt - elapsed;
+        // The first arrival's moves: time spent before the server watched (bounded).
+        let forgive = if server_now == started {
+            claimed_dt.clamp(0.0, (s.anchor_time - self.forgiven).max(0.0))
+        } else {
+            0.0
+        };
+        self.forgiven += forgive;
+        self.raw += claimed_dt - forgive - elapsed;
         if server_now - started <= s.anchor_time {
             self.anchor = self.anchor.max(self.raw).min(s.anchor_slack);
         }
@@ -177,13 +197,31 @@ mod tests {
     /// `jitter` (s.d., seconds) and an optional stall `(start, length)`; returns the time of
     /// the first flag and the total simulated time.
     fn run(rate: f64, jitter: f64, stall: Option<(f64, f64)>, seconds: f64) -> (Option<f64>, f64) {
+        let (flag, simulated, _) = run_bunched(rate, jitter, stall, seconds, 1);
+        (flag, simulated)
+    }
+
+    /// [`run`] with moves sent `bunch` at a time, with the last of them (a client that sends
+    /// once a frame, at `60 / bunch` fps).
+    fn run_bunched(
+        rate: f64,
+        jitter: f64,
+        stall: Option<(f64, f64)>,
+        seconds: f64,
+        bunch: usize,
+    ) -> (Option<f64>, f64, f64) {
         let mut td = TimeDiscrepancy::new(TimeDiscrepancySettings::default());
         let mut rng = SplitMix64::new(11);
-        // Arrival times of moves sent every DT of real time, each claiming rate × DT.
+        // Arrival times of moves sent every DT of real time (in bunches: one message, one
+        // delay), each claiming rate × DT.
+        let mut delay = 0.0;
         let mut arrivals: Vec<f64> = (0..(seconds / DT) as usize)
             .map(|i| {
-                let sent = i as f64 * DT;
-                let mut arrive = sent + 0.05 + (jitter * rng.next_normal()).max(-0.05);
+                let sent = ((i / bunch + 1) * bunch - 1) as f64 * DT;
+                if i % bunch == 0 {
+                    delay = 0.05 + (jitter * rng.next_normal()).max(-0.05);
+                }
+                let mut arrive = sent + delay;
                 if let Some((start, len)) = stall
                     && sent >= start
                     && sent < start + len
@@ -208,7 +246,7 @@ mod tests {
                 first_flag = Some(i as f64 * DT);
             }
         }
-        (first_flag, simulated)
+        (first_flag, simulated, td.forgiven())
     }
 
     #[test]
@@ -224,23 +262,53 @@ mod tests {
         assert_eq!(flag, None, "a stall during the anchor time");
         // A clock 0.1 % fast is drift, not a hack.
         assert_eq!(run(1.001, 0.02, None, 120.0).0, None);
+        // Clients at 20, 10, 6 and 4 fps send a frame's moves at once, the first of them too.
+        for bunch in [3, 6, 10, 15] {
+            let (flag, simulated, _) = run_bunched(1.0, 0.02, None, 30.0, bunch);
+            assert_eq!(flag, None, "{} fps", 60 / bunch);
+            assert!((simulated - 30.0).abs() < 0.02);
+        }
     }
 
     #[test]
     fn speed_hacks_are_flagged_within_2s_and_gain_at_most_the_margin() {
         for rate in [1.1, 2.0] {
-            let (flag, simulated) = run(rate, 0.02, None, 10.0);
+            let (flag, simulated, forgiven) = run_bunched(rate, 0.02, None, 10.0, 1);
             let flag = flag.expect("flagged");
             assert!(flag < 2.0, "{rate}× flagged at {flag} s");
             // Simulated time may exceed real time by at most what the settings allow.
             let real = 10.0;
             let s = TimeDiscrepancySettings::default();
             let allowed = s.max_time_margin + s.anchor_slack + s.drift_allowance * real;
+            // The first arrival's moves are forgiven: what came in before the server's first
+            // frame, a message or two.
+            assert!(forgiven <= 2.0 * rate * DT + 1e-9, "{forgiven} s forgiven");
             assert!(
-                simulated <= real + allowed + 2.0 * DT,
+                simulated - forgiven <= real + allowed + 2.0 * DT,
                 "{rate}×: {simulated} s simulated"
             );
         }
+    }
+
+    #[test]
+    fn slow_speed_hackers_are_flagged_too_and_the_first_arrival_is_forgiven_once() {
+        let s = TimeDiscrepancySettings::default();
+        for bunch in [6, 15] {
+            let (flag, simulated, forgiven) = run_bunched(1.1, 0.02, None, 10.0, bunch);
+            let flag = flag.expect("flagged");
+            assert!(flag < 2.5, "{} fps: flagged at {flag} s", 60 / bunch);
+            // Beyond the first message, what the settings allow, plus a message in flight.
+            let allowed = s.max_time_margin + s.anchor_slack + s.drift_allowance * 10.0;
+            assert!(forgiven <= 1.1 * bunch as f64 * DT + 1e-9, "{forgiven}");
+            assert!(
+                simulated - forgiven <= 10.0 + allowed + 1.1 * bunch as f64 * DT,
+                "{simulated} s simulated, {forgiven} s forgiven"
+            );
+        }
+        // A first message of 2 s of moves: only `anchor_time` of it is forgiven.
+        let mut td = TimeDiscrepancy::new(s);
+        let flagged = (0..120).any(|_| td.on_move(0.0, DT).flagged);
+        assert!(flagged, "the rest of the flood counts");
     }
 
     #[test]
