@@ -20,7 +20,8 @@
 //! - Above `max_time_margin` the client is flagged and *resolution* starts: each following move
 //!   is charged `resolution_rate × dt` of its time until the excess is paid back, so it moves
 //!   less on the server than it claims and is corrected. Over any span a cheater gains at most
-//!   `max_time_margin + anchor_slack + drift_allowance × span` of movement.
+//!   `max_time_margin + anchor_slack + drift_allowance × span` of movement, plus the first
+//!   arrival's forgiven time (at most `anchor_time`, once).
 
 use serde::{Deserialize, Serialize};
 
