@@ -27,6 +27,15 @@ pub fn window_size(
         .ok_or_else(|| format!("{name}: {v:?} is not WIDTHxHEIGHT (320x240 to 7680x4320)"))
 }
 
+/// The options `parsed`, or, when they did not parse, the message on stderr after the
+/// program's `name` and exit code 2.
+pub fn options_or_exit<T>(name: &str, parsed: Result<T, String>) -> T {
+    parsed.unwrap_or_else(|message| {
+        eprintln!("{name}: {message}");
+        std::process::exit(2);
+    })
+}
+
 /// Bevy's default plugins with a window titled `title` of `size` pixels, reading this
 /// repository's `assets/`.
 pub fn window_plugins(title: &str, size: (u32, u32)) -> impl PluginGroup {

@@ -78,13 +78,7 @@ fn parse() -> Result<Options, String> {
 }
 
 fn main() -> AppExit {
-    let options = match parse() {
-        Ok(o) => o,
-        Err(message) => {
-            eprintln!("karts: {message}");
-            std::process::exit(2);
-        }
-    };
+    let options = cli::options_or_exit("karts", parse());
     let plugins = KartPlugins { bots: options.bots };
     let mut server = session::server_app();
     server.add_plugins(plugins.clone());

@@ -130,13 +130,7 @@ fn parse() -> Result<Options, String> {
 }
 
 fn main() -> AppExit {
-    let options = match parse() {
-        Ok(o) => o,
-        Err(message) => {
-            eprintln!("shooter: {message}");
-            std::process::exit(2);
-        }
-    };
+    let options = cli::options_or_exit("shooter", parse());
     let plugins = ShooterPlugins {
         settings: ShooterSettings {
             bots: options.bots,
