@@ -325,11 +325,38 @@ fn own_character(tb: &mut Testbed, i: usize) -> Entity {
     q.single(world).unwrap()
 }
 
+/// Checks that client `i` of a shooter match played as an honest player must: it moved, was
+/// corrected only when it respawned, had at least `confirmed` hits confirmed and no shot
+/// refused. Returns its deaths and HUD.
+fn played_honestly(tb: &mut Testbed, i: usize, confirmed: u64) -> (u32, unlag_demo::hud::Hud) {
+    use unlag_demo::game::Scoreboard;
+    use unlag_demo::hud::Hud;
+
+    let own = own_character(tb, i);
+    let world = tb.client_world(i);
+    let deaths = world
+        .resource::<Scoreboard>()
+        .get(own)
+        .expect("own fighter mapped to the client's entity")
+        .deaths;
+    let moves = world.resource::<MovementStats>();
+    assert!(moves.moves_simulated > 500, "client {i}: {moves:?}");
+    // Only the respawns (the server puts the character back at its spawn) are corrected.
+    assert!(
+        moves.corrections_received <= u64::from(deaths),
+        "client {i}: {deaths} deaths, {moves:?}"
+    );
+    let hud = world.resource::<Hud>().clone();
+    println!("client {i}: {hud:?}");
+    assert!(hud.confirmed_hits >= confirmed, "client {i}: {hud:?}");
+    assert_eq!(hud.rejected, 0, "client {i}: {hud:?}");
+    (deaths, hud)
+}
+
 #[test]
 fn two_players_share_a_match_and_shoot_each_other() {
     use unlag::rewind::HitBox;
     use unlag_demo::game::{Scoreboard, ShooterSettings};
-    use unlag_demo::hud::Hud;
 
     let mut tb = shooter_match(
         ShooterSettings {
@@ -341,7 +368,7 @@ fn two_players_share_a_match_and_shoot_each_other() {
     );
     tb.run_for(Duration::from_secs(10));
     for i in 0..2 {
-        let own = own_character(&mut tb, i);
+        played_honestly(&mut tb, i, 5);
         let world = tb.client_world_mut(i);
         // The other player is drawn as a smoothed proxy with its hit boxes.
         let proxies: Vec<Entity> = world
@@ -357,17 +384,6 @@ fn two_players_share_a_match_and_shoot_each_other() {
         assert_eq!(boxes, 11, "client {i}: the other player's hit boxes");
         let board = world.resource::<Scoreboard>();
         assert_eq!(board.fighters.len(), 2, "{board:?}");
-        let deaths = board.get(own).expect("own fighter").deaths;
-        let moves = world.resource::<MovementStats>();
-        assert!(moves.moves_simulated > 500, "client {i}: {moves:?}");
-        assert!(
-            moves.corrections_received <= u64::from(deaths),
-            "client {i}: {deaths} deaths, {moves:?}"
-        );
-        let hud = world.resource::<Hud>();
-        println!("client {i}: {hud:?}");
-        assert!(hud.confirmed_hits >= 5, "client {i}: {hud:?}");
-        assert_eq!(hud.rejected, 0, "client {i}: {hud:?}");
     }
     let stats = tb.server_world().resource::<CombatStats>();
     assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
@@ -387,7 +403,6 @@ fn two_players_share_a_match_and_shoot_each_other() {
 fn a_shooter_match_plays_honestly_for_ten_seconds() {
     use unlag::combat::RemoteFire;
     use unlag_demo::game::{KillFeed, Scoreboard, ShooterSettings};
-    use unlag_demo::hud::Hud;
 
     #[derive(Resource, Default)]
     struct BotFire(usize);
@@ -411,25 +426,9 @@ fn a_shooter_match_plays_honestly_for_ten_seconds() {
     tb.run_for(Duration::from_secs(10));
 
     let own = own_character(&mut tb, 0);
-    let client = tb.client_world(0);
-    let deaths = client
-        .resource::<Scoreboard>()
-        .get(own)
-        .expect("own fighter mapped to the client's entity")
-        .deaths;
-    let moves = client.resource::<MovementStats>();
-    assert!(moves.moves_simulated > 500, "{moves:?}");
-    // Only the respawns (the server puts the character back at its spawn) are corrected.
-    assert!(
-        moves.corrections_received <= u64::from(deaths),
-        "{deaths} deaths, {moves:?}"
-    );
-    let hud = client.resource::<Hud>();
-    println!("{hud:?}");
+    let (_, hud) = played_honestly(&mut tb, 0, 10);
     assert!(hud.shots >= 30, "{hud:?}");
-    assert!(hud.confirmed_hits >= 10, "{hud:?}");
     assert!(hud.local_hits >= hud.confirmed_hits / 2, "{hud:?}");
-    assert_eq!(hud.rejected, 0, "{hud:?}");
     let stats = tb.server_world().resource::<CombatStats>();
     assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
 
