@@ -47,7 +47,7 @@ fn players(n: usize) -> Testbed {
     };
     let pace = Pace {
         frame_rate_hz: 60.0,
-        fire_every: FIRE_EVERY,
+        fire_interval: FIRE_EVERY as f64 / 60.0,
     };
     start_match(&options, pace).unwrap_or_else(|e| panic!("{n} players: {e}"))
 }

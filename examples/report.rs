@@ -7,6 +7,7 @@
 //! cargo run --release --example report -- [--bots N] [--clients M] [--seconds S] [--rtt MS]
 //!     [--jitter MS] [--loss PERCENT] [--update-rate HZ] [--smoothing MODE] [--seed N] [--json]
 //!     [--cheat KIND] [--compare-validation] [--sweep NAME=V1,V2,... [--plot DIR]]
+//!     [--client-fps F] [--frame-jitter PERCENT] [--hitches P,MS] [--listen] [--grid [--plot DIR]]
 //! ```
 //!
 //! A progress bar runs on stderr; the table (or with `--json` one JSON object) goes to stdout.
@@ -37,6 +38,56 @@ fn main() {
             let _ = std::io::stderr().flush();
         }
     };
+    if options.grid {
+        let cells = unlag_report::grid::cells(&options).len();
+        eprintln!(
+            "{cells} matches of {} simulated seconds each",
+            options.seconds
+        );
+        if !options.json {
+            print!("{}", unlag_report::grid::grid_header());
+        }
+        let json = options.json;
+        let rows = unlag_report::grid::run_grid(&options, &mut progress, &mut |row| {
+            if !json {
+                eprint!("\r");
+                print!("{}", unlag_report::grid::grid_line(row));
+                let _ = std::io::stdout().flush();
+            }
+        });
+        match rows {
+            Ok(rows) => {
+                eprintln!();
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&rows).expect("plain data")
+                    );
+                } else {
+                    print!("\n{}", unlag_report::grid::grid_summary(&rows));
+                }
+                if let Some(dir) = &options.plot {
+                    match unlag_report::grid::plot_grid(dir, &rows) {
+                        Ok(files) => {
+                            eprintln!("{} heat maps written to {}", files.len(), dir.display())
+                        }
+                        Err(e) => {
+                            eprintln!("{e}");
+                            std::process::exit(1);
+                        }
+                    }
+                }
+                if rows.iter().any(|r| !r.pass) {
+                    std::process::exit(1);
+                }
+            }
+            Err(e) => {
+                eprintln!("\n{e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     if let Some(sweep) = options.sweep.clone() {
         match unlag_report::sweep::run_sweep(&options, &sweep, &mut progress) {
             Ok(rows) => {

@@ -305,11 +305,13 @@ fn shooter_match(
         let weapons = tb.client_world(i).resource::<unlag::combat::Weapons>();
         let table = weapons.table.as_ref().expect("weapons loaded");
         let ids = ["rifle", "shotgun", "launcher"].map(|n| table.id(n).expect("weapon"));
+        let start = tb.client_world(i).resource::<Time>().elapsed_secs_f64();
         tb.client(i)
             .insert_resource(unlag_report::arena::ClientScript {
                 rng: unlag::core::SplitMix64::new(5 + i as u64),
-                frame: 0,
-                every: (12 / client_frame_every).max(1) as u64,
+                // 20 shots a second, each client frame at most.
+                next_shot: start + 0.05,
+                interval: 0.05,
                 weapons: ids,
                 running: true,
                 shoots: true,
@@ -358,9 +360,12 @@ fn two_players_share_a_match_and_shoot_each_other() {
     use unlag::rewind::HitBox;
     use unlag_demo::game::{Scoreboard, ShooterSettings};
 
+    // Tough enough that neither spends the match dead: each must land its hits (a death costs
+    // 3 s, and whichever player takes the first kills can keep the other down).
     let mut tb = shooter_match(
         ShooterSettings {
             bots: 0,
+            player_health: 1000.0,
             ..default()
         },
         1,
@@ -644,7 +649,8 @@ fn honest_shots_are_accepted_from_slower_clients_of_a_240_hz_server() {
             every,
             1,
         );
-        tb.run_for(Duration::from_secs(8));
+        // About four shots a second (a shotgun or launcher shot holds every weapon back).
+        tb.run_for(Duration::from_secs(10));
         let hud = tb.client_world(0).resource::<Hud>().clone();
         let stats = tb.server_world().resource::<CombatStats>().clone();
         assert!(hud.shots >= 30, "{fps} fps: {hud:?}");

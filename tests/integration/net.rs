@@ -427,3 +427,71 @@ fn a_claimed_client_frame_is_held_to_what_its_reports_show() {
     assert_eq!(allowed_frame(0.05, 0.05, 2), 0.0);
     assert_eq!(allowed_frame(0.05, f64::NAN, 30), 0.0);
 }
+
+/// Paced clients: each runs its own frames (rate, variation, hitches), in time order with the
+/// server; a listen server runs exactly in its host's frames, for as long.
+#[test]
+fn paced_clients_run_their_own_frames_and_a_listen_server_its_hosts() {
+    use bevy::diagnostic::FrameCount;
+    use unlag_testbed::ClientPace;
+
+    let pace = ClientPace {
+        fps: 20.0,
+        frame_jitter: 0.3,
+        hitch_share: 0.05,
+        hitch: Duration::from_millis(300),
+    };
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 2,
+        conditions: conditions(100, 5, 0.0),
+        client_pace: Some(pace),
+        ..default()
+    });
+    assert!(tb.run_until(Duration::from_secs(5), |tb| tb.all_synced()));
+    let (frames, server) = (
+        [tb.client_frames(0), tb.client_frames(1)],
+        tb.server_world().resource::<FrameCount>().0,
+    );
+    tb.run_for(Duration::from_secs(20));
+    for (i, before) in frames.iter().enumerate() {
+        let ran = tb.client_frames(i) - before;
+        // 20 s at 20 fps, a twentieth of the frames taking 300 ms: about
+        // 20 / (0.95 / 20 + 0.05 × 0.3) = 322 frames.
+        assert!((250..=400).contains(&ran), "client {i}: {ran} frames");
+        assert_eq!(
+            tb.client_world(i).resource::<FrameCount>().0 as u64,
+            tb.client_frames(i),
+            "client {i}'s App ran each of its frames once"
+        );
+    }
+    assert_ne!(tb.client_frames(0), tb.client_frames(1), "drawn apart");
+    // The dedicated server keeps its 240 frames a second.
+    let server_ran = tb.server_world().resource::<FrameCount>().0 - server;
+    assert!((4790..=4810).contains(&server_ran), "{server_ran}");
+    // Every client still synced, its clock close to the server's.
+    for i in 0..2 {
+        let error = tb.measures(i).server_time_error;
+        assert!(error.max.abs() < 0.08 && error.min.abs() < 0.08, "{error:?}");
+    }
+
+    // A listen server at 10 fps: one server frame per host frame, the other client apart.
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 2,
+        conditions: conditions(50, 0, 0.0),
+        client_pace: Some(ClientPace::steady(10.0)),
+        listen: true,
+        ..default()
+    });
+    assert!(tb.run_until(Duration::from_secs(5), |tb| tb.all_synced()));
+    let before = tb.client_frames(0);
+    tb.run_for(Duration::from_secs(5));
+    let host = tb.client_world(0).resource::<FrameCount>().0;
+    assert_eq!(tb.server_world().resource::<FrameCount>().0, host);
+    let ran = tb.client_frames(0) - before;
+    assert!((49..=51).contains(&ran), "{ran}");
+    // The server's time moves in the host's 100-ms frames.
+    let t = tb.server_time();
+    tb.step();
+    let moved = tb.server_time() - t;
+    assert!(moved == 0.0 || (moved - 0.1).abs() < 1e-6, "{moved}");
+}

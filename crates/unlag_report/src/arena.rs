@@ -82,10 +82,11 @@ pub fn spawn_point(i: usize, count: usize) -> Vec3 {
 pub struct ClientScript {
     /// Randomness of its aims and weapon choices.
     pub rng: SplitMix64,
-    /// Frames since it started.
-    pub frame: u64,
-    /// Frames between two shots.
-    pub every: u64,
+    /// The client's time (its `Time`'s elapsed seconds) at which it next fires.
+    pub next_shot: f64,
+    /// Seconds between two shots. A client whose frames are longer fires once a frame, as a
+    /// player holding the trigger does.
+    pub interval: f64,
     /// Weapons it uses, by id: rifle, shotgun, launcher.
     pub weapons: [u8; 3],
     /// Whether it moves and shoots.
@@ -139,11 +140,12 @@ pub fn drive_client(
     }
 }
 
-/// `Update` on a client, before combat: every few frames, fire at a point of a random proxy's
+/// `Update` on a client, before combat: every [`ClientScript::interval`], fire at a point of a random proxy's
 /// hit box as drawn (its centre, or 2 cm outside its silhouette), with a rifle most of the
 /// time, else the shotgun or the launcher; reload when empty.
 #[allow(clippy::too_many_arguments)]
 pub fn client_shoots(
+    time: Res<Time>,
     script: Option<ResMut<ClientScript>>,
     armory: Option<Res<Armory>>,
     own: Query<&MovementState<CharacterMovement>, With<AutonomousProxy>>,
@@ -155,10 +157,11 @@ pub fn client_shoots(
     let Some(mut script) = script else {
         return;
     };
-    script.frame += 1;
-    if !script.running || !script.shoots || !script.frame.is_multiple_of(script.every) {
+    let now = time.elapsed_secs_f64();
+    if !script.running || !script.shoots || now < script.next_shot {
         return;
     }
+    script.next_shot = (script.next_shot + script.interval).max(now);
     let Ok(me) = own.single() else {
         return;
     };

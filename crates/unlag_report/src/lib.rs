@@ -27,6 +27,7 @@
 pub mod arena;
 pub mod cheat;
 pub mod compare;
+pub mod grid;
 pub mod options;
 pub mod peek;
 pub mod sweep;
@@ -197,6 +198,9 @@ pub struct Report {
     pub proxy_error_m: Stat,
     /// Largest change of a proxy's error from one frame to the next, metres.
     pub proxy_max_jump_m: f64,
+    /// Largest change of a proxy's error from one frame to the next beyond the character's
+    /// own motion in that frame (a pop), teleports left out, metres.
+    pub proxy_max_pop_m: f64,
     /// Interpolation delay in effect on the clients, per frame, milliseconds.
     pub interpolation_delay_ms: Stat,
     /// Share of proxy frames held or extrapolated, 0–1.
@@ -395,6 +399,10 @@ pub fn reset_server_cost(tb: &mut Testbed) {
         .clear();
 }
 
+/// A character's pose moving further than this between two of a client's frames is a
+/// teleport, metres (the smoothing plugin's teleport distance).
+const TELEPORT_DISTANCE: f32 = 3.84;
+
 /// Per-frame proxy figures, gathered by the runner.
 #[derive(Default)]
 struct ProxySamples {
@@ -403,7 +411,12 @@ struct ProxySamples {
     delays: Vec<f64>,
     frames: u64,
     starved: u64,
-    last_error: std::collections::HashMap<(usize, Entity), Vec3>,
+    /// Per (client, proxy): the last frame's error and the server's pose it was measured
+    /// against.
+    last_error: std::collections::HashMap<(usize, Entity), (Vec3, Vec3)>,
+    /// Per frame: how much more the error changed than the character itself moved (a pop
+    /// the player sees beyond the motion), metres; frames across a teleport left out.
+    pops: Vec<f64>,
 }
 
 impl ProxySamples {
@@ -435,8 +448,14 @@ impl ProxySamples {
             let error = pose.position - truth;
 
             self.errors.push(f64::from(error.length()));
-            if let Some(last) = self.last_error.insert((i, entity), error) {
-                self.jumps.push(f64::from(error.distance(last)));
+            if let Some((last, last_truth)) = self.last_error.insert((i, entity), (error, truth)) {
+                let jump = error.distance(last);
+                self.jumps.push(f64::from(jump));
+                // A teleport (a respawn) moves the truth further than any walk in one frame.
+                let moved = truth.distance(last_truth);
+                if moved < TELEPORT_DISTANCE {
+                    self.pops.push(f64::from(jump - moved).max(0.0));
+                }
             }
             self.frames += 1;
             self.starved += u64::from(matches!(
@@ -447,22 +466,24 @@ impl ProxySamples {
     }
 }
 
-/// How fast a match runs: frames per second of every App, and how often clients shoot.
+/// How fast a match runs: frames per second of the server (and of the clients unless the
+/// options pace them), and how often clients shoot.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Pace {
-    /// Frames per second of the server and the clients (the tick rate is 60 Hz).
+    /// Frames per second of the server, and of the clients unless `--client-fps` sets theirs
+    /// (the tick rate is 60 Hz).
     pub frame_rate_hz: f64,
-    /// Frames between two shots of one client (clients take turns: client `i` starts `7 × i`
-    /// frames in).
-    pub fire_every: u64,
+    /// Seconds between two shots of one client (clients take turns: client `i` starts
+    /// `7 × i / 240` s later in the cycle).
+    pub fire_interval: f64,
 }
 
 impl Default for Pace {
-    /// The report's pace: 240 fps, a shot every 36 frames (6.7 shots/s per client).
+    /// The report's pace: 240 fps, a shot every 0.15 s (6.7 shots/s per client).
     fn default() -> Self {
         Self {
             frame_rate_hz: 240.0,
-            fire_every: 36,
+            fire_interval: 0.15,
         }
     }
 }
@@ -489,6 +510,8 @@ pub fn start_match_with(
         seed: options.seed,
         loss_burst: options.burst as f32,
         frame_rate_hz: pace.frame_rate_hz,
+        client_pace: options.client_pace(),
+        listen: options.listen,
         ..default()
     });
     tb.server().add_plugins(asset_plugin());
@@ -594,10 +617,12 @@ pub fn start_match_with(
         ));
     };
     for i in 0..options.clients {
+        let start = tb.client_world(i).resource::<Time>().elapsed_secs_f64();
+        let turn = (i as f64 * 7.0 / 240.0) % pace.fire_interval;
         tb.client(i).insert_resource(ClientScript {
             rng: SplitMix64::new(options.seed.wrapping_mul(31).wrapping_add(i as u64)),
-            frame: i as u64 * 7,
-            every: pace.fire_every,
+            next_shot: start + pace.fire_interval - turn,
+            interval: pace.fire_interval,
             weapons: [rifle, shotgun, launcher],
             running: true,
             shoots: !(i == 0
@@ -634,10 +659,15 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
     let wall = Instant::now();
     let frame = tb.frame().as_secs_f64();
     let frames = (options.seconds / frame).round() as u64;
+    let mut drawn: Vec<u64> = (0..options.clients).map(|i| tb.client_frames(i)).collect();
     for f in 0..frames {
         tb.step();
-        for i in 0..options.clients {
-            proxies.sample(&tb, i);
+        // Once per frame a client drew (a slow client draws fewer than the server runs).
+        for (i, drawn) in drawn.iter_mut().enumerate() {
+            if tb.client_frames(i) != *drawn {
+                *drawn = tb.client_frames(i);
+                proxies.sample(&tb, i);
+            }
         }
         if f % 240 == 0 {
             progress(f as f64 / frames as f64);
@@ -678,6 +708,31 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
         ("smoothing", format!("{:?}", options.smoothing)),
         ("seed", options.seed.to_string()),
         (
+            "client_fps",
+            options
+                .client_fps
+                .map_or("server's".into(), |f| f.to_string()),
+        ),
+        (
+            "frame_jitter_percent",
+            options.frame_jitter_percent.to_string(),
+        ),
+        (
+            "hitches",
+            options.hitches.map_or("none".into(), |(p, ms)| {
+                format!("{p} % of frames take {ms} ms")
+            }),
+        ),
+        (
+            "server",
+            if options.listen {
+                "listen"
+            } else {
+                "dedicated"
+            }
+            .into(),
+        ),
+        (
             "cheat",
             options.cheat.map_or("none".into(), |c| c.name().to_owned()),
         ),
@@ -707,6 +762,7 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
     // Smoothing.
     report.proxy_error_m = Stat::of(&proxies.errors, 1.0);
     report.proxy_max_jump_m = proxies.jumps.iter().copied().fold(0.0, f64::max);
+    report.proxy_max_pop_m = proxies.pops.iter().copied().fold(0.0, f64::max);
     report.interpolation_delay_ms = Stat::of(&proxies.delays, 1000.0);
     report.starved_share = proxies.starved as f64 / proxies.frames.max(1) as f64;
     // Combat.
@@ -889,6 +945,16 @@ impl Report {
             ),
         );
         row(
+            "clients and server",
+            format!(
+                "client frames: {} fps, {} % jitter, hitches {}; {} server",
+                get("client_fps"),
+                get("frame_jitter_percent"),
+                get("hitches"),
+                get("server")
+            ),
+        );
+        row(
             "corrections / min per client",
             self.corrections_per_min
                 .iter()
@@ -915,8 +981,12 @@ impl Report {
             ),
         );
         row(
-            "largest per-frame jump of the error",
-            format!("{:.1} mm", self.proxy_max_jump_m * 1e3),
+            "largest per-frame jump of the error (beyond the character's own motion)",
+            format!(
+                "{:.1} mm ({:.1} mm)",
+                self.proxy_max_jump_m * 1e3,
+                self.proxy_max_pop_m * 1e3
+            ),
         );
         row(
             "interpolation delay (mean, max)",
@@ -933,7 +1003,7 @@ impl Report {
         row(
             "peeker's advantage (mean, p95)",
             format!(
-                "{:.1} ms, {:.1} ms over {} peeks; parts: one-way up {:.1} + input wait {:.1} + tick wait {:.1} + one-way down {:.1} + holder's delay {:.1} = {:.1} ms (state interval {:.1} ms, covered by the delay)",
+                "{:.1} ms, {:.1} ms over {} peeks; parts: one-way up {:.1} + input wait {:.1} + tick wait {:.1} + one-way down {:.1} + holder's delay {:.1} + frames {:.1} = {:.1} ms (state interval {:.1} ms, covered by the delay)",
                 p.advantage_ms.mean,
                 p.advantage_ms.p95,
                 p.peeks,
@@ -942,6 +1012,7 @@ impl Report {
                 p.tick_wait_ms,
                 p.one_way_down_ms,
                 p.holder_delay_ms,
+                p.frames_ms,
                 p.parts_ms,
                 p.send_interval_ms
             ),

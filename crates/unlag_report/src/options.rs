@@ -25,6 +25,15 @@ pub struct ReportOptions {
     pub burst: f64,
     /// How the clients draw everyone else.
     pub smoothing: SmoothingMode,
+    /// Each client's frame rate, frames per second (5–480; `None`: the server's 240).
+    pub client_fps: Option<f64>,
+    /// How much a client's frame time varies, percent of the mean frame (0–90).
+    pub frame_jitter_percent: f64,
+    /// A share of client frames that hitch, and how long a hitched frame takes: (percent of
+    /// frames, 0–50; milliseconds, 0–2000).
+    pub hitches: Option<(f64, f64)>,
+    /// A listen server: the server steps inside client 0's App, at its frame rate.
+    pub listen: bool,
     /// Seed of the network's randomness and of the scripts.
     pub seed: u64,
     /// Print one JSON object instead of a table.
@@ -35,8 +44,10 @@ pub struct ReportOptions {
     pub cheat: Option<crate::cheat::Cheat>,
     /// One match per value of a numeric option.
     pub sweep: Option<crate::sweep::Sweep>,
-    /// With a sweep: where to write one SVG chart per figure.
+    /// With a sweep: where to write one SVG chart per figure; with the grid, its heat maps.
     pub plot: Option<std::path::PathBuf>,
+    /// Run the condition grid ([`crate::grid`]) instead of one match.
+    pub grid: bool,
 }
 
 impl Default for ReportOptions {
@@ -51,12 +62,17 @@ impl Default for ReportOptions {
             update_rate_hz: 20.0,
             burst: 1.0,
             smoothing: SmoothingMode::Hermite,
+            client_fps: None,
+            frame_jitter_percent: 0.0,
+            hitches: None,
+            listen: false,
             seed: 1,
             json: false,
             compare_validation: false,
             cheat: None,
             sweep: None,
             plot: None,
+            grid: false,
         }
     }
 }
@@ -74,13 +90,24 @@ usage: report [options]
   --burst N          mean length of a burst of losses, 1-100 packets (Gilbert-Elliott;
                      default 1: independent losses)
   --smoothing MODE   snap, linear, hermite or extrapolate (default hermite)
+  --client-fps F     each client's frame rate, 5-480 frames/s (default: the server's 240)
+  --frame-jitter P   how much a client's frame time varies, 0-90 % of its mean (default 0)
+  --hitches P,MS     P % of a client's frames (0-50) take MS milliseconds (0-2000) each,
+                     as a shader compile or a pause does (default none)
+  --listen           a listen server: the server steps inside client 0's App, at its frame
+                     rate (default: a dedicated server at 240 frames/s)
   --seed N           seed of the network and the scripts (default 1)
   --json             print one JSON object instead of a table
   --cheat KIND       client 0 cheats: speed, teleport, backtrack or rapid-fire
   --sweep NAME=V1,V2,...
                      one match per value of a numeric option (bots, clients, seconds, rtt,
                      jitter, loss, update-rate, seed), one row per value
-  --plot DIR         with --sweep: one SVG chart per figure against the swept value
+  --grid             the condition grid: 60+ matches over RTT, jitter, loss and bursts, update
+                     rate, client frame rate and hitches, dedicated and listen server, each
+                     judged PASS or FAIL against the acceptance figures (--seconds each,
+                     --bots and --clients as given)
+  --plot DIR         with --sweep: one SVG chart per figure against the swept value; with
+                     --grid: heat maps over RTT x loss and update rate x client fps
   --compare-validation
                      judge every shot with no rewind, Source-style, UT-style and unlag's
                      exact reconstruction, and compare their agreement";
@@ -106,6 +133,14 @@ impl ReportOptions {
                 options.compare_validation = true;
                 continue;
             }
+            if flag == "--listen" {
+                options.listen = true;
+                continue;
+            }
+            if flag == "--grid" {
+                options.grid = true;
+                continue;
+            }
             if flag == "-h" || flag == "--help" {
                 return Err(OptionError(USAGE.into()));
             }
@@ -121,8 +156,11 @@ impl ReportOptions {
         options.conditions()?;
         if let Some(sweep) = sweep {
             options.sweep = Some(crate::sweep::Sweep::parse(&sweep, &options)?);
-        } else if options.plot.is_some() {
-            return Err(OptionError("--plot needs --sweep".into()));
+            if options.grid {
+                return Err(OptionError("--grid and --sweep do not go together".into()));
+            }
+        } else if options.plot.is_some() && !options.grid {
+            return Err(OptionError("--plot needs --sweep or --grid".into()));
         }
         Ok(options)
     }
@@ -156,6 +194,29 @@ impl ReportOptions {
             "--loss" => self.loss_percent = number(0.0, 100.0, " %")?,
             "--update-rate" => self.update_rate_hz = number(1.0, 60.0, " Hz")?,
             "--burst" => self.burst = number(1.0, 100.0, " packets")?,
+            "--client-fps" => self.client_fps = Some(number(5.0, 480.0, " frames/s")?),
+            "--frame-jitter" => self.frame_jitter_percent = number(0.0, 90.0, " %")?,
+            "--hitches" => {
+                let parts: Vec<&str> = value.split(',').collect();
+                let part = |text: &str, low: f64, high: f64, what: &str| {
+                    text.trim()
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|x| x.is_finite() && (low..=high).contains(x))
+                        .ok_or_else(|| {
+                            OptionError(format!("{name}: {text:?} is not {what} in {low}-{high}"))
+                        })
+                };
+                let [share, ms] = parts[..] else {
+                    return Err(OptionError(format!(
+                        "{name}: {value:?} is not P,MS (percent of frames, milliseconds)"
+                    )));
+                };
+                self.hitches = Some((
+                    part(share, 0.0, 50.0, "a percentage")?,
+                    part(ms, 0.0, 2000.0, "milliseconds")?,
+                ));
+            }
             "--cheat" => {
                 self.cheat = Some(crate::cheat::Cheat::parse(value).ok_or_else(|| {
                     OptionError(format!(
@@ -184,6 +245,21 @@ impl ReportOptions {
             _ => return Err(OptionError(format!("unknown option {name} (see --help)"))),
         }
         Ok(())
+    }
+
+    /// How the match's clients are paced: `None` (they step with the server) unless a client
+    /// frame rate, frame jitter or hitches were asked for.
+    pub fn client_pace(&self) -> Option<unlag_testbed::ClientPace> {
+        if self.client_fps.is_none() && self.frame_jitter_percent == 0.0 && self.hitches.is_none() {
+            return None;
+        }
+        let (share, ms) = self.hitches.unwrap_or((0.0, 0.0));
+        Some(unlag_testbed::ClientPace {
+            fps: self.client_fps.unwrap_or(240.0),
+            frame_jitter: self.frame_jitter_percent / 100.0,
+            hitch_share: share / 100.0,
+            hitch: Duration::from_secs_f64(ms / 1000.0),
+        })
     }
 
     /// The network conditions of the match (jitter is capped at half the RTT).

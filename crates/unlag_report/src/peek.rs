@@ -54,6 +54,11 @@ pub struct PeekFigures {
     pub tick_wait_ms: f64,
     /// Part: the holder's interpolation delay (mean over the peeks), milliseconds.
     pub holder_delay_ms: f64,
+    /// Part, with paced clients (`--client-fps`): the peeker's moves wait for its frame to be
+    /// sent and the holder's screen for its next frame, half a mean frame each on average, and
+    /// a listen server's states wait half a frame of its host for the send; milliseconds
+    /// (0 when the clients step with the server).
+    pub frames_ms: f64,
     /// The parts added up, milliseconds.
     pub parts_ms: f64,
 }
@@ -155,6 +160,8 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         conditions,
         seed: options.seed,
         loss_burst: options.burst as f32,
+        client_pace: options.client_pace(),
+        listen: options.listen,
         ..default()
     });
     let movement = MovementSettings::<CharacterMovement>::default();
@@ -236,12 +243,17 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         send_interval_ms: 1000.0 / options.update_rate_hz,
         tick_wait_ms: 1000.0 / 60.0 / 2.0,
         holder_delay_ms: delays.iter().sum::<f64>() / delays.len().max(1) as f64 * 1000.0,
+        frames_ms: options.client_pace().map_or(0.0, |pace| {
+            let frame = pace.frame_secs() * 1000.0;
+            frame + if options.listen { frame / 2.0 } else { 0.0 }
+        }),
         parts_ms: 0.0,
     };
     figures.parts_ms = figures.one_way_up_ms
         + figures.one_way_down_ms
         + figures.input_buffer_ms
         + figures.tick_wait_ms
-        + figures.holder_delay_ms;
+        + figures.holder_delay_ms
+        + figures.frames_ms;
     Ok(figures)
 }

@@ -2,6 +2,7 @@
 
 use bevy::app::PluginsState;
 use bevy::prelude::*;
+use bevy::time::TimeUpdateStrategy;
 use core::net::{Ipv4Addr, SocketAddr};
 use core::time::Duration;
 use lightyear::crossbeam::CrossbeamIo;
@@ -108,6 +109,27 @@ impl NetApps {
                 }
             }
         });
+    }
+}
+
+impl NetApps {
+    /// Updates the server alone at time `now`, its frame `delta` long (a paced testbed's
+    /// dedicated server, or a listen server stepped in its host's frame).
+    pub(crate) fn update_server_at(&mut self, now: Duration, delta: Duration) {
+        let (server, busy) = (&mut self.server, &mut self.server_busy);
+        server.insert_resource(TimeUpdateStrategy::ManualDuration(delta));
+        with_net_clock_at(now, || {
+            let started = std::time::Instant::now();
+            server.update();
+            *busy += started.elapsed();
+        });
+    }
+
+    /// Updates client `i` alone at time `now`, its frame `delta` long.
+    pub(crate) fn update_client_at(&mut self, i: usize, now: Duration, delta: Duration) {
+        let client = &mut self.clients[i];
+        client.insert_resource(TimeUpdateStrategy::ManualDuration(delta));
+        with_net_clock_at(now, || client.update());
     }
 }
 

@@ -23,6 +23,7 @@
 mod apps;
 mod exclusive;
 mod measure;
+mod pace;
 mod physics;
 mod udp;
 
@@ -31,6 +32,7 @@ pub use exclusive::RealTimeTurn;
 pub use physics::RapierFixedPlugin;
 
 pub use measure::{ClientMeasures, KindRate};
+pub use pace::{ClientPace, MAX_CLIENT_FPS, MIN_CLIENT_FPS};
 pub use udp::{UdpSession, UdpSessionConfig};
 
 use bevy::app::Plugins;
@@ -71,8 +73,17 @@ pub struct TestbedConfig {
     pub frame_rate_hz: f64,
     /// The clients update once every this many server frames (default 1), each update covering
     /// as many frames: clients at a lower frame rate than their server (a game at 20 fps on a
-    /// 240-Hz server is 12).
+    /// 240-Hz server is 12). Ignored when [`TestbedConfig::client_pace`] is set.
     pub client_frame_every: u32,
+    /// Each client's own frame rate, frame-time variation and hitches (`None`, the default:
+    /// clients step with the server, once every [`TestbedConfig::client_frame_every`] frames).
+    /// Client `i`'s frames are drawn from `seed + 1000 + i`, so they differ between clients
+    /// and repeat between runs.
+    pub client_pace: Option<ClientPace>,
+    /// A listen server (default false: a dedicated one): the server steps inside client 0's
+    /// App, right before it in each of its frames and for as long, as a game hosting its own
+    /// server does; a slow host's server is as slow as its frames.
+    pub listen: bool,
 }
 
 impl Default for TestbedConfig {
@@ -85,6 +96,8 @@ impl Default for TestbedConfig {
             tick_rate_hz: 60.0,
             frame_rate_hz: 240.0,
             client_frame_every: 1,
+            client_pace: None,
+            listen: false,
         }
     }
 }
@@ -99,6 +112,11 @@ pub struct Testbed {
     now: Duration,
     frame: Duration,
     measures: Vec<measure::Recorder>,
+    /// With paced clients or a listen server: each client's frame clock (see
+    /// [`TestbedConfig::client_pace`]).
+    clocks: Vec<pace::FrameClock>,
+    /// Frames each client has run.
+    client_frames: Vec<u64>,
     /// Keeps real-time sessions from running beside this simulation (see `exclusive`).
     _turn: exclusive::SimulationTurn,
 }
@@ -112,12 +130,18 @@ fn base_app(frame: Duration) -> App {
 
 impl Testbed {
     /// Builds the Apps with lightyear and [`UnlagNetPlugin`]; add game plugins with
-    /// [`Testbed::add_plugins`], then step. Panics if `config.conditions` are invalid.
+    /// [`Testbed::add_plugins`], then step. Panics if `config.conditions` or
+    /// `config.client_pace` are invalid.
     pub fn new(config: TestbedConfig) -> Self {
         config
             .conditions
             .validate()
             .expect("TestbedConfig::conditions");
+        if let Some(pace) = &config.client_pace
+            && let Err(e) = pace.validate()
+        {
+            panic!("TestbedConfig::client_pace: {e}");
+        }
         let tick = Duration::from_secs_f64(1.0 / config.tick_rate_hz);
         let frame = Duration::from_secs_f64(1.0 / config.frame_rate_hz);
         let net = UnlagNetPlugin {
@@ -132,6 +156,22 @@ impl Testbed {
             .add_plugins(net.clone())
             .insert_resource(NetConditions::new(config.conditions, config.seed).unwrap());
         let every = config.client_frame_every.max(1);
+        // Paced clients (or a listen host) run on their own frame clocks.
+        let pace = config.client_pace.or_else(|| {
+            config
+                .listen
+                .then(|| ClientPace::steady(config.frame_rate_hz / f64::from(every)))
+        });
+        let clocks: Vec<pace::FrameClock> = pace
+            .map(|pace| {
+                (0..config.clients)
+                    .map(|i| pace::FrameClock::new(pace, config.seed + 1000 + i as u64))
+                    .collect()
+            })
+            .unwrap_or_default();
+        // A dedicated server handles what a client sends at its next frame; a listen server
+        // at its host's next frame, as a real one does (no lead).
+        let lead = if config.listen { Duration::ZERO } else { frame };
         let clients = (0..config.clients)
             .map(|i| {
                 let mut app = base_app(frame * every);
@@ -144,14 +184,15 @@ impl Testbed {
                         .and_then(|c| c.with_burst(config.loss_burst))
                         .expect("valid testbed conditions"),
                 )
-                // The server handles what a client sends at its next frame.
-                .insert_resource(PeerLead(frame));
+                .insert_resource(PeerLead(lead));
                 app
             })
             .collect();
         Self {
             _turn: exclusive::SimulationTurn::take(),
             measures: vec![measure::Recorder::default(); config.clients],
+            clocks,
+            client_frames: vec![0; config.clients],
             config,
             apps: NetApps {
                 server,
@@ -246,17 +287,65 @@ impl Testbed {
         }
     }
 
-    /// Advances every App by one frame: the server first, then the clients in order.
+    /// Advances time by one of the server's frames ([`Testbed::frame`]): the server runs its
+    /// frame, then the clients in order. With paced clients
+    /// ([`TestbedConfig::client_pace`]) or a listen server, every App runs the frames that fall
+    /// in that span instead, in time order (the server first at equal times; a listen server
+    /// right before client 0), each at its own time and for its own length.
     pub fn step(&mut self) {
         if self.server_entity.is_none() {
             self.start();
         }
+        let from = self.now;
         self.now += self.frame;
-        self.apps.update_all(self.now);
-        let true_server_time = measure::server_time(self.apps.server.world());
-        for (i, recorder) in self.measures.iter_mut().enumerate() {
-            recorder.sample(self.apps.clients[i].world(), true_server_time);
+        if self.clocks.is_empty() {
+            let updates = self.apps.updates;
+            self.apps.update_all(self.now);
+            let every = self.apps.client_every.max(1);
+            if updates.is_multiple_of(every) {
+                let true_server_time = measure::server_time(self.apps.server.world());
+                for (i, recorder) in self.measures.iter_mut().enumerate() {
+                    recorder.sample(self.apps.clients[i].world(), true_server_time);
+                    self.client_frames[i] += 1;
+                }
+            }
+            return;
         }
+        self.step_paced(from);
+    }
+
+    /// [`Testbed::step`] with paced clients: every frame due by `self.now`, in time order.
+    fn step_paced(&mut self, from: Duration) {
+        let mut server_due = !self.config.listen;
+        loop {
+            // The earliest client frame due in this span (the lowest index at equal times).
+            let client = (0..self.clocks.len())
+                .filter(|&i| self.clocks[i].next <= self.now)
+                .min_by_key(|&i| (self.clocks[i].next, i));
+            // A dedicated server runs its frame at the span's end, before clients due then.
+            if server_due && client.is_none_or(|i| self.clocks[i].next >= self.now) {
+                server_due = false;
+                self.apps.update_server_at(self.now, self.now - from);
+                continue;
+            }
+            let Some(i) = client else {
+                break;
+            };
+            let (at, delta) = self.clocks[i].tick();
+            if self.config.listen && i == 0 {
+                self.apps.update_server_at(at, delta);
+            }
+            self.apps.update_client_at(i, at, delta);
+            let true_server_time = measure::server_time(self.apps.server.world());
+            self.measures[i].sample(self.apps.clients[i].world(), true_server_time);
+            self.client_frames[i] += 1;
+        }
+    }
+
+    /// Frames client `i` has run so far: a measure that samples what a client shows can
+    /// sample once per frame it drew (with paced clients, a step may run none or several).
+    pub fn client_frames(&self, i: usize) -> u64 {
+        self.client_frames[i]
     }
 
     /// Steps until `duration` of simulated time has passed.

@@ -1,0 +1,127 @@
+//! [`ClientPace`]: client Apps that run at their own frame rate, with frame times that vary and
+//! hitch, as a player's machine does; the frames they take, drawn from a seeded generator.
+
+use core::time::Duration;
+use unlag_core::SplitMix64;
+
+/// How a client App's frames are paced (see [`TestbedConfig::client_pace`](crate::TestbedConfig::client_pace)).
+///
+/// Each frame takes `1 / fps` seconds, varied uniformly by up to `frame_jitter` of that either
+/// way; a share `hitch_share` of frames instead takes `hitch` (a shader compile, a garbage
+/// collection, a disk read). The server's frames are not paced: a dedicated server keeps the
+/// testbed's frame rate, a listen server steps with client 0 (see
+/// [`TestbedConfig::listen`](crate::TestbedConfig::listen)).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClientPace {
+    /// Mean frames per second (5–480).
+    pub fps: f64,
+    /// How much one frame's time varies, as a share of the mean frame time (0–0.9): each frame
+    /// takes `(1 ± frame_jitter × u) / fps` seconds, `u` uniform in [0, 1).
+    pub frame_jitter: f64,
+    /// Share of frames that hitch (0–0.5).
+    pub hitch_share: f64,
+    /// How long a hitched frame takes (0–2 s).
+    pub hitch: Duration,
+}
+
+/// Lowest client frame rate a [`ClientPace`] may ask for, frames per second.
+pub const MIN_CLIENT_FPS: f64 = 5.0;
+/// Highest client frame rate a [`ClientPace`] may ask for, frames per second.
+pub const MAX_CLIENT_FPS: f64 = 480.0;
+
+impl ClientPace {
+    /// A steady `fps`: no jitter, no hitches.
+    pub fn steady(fps: f64) -> Self {
+        Self {
+            fps,
+            frame_jitter: 0.0,
+            hitch_share: 0.0,
+            hitch: Duration::ZERO,
+        }
+    }
+
+    /// Checks every field against its range; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(MIN_CLIENT_FPS..=MAX_CLIENT_FPS).contains(&self.fps) {
+            return Err(format!(
+                "ClientPace::fps: {} is not in {MIN_CLIENT_FPS}-{MAX_CLIENT_FPS}",
+                self.fps
+            ));
+        }
+        if !(0.0..=0.9).contains(&self.frame_jitter) {
+            return Err(format!(
+                "ClientPace::frame_jitter: {} is not in 0-0.9",
+                self.frame_jitter
+            ));
+        }
+        if !(0.0..=0.5).contains(&self.hitch_share) {
+            return Err(format!(
+                "ClientPace::hitch_share: {} is not in 0-0.5",
+                self.hitch_share
+            ));
+        }
+        if self.hitch > Duration::from_secs(2) {
+            return Err(format!(
+                "ClientPace::hitch: {:?} is more than 2 s",
+                self.hitch
+            ));
+        }
+        Ok(())
+    }
+
+    /// The mean frame time without hitches, seconds.
+    pub fn frame_secs(&self) -> f64 {
+        1.0 / self.fps
+    }
+}
+
+/// One client App's frame clock: when its last frame ran and when the next one is due.
+#[derive(Clone, Debug)]
+pub(crate) struct FrameClock {
+    pace: ClientPace,
+    rng: SplitMix64,
+    /// Time of the last frame (the start for the first).
+    pub(crate) last: Duration,
+    /// Time the next frame runs.
+    pub(crate) next: Duration,
+    /// Frames run so far.
+    pub(crate) frames: u64,
+}
+
+impl FrameClock {
+    pub(crate) fn new(pace: ClientPace, seed: u64) -> Self {
+        let mut clock = Self {
+            pace,
+            rng: SplitMix64::new(seed),
+            last: Duration::ZERO,
+            next: Duration::ZERO,
+            frames: 0,
+        };
+        clock.next = clock.draw();
+        clock
+    }
+
+    /// The time the next frame takes.
+    fn draw(&mut self) -> Duration {
+        let pace = self.pace;
+        if pace.hitch_share > 0.0 && self.rng.next_f64() < pace.hitch_share {
+            return pace.hitch.max(Duration::from_micros(100));
+        }
+        let vary = if pace.frame_jitter > 0.0 {
+            pace.frame_jitter * (2.0 * self.rng.next_f64() - 1.0)
+        } else {
+            0.0
+        };
+        Duration::from_secs_f64((pace.frame_secs() * (1.0 + vary)).max(1e-4))
+    }
+
+    /// Runs the frame due now: returns its time and its length, and schedules the next.
+    pub(crate) fn tick(&mut self) -> (Duration, Duration) {
+        let now = self.next;
+        let delta = now - self.last;
+        self.last = now;
+        self.next = now + self.draw();
+        self.frames += 1;
+        (now, delta)
+    }
+}
