@@ -438,6 +438,21 @@ enum Cheat {
     ThroughWall,
     /// An honest view time, but the target's pose from this many seconds before it.
     OldClaim(f64),
+    /// Claims the target twice, at the pose drawn and at the one drawn this many seconds
+    /// before (its hit box the union of both).
+    DuplicateClaims(f64),
+    /// Claims the proxy as drawn by `Extrapolate` (which the server's window places at the
+    /// present) with the pose its buffer holds this many seconds after the honest view time:
+    /// picking a newer pose than drawn.
+    FalseExtrapolate(f64),
+    /// Fires from 0.7 m in front of its eye, on the far side of a thin wall it stands behind.
+    OriginThroughWall,
+    /// Skips this many fire indices before each shot, to pick a spread pattern, firing at the
+    /// weapon's full rate.
+    SkipIndices(u32),
+    /// Fires the rifle at its full rate and the shotgun at its own beside it, as if each
+    /// weapon had its own trigger.
+    EveryWeapon,
 }
 
 #[derive(Resource)]
@@ -449,12 +464,16 @@ struct CheatScript {
     frame: u64,
     next_index: u32,
     sent: u32,
+    /// The shotgun's id and numbers (the every-weapon cheat fires it beside the rifle).
+    shotgun_id: u8,
+    shotgun: unlag::combat::WeaponSpec,
     /// Honest poses drawn, by frame, to claim from when backtracking: (view time, proxy, pose).
     history: std::collections::VecDeque<(f64, Entity, unlag::smoothing::RenderedPose, Vec3)>,
 }
 
 fn run_cheat(
     script: Option<ResMut<CheatScript>>,
+    buffers: Query<&unlag::smoothing::ProxySmoothing>,
     proxies: Query<(Entity, &unlag::smoothing::RenderedPose, &Children)>,
     boxes: Query<(&HitBox, &GlobalTransform)>,
     mut link: Query<&mut MessageSender<unlag::combat::FireRequest>, With<Client>>,
@@ -477,7 +496,14 @@ fn run_cheat(
             }
         }
     }
-    let every = if s.cheat == Cheat::RapidFire { 1 } else { 36 };
+    let every = match s.cheat {
+        Cheat::RapidFire => 1,
+        // The shotgun's full rate (0.8 s), two frames late.
+        Cheat::SkipIndices(_) => 194,
+        // The rifle's full rate (0.1 s).
+        Cheat::EveryWeapon => 24,
+        _ => 36,
+    };
     if s.frame % every != 0 || s.history.len() < 240 {
         return;
     }
@@ -509,6 +535,9 @@ fn run_cheat(
     };
     let eye = s.eye;
     let aim = (torso - eye).normalize();
+    if let Cheat::SkipIndices(skip) = s.cheat {
+        s.next_index += skip;
+    }
     let fire_index = match s.cheat {
         Cheat::Replay if s.sent >= 10 => 1,
         _ => s.next_index,
@@ -536,22 +565,66 @@ fn run_cheat(
             }
         }
         Cheat::Origin => origin += Vec3::X * 5.0,
+        Cheat::OriginThroughWall => origin += Vec3::NEG_Z * 0.7,
         Cheat::UnsentState => {
             claim.from += 1;
             claim.to += 1;
         }
         _ => {}
     }
-    if let Ok(mut sender) = link.single_mut() {
+    let mut claims = vec![claim.clone()];
+    if let Cheat::DuplicateClaims(by) = s.cheat
+        && let Some(&(_, _, older, _)) = s.history.iter().rev().find(|(t, ..)| *t <= newest - by)
+    {
+        claims.push(unlag::combat::WireClaim {
+            from: older.from,
+            to: older.to,
+            alpha: older.alpha,
+            ..claim
+        });
+    }
+    if let Cheat::FalseExtrapolate(ahead) = s.cheat {
+        // The pair around `ahead` after the view time, from the proxy's own buffer.
+        let Ok(buffer) = buffers.get(proxy) else {
+            return;
+        };
+        let t = view_time + ahead;
+        let states: Vec<_> = buffer.buffer.states().copied().collect();
+        let Some(pair) = states.windows(2).find(|w| w[0].time <= t && t < w[1].time) else {
+            return;
+        };
+        claims[0].from = pair[0].tick;
+        claims[0].to = pair[1].tick;
+        claims[0].alpha = ((t - pair[0].time) / (pair[1].time - pair[0].time)) as f32;
+        claims[0].mode = unlag::core::SmoothingMode::Extrapolate;
+    }
+    let Ok(mut sender) = link.single_mut() else {
+        return;
+    };
+    sender.send::<unlag::net::UnreliableChannel>(unlag::combat::FireRequest {
+        weapon: s.weapon,
+        fire_index,
+        origin,
+        aim,
+        directions,
+        view_time,
+        sent_view_time,
+        claims: claims.clone(),
+    });
+    // A shotgun shot beside every fourth rifle shot, one fire index after it.
+    if s.cheat == Cheat::EveryWeapon && s.sent % 4 == 1 {
+        let spec = s.shotgun.clone();
+        let index = s.next_index;
+        s.next_index += 1;
         sender.send::<unlag::net::UnreliableChannel>(unlag::combat::FireRequest {
-            weapon: s.weapon,
-            fire_index,
+            weapon: s.shotgun_id,
+            fire_index: index,
             origin,
             aim,
-            directions,
+            directions: unlag::combat::shot_directions(&spec, index, aim),
             view_time,
             sent_view_time,
-            claims: vec![claim],
+            claims,
         });
     }
 }
@@ -574,6 +647,16 @@ fn cheat_run(cheat: Cheat, weapon_name: &str, shots: u32) -> CombatStats {
             });
         }
     });
+    if cheat == Cheat::OriginThroughWall {
+        // A wall 10 cm thick, 40 cm in front of the shooter's eye, in both worlds.
+        let wall = (
+            bevy_rapier3d::prelude::Collider::cuboid(10.0, 1.5, 0.05),
+            Transform::from_xyz(0.0, 1.5, EYE.z - 0.4),
+        );
+        tb.server_world_mut().spawn(wall.clone());
+        tb.client_world_mut(0).spawn(wall);
+        tb.run_for(Duration::from_millis(100));
+    }
     if cheat == Cheat::ThroughWall {
         // A wall between the shooter and the target's lane, in both worlds.
         let wall = (
@@ -585,6 +668,7 @@ fn cheat_run(cheat: Cheat, weapon_name: &str, shots: u32) -> CombatStats {
         tb.run_for(Duration::from_millis(100));
     }
     let (id, spec) = weapon(&tb, weapon_name);
+    let (shotgun_id, shotgun) = weapon(&tb, "shotgun");
     tb.client(0).insert_resource(CheatScript {
         cheat,
         weapon: id,
@@ -593,6 +677,8 @@ fn cheat_run(cheat: Cheat, weapon_name: &str, shots: u32) -> CombatStats {
         frame: 0,
         next_index: 1,
         sent: 0,
+        shotgun_id,
+        shotgun,
         history: default(),
     });
     assert!(tb.run_until(Duration::from_secs(60), |tb| {
@@ -643,9 +729,54 @@ fn cheats_are_refused_for_the_right_reason() {
     );
     expect(Cheat::Spread, "shotgun", 10, Rejection::WrongSpread, 0);
     expect(Cheat::Origin, "rifle", 10, Rejection::BadOrigin, 0);
+    expect(
+        Cheat::OriginThroughWall,
+        "rifle",
+        10,
+        Rejection::BadOrigin,
+        0,
+    );
     expect(Cheat::UnsentState, "rifle", 10, Rejection::BadClaim, 0);
     expect(Cheat::ThroughWall, "rifle", 10, Rejection::ThroughWall, 0);
     expect(Cheat::OldClaim(0.15), "rifle", 10, Rejection::BadClaim, 0);
+    // Two poses of one target (now and 0.1 s before): refused, whichever pose it was.
+    expect(
+        Cheat::DuplicateClaims(0.1),
+        "rifle",
+        10,
+        Rejection::BadClaim,
+        0,
+    );
+    // A pose 50 ms newer than the view time, called `Extrapolate` (whose proxies are drawn at
+    // the present, a whole delay later): refused.
+    expect(
+        Cheat::FalseExtrapolate(0.05),
+        "rifle",
+        10,
+        Rejection::BadClaim,
+        0,
+    );
+    // Skipping eight fire indices before each shotgun shot, at the shotgun's full rate: the
+    // skipped ones owe 0.1 s each, more than the time between the shots, so after the first
+    // every shot is too fast. Grinding patterns costs as much fire rate as firing them (and
+    // no pattern is tighter: unlag_core's test).
+    let s = cheat_run(Cheat::SkipIndices(8), "shotgun", 10);
+    let too_fast = s.rejected.get(&Rejection::TooFast).copied().unwrap_or(0);
+    println!(
+        "SkipIndices(8): {} accepted, {too_fast} too fast",
+        s.accepted
+    );
+    assert!(s.accepted <= 1 && too_fast >= 7, "{s:?}");
+    assert_eq!(s.accepted + too_fast, s.accepted + s.rejected_total());
+    // The rifle at its full rate and the shotgun beside it: a shotgun shot fired with a rifle
+    // shot owes the rifle's interval, and a rifle shot after a shotgun one the shotgun's, so
+    // no more gets through than one weapon's rate.
+    // (28 rifle shots, within the magazine, and 7 shotgun shots.)
+    let s = cheat_run(Cheat::EveryWeapon, "rifle", 28);
+    let too_fast = s.rejected.get(&Rejection::TooFast).copied().unwrap_or(0);
+    println!("EveryWeapon: {} accepted, {too_fast} too fast", s.accepted);
+    assert!(s.accepted <= 28 && too_fast >= 5, "{s:?}");
+    assert_eq!(s.rejected_total(), too_fast, "{s:?}");
     // 30 rounds and no reload: the shots after them are refused.
     let s = expect(Cheat::NoAmmo, "rifle", 45, Rejection::NoAmmo, 30);
     assert_eq!(s.accepted, 30);

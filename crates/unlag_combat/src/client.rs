@@ -95,7 +95,6 @@ pub struct RemoteFire(pub CosmeticFire);
 #[derive(Clone, Debug)]
 struct ClientWeapon {
     ammo: PredictedAmmo,
-    last_shot: Option<f64>,
     reloading_until: Option<f64>,
 }
 
@@ -111,6 +110,9 @@ pub struct Armory {
     pub refused: u64,
     /// The fire index of the latest shot, any weapon.
     last_fire_index: u32,
+    /// The view time of the latest shot, any weapon, and its weapon's fire interval
+    /// (seconds): the next shot of any weapon waits that long, as the server checks.
+    last_shot: Option<(f64, f64)>,
 }
 
 impl Armory {
@@ -154,7 +156,6 @@ pub(crate) fn arm_client(
             .iter()
             .map(|w| ClientWeapon {
                 ammo: PredictedAmmo::new(w.magazine),
-                last_shot: None,
                 reloading_until: None,
             })
             .collect(),
@@ -162,6 +163,7 @@ pub(crate) fn arm_client(
         aiming: false,
         refused: 0,
         last_fire_index: 0,
+        last_shot: None,
     });
 }
 
@@ -274,17 +276,17 @@ pub(crate) fn fire(
         }
         // Fire indices count across every weapon: the server refuses any not above the last.
         let fire_index = armory.last_fire_index + 1;
+        // One weapon in hand: the previous shot's interval holds back every weapon.
+        let cooling = armory
+            .last_shot
+            .is_some_and(|(t, interval)| now - t < interval - 1e-6);
         let Some(w) = armory.weapons.get_mut(usize::from(command.weapon)) else {
             continue;
         };
-        if w.reloading_until.is_some()
-            || w.last_shot
-                .is_some_and(|t| now - t < f64::from(spec.fire_interval) - 1e-6)
-            || !w.ammo.fire(fire_index)
-        {
+        if cooling || w.reloading_until.is_some() || !w.ammo.fire(fire_index) {
             continue;
         }
-        w.last_shot = Some(now);
+        armory.last_shot = Some((now, f64::from(spec.fire_interval)));
         armory.last_fire_index = fire_index;
         let directions = shot_directions(spec, fire_index, aim);
         // Trace every pellet against the hit boxes as they are drawn this frame.

@@ -11,7 +11,7 @@ use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
-use unlag_core::{FireRateGate, pellet_directions, spread_seed, within_cone};
+use unlag_core::{SharedFireGate, pellet_directions, spread_seed, within_cone};
 use unlag_net::{
     Authority, LinkTraffic, NetClock, ReliableChannel, RemoteClientClock, UnreliableChannel,
 };
@@ -76,13 +76,21 @@ struct ServerWeapon {
     /// The view time of the latest reload request taken, seconds: copies and resends of it
     /// (the same view time) are ignored.
     last_reload_request: f64,
-    gate: FireRateGate,
 }
 
 /// The server's record of a character's weapons: the only ammo that counts.
 #[derive(Component, Clone, Debug)]
 pub struct ServerArmory {
     weapons: Vec<ServerWeapon>,
+    /// One fire rate over every weapon: a shot owes its weapon's interval before the next
+    /// shot of any weapon (one weapon in hand at a time), and skipped fire indices owe the
+    /// shortest interval each.
+    gate: SharedFireGate,
+    /// The shortest fire interval of any weapon, seconds: what a skipped fire index owes.
+    shortest_interval: f64,
+    /// Fire indices skipped since the last shot the gate let through (shots that never
+    /// arrived: lost, or never sent): each owes fire rate at the next shot through it.
+    skipped: u32,
     last_fire_index: u32,
     /// Reloads finished and not yet announced: (weapon, fire index of the shot before).
     reloaded: Vec<(u8, u32)>,
@@ -99,9 +107,15 @@ impl ServerArmory {
                     ammo: w.magazine,
                     reloading: None,
                     last_reload_request: f64::NEG_INFINITY,
-                    gate: FireRateGate::new(f64::from(w.fire_interval), allowance),
                 })
                 .collect(),
+            gate: SharedFireGate::new(allowance),
+            shortest_interval: table
+                .iter()
+                .map(|w| f64::from(w.fire_interval))
+                .fold(f64::INFINITY, f64::min)
+                .min(1.0),
+            skipped: 0,
             last_fire_index: 0,
             reloaded: Vec::new(),
         }
@@ -279,12 +293,13 @@ pub(crate) fn reloads(
 }
 
 /// The directions a shot of `spec` with this fire index and aim must carry: its pellets (or
-/// its one spread ray) rolled from a seed client and server both derive from the aim and the
-/// fire index.
+/// its one spread ray) rolled from a seed client and server both derive from the fire index
+/// alone, turned to the aim. The aim is not part of the seed: a client could otherwise try
+/// aims a rounding error apart until one rolled the pattern it wanted. Skipping fire indices
+/// instead costs fire rate ([`SharedFireGate`]), and no pattern is tighter than another
+/// ([`pellet_directions`]).
 pub fn shot_directions(spec: &WeaponSpec, fire_index: u32, aim: Vec3) -> Vec<Vec3> {
-    let bits = aim.to_array().map(f32::to_bits);
-    let key = u64::from(bits[0]) ^ (u64::from(bits[1]) << 21) ^ (u64::from(bits[2]) << 42);
-    let seed = spread_seed(key, fire_index);
+    let seed = spread_seed(0, fire_index);
     match spec.kind {
         WeaponKind::Hitscan { spread_degrees } if spread_degrees > 0.0 => {
             vec![pellet_directions(seed, aim, 2, spec.spread())[1]]
@@ -388,17 +403,25 @@ fn check(
         return Err(Rejection::WrongSpread);
     }
     // The origin: near where the shooter's body was over the last half second (the client
-    // predicts ahead of the server, and its moves arrive in bursts).
+    // predicts ahead of the server, and its moves arrive in bursts), and in sight of it: the
+    // way from the body's axis, at the origin's height, to the origin is clear of the world (a
+    // shot cannot start on the far side of a wall or over cover the body is behind).
     let near = |root: Vec3| {
         let d = request.origin - root;
         Vec2::new(d.x, d.z).length() <= settings.max_origin_error && (-0.5..=2.5).contains(&d.y)
     };
+    let in_sight = |root: Vec3| {
+        let from = Vec3::new(root.x, request.origin.y, root.z);
+        let to = request.origin - from;
+        let length = to.length();
+        length < 1e-3 || rewind.wall(from, to / length, length, Some(shooter)) >= length - 1e-3
+    };
     let recorded = (0..=10).any(|k| {
         rewind
             .root_at(shooter, now - f64::from(k) * 0.05)
-            .is_ok_and(|(root, _)| near(root))
+            .is_ok_and(|(root, _)| near(root) && in_sight(root))
     });
-    if !recorded && !near(position) {
+    if !(recorded || near(position) && in_sight(position)) {
         return Err(Rejection::BadOrigin);
     }
     Ok(())
@@ -763,6 +786,15 @@ fn judge(
     }
     let previous = armory.last_fire_index;
     armory.last_fire_index = request.fire_index;
+    // Indices between the newest that arrived and this one never arrived (yet: one that
+    // arrives later is a copy, dropped above): they owe fire rate at the next shot through the
+    // gate, whatever becomes of this one. The first shot an armory sees starts its count (a
+    // client keeps counting across characters and connections).
+    if previous > 0 {
+        armory.skipped = armory
+            .skipped
+            .saturating_add(request.fire_index - previous - 1);
+    }
     if health.get(shooter).is_ok_and(|h| !h.alive()) {
         return Err(Rejection::ShooterDead);
     }
@@ -789,9 +821,18 @@ fn judge(
     if weapon.ammo == 0 || reloading {
         return Err(Rejection::NoAmmo);
     }
-    if !weapon.gate.try_fire(request.view_time) {
+    // Skipped fire indices owe fire rate: skipping costs what firing would.
+    let interval = f64::from(spec.fire_interval);
+    if !armory.gate.try_fire(
+        request.view_time,
+        interval,
+        armory.skipped,
+        armory.shortest_interval,
+    ) {
         return Err(Rejection::TooFast);
     }
+    armory.skipped = 0;
+    let weapon = &mut armory.weapons[usize::from(request.weapon)];
     // A projectile claims nothing (it has not hit yet): it is launched, and its flight judged
     // as it goes.
     if matches!(spec.kind, WeaponKind::Projectile { .. }) {
@@ -821,7 +862,12 @@ fn judge(
     let mut claim_hits = Vec::with_capacity(request.claims.len());
     let dead = |e: Entity| health.get(e).is_ok_and(|h| !h.alive());
     let tolerance = view_time_tolerance(settings, remote, frame);
-    for c in &request.claims {
+    for (k, c) in request.claims.iter().enumerate() {
+        // One pose per target: a client drew each proxy once, so two claims on one target
+        // would make its hit box the union of two chosen poses.
+        if request.claims[..k].iter().any(|o| o.target == c.target) {
+            return Err(Rejection::BadClaim);
+        }
         let claim = c.view();
         // A blend between two states shows one moment: the shot's view time (Extrapolate
         // proxies are drawn at the present the client knows, up to a delay later). Poses held
@@ -832,13 +878,15 @@ fn judge(
                 RewindError::UnknownCharacter => Rejection::BadTarget,
                 _ => Rejection::BadClaim,
             })?;
-            let late = if c.mode == unlag_core::SmoothingMode::Extrapolate {
+            // An `Extrapolate` proxy is drawn at the present the client knows, one delay after
+            // the view time: its window moves there rather than widening to cover both.
+            let shift = if c.mode == unlag_core::SmoothingMode::Extrapolate {
                 remote.interpolation_delay
             } else {
                 0.0
             };
-            if shown < request.view_time - tolerance || shown > request.view_time + late + tolerance
-            {
+            let centre = request.view_time + shift;
+            if (shown - centre).abs() > tolerance {
                 return Err(Rejection::BadClaim);
             }
         }

@@ -31,8 +31,8 @@ pub use bvh::{Aabb, Bvh};
 pub use clock::ServerClockEstimator;
 pub use codec::{ByteReader, ByteWriter, DecodeError};
 pub use combat::{
-    FireRateGate, PredictedAmmo, pellet_directions, projectile_prediction_time, spread_seed,
-    within_cone,
+    FireRateGate, PredictedAmmo, SharedFireGate, pellet_directions, projectile_prediction_time,
+    spread_seed, within_cone,
 };
 pub use conditions::{ConditionsError, LinkConditions, MAX_BURST};
 pub use correction::{CorrectionThrottle, SmoothingSettings, VisualOffset};
