@@ -471,7 +471,10 @@ fn paced_clients_run_their_own_frames_and_a_listen_server_its_hosts() {
     // Every client still synced, its clock close to the server's.
     for i in 0..2 {
         let error = tb.measures(i).server_time_error;
-        assert!(error.max.abs() < 0.08 && error.min.abs() < 0.08, "{error:?}");
+        assert!(
+            error.max.abs() < 0.08 && error.min.abs() < 0.08,
+            "{error:?}"
+        );
     }
 
     // A listen server at 10 fps: one server frame per host frame, the other client apart.

@@ -113,6 +113,87 @@ fn bad_options_are_refused_naming_the_option_and_its_range() {
     assert_eq!(ok.rtt_ms, 150.0);
     assert_eq!(ok.loss_percent, 3.0);
     assert!(ok.json);
+    // Real clients: their frame rate, its variation, hitches and a listen host.
+    assert!(error(&["--client-fps", "2"]).contains("5-480"));
+    assert!(error(&["--frame-jitter", "95"]).contains("--frame-jitter"));
+    assert!(error(&["--hitches", "60,100"]).contains("0-50"));
+    assert!(error(&["--hitches", "5"]).contains("P,MS"));
+    assert!(error(&["--grid", "--sweep", "rtt=0,100"]).contains("--grid"));
+    let paced = parse(&[
+        "--client-fps",
+        "15",
+        "--frame-jitter",
+        "20",
+        "--hitches",
+        "2,250",
+        "--listen",
+    ])
+    .unwrap();
+    let pace = paced.client_pace().unwrap();
+    assert_eq!(
+        (pace.fps, pace.frame_jitter, pace.hitch_share),
+        (15.0, 0.2, 0.02)
+    );
+    assert_eq!(pace.hitch.as_millis(), 250);
+    assert!(paced.listen);
+    assert_eq!(
+        ok.client_pace(),
+        None,
+        "clients step with the server by default"
+    );
+}
+
+#[test]
+fn the_grid_covers_every_axis_and_its_corners() {
+    use unlag_report::grid::cells;
+    let cells = cells(&ReportOptions::default());
+    assert!(cells.len() >= 60, "{}", cells.len());
+    let o = |f: &dyn Fn(&ReportOptions) -> bool| cells.iter().filter(|c| f(&c.options)).count();
+    assert!(o(&|c| c.rtt_ms == 0.0) > 0 && o(&|c| c.rtt_ms == 500.0) > 0);
+    assert!(o(&|c| c.loss_percent == 20.0 && c.burst == 10.0) > 0);
+    assert!(o(&|c| c.update_rate_hz == 1.0) > 0 && o(&|c| c.update_rate_hz == 60.0) > 0);
+    assert!(o(&|c| c.client_fps == Some(10.0)) > 0 && o(&|c| c.client_fps == Some(240.0)) > 0);
+    assert!(o(&|c| c.hitches.is_some()) > 0 && o(&|c| c.listen) > 0);
+    // Jitter stays within half the one-way trip.
+    assert!(
+        cells
+            .iter()
+            .all(|c| c.options.jitter_ms <= c.options.rtt_ms / 4.0)
+    );
+    assert!(cells.iter().all(|c| c.options.conditions().is_ok()));
+    // The corners combine the worst of two axes.
+    assert!(cells.iter().any(|c| c.options.update_rate_hz == 1.0
+        && c.options.client_fps == Some(10.0)
+        && c.options.hitches.is_some()));
+}
+
+/// A listen host at 6 frames a second: its shots leave with the moves of the same frame, and
+/// the server takes those moves in before judging the shots, so no shot starts anywhere but
+/// where the moves took the shooter (at 6 fps the character is a metre or two ahead of where
+/// the server had it last frame).
+#[test]
+fn a_slow_listen_hosts_shots_start_where_its_moves_took_it() {
+    let options = ReportOptions {
+        bots: 6,
+        clients: 2,
+        seconds: 10.0,
+        rtt_ms: 150.0,
+        jitter_ms: 20.0,
+        loss_percent: 0.0,
+        client_fps: Some(6.0),
+        listen: true,
+        ..Default::default()
+    };
+    let report = run(&options, &mut |_| {}).unwrap();
+    println!("{}", report.table());
+    let shots: u64 = report.agreement.iter().map(|a| a.shots).sum();
+    assert!(shots > 50, "{shots}");
+    assert!(
+        !report.rejected.contains_key("BadOrigin"),
+        "{:?}",
+        report.rejected
+    );
+    assert_eq!(report.corrections_per_min, vec![0.0, 0.0]);
 }
 
 #[test]

@@ -200,7 +200,15 @@ impl Plugin for CombatPlugin {
             .add_net_message_mapped::<ProjectileImpact>(NetDirection::ServerToClient)
             .add_net_message::<ReloadRequest>(NetDirection::ClientToServer)
             .add_net_message::<ReloadDone>(NetDirection::ServerToClient)
-            .configure_sets(Update, (CombatSystems::Client, CombatSystems::Server))
+            // Shots are judged after the moves that left with them were taken in (their
+            // origin is checked against the character's position).
+            .configure_sets(
+                Update,
+                (
+                    CombatSystems::Client,
+                    CombatSystems::Server.after(NetSystems::Moves),
+                ),
+            )
             .add_systems(
                 Update,
                 (

@@ -156,7 +156,8 @@ pub enum MovementPredictionSystems {
     /// `FixedUpdate`, after rapier's writeback: the client simulates and saves the tick's
     /// move. Input systems run before it.
     Simulate,
-    /// `Update`: the server checks moves, acknowledges and corrects.
+    /// `Update`, inside [`NetSystems::Moves`]: the server checks moves, places the characters
+    /// they moved, acknowledges and corrects.
     Check,
     /// `PostUpdate`, before lightyear's message send: the client sends its moves.
     Send,
@@ -228,7 +229,7 @@ impl<M: MovementModel + Default> Plugin for MovementPredictionPlugin<M> {
         )
         .configure_sets(
             Update,
-            MovementPredictionSystems::Check.after(NetSystems::Beats),
+            MovementPredictionSystems::Check.in_set(NetSystems::Moves),
         )
         .configure_sets(
             PostUpdate,
@@ -256,6 +257,9 @@ impl<M: MovementModel + Default> Plugin for MovementPredictionPlugin<M> {
             (
                 server::start_characters::<M>,
                 server::process_moves::<M>,
+                // Placed at once, so what is judged after the moves this frame (a shot's
+                // origin) sees where they took the character, not last frame's place.
+                server::place_authoritative::<M>,
                 server::send_acks::<M>,
             )
                 .chain()

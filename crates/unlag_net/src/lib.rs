@@ -68,6 +68,11 @@ pub enum NetSystems {
     Clock,
     /// `Update`: beats, delay reports and the ping monitor.
     Beats,
+    /// `Update` on the server, after [`NetSystems::Beats`]: clients' moves are taken in and
+    /// their characters placed (the movement plugin's checks run here). Whatever judges a
+    /// client's action against where its character is (a shot's origin) runs after it, so a
+    /// shot and the moves that left with it are seen together, however long the frames.
+    Moves,
     /// `PostUpdate`, right before lightyear's IO send: counts bytes and delays outgoing
     /// datagrams on shaped links.
     SendDatagrams,
@@ -159,6 +164,7 @@ impl Plugin for UnlagNetPlugin {
                     .after(MessageSystems::Receive),
             ),
         )
+        .configure_sets(Update, NetSystems::Moves.after(NetSystems::Beats))
         .configure_sets(
             PostUpdate,
             NetSystems::SendDatagrams

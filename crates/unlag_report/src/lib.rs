@@ -198,7 +198,7 @@ pub struct Report {
     pub proxy_error_m: Stat,
     /// Largest change of a proxy's error from one frame to the next, metres.
     pub proxy_max_jump_m: f64,
-    /// Largest change of a proxy's error from one frame to the next beyond the character's
+    /// Largest growth of a proxy's error from one frame to the next beyond the character's
     /// own motion in that frame (a pop), teleports left out, metres.
     pub proxy_max_pop_m: f64,
     /// Interpolation delay in effect on the clients, per frame, milliseconds.
@@ -213,6 +213,9 @@ pub struct Report {
     pub rejected: BTreeMap<String, u64>,
     /// Moves or messages the server's movement checks rejected.
     pub movement_rejected: u64,
+    /// The clients' estimate of the server's time less the true one, per client frame, over
+    /// every client: (mean, least, most), milliseconds.
+    pub clock_error_ms: [f64; 3],
     /// Upstream bytes per second per client, on the wire (mean over clients).
     pub bytes_up_per_sec: f64,
     /// Downstream bytes per second per client, on the wire (mean over clients).
@@ -414,8 +417,8 @@ struct ProxySamples {
     /// Per (client, proxy): the last frame's error and the server's pose it was measured
     /// against.
     last_error: std::collections::HashMap<(usize, Entity), (Vec3, Vec3)>,
-    /// Per frame: how much more the error changed than the character itself moved (a pop
-    /// the player sees beyond the motion), metres; frames across a teleport left out.
+    /// Per frame: how much more the error grew than the character itself moved (a pop the
+    /// player sees beyond the motion), metres; frames across a teleport left out.
     pops: Vec<f64>,
 }
 
@@ -452,9 +455,13 @@ impl ProxySamples {
                 let jump = error.distance(last);
                 self.jumps.push(f64::from(jump));
                 // A teleport (a respawn) moves the truth further than any walk in one frame.
+                // A pop: the drawn proxy falls further from the truth than the character
+                // itself moved this frame (a proxy that follows it stays close; one that
+                // jumps, holds or lags far behind does not).
                 let moved = truth.distance(last_truth);
                 if moved < TELEPORT_DISTANCE {
-                    self.pops.push(f64::from(jump - moved).max(0.0));
+                    self.pops
+                        .push(f64::from(error.length() - last.length() - moved).max(0.0));
                 }
             }
             self.frames += 1;
@@ -806,6 +813,25 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
     }
     // Bandwidth.
     let n = measures.len().max(1) as f64;
+    // The clients' clocks: their estimate of the server's time less the truth, each frame.
+    report.clock_error_ms = [
+        measures
+            .iter()
+            .map(|m| m.server_time_error.mean)
+            .sum::<f64>()
+            / n
+            * 1e3,
+        measures
+            .iter()
+            .map(|m| m.server_time_error.min)
+            .fold(f64::INFINITY, f64::min)
+            * 1e3,
+        measures
+            .iter()
+            .map(|m| m.server_time_error.max)
+            .fold(f64::NEG_INFINITY, f64::max)
+            * 1e3,
+    ];
     report.bytes_up_per_sec = measures.iter().map(|m| m.bytes_up_per_sec).sum::<f64>() / n;
     report.bytes_down_per_sec = measures.iter().map(|m| m.bytes_down_per_sec).sum::<f64>() / n;
     for m in &measures {
@@ -981,11 +1007,18 @@ impl Report {
             ),
         );
         row(
-            "largest per-frame jump of the error (beyond the character's own motion)",
+            "largest per-frame jump of the error (its growth beyond the character's own motion)",
             format!(
                 "{:.1} mm ({:.1} mm)",
                 self.proxy_max_jump_m * 1e3,
                 self.proxy_max_pop_m * 1e3
+            ),
+        );
+        row(
+            "clients' server-time estimate less the truth (mean, least, most)",
+            format!(
+                "{:.1} ms, {:.1} ms, {:.1} ms",
+                self.clock_error_ms[0], self.clock_error_ms[1], self.clock_error_ms[2]
             ),
         );
         row(
