@@ -389,3 +389,32 @@ fn peekers_advantage_is_the_sum_of_its_parts() {
         peek.parts_ms
     );
 }
+
+/// At 1 Hz, the net panel's lowest update rate, clients draw proxies about two seconds behind
+/// (an interpolation delay across a whole interval and one more for a lost state): the server
+/// keeps enough history and sent states to rebuild those views, and judges the shots there.
+#[test]
+fn shots_at_one_update_a_second_are_judged_where_the_client_saw_them() {
+    let options = ReportOptions {
+        bots: 6,
+        clients: 2,
+        seconds: 12.0,
+        rtt_ms: 150.0,
+        jitter_ms: 20.0,
+        loss_percent: 2.0,
+        update_rate_hz: 1.0,
+        ..Default::default()
+    };
+    let report = run(&options, &mut |_| {}).unwrap();
+    println!("{}", report.table());
+    assert!(
+        report.interpolation_delay_ms.mean > 1000.0,
+        "{:?}",
+        report.interpolation_delay_ms
+    );
+    assert!(report.rejected.is_empty(), "{:?}", report.rejected);
+    for a in &report.agreement {
+        assert!(a.seen_hits > 0, "{a:?}");
+        assert!(a.hit_rate() >= 0.995 && a.miss_rate() <= 0.005, "{a:?}");
+    }
+}

@@ -219,8 +219,9 @@ fn rays_are_judged_against_the_past() {
     );
     let stats = tb.server_world().resource::<RewindStats>().clone();
     assert_eq!((stats.characters, stats.boxes), (2, 4));
-    assert_eq!(stats.frames_per_character, 62);
-    assert!(stats.memory_bytes > 2 * 62 * 4 * 28 && stats.memory_bytes < 64 * 1024);
+    // Five seconds at 60 Hz, plus one frame beyond and one being written.
+    assert_eq!(stats.frames_per_character, 302);
+    assert!(stats.memory_bytes > 2 * 302 * 4 * 28 && stats.memory_bytes < 320 * 1024);
 
     // Too far back, and garbage.
     assert!(matches!(

@@ -139,6 +139,12 @@ impl PoseHistory {
         self.positions[slot * self.boxes + index]
     }
 
+    /// The time of the frame at storage slot `slot`, seconds, if it holds one.
+    #[inline]
+    pub fn time_at_slot(&self, slot: usize) -> Option<f64> {
+        self.slot_is_recorded(slot).then(|| self.times[slot])
+    }
+
     /// Time of the oldest and newest frames, seconds.
     pub fn span(&self) -> Option<(f64, f64)> {
         (self.len > 0).then(|| {

@@ -37,6 +37,8 @@ pub struct FrameHistory {
     last_root: Option<Vec3>,
     /// Bounds of the body centre over each chunk of [`CHUNK`] storage slots.
     chunks: Vec<Aabb>,
+    /// The newest time recorded in each chunk, seconds (`NEG_INFINITY` while empty).
+    chunk_newest: Vec<f64>,
 }
 
 impl FrameHistory {
@@ -65,6 +67,7 @@ impl FrameHistory {
         Self {
             centre,
             chunks: vec![Aabb::EMPTY; history.capacity().div_ceil(CHUNK)],
+            chunk_newest: vec![f64::NEG_INFINITY; history.capacity().div_ceil(CHUNK)],
             history,
             radii: boxes
                 .iter()
@@ -165,6 +168,8 @@ impl FrameHistory {
                 }
             }
             self.chunks[chunk] = bounds;
+            // The frame just recorded is the chunk's newest (the ring overwrites the oldest).
+            self.chunk_newest[chunk] = time;
         }
         Ok(())
     }
@@ -172,10 +177,25 @@ impl FrameHistory {
     /// The box around everywhere the character's boxes were over the whole window, or `None`
     /// while nothing is recorded.
     pub fn window_bounds(&self) -> Option<Aabb> {
+        self.window_bounds_since(f64::NEG_INFINITY)
+    }
+
+    /// The box around everywhere the character's boxes were from server time `since`
+    /// (seconds) on (whole chunks of [`CHUNK`] frames: a little earlier too), or `None` while
+    /// nothing is recorded.
+    pub fn window_bounds_since(&self, since: f64) -> Option<Aabb> {
         if self.history.is_empty() {
             return None;
         }
-        let b = self.chunks.iter().fold(Aabb::EMPTY, |a, c| a.union(c));
+        let b = self
+            .chunks
+            .iter()
+            .zip(&self.chunk_newest)
+            .filter(|(_, newest)| **newest >= since)
+            .fold(Aabb::EMPTY, |a, (c, _)| a.union(c));
+        if b.min.x > b.max.x {
+            return None;
+        }
         let (h, r) = self.body;
         let grow = Vec3::new(r, h + r, r);
         Some(Aabb {
@@ -237,15 +257,27 @@ impl RewindBroadPhase {
         &mut self,
         characters: impl IntoIterator<Item = (Entity, &'a FrameHistory)>,
     ) {
+        self.rebuild_since(characters, f64::NEG_INFINITY);
+    }
+
+    /// Rebuilds it over these characters' frames from server time `since` on (seconds): the
+    /// window starts there even when the histories hold older frames, so the bounds stay as
+    /// tight as the oldest view any client can have asks (see [`RewindSettings`]).
+    pub fn rebuild_since<'a>(
+        &mut self,
+        characters: impl IntoIterator<Item = (Entity, &'a FrameHistory)>,
+        since: f64,
+    ) {
         self.entities.clear();
         self.bounds.clear();
         self.window = None;
         for (entity, history) in characters {
             if let Some((oldest, newest)) = history.poses().span() {
+                let oldest = oldest.max(since.min(newest));
                 let (o, n) = self.window.unwrap_or((oldest, newest));
                 self.window = Some((o.min(oldest), n.max(newest)));
             }
-            if let Some(b) = history.window_bounds() {
+            if let Some(b) = history.window_bounds_since(since) {
                 self.entities.push(entity);
                 self.bounds.push(b);
             }
@@ -305,6 +337,29 @@ impl RewindBroadPhase {
     }
 }
 
+/// How far back from now shots may be judged, seconds: the oldest view any connected client
+/// can have (its one-way trip, interpolation delay and two of its frames), plus two of the
+/// server's default update intervals (the state a claim starts from precedes the view by up
+/// to one, two when one between was lost) and a quarter second of slack; at least
+/// [`RewindSettings::min_window`], at most [`RewindSettings::max_record_time`]. It follows
+/// what clients report, so a slow update rate widens it and a fast one keeps the broad phase
+/// tight.
+pub fn judged_span<'a>(
+    settings: &RewindSettings,
+    clients: impl IntoIterator<Item = &'a unlag_net::RemoteClientClock>,
+    conditions: Option<&unlag_net::NetConditions>,
+) -> f64 {
+    let view = clients
+        .into_iter()
+        .map(|c| c.rtt / 2.0 + c.interpolation_delay + 2.0 * c.client_frame)
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    let interval = conditions.map_or(0.05, |c| 1.0 / f64::from(c.get().update_rate_hz.max(0.1)));
+    (view + 2.0 * interval + 0.25)
+        .max(settings.min_window)
+        .min(settings.max_record_time)
+}
+
 /// Frames a history needs to cover `max_record_time` at this tick length, plus one beyond.
 pub(crate) fn frames_for(settings: &RewindSettings, tick: &TickDuration) -> usize {
     (settings.max_record_time / tick.0.as_secs_f64()).ceil() as usize + 2
@@ -342,6 +397,8 @@ pub(crate) fn record_frames(
     mut stats: ResMut<RewindStats>,
     mut characters: Query<(Entity, &Transform, &mut FrameHistory)>,
     boxes: Query<&Transform, With<HitBox>>,
+    clients: Query<&unlag_net::RemoteClientClock>,
+    conditions: Option<Res<unlag_net::NetConditions>>,
     work: Option<Res<unlag_net::ServerWork>>,
 ) {
     let _work = work
@@ -359,7 +416,8 @@ pub(crate) fn record_frames(
             refused += 1;
         }
     }
-    broad.rebuild(characters.iter().map(|(e, _, h)| (e, h)));
+    let span = judged_span(&settings, clients.iter(), conditions.as_deref());
+    broad.rebuild_since(characters.iter().map(|(e, _, h)| (e, h)), time - span);
     let mut new = RewindStats {
         refused_frames: stats.refused_frames + refused,
         memory_bytes: broad.memory_bytes(),

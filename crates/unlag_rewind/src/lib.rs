@@ -28,7 +28,7 @@ mod layout;
 mod query;
 
 pub use debug::{DebugBox, RewindDebug, RewindDebugEntry, RewindDebugLog};
-pub use history::{FrameHistory, RewindBroadPhase, RewindStats};
+pub use history::{FrameHistory, RewindBroadPhase, RewindStats, judged_span};
 pub use layout::{
     BoneWalk, CROUCHED_BIT, HitBoxLayout, HitBoxLayoutLoader, LayoutBone, LayoutBox, LayoutError,
     LayoutPose, LayoutShape, LayoutSwing, UseHitBoxLayout, WalkCycle, blend_poses,
@@ -107,8 +107,18 @@ pub struct HitBox {
 /// Settings of [`LagCompensationPlugin`] (a resource).
 #[derive(Resource, Clone, Debug, Reflect)]
 pub struct RewindSettings {
-    /// How far back shots may be judged, seconds (default 1).
+    /// How far back the history reaches, seconds (default 5): the oldest view a client can
+    /// have at the slowest update rate the net panel offers (1 Hz: an interpolation delay of up
+    /// to 2.6 s, the one-way trip at the rewind cap, and the state a claim starts from, two
+    /// intervals back when one between was lost). Shots are judged no further back than the
+    /// oldest view any connected client can have now ([`RewindSettings::min_window`] or more):
+    /// at 20 Hz that is well under a second, and the broad phase covers only that span.
     pub max_record_time: f64,
+    /// The shortest span the broad phase and the judged window cover, seconds (default 1):
+    /// beyond it they follow the clients' views (each client's one-way trip, interpolation
+    /// delay and frames, and two of the slowest update intervals), up to
+    /// [`RewindSettings::max_record_time`].
+    pub min_window: f64,
     /// A character moving farther than this in one tick teleported: its history is never
     /// interpolated across that tick, metres (default 3.84).
     pub teleport_distance: f32,
@@ -123,7 +133,8 @@ pub struct RewindSettings {
 impl Default for RewindSettings {
     fn default() -> Self {
         Self {
-            max_record_time: 1.0,
+            max_record_time: 5.0,
+            min_window: 1.0,
             teleport_distance: 3.84,
             max_claimed_ease: 1.0,
             max_claimed_extrapolation: 0.25,

@@ -35,7 +35,7 @@ pub struct Teleported;
 
 /// How long the server keeps the states it sent, seconds: longer than any view time a shot may
 /// be judged at (the rewind window) plus the slowest proxy's interval.
-pub const SENT_STATES_SECONDS: f64 = 3.0;
+pub const SENT_STATES_SECONDS: f64 = 6.0;
 
 /// On the server, per smoothed proxy: the states sent to clients in the last
 /// [`SENT_STATES_SECONDS`], exactly as clients decode them (quantised), oldest first. With the
