@@ -4,7 +4,14 @@
 //! - **teleport**: every 2 s it moves its character 3 m at once and claims the new position;
 //! - **backtrack**: it fires with a view time 150 ms older than its screen's, claiming the
 //!   poses it drew then (the copy's stamp moved with it);
-//! - **rapid-fire**: it sends a rifle shot every frame, past its own fire-rate check.
+//! - **rapid-fire**: it sends a rifle shot every frame, past its own fire-rate check;
+//! - **duplicate-claims**: it claims each target twice, as drawn and as drawn 0.1 s before;
+//! - **false-extrapolate**: it claims a pose 50 ms newer than drawn, from its buffer, calling
+//!   the proxy `Extrapolate`;
+//! - **skip-indices**: it skips eight fire indices before each shotgun shot (to pick a spread
+//!   pattern), at the shotgun's full rate;
+//! - **every-weapon**: it fires the rifle at its full rate and the shotgun beside every fourth
+//!   rifle shot, as if each weapon had its own trigger.
 //!
 //! The cheating shots are sent straight to the server (the combat plugin's client would not
 //! send them), once each.
@@ -30,18 +37,37 @@ pub enum Cheat {
     Backtrack,
     /// A rifle shot every frame.
     RapidFire,
+    /// Two claims on each target: as drawn and as drawn 0.1 s before.
+    DuplicateClaims,
+    /// A pose 50 ms newer than drawn, claimed as `Extrapolate`.
+    FalseExtrapolate,
+    /// Eight fire indices skipped before each shotgun shot.
+    SkipIndices,
+    /// The rifle at its full rate and the shotgun beside it.
+    EveryWeapon,
 }
+
+/// Every cheat, in `--help`'s order.
+pub const CHEATS: [Cheat; 8] = [
+    Cheat::Speed,
+    Cheat::Teleport,
+    Cheat::Backtrack,
+    Cheat::RapidFire,
+    Cheat::DuplicateClaims,
+    Cheat::FalseExtrapolate,
+    Cheat::SkipIndices,
+    Cheat::EveryWeapon,
+];
 
 impl Cheat {
     /// The cheat named on the command line.
     pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "speed" => Some(Self::Speed),
-            "teleport" => Some(Self::Teleport),
-            "backtrack" => Some(Self::Backtrack),
-            "rapid-fire" => Some(Self::RapidFire),
-            _ => None,
-        }
+        CHEATS.into_iter().find(|c| c.name() == name)
+    }
+
+    /// Whether it sends shots of its own (client 0 then fires no honest ones).
+    pub fn shoots(&self) -> bool {
+        !matches!(self, Self::Speed | Self::Teleport)
     }
 
     /// Its command-line name.
@@ -51,6 +77,10 @@ impl Cheat {
             Self::Teleport => "teleport",
             Self::Backtrack => "backtrack",
             Self::RapidFire => "rapid-fire",
+            Self::DuplicateClaims => "duplicate-claims",
+            Self::FalseExtrapolate => "false-extrapolate",
+            Self::SkipIndices => "skip-indices",
+            Self::EveryWeapon => "every-weapon",
         }
     }
 }
@@ -99,11 +129,13 @@ pub fn start_movement_cheat(world: &mut World, cheat: Cheat) {
 }
 
 /// `Update` on client 0: runs the cheat of the frame.
+#[allow(clippy::too_many_arguments)]
 pub fn cheat(
     cheater: Option<ResMut<Cheater>>,
     mut cheats: Option<ResMut<Cheats>>,
     weapons: Res<Weapons>,
     own: Query<&MovementState<CharacterMovement>, With<AutonomousProxy>>,
+    buffers: Query<&unlag::smoothing::ProxySmoothing>,
     proxies: Query<(Entity, &RenderedPose, &Children)>,
     boxes: Query<&GlobalTransform, With<HitBox>>,
     mut link: Query<&mut MessageSender<FireRequest>, With<Client>>,
@@ -118,7 +150,7 @@ pub fn cheat(
     {
         cheats.teleport = Some(Vec3::new(3.0, 0.0, 0.0));
     }
-    if !matches!(c.cheat, Cheat::Backtrack | Cheat::RapidFire) {
+    if !c.cheat.shoots() {
         return;
     }
     // Remember what was drawn: the first proxy and one of its boxes.
@@ -134,7 +166,14 @@ pub fn cheat(
             c.history.pop_front();
         }
     }
-    let every = if c.cheat == Cheat::RapidFire { 1 } else { 36 };
+    let every = match c.cheat {
+        Cheat::RapidFire => 1,
+        // The shotgun's full rate (0.8 s at 240 fps), two frames late.
+        Cheat::SkipIndices => 194,
+        // The rifle's full rate (0.1 s).
+        Cheat::EveryWeapon => 24,
+        _ => 36,
+    };
     let (Ok(me), Some(table), Some(newest)) = (
         own.single(),
         weapons.table.as_ref(),
@@ -158,35 +197,97 @@ pub fn cheat(
     else {
         return;
     };
-    let (Some(rifle), Some(spec)) = (
-        table.id("rifle"),
-        table.id("rifle").and_then(|id| table.get(id)),
+    let weapon = if c.cheat == Cheat::SkipIndices {
+        "shotgun"
+    } else {
+        "rifle"
+    };
+    let (Some(id), Some(spec), Some(shotgun), Some(shotgun_spec)) = (
+        table.id(weapon),
+        table.id(weapon).and_then(|id| table.get(id)),
+        table.id("shotgun"),
+        table.id("shotgun").and_then(|id| table.get(id)),
     ) else {
         return;
     };
     let eye = me.0.feet + Vec3::Y * 1.6;
     let aim = (centre - eye).normalize_or_zero();
+    if c.cheat == Cheat::SkipIndices {
+        c.next_index += 8;
+    }
     let fire_index = c.next_index;
     c.next_index += 1;
     c.sent += 1;
-    if let Ok(mut sender) = link.single_mut() {
+    let claim = WireClaim {
+        target: proxy,
+        from: pose.from,
+        to: pose.to,
+        alpha: pose.alpha,
+        mode: pose.mode,
+        ease: pose.ease,
+        hit: true,
+    };
+    let mut claims = vec![claim.clone()];
+    match c.cheat {
+        Cheat::DuplicateClaims => {
+            if let Some(&(_, _, older, _)) =
+                c.history.iter().rev().find(|(t, ..)| *t <= newest - 0.1)
+            {
+                claims.push(WireClaim {
+                    from: older.from,
+                    to: older.to,
+                    alpha: older.alpha,
+                    ..claim
+                });
+            }
+        }
+        Cheat::FalseExtrapolate => {
+            // The pair around 50 ms after the view time, from the proxy's own buffer.
+            let t = view_time + 0.05;
+            let pair = buffers.get(proxy).ok().and_then(|b| {
+                let states: Vec<_> = b.buffer.states().copied().collect();
+                states
+                    .windows(2)
+                    .find(|w| w[0].time <= t && t < w[1].time)
+                    .map(|w| (w[0], w[1]))
+            });
+            let Some((a, b)) = pair else {
+                return;
+            };
+            claims[0].from = a.tick;
+            claims[0].to = b.tick;
+            claims[0].alpha = ((t - a.time) / (b.time - a.time)) as f32;
+            claims[0].mode = unlag::core::SmoothingMode::Extrapolate;
+        }
+        _ => {}
+    }
+    let Ok(mut sender) = link.single_mut() else {
+        return;
+    };
+    sender.send::<UnreliableChannel>(FireRequest {
+        weapon: id,
+        fire_index,
+        origin: eye,
+        aim,
+        directions: shot_directions(spec, fire_index, aim),
+        view_time,
+        sent_view_time: view_time,
+        claims: claims.clone(),
+    });
+    // The shotgun beside every fourth rifle shot, in the same frame.
+    if c.cheat == Cheat::EveryWeapon && c.sent % 4 == 1 {
+        let index = c.next_index;
+        c.next_index += 1;
+        c.sent += 1;
         sender.send::<UnreliableChannel>(FireRequest {
-            weapon: rifle,
-            fire_index,
+            weapon: shotgun,
+            fire_index: index,
             origin: eye,
             aim,
-            directions: shot_directions(spec, fire_index, aim),
+            directions: shot_directions(shotgun_spec, index, aim),
             view_time,
             sent_view_time: view_time,
-            claims: vec![WireClaim {
-                target: proxy,
-                from: pose.from,
-                to: pose.to,
-                alpha: pose.alpha,
-                mode: pose.mode,
-                ease: pose.ease,
-                hit: true,
-            }],
+            claims,
         });
     }
 }

@@ -632,11 +632,8 @@ pub fn start_match_with(
             interval: pace.fire_interval,
             weapons: [rifle, shotgun, launcher],
             running: true,
-            shoots: !(i == 0
-                && matches!(
-                    options.cheat,
-                    Some(cheat::Cheat::Backtrack | cheat::Cheat::RapidFire)
-                )),
+            // A cheater sends shots of its own.
+            shoots: !(i == 0 && options.cheat.is_some_and(|c| c.shoots())),
         });
     }
     if let Some(c) = options.cheat {

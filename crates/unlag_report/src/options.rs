@@ -98,7 +98,8 @@ usage: report [options]
                      rate (default: a dedicated server at 240 frames/s)
   --seed N           seed of the network and the scripts (default 1)
   --json             print one JSON object instead of a table
-  --cheat KIND       client 0 cheats: speed, teleport, backtrack or rapid-fire
+  --cheat KIND       client 0 cheats: speed, teleport, backtrack, rapid-fire,
+                     duplicate-claims, false-extrapolate, skip-indices or every-weapon
   --sweep NAME=V1,V2,...
                      one match per value of a numeric option (bots, clients, seconds, rtt,
                      jitter, loss, update-rate, seed), one row per value
@@ -219,8 +220,10 @@ impl ReportOptions {
             }
             "--cheat" => {
                 self.cheat = Some(crate::cheat::Cheat::parse(value).ok_or_else(|| {
+                    let names: Vec<&str> = crate::cheat::CHEATS.iter().map(|c| c.name()).collect();
                     OptionError(format!(
-                        "{name}: {value:?} is not one of speed, teleport, backtrack, rapid-fire"
+                        "{name}: {value:?} is not one of {}",
+                        names.join(", ")
                     ))
                 })?)
             }
