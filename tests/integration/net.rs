@@ -498,3 +498,36 @@ fn paced_clients_run_their_own_frames_and_a_listen_server_its_hosts() {
     let moved = tb.server_time() - t;
     assert!(moved == 0.0 || (moved - 0.1).abs() < 1e-6, "{moved}");
 }
+
+/// A listen host that hitches (400-ms frames, beyond Bevy's quarter-second clamp of virtual
+/// time) keeps its server clock whole: the server's time follows the real one, so its clients'
+/// estimates (which follow the real clock) stay on it.
+#[test]
+fn a_hitching_listen_host_keeps_its_server_clock_whole() {
+    use unlag_testbed::ClientPace;
+
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions: conditions(100, 0, 0.0),
+        client_pace: Some(ClientPace {
+            fps: 10.0,
+            frame_jitter: 0.0,
+            hitch_share: 0.3,
+            hitch: Duration::from_millis(400),
+        }),
+        listen: true,
+        ..default()
+    });
+    assert!(tb.run_until(Duration::from_secs(5), |tb| tb.all_synced()));
+    let (real, server) = (tb.now().as_secs_f64(), tb.server_time());
+    tb.run_for(Duration::from_secs(20));
+    let real_passed = tb.now().as_secs_f64() - real;
+    let server_passed = tb.server_time() - server;
+    // Within a frame or two of the real time passed (the host's frames end unevenly).
+    assert!(
+        (real_passed - server_passed).abs() < 0.9,
+        "server clock ran {server_passed:.3} s of {real_passed:.3} s"
+    );
+    let error = tb.measures(0).server_time_error;
+    assert!(error.mean.abs() < 0.15, "{error:?}");
+}

@@ -78,6 +78,20 @@ pub enum NetSystems {
     SendDatagrams,
 }
 
+/// Longest frame a server's clock follows in full (Bevy's virtual clock follows at most a
+/// quarter second by default and loses the rest).
+pub const MAX_SERVER_FRAME: core::time::Duration = core::time::Duration::from_secs(2);
+
+/// `First` on a server: its virtual clock follows frames up to [`MAX_SERVER_FRAME`]. A listen
+/// host that hitches for 400 ms would otherwise lose 150 ms of server time each time, while
+/// its clients' estimates of that time follow the real clock: their view times drift ahead
+/// of what the server believes and their shots are refused.
+fn keep_server_time_whole(mut time: ResMut<Time<Virtual>>) {
+    if time.max_delta() < MAX_SERVER_FRAME {
+        time.set_max_delta(MAX_SERVER_FRAME);
+    }
+}
+
 /// The net layer every `unlag` plugin builds on.
 ///
 /// | adds | role |
@@ -174,6 +188,10 @@ impl Plugin for UnlagNetPlugin {
         // Real time is read again right before receiving and sending, so that pings measure
         // the time spent between them (lightyear subtracts it from the RTT).
         .add_systems(First, time_source::follow_real_time)
+        .add_systems(
+            First,
+            keep_server_time_whole.run_if(any_with_component::<Server>),
+        )
         .add_systems(
             PreUpdate,
             time_source::follow_real_time.before(LinkSystems::Receive),
