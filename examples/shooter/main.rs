@@ -18,7 +18,7 @@
 //! | `--net-graph` | start with the net graph shown |
 //! | `--autopilot` | you aim at the nearest bot and fire by yourself (demos, screenshots) |
 //! | `--window WxH` | window size in pixels (default 1280x720) |
-//! | `--seconds S` | quit after S seconds |
+//! | `--seconds S` | quit after S seconds, printing how the match felt (shots seen as hits, confirmed and refused by reason, corrections, proxy frames held, frames per second) |
 //!
 //! Controls (leafwing-input-manager):
 //!
@@ -202,7 +202,49 @@ fn player_app(options: &Options, plugins: ShooterPlugins) -> App {
                 .before(CombatSystems::Client),
         );
     cli::quit_after(&mut app, options.seconds);
+    app.add_systems(Last, print_summary);
     app
+}
+
+/// At exit (`--seconds`, or the window closed): one line of how the match felt to this player.
+fn print_summary(
+    mut exits: MessageReader<AppExit>,
+    mut printed: Local<bool>,
+    hud: Res<unlag_demo::hud::Hud>,
+    moves: Option<Res<unlag::movement::MovementStats>>,
+    smoothing: Option<Res<unlag::smoothing::SmoothingStats>>,
+    frames: Res<bevy::diagnostic::FrameCount>,
+    time: Res<Time<Real>>,
+) {
+    if exits.read().next().is_none() || *printed {
+        return;
+    }
+    *printed = true;
+    let refused = if hud.refusals.is_empty() {
+        "none".to_owned()
+    } else {
+        hud.refusals
+            .iter()
+            .map(|(reason, n)| format!("{reason:?} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (held, drawn) = smoothing.map_or((0, 0), |s| {
+        (s.held_frames + s.extrapolated_frames, s.frames)
+    });
+    println!(
+        "match summary: {} shots, {} seen as hits, {} confirmed, {} refused ({refused}), \
+         {} posthumous; {} corrections; {held} of {drawn} proxy frames held or extrapolated; \
+         {:.1} frames per second over {:.1} s",
+        hud.shots,
+        hud.local_hits,
+        hud.confirmed_hits,
+        hud.rejected,
+        hud.posthumous,
+        moves.map_or(0, |m| m.corrections_received),
+        f64::from(frames.0) / time.elapsed_secs_f64().max(1e-9),
+        time.elapsed_secs_f64(),
+    );
 }
 
 /// The shooter's own actions (movement's are [`CharacterAction`]).

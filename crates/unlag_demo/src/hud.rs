@@ -45,6 +45,8 @@ pub struct Hud {
     pub posthumous: u64,
     /// Why the latest refusal was made.
     pub last_rejection: Option<Rejection>,
+    /// Refusals by reason, in the order first seen.
+    pub refusals: Vec<(Rejection, u64)>,
 }
 
 impl Hud {
@@ -107,6 +109,10 @@ fn track(
             Err(reason) => {
                 hud.rejected += 1;
                 hud.last_rejection = Some(*reason);
+                match hud.refusals.iter_mut().find(|(r, _)| r == reason) {
+                    Some((_, n)) => *n += 1,
+                    None => hud.refusals.push((*reason, 1)),
+                }
             }
         }
     }
