@@ -273,13 +273,18 @@ fn cheating_clients_are_caught_and_shown() {
     let rapid = with(Cheat::RapidFire);
     let too_fast = rapid.rejected.get("TooFast").copied().unwrap_or(0);
     assert!(too_fast > 100, "{:?}", rapid.rejected);
-    // Two poses of one target: refused as bad claims. (A pose 50 ms newer called
-    // `Extrapolate` is refused only where 50 ms is further than the claim tolerance from the
-    // present that mode draws at: the combat tests' 20-ms-jitter link, not this one.)
-    let r = with(Cheat::DuplicateClaims);
-    let refused = r.rejected.get("BadClaim").copied().unwrap_or(0);
-    assert!(r.cheating_shots >= 20);
-    assert!(refused * 10 >= r.cheating_shots * 8, "{:?}", r.rejected);
+    // Two poses of one target, or a pose 30 ms newer than drawn called `Extrapolate`:
+    // refused as bad claims.
+    for cheat in [Cheat::DuplicateClaims, Cheat::FalseExtrapolate] {
+        let r = with(cheat);
+        let refused = r.rejected.get("BadClaim").copied().unwrap_or(0);
+        assert!(r.cheating_shots >= 20, "{cheat:?}");
+        assert!(
+            refused * 10 >= r.cheating_shots * 8,
+            "{cheat:?}: {:?}",
+            r.rejected
+        );
+    }
     // Skipping fire indices, or every weapon at its own rate: too fast (the every-weapon
     // cheater never reloads, so its rifle runs dry after 3 s).
     for cheat in [Cheat::SkipIndices, Cheat::EveryWeapon] {

@@ -427,6 +427,10 @@ fn check(
     Ok(())
 }
 
+/// How far the first claim's shown time may be from the shot's view time, seconds: rounding
+/// (the blend travels as an `f32`) and the delay report's microseconds.
+const FIRST_CLAIM_SLACK: f64 = 0.002;
+
 /// Fire indices this close below the newest are copies of recent shots (the client sends each
 /// several times), dropped without an answer.
 const DUPLICATE_WINDOW: u32 = 8;
@@ -870,7 +874,7 @@ fn judge(
         }
         let claim = c.view();
         // A blend between two states shows one moment: the shot's view time (Extrapolate
-        // proxies are drawn at the present the client knows, up to a delay later). Poses held
+        // proxies are drawn at the present the client knows, one delay later). Poses held
         // on one state are left to the reconstruction's own bounds: with loss, a client may
         // hold an older state than the server sent.
         if c.from != c.to {
@@ -886,7 +890,20 @@ fn judge(
                 0.0
             };
             let centre = request.view_time + shift;
-            if (shown - centre).abs() > tolerance {
+            // The first claim is the one whose view time the shot carries: it was drawn at
+            // exactly that moment (an `Extrapolate` one a delay later, as closely as the
+            // reported delay follows the drawn one while it changes). Others may be proxies at
+            // other rates, drawn with their own delays.
+            let window = match (k, shift > 0.0) {
+                (0, false) => FIRST_CLAIM_SLACK,
+                (0, true) => FIRST_CLAIM_SLACK.max(
+                    unlag_net::PLAUSIBLE_DELAY_DECAY
+                        * (remote.rtt / 2.0 + unlag_net::MIN_REPORT_GAP + remote.client_frame)
+                        + FIRST_CLAIM_SLACK,
+                ),
+                _ => tolerance,
+            };
+            if (shown - centre).abs() > window {
                 return Err(Rejection::BadClaim);
             }
         }
