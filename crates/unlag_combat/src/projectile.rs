@@ -139,7 +139,11 @@ pub(crate) fn fly_projectiles(
     };
     let now = clock.server_time;
     let step = clock.tick_duration.max(1e-3) as f32;
-    let oldest = now - rewind_settings.max_record_time + clock.tick_duration;
+    // No further back than the rewind judges now (the span the clients' views reach).
+    let oldest = rewind
+        .judged_window()
+        .map_or(now - rewind_settings.max_record_time, |w| w.0)
+        + clock.tick_duration;
     for (entity, mut projectile) in &mut projectiles {
         let Some(spec) = table.get(projectile.weapon) else {
             commands.entity(entity).despawn();

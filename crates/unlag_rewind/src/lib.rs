@@ -112,7 +112,7 @@ pub struct RewindSettings {
     /// to 2.6 s, the one-way trip at the rewind cap, and the state a claim starts from, two
     /// intervals back when one between was lost). Shots are judged no further back than the
     /// oldest view any connected client can have now ([`RewindSettings::min_window`] or more):
-    /// at 20 Hz that is well under a second, and the broad phase covers only that span.
+    /// at 20 Hz that is the 1-s minimum, and the broad phase covers only that span.
     pub max_record_time: f64,
     /// The shortest span the broad phase and the judged window cover, seconds (default 1):
     /// beyond it they follow the clients' views (each client's one-way trip, interpolation

@@ -520,6 +520,13 @@ impl RewindQuery<'_, '_> {
         }
     }
 
+    /// The span shots may be judged in now, seconds (oldest, newest): the recorded frames the
+    /// connected clients' views can reach ([`judged_span`](crate::judged_span)); a query
+    /// older than its start is [`RewindError::TooOld`]. `None` before anything is recorded.
+    pub fn judged_window(&self) -> Option<(f64, f64)> {
+        self.broad.window()
+    }
+
     /// Distance along a normalised ray to the static world as it is now (rapier colliders that
     /// are not characters, hit boxes or the shooter), or `max` when clear or when there is no
     /// rapier world.
