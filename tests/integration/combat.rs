@@ -546,15 +546,7 @@ fn run_cheat(
     s.sent += 1;
     let mut directions = unlag::combat::shot_directions(&s.spec, fire_index, aim);
     let mut origin = eye;
-    let mut claim = unlag::combat::WireClaim {
-        target: proxy,
-        from: pose.from,
-        to: pose.to,
-        alpha: pose.alpha,
-        mode: pose.mode,
-        ease: pose.ease,
-        hit: true,
-    };
+    let mut claim = unlag::combat::WireClaim::drawn(proxy, &pose, true);
     match s.cheat {
         Cheat::PelletCount => {
             directions.pop();
@@ -576,12 +568,7 @@ fn run_cheat(
     if let Cheat::DuplicateClaims(by) = s.cheat
         && let Some(&(_, _, older, _)) = s.history.iter().rev().find(|(t, ..)| *t <= newest - by)
     {
-        claims.push(unlag::combat::WireClaim {
-            from: older.from,
-            to: older.to,
-            alpha: older.alpha,
-            ..claim
-        });
+        claims.push(unlag::combat::WireClaim::drawn(proxy, &older, true));
     }
     if let Cheat::FalseExtrapolate(ahead) = s.cheat {
         // The pair around `ahead` after the view time, from the proxy's own buffer.

@@ -387,15 +387,7 @@ pub(crate) fn fire(
             }
             if let Ok((_, pose, _)) = proxies.get(target) {
                 view_time.get_or_insert(pose.view_time);
-                claims.push(WireClaim {
-                    target,
-                    from: pose.from,
-                    to: pose.to,
-                    alpha: pose.alpha,
-                    mode: pose.mode,
-                    ease: pose.ease,
-                    hit,
-                });
+                claims.push(WireClaim::drawn(target, pose, hit));
             }
         }
         // Without a target, the view time on screen.

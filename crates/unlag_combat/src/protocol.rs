@@ -28,6 +28,22 @@ pub struct WireClaim {
 }
 
 impl WireClaim {
+    /// What the client drew for proxy `target` this frame (its [`RenderedPose`]); `hit`:
+    /// whether a pellet hit it.
+    ///
+    /// [`RenderedPose`]: unlag_smoothing::RenderedPose
+    pub fn drawn(target: Entity, pose: &unlag_smoothing::RenderedPose, hit: bool) -> Self {
+        Self {
+            target,
+            from: pose.from,
+            to: pose.to,
+            alpha: pose.alpha,
+            mode: pose.mode,
+            ease: pose.ease,
+            hit,
+        }
+    }
+
     /// The view it claims, as the rewind rebuilds it.
     pub fn view(&self) -> unlag_rewind::ClaimedView {
         unlag_rewind::ClaimedView {

@@ -217,27 +217,14 @@ pub fn cheat(
     }
     let fire_index = c.next_index;
     c.next_index += 1;
-    let claim = WireClaim {
-        target: proxy,
-        from: pose.from,
-        to: pose.to,
-        alpha: pose.alpha,
-        mode: pose.mode,
-        ease: pose.ease,
-        hit: true,
-    };
+    let claim = WireClaim::drawn(proxy, &pose, true);
     let mut claims = vec![claim.clone()];
     match c.cheat {
         Cheat::DuplicateClaims => {
             if let Some(&(_, _, older, _)) =
                 c.history.iter().rev().find(|(t, ..)| *t <= newest - 0.1)
             {
-                claims.push(WireClaim {
-                    from: older.from,
-                    to: older.to,
-                    alpha: older.alpha,
-                    ..claim
-                });
+                claims.push(WireClaim::drawn(proxy, &older, true));
             }
         }
         Cheat::FalseExtrapolate => {
