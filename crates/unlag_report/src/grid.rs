@@ -52,7 +52,12 @@ pub fn cells(base: &ReportOptions) -> Vec<Cell> {
         f(&mut options);
         // Jitter is at most half the one-way trip (the space) and the RTT's half.
         options.jitter_ms = options.jitter_ms.min(options.rtt_ms / 4.0);
-        if !cells.iter().any(|c| same(&c.options, &options)) {
+        // One match per set of conditions (the crossed blocks meet the axes).
+        let conditions = Conditions::of(&options);
+        if !cells
+            .iter()
+            .any(|c| Conditions::of(&c.options) == conditions)
+        {
             cells.push(Cell { name, options });
         }
     };
@@ -156,19 +161,6 @@ pub fn cells(base: &ReportOptions) -> Vec<Cell> {
         }
     }
     cells
-}
-
-/// Whether two cells run the same match.
-fn same(a: &ReportOptions, b: &ReportOptions) -> bool {
-    a.rtt_ms == b.rtt_ms
-        && a.jitter_ms == b.jitter_ms
-        && a.loss_percent == b.loss_percent
-        && a.burst == b.burst
-        && a.update_rate_hz == b.update_rate_hz
-        && a.client_fps == b.client_fps
-        && a.frame_jitter_percent == b.frame_jitter_percent
-        && a.hitches == b.hitches
-        && a.listen == b.listen
 }
 
 /// One tick of the server (60 Hz), milliseconds: the peeker's advantage may exceed its parts by
@@ -443,47 +435,59 @@ pub fn plot_grid(dir: &Path, rows: &[GridRow]) -> Result<Vec<PathBuf>, String> {
             false,
         ),
     ];
-    let mut written = Vec::new();
-    for (key, title, value, higher_better) in figures {
-        let block = |xs: &[f64], ys: &[f64], set: &dyn Fn(&mut Conditions, f64, f64)| {
-            ys.iter()
-                .map(|y| {
-                    xs.iter()
-                        .map(|x| cell(&|c| set(c, *x, *y)).map_or(f64::NAN, value))
-                        .collect::<Vec<_>>()
-                })
-                .collect::<Vec<_>>()
-        };
-        let rtt_loss = block(&rtts, &losses, &|c, x, y| {
-            c.rtt_ms = x;
-            c.loss_percent = y;
-        });
-        let path = dir.join(format!("grid_{key}_rtt_loss.svg"));
-        heat_map(
-            &path,
-            &format!("{title} over RTT × loss"),
+    // The crossed blocks: (file key, title, x axis, y axis, how a cell varies the middle).
+    type Block<'a> = (
+        &'a str,
+        &'a str,
+        (&'a str, &'a [f64]),
+        (&'a str, &'a [f64]),
+        fn(&mut Conditions, f64, f64),
+    );
+    let blocks: [Block; 2] = [
+        (
+            "rtt_loss",
+            "RTT × loss",
             ("RTT (ms)", &rtts),
             ("loss (%)", &losses),
-            &rtt_loss,
-            higher_better,
-        )
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-        written.push(path);
-        let rate_fps = block(&fpss, &rates, &|c, x, y| {
-            c.client_fps = x;
-            c.update_rate_hz = y;
-        });
-        let path = dir.join(format!("grid_{key}_update_fps.svg"));
-        heat_map(
-            &path,
-            &format!("{title} over update rate × client fps"),
+            |c, x, y| {
+                c.rtt_ms = x;
+                c.loss_percent = y;
+            },
+        ),
+        (
+            "update_fps",
+            "update rate × client fps",
             ("client frames per second", &fpss),
             ("update rate (Hz)", &rates),
-            &rate_fps,
-            higher_better,
-        )
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-        written.push(path);
+            |c, x, y| {
+                c.client_fps = x;
+                c.update_rate_hz = y;
+            },
+        ),
+    ];
+    let mut written = Vec::new();
+    for (key, title, value, higher_better) in figures {
+        for (block, block_title, x, y, set) in &blocks {
+            let values: Vec<Vec<f64>> =
+                y.1.iter()
+                    .map(|yv| {
+                        x.1.iter()
+                            .map(|xv| cell(&|c| set(c, *xv, *yv)).map_or(f64::NAN, value))
+                            .collect()
+                    })
+                    .collect();
+            let path = dir.join(format!("grid_{key}_{block}.svg"));
+            heat_map(
+                &path,
+                &format!("{title} over {block_title}"),
+                *x,
+                *y,
+                &values,
+                higher_better,
+            )
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+            written.push(path);
+        }
     }
     Ok(written)
 }

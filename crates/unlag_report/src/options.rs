@@ -168,17 +168,18 @@ impl ReportOptions {
 
     /// Sets one option from its text (`name` with its dashes, as on the command line).
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), OptionError> {
-        let number = |low: f64, high: f64, unit: &str| -> Result<f64, OptionError> {
-            value
-                .parse::<f64>()
+        // A number in a range, from `text` (the value, or a part of it).
+        let number_in = |text: &str, low: f64, high: f64, unit: &str| {
+            text.parse::<f64>()
                 .ok()
                 .filter(|x| x.is_finite() && (low..=high).contains(x))
                 .ok_or_else(|| {
                     OptionError(format!(
-                        "{name}: {value:?} is not a number in {low}-{high}{unit}"
+                        "{name}: {text:?} is not a number in {low}-{high}{unit}"
                     ))
                 })
         };
+        let number = |low: f64, high: f64, unit: &str| number_in(value, low, high, unit);
         let whole = |low: f64, high: f64| -> Result<f64, OptionError> {
             number(low, high, "")?;
             value
@@ -199,23 +200,14 @@ impl ReportOptions {
             "--frame-jitter" => self.frame_jitter_percent = number(0.0, 90.0, " %")?,
             "--hitches" => {
                 let parts: Vec<&str> = value.split(',').collect();
-                let part = |text: &str, low: f64, high: f64, what: &str| {
-                    text.trim()
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|x| x.is_finite() && (low..=high).contains(x))
-                        .ok_or_else(|| {
-                            OptionError(format!("{name}: {text:?} is not {what} in {low}-{high}"))
-                        })
-                };
                 let [share, ms] = parts[..] else {
                     return Err(OptionError(format!(
                         "{name}: {value:?} is not P,MS (percent of frames, milliseconds)"
                     )));
                 };
                 self.hitches = Some((
-                    part(share, 0.0, 50.0, "a percentage")?,
-                    part(ms, 0.0, 2000.0, "milliseconds")?,
+                    number_in(share.trim(), 0.0, 50.0, " % of frames")?,
+                    number_in(ms.trim(), 0.0, 2000.0, " ms")?,
                 ));
             }
             "--cheat" => {

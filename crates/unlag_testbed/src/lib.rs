@@ -303,10 +303,8 @@ impl Testbed {
             self.apps.update_all(self.now);
             let every = self.apps.client_every.max(1);
             if updates.is_multiple_of(every) {
-                let true_server_time = measure::server_time(self.apps.server.world());
-                for (i, recorder) in self.measures.iter_mut().enumerate() {
-                    recorder.sample(self.apps.clients[i].world(), true_server_time);
-                    self.client_frames[i] += 1;
+                for i in 0..self.client_frames.len() {
+                    self.drew_frame(i);
                 }
             }
             return;
@@ -336,10 +334,15 @@ impl Testbed {
                 self.apps.update_server_at(at, delta);
             }
             self.apps.update_client_at(i, at, delta);
-            let true_server_time = measure::server_time(self.apps.server.world());
-            self.measures[i].sample(self.apps.clients[i].world(), true_server_time);
-            self.client_frames[i] += 1;
+            self.drew_frame(i);
         }
+    }
+
+    /// Client `i` has just run a frame: its measures sample what it shows, and it counts.
+    fn drew_frame(&mut self, i: usize) {
+        let true_server_time = measure::server_time(self.apps.server.world());
+        self.measures[i].sample(self.apps.clients[i].world(), true_server_time);
+        self.client_frames[i] += 1;
     }
 
     /// Frames client `i` has run so far: a measure that samples what a client shows can
