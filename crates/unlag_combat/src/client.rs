@@ -253,11 +253,22 @@ pub(crate) fn fire(
         commands.clear();
         return;
     };
+    // After a hitch what is on screen was drawn before it: a shot traced against it, or a copy
+    // stamped with it, would claim a view the hitch's length old, which the server rightly
+    // takes for backtracking. Shots and copies wait one frame for proxies drawn now (commands
+    // stay readable for one more frame).
+    if clock.frame_hitched {
+        return;
+    }
     // The fire rate is kept on the view clock the server checks it on (the shots' view times).
     // It is the view time on screen, the one every proxy of the server's default rate is drawn
     // at (a shot that hits a proxy takes that proxy's).
     let now = clock.drawn_view_time();
-    // The copies of recent shots still due, each stamped with the view time of its frame.
+    // The copies of recent shots still due, each stamped with the view time of its frame. A
+    // copy older than the server takes (its frames ran long, or hitched) would only be refused:
+    // it is dropped, and the shot stands on the copies already sent.
+    let copies_span = f64::from(crate::FIRE_COPIES - 1) * clock.usual_frame + 0.002;
+    resend.retain(|(request, _)| now - request.view_time <= settings.max_copy_age.max(copies_span));
     if let Ok((mut sender, mut traffic)) = link.single_mut() {
         for (request, left) in resend.iter_mut() {
             request.sent_view_time = now;

@@ -6,6 +6,14 @@
 //! trip; an exponential average of them is the estimate. Between samples the estimate runs on
 //! the local clock.
 //!
+//! A sample is read when the client's frame starts, not when it arrived: it may have waited
+//! unread for up to the whole frame before. The caller passes its best guess of the arrival
+//! (`unlag_net` takes the middle of that frame, and a one-way trip cleared of the waits the RTT
+//! carries) and the frame's length. A frame far longer than the usual one (a shader compile, a
+//! 600-ms pause) leaves the arrival unknown: the sample's weight falls with the square of the
+//! window's length against the usual one, so a hitch cannot drag the estimate back by its
+//! length, nor restart it.
+//!
 //! Exact stamps matter: lightyear's own estimate reads the server's whole tick from packet
 //! headers, which lags the server's real time by the unknown part of a tick.
 
@@ -19,6 +27,72 @@ pub const SLEW_RATE: f64 = 0.05;
 
 /// A gap between the clock shown and the estimate above this (seconds) is closed at once.
 pub const SLEW_SNAP: f64 = 0.1;
+
+/// A frame this many times the usual length is a hitch ([`FramePace::hitched`]).
+pub const HITCH_FACTOR: f64 = 1.75;
+
+/// A frame must also be this much longer than the usual one to be a hitch, seconds (at 240 fps
+/// a 10-ms frame is 2.4 times the usual but no hitch anyone sees).
+pub const MIN_HITCH: f64 = 0.03;
+
+/// The usual length of an App's frames, and whether the last one hitched: a pause (a shader
+/// compile, a garbage collection, a window drag) far longer than the frames around it. A steady
+/// slow frame rate is not a hitch: the usual length follows it.
+///
+/// What a client reads at the start of a frame may have waited unread through the whole last
+/// frame. At a steady rate that wait is part of how late this client sees things, and is
+/// measured as such; after a hitch it says nothing about the link, and whatever was shown
+/// before the hitch is as old as the hitch.
+#[derive(Clone, Debug, Default)]
+pub struct FramePace {
+    /// The last [`FramePace::WINDOW`] frame lengths, oldest first, seconds.
+    recent: std::collections::VecDeque<f64>,
+    usual: f64,
+    last: f64,
+}
+
+impl FramePace {
+    /// Frames the usual length is the median of.
+    pub const WINDOW: usize = 15;
+
+    /// Takes the length of the frame that just ended, seconds (non-finite, negative and zero
+    /// lengths are ignored). The usual length is the median of the last [`FramePace::WINDOW`]
+    /// frames before it: a hitch now and then does not move it, and a frame rate that changes
+    /// for good is the usual one after half a window.
+    pub fn observe(&mut self, frame: f64) {
+        if !(frame.is_finite() && frame > 0.0) {
+            return;
+        }
+        self.usual = if self.recent.is_empty() {
+            frame
+        } else {
+            let mut sorted: Vec<f64> = self.recent.iter().copied().collect();
+            sorted.sort_by(f64::total_cmp);
+            sorted[sorted.len() / 2]
+        };
+        self.last = frame;
+        if self.recent.len() == Self::WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(frame);
+    }
+
+    /// The usual frame length, seconds (0 before the first frame).
+    pub fn usual(&self) -> f64 {
+        self.usual
+    }
+
+    /// The length of the last frame, seconds.
+    pub fn last(&self) -> f64 {
+        self.last
+    }
+
+    /// Whether the last frame hitched: longer than [`HITCH_FACTOR`] times the usual and
+    /// [`MIN_HITCH`] beyond it.
+    pub fn hitched(&self) -> bool {
+        self.last > HITCH_FACTOR * self.usual && self.last > self.usual + MIN_HITCH
+    }
+}
 
 /// Estimates the server's clock from stamped samples (see the module docs).
 #[derive(Clone, Debug)]
@@ -52,13 +126,41 @@ impl ServerClockEstimator {
     /// the local clock read `local_now`, with `one_way` seconds of travel. Non-finite inputs are
     /// ignored.
     pub fn add_sample(&mut self, local_now: f64, server_time: f64, one_way: f64) {
-        if !(local_now.is_finite() && server_time.is_finite() && one_way.is_finite()) {
+        self.add_sample_read(local_now, (0.0, 0.0), server_time, one_way);
+    }
+
+    /// Adds a sample read when the local clock read `local_now` that may have arrived up to
+    /// `read_window` seconds before (the frame it waited through unread; `usual_window` is the
+    /// usual frame, [`FramePace::usual`]): it weighs `alpha × (usual_window / read_window)²`
+    /// (at most `alpha`). A sample restarts the estimate only if it is further than
+    /// [`RESET_OFFSET`] from it beyond the window. Non-finite inputs are ignored; negative
+    /// windows count as zero.
+    pub fn add_sample_read(
+        &mut self,
+        local_now: f64,
+        (read_window, usual_window): (f64, f64),
+        server_time: f64,
+        one_way: f64,
+    ) {
+        if !(local_now.is_finite()
+            && server_time.is_finite()
+            && one_way.is_finite()
+            && read_window.is_finite()
+            && usual_window.is_finite())
+        {
             return;
         }
+        let window = read_window.max(0.0);
+        let usual = usual_window.max(0.0);
+        let weight = if window > usual {
+            self.alpha * (usual / window).powi(2)
+        } else {
+            self.alpha
+        };
         let sample = server_time + one_way.max(0.0) - local_now;
         self.offset = Some(match self.offset {
-            Some(offset) if (sample - offset).abs() <= RESET_OFFSET => {
-                offset + self.alpha * (sample - offset)
+            Some(offset) if (sample - offset).abs() <= RESET_OFFSET + window => {
+                offset + weight * (sample - offset)
             }
             _ => {
                 self.samples = 0;
@@ -169,6 +271,118 @@ mod tests {
         // A large jump (a hitch) is taken at once.
         e.add_sample(3.0, 103.4, 0.0);
         assert!((e.smooth_server_time(3.0).unwrap() - 103.4).abs() < 1e-9);
+    }
+
+    /// A client at 60 fps whose frames hitch: 1 % of them take 600 ms, and beats that arrive
+    /// meanwhile are read only when the hitch ends. The estimate stays within a frame's read
+    /// wait (15 ms) of the truth and never restarts; weighed as usual, the late beats drag it
+    /// back by tens of milliseconds, and a 600-ms one restarts it on the wrong time.
+    #[test]
+    fn hitched_frames_do_not_drag_the_estimate() {
+        let mut rng = SplitMix64::new(9);
+        let one_way = 0.05;
+        // Local clock = server − 7 s. Frames: 1/60 s ± 10 %, 1 % take 0.6 s.
+        let run = |read_window_known: bool, rng: &mut SplitMix64| {
+            let mut e = ServerClockEstimator::default();
+            let mut pace = FramePace::default();
+            // `next_beat` is a server time; the server's clock reads the local one plus 7 s.
+            let (mut local, mut next_beat) = (0.0f64, 7.0f64);
+            let mut in_flight: Vec<(f64, f64)> = Vec::new(); // (arrival local, server stamp)
+            let (mut worst, mut restarts, mut last_samples) = (0.0f64, 0, 0);
+            while local < 60.0 {
+                let frame = if rng.next_f64() < 0.01 {
+                    0.6
+                } else {
+                    (1.0 + 0.1 * (2.0 * rng.next_f64() - 1.0)) / 60.0
+                };
+                let previous = local;
+                local += frame;
+                pace.observe(frame);
+                while next_beat <= local + 7.0 {
+                    in_flight.push((next_beat + one_way - 7.0, next_beat));
+                    next_beat += 0.1;
+                }
+                // Beats that arrived since the last read are read now.
+                let (ready, waiting): (Vec<_>, Vec<_>) =
+                    in_flight.iter().partition(|(arrival, _)| *arrival <= local);
+                in_flight = waiting;
+                for (_, stamp) in ready {
+                    let window = if read_window_known {
+                        (local - previous, pace.usual())
+                    } else {
+                        (0.0, 0.0)
+                    };
+                    e.add_sample_read(local, window, stamp, one_way);
+                    if e.samples() < last_samples {
+                        restarts += 1;
+                    }
+                    last_samples = e.samples();
+                }
+                if local > 5.0 {
+                    let err = e.server_time(local).unwrap() - (local + 7.0);
+                    worst = worst.max(err.abs());
+                }
+            }
+            (worst, restarts)
+        };
+        let (worst, restarts) = run(true, &mut rng);
+        eprintln!("read window known: {worst} s off, {restarts} restarts");
+        assert!(
+            worst < 0.015 && restarts == 0,
+            "{worst} s off, {restarts} restarts"
+        );
+        let (worst, restarts) = run(false, &mut SplitMix64::new(9));
+        eprintln!("read window ignored: {worst} s off, {restarts} restarts");
+        assert!(
+            worst > 0.03 || restarts > 0,
+            "{worst} s off, {restarts} restarts"
+        );
+    }
+
+    #[test]
+    fn hitches_are_told_from_a_slow_frame_rate() {
+        let mut pace = FramePace::default();
+        let mut rng = SplitMix64::new(4);
+        // 10 fps with 40 % variation: never a hitch.
+        for _ in 0..500 {
+            pace.observe(0.1 * (1.0 + 0.4 * (2.0 * rng.next_f64() - 1.0)));
+            assert!(!pace.hitched(), "{} vs {}", pace.last(), pace.usual());
+        }
+        // A 250-ms frame among them is; the next usual one is not.
+        pace.observe(0.25);
+        assert!(pace.hitched());
+        pace.observe(0.1);
+        assert!(!pace.hitched());
+        // At 240 fps, a 10-ms frame is not (below MIN_HITCH); a 60-ms one is.
+        let mut fast = FramePace::default();
+        for _ in 0..100 {
+            fast.observe(1.0 / 240.0);
+        }
+        fast.observe(0.01);
+        assert!(!fast.hitched());
+        fast.observe(0.06);
+        assert!(fast.hitched());
+        // 1 % of frames at 600 ms do not become the usual length.
+        let mut hitching = FramePace::default();
+        for i in 0..2000 {
+            hitching.observe(if i % 100 == 99 { 0.6 } else { 1.0 / 60.0 });
+        }
+        assert!(hitching.usual() < 0.02, "{}", hitching.usual());
+        // A rate that drops for good (a menu at 240 fps, then a match at 10) is the usual one
+        // within half a window; zero-length frames (the first update) count for nothing.
+        let mut dropping = FramePace::default();
+        dropping.observe(0.0);
+        for _ in 0..50 {
+            dropping.observe(1.0 / 240.0);
+        }
+        let hitched = (0..50)
+            .filter(|_| {
+                dropping.observe(0.1);
+                dropping.hitched()
+            })
+            .count();
+        assert!(hitched <= FramePace::WINDOW / 2 + 1, "{hitched} frames");
+        assert!((dropping.usual() - 0.1).abs() < 1e-9);
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub mod smoothing;
 pub mod stats;
 
 pub use bvh::{Aabb, Bvh};
-pub use clock::ServerClockEstimator;
+pub use clock::{FramePace, ServerClockEstimator};
 pub use codec::{ByteReader, ByteWriter, DecodeError};
 pub use combat::{
     FireRateGate, PredictedAmmo, SharedFireGate, pellet_directions, projectile_prediction_time,

@@ -30,7 +30,9 @@ use lightyear::core::tick::TickDuration;
 use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
 use serde::{Deserialize, Serialize};
-use unlag_core::{DelayController, DelayPolicy, Ewma, Seq16, SeqUnwrapper, ServerClockEstimator};
+use unlag_core::{
+    DelayController, DelayPolicy, Ewma, FramePace, Seq16, SeqUnwrapper, ServerClockEstimator,
+};
 
 /// Largest interpolation delay a client may report, seconds; larger reports are clamped (and
 /// see [`plausible_delay`]).
@@ -99,6 +101,13 @@ pub struct NetClock {
     /// smoothing plugin sets it with [`NetClock::proxy_delay`]): what shots fired now claim,
     /// and what the view reports stamp (see [`NetClock::drawn_view_time`]).
     pub proxy_view_time: Option<f64>,
+    /// The usual length of this client's frames, seconds ([`unlag_core::FramePace`]; 0 on the
+    /// server).
+    pub usual_frame: f64,
+    /// Whether the frame before this one hitched: it took far longer than the usual
+    /// ([`unlag_core::FramePace::hitched`]). What arrived meanwhile was read only now, and what
+    /// was drawn before it is as old as the hitch.
+    pub frame_hitched: bool,
 }
 
 impl NetClock {
@@ -352,6 +361,7 @@ pub(crate) struct ClientClockState {
     last_report: f64,
     last_reported: f64,
     report_seq: Seq16,
+    frames: FramePace,
 }
 
 impl ClientClockState {
@@ -366,6 +376,7 @@ impl ClientClockState {
             last_report: f64::NEG_INFINITY,
             last_reported: 0.0,
             report_seq: Seq16::default(),
+            frames: FramePace::default(),
         }
     }
 }
@@ -435,6 +446,9 @@ pub(crate) fn update_client_clock(
 ) {
     clock.tick_duration = tick.0.as_secs_f64();
     let now = real.elapsed_secs_f64();
+    state.frames.observe(real.delta_secs_f64());
+    clock.usual_frame = state.frames.usual();
+    clock.frame_hitched = state.frames.hitched();
     let Ok((link, ping, beats, connected)) = link.single_mut() else {
         clock.synced = false;
         return;
@@ -446,6 +460,7 @@ pub(crate) fn update_client_clock(
     clock.jitter = link.stats.jitter.as_secs_f64();
     // Until a few pongs are in, half the RTT is not a one-way trip worth adding.
     let rtt_known = ping.latency_samples_recv() >= MIN_PING_SAMPLES;
+    let read_window = (real.delta_secs_f64(), state.frames.usual());
     for beat in beats
         .into_iter()
         .flat_map(|mut b| b.receive().collect::<Vec<_>>())
@@ -477,9 +492,11 @@ pub(crate) fn update_client_clock(
             }
         }
         if connected && rtt_known {
+            // Read at the start of this frame, it arrived at some point of the last one: after
+            // a hitch, at some point of the hitch, so the sample weighs little.
             state
                 .server_clock
-                .add_sample(now, beat.server_time, clock.rtt / 2.0);
+                .add_sample_read(now, read_window, beat.server_time, clock.rtt / 2.0);
         }
     }
     // The smoothed clock: estimates are noisy by the jitter, and a view time that jumps with
@@ -534,7 +551,9 @@ pub(crate) fn send_delay_reports(
     let now = clock.server_time;
     let moved = (clock.interpolation_delay - state.last_reported).abs() >= REPORT_CHANGE
         && now >= state.last_report + MIN_REPORT_GAP;
-    if clock.synced && (now >= state.last_report + REPORT_INTERVAL || moved) {
+    // After a hitch the view on screen is as old as the hitch: the next frame reports.
+    if clock.synced && !clock.frame_hitched && (now >= state.last_report + REPORT_INTERVAL || moved)
+    {
         state.last_report = now;
         state.last_reported = clock.interpolation_delay;
         state.report_seq = state.report_seq.next();

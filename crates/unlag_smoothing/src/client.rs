@@ -194,7 +194,9 @@ pub(crate) fn receive_states(
     let tick = clock.tick_duration;
     for update in receiver.receive() {
         let time = f64::from(update.tick) * tick;
-        if clock.synced {
+        // Read after a hitch, a state's lateness is the hitch's, not the link's: no frame was
+        // drawn meanwhile that could have missed it.
+        if clock.synced && !clock.frame_hitched {
             lateness.add(clock.server_time - clock.one_way() - time);
         }
         for wire in &update.states {
