@@ -736,10 +736,11 @@ fn cheats_are_refused_for_the_right_reason() {
     );
     // A pose 50 ms newer than the view time, called `Extrapolate` (whose proxies are drawn at
     // the present, a whole delay later): refused.
+    // (20 shots: one copy each at 5 % loss, so at least 16 must arrive.)
     expect(
         Cheat::FalseExtrapolate(0.05),
         "rifle",
-        10,
+        20,
         Rejection::BadClaim,
         0,
     );

@@ -1249,8 +1249,12 @@ fn server_driven_characters_move_by_the_same_rules_and_are_proxies() {
         ))
         .id();
     let mut highest = 0.0f32;
-    for _ in 0..120 {
-        tb.run_for(Duration::from_millis(50));
+    // Where the server had it, by server time, over the last second (a proxy is drawn at the
+    // client's view time, some 100 ms behind, and the bot is jumping).
+    let mut track: Vec<(f64, Vec3)> = Vec::new();
+    let frames = (6.0 / tb.frame().as_secs_f64()).round() as usize;
+    for step in 0..frames {
+        tb.step();
         let feet = tb
             .server_world()
             .get::<MovementState<CharacterMovement>>(bot)
@@ -1258,6 +1262,9 @@ fn server_driven_characters_move_by_the_same_rules_and_are_proxies() {
             .0
             .feet;
         highest = highest.max(feet.y);
+        if step + 240 >= frames {
+            track.push((unlag::net::server_time_of_world(tb.server_world()), feet));
+        }
     }
     let server = tb.server_world();
     let feet = server
@@ -1273,9 +1280,18 @@ fn server_driven_characters_move_by_the_same_rules_and_are_proxies() {
     // The client draws it as a smoothed proxy, where it is.
     let world = tb.client_world_mut(0);
     let mut q = world.query::<&unlag::smoothing::RenderedPose>();
-    let drawn: Vec<Vec3> = q.iter(world).map(|p| p.position).collect();
+    let drawn: Vec<(Vec3, f64)> = q.iter(world).map(|p| (p.position, p.view_time)).collect();
     assert_eq!(drawn.len(), 1, "{drawn:?}");
-    assert!(drawn[0].distance(feet) < 0.3, "{} vs {feet}", drawn[0]);
+    let (position, view_time) = drawn[0];
+    let (at, then) = *track
+        .iter()
+        .min_by(|a, b| (a.0 - view_time).abs().total_cmp(&(b.0 - view_time).abs()))
+        .unwrap();
+    assert!(
+        (at - view_time).abs() < 0.005,
+        "view time {view_time} not in the track"
+    );
+    assert!(position.distance(then) < 0.3, "{position} vs {then}");
     // No client moves it: nothing was sent or corrected for it.
     assert_eq!(server_stats(&tb).corrections_sent, 0);
 }

@@ -7,9 +7,8 @@ use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
 use std::sync::{Arc, Mutex};
 use unlag::net::{
-    Authority, AutonomousProxy, HighPing, HighPingSettings, LinkConditions, LinkShaper,
-    LinkTraffic, NetClock, NetConditions, NetProtocol, PingMonitor, RemoteClientClock,
-    SimulatedProxy,
+    Authority, AutonomousProxy, HighPing, HighPingSettings, LinkConditions, LinkTraffic, NetClock,
+    NetConditions, NetProtocol, PingMonitor, RemoteClientClock, SimulatedProxy,
 };
 use unlag_testbed::{Testbed, TestbedConfig};
 
@@ -345,7 +344,7 @@ fn fingerprint(seed: u64) -> Vec<(u64, u64, u64, u64, u64)> {
             let entity = tb.client_entity(i).unwrap();
             let world = tb.client_world(i);
             let traffic = world.get::<LinkTraffic>(entity).unwrap();
-            let (lost_out, lost_in) = world.get::<LinkShaper>(entity).unwrap().lost();
+            let (lost_out, lost_in) = tb.lost(i);
             (
                 traffic.datagrams_sent,
                 traffic.datagrams_received,

@@ -388,7 +388,11 @@ fn forged_states_are_refused_and_counted() {
         tb.server_world_mut()
             .get_mut::<MessageSender<ProxyUpdates>>(link)
             .unwrap()
-            .send::<unlag::net::ReliableChannel>(ProxyUpdates { tick, states });
+            .send::<unlag::net::ReliableChannel>(ProxyUpdates {
+                tick,
+                states,
+                repeat: false,
+            });
     };
     // Not a rotation; a tick an hour ahead; a tick long gone; an entity the client never saw.
     send(

@@ -12,10 +12,28 @@
 //!
 //! Every millisecond of interpolation delay is a millisecond of peeker's advantage for the other
 //! side, so the target is the least that keeps a state newer than the view time in hand: one
-//! update interval (states are sent that far apart), plus one more to bridge a lost update when
-//! the link loses packets, plus a jitter margin for late packets.
+//! update interval (states are sent that far apart), plus what bridges a lost update when the
+//! link loses packets (one more interval, or for slow proxies, whose states are sent twice, the
+//! time to the repeat: [`repeat_after`]), plus a margin for late packets.
 
 use serde::{Deserialize, Serialize};
+
+/// Proxies whose states are sent this far apart or further (seconds: 10 Hz and slower) get
+/// each state sent twice ([`repeat_after`]).
+pub const REPEAT_MIN_INTERVAL: f64 = 0.1;
+
+/// A repeated state's second copy follows the first by this share of the send interval.
+pub const REPEAT_SHARE: f64 = 0.25;
+
+/// How long after a state the server sends it again, seconds, for a proxy sent every
+/// `send_interval` seconds: a quarter interval at [`REPEAT_MIN_INTERVAL`] and slower, else
+/// never (`None`). A lost state of a slow proxy would otherwise leave a gap of two intervals,
+/// which the delay must cover (2 s at 1 Hz): with the repeat, a quarter interval more than the
+/// one a state is late anyway. Faster proxies bridge a loss with one more short interval.
+pub fn repeat_after(send_interval: f64) -> Option<f64> {
+    (send_interval.is_finite() && send_interval >= REPEAT_MIN_INTERVAL)
+        .then_some(REPEAT_SHARE * send_interval)
+}
 
 /// How the target interpolation delay is chosen and how fast the delay in effect may follow it.
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -58,13 +76,18 @@ impl DelayPolicy {
     pub fn target(&self, send_interval: f64, jitter: f64, loss: f64) -> f64 {
         let clean = |x: f64| if x.is_finite() && x > 0.0 { x } else { 0.0 };
         let (send_interval, jitter, loss) = (clean(send_interval), clean(jitter), clean(loss));
-        let intervals = if loss > self.bridge_loss_threshold {
-            2.0
-        } else {
-            1.0
-        };
-        (intervals * send_interval + self.jitter_multiplier * jitter)
+        (send_interval + self.bridge(send_interval, loss) + self.jitter_multiplier * jitter)
             .clamp(self.min_delay, self.max_delay.max(self.min_delay))
+    }
+
+    /// What bridges a lost state, seconds: nothing on a clean link; else the state's repeat
+    /// ([`repeat_after`]) or, for proxies sent too often to be repeated, the next state.
+    fn bridge(&self, send_interval: f64, loss: f64) -> f64 {
+        if loss > self.bridge_loss_threshold {
+            repeat_after(send_interval).unwrap_or(send_interval)
+        } else {
+            0.0
+        }
     }
 }
 
@@ -74,12 +97,8 @@ impl DelayPolicy {
     /// measured lateness), over a link losing `loss` (0–1) of its packets.
     pub fn target_with_margin(&self, send_interval: f64, margin: f64, loss: f64) -> f64 {
         let clean = |x: f64| if x.is_finite() && x > 0.0 { x } else { 0.0 };
-        let intervals = if clean(loss) > self.bridge_loss_threshold {
-            2.0
-        } else {
-            1.0
-        };
-        (intervals * clean(send_interval) + clean(margin))
+        let send_interval = clean(send_interval);
+        (send_interval + self.bridge(send_interval, clean(loss)) + clean(margin))
             .clamp(self.min_delay, self.max_delay.max(self.min_delay))
     }
 }
@@ -172,6 +191,11 @@ mod tests {
         let p = DelayPolicy::default();
         assert!((p.target_with_margin(1.0 / 60.0, 0.01, 0.05) - (2.0 / 60.0 + 0.01)).abs() < 1e-12);
         assert!((p.target_with_margin(0.05, -1.0, 0.0) - 0.05).abs() < 1e-12);
+        // Slow proxies' states are repeated a quarter interval later: that bridges a loss.
+        assert!((p.target_with_margin(1.0, 0.01, 0.05) - 1.26).abs() < 1e-12);
+        assert!((p.target(0.1, 0.0, 0.05) - 0.125).abs() < 1e-12);
+        assert_eq!(repeat_after(0.05), None);
+        assert_eq!(repeat_after(f64::NAN), None);
         let mut c = DelayController::new(p, 0.05);
         c.set_target(9.0);
         assert_eq!(c.target(), 2.5);

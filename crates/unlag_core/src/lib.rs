@@ -36,7 +36,7 @@ pub use combat::{
 };
 pub use conditions::{ConditionsError, LinkConditions, MAX_BURST};
 pub use correction::{CorrectionThrottle, SmoothingSettings, VisualOffset};
-pub use delay::{DelayController, DelayPolicy};
+pub use delay::{DelayController, DelayPolicy, repeat_after};
 pub use discrepancy::{MoveTime, TimeDiscrepancy, TimeDiscrepancySettings};
 pub use history::{FramePair, LookupError, PoseHistory, RecordError};
 pub use linksim::{LinkSimulator, LinkSimulatorStats, PathConditions};

@@ -322,7 +322,14 @@ pub struct NetBeat {
     pub server_time: f64,
     /// The default proxy update rate, Hz.
     pub update_rate_hz: f32,
+    /// The server's usual frame, whole microseconds (at most a second): a client's pings wait
+    /// half of one on average before the server reads them, which the RTT carries but the
+    /// one-way trip of a beat does not.
+    pub frame_us: u32,
 }
+
+/// Longest server frame a [`NetBeat`] may state, microseconds.
+const MAX_BEAT_FRAME_US: u32 = 1_000_000;
 
 /// Client → server, every [`REPORT_INTERVAL`] and whenever the delay moved by
 /// `REPORT_CHANGE` (at most every `MIN_REPORT_GAP`): the interpolation delay in effect and the
@@ -362,6 +369,8 @@ pub(crate) struct ClientClockState {
     last_reported: f64,
     report_seq: Seq16,
     frames: FramePace,
+    /// The server's usual frame from its last beat, seconds.
+    server_frame: f64,
 }
 
 impl ClientClockState {
@@ -377,6 +386,7 @@ impl ClientClockState {
             last_reported: 0.0,
             report_seq: Seq16::default(),
             frames: FramePace::default(),
+            server_frame: 0.0,
         }
     }
 }
@@ -391,6 +401,8 @@ pub(crate) struct ServerBeatState {
     /// After the update rate went up: when, and the longer interval before it (clients' delays
     /// shrink from it gradually).
     slower: Option<(f64, f64)>,
+    /// The server's own frames (their usual length travels in the beats).
+    frames: FramePace,
 }
 
 pub(crate) fn register(app: &mut App) {
@@ -426,6 +438,7 @@ fn valid_beat(beat: &NetBeat) -> bool {
             .contains(&beat.update_rate_hz)
         && beat.server_time.is_finite()
         && beat.server_time >= 0.0
+        && beat.frame_us <= MAX_BEAT_FRAME_US
 }
 
 /// PreUpdate on a client: reads beats and lightyear's RTT and jitter into [`NetClock`].
@@ -480,6 +493,7 @@ pub(crate) fn update_client_clock(
             continue;
         };
         state.update_rate_hz = beat.update_rate_hz;
+        state.server_frame = f64::from(beat.frame_us) / 1e6;
         match previous {
             // A late beat was already counted as lost, and its stamp is stale.
             Some(p) if n <= p => continue,
@@ -492,11 +506,17 @@ pub(crate) fn update_client_clock(
             }
         }
         if connected && rtt_known {
-            // Read at the start of this frame, it arrived at some point of the last one: after
-            // a hitch, at some point of the hitch, so the sample weighs little.
-            state
-                .server_clock
-                .add_sample_read(now, read_window, beat.server_time, clock.rtt / 2.0);
+            // The RTT carries two waits to be read, half a frame each on average: the pong's
+            // here and the ping's on the server. A beat travels the network's one way and waits
+            // to be read here: on average the middle of the frame before this one.
+            let network_one_way =
+                (clock.rtt - state.frames.usual() / 2.0 - state.server_frame / 2.0).max(0.0) / 2.0;
+            state.server_clock.add_sample_read(
+                now - real.delta_secs_f64() / 2.0,
+                read_window,
+                beat.server_time,
+                network_one_way,
+            );
         }
     }
     // The smoothed clock: estimates are noisy by the jitter, and a view time that jumps with
@@ -626,6 +646,8 @@ pub(crate) fn server_beats(
     >,
 ) {
     let now = real.elapsed_secs_f64();
+    state.frames.observe(real.delta_secs_f64());
+    let frame = state.frames.usual();
     let interval = 1.0 / f64::from(conditions.get().update_rate_hz.max(0.1));
     // The rate went up: clients' delays shrink from the old interval's gradually.
     if let Some(previous) = state.interval
@@ -649,6 +671,9 @@ pub(crate) fn server_beats(
             seq: state.seq,
             server_time: clock.server_time,
             update_rate_hz: conditions.get().update_rate_hz,
+            frame_us: (frame * 1e6)
+                .round()
+                .clamp(0.0, f64::from(MAX_BEAT_FRAME_US)) as u32,
         }
     });
     for (mut remote, mut reports, receiver, mut sender, mut traffic) in &mut clients {

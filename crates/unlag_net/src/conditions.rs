@@ -21,6 +21,7 @@ pub struct NetConditions {
     conditions: LinkConditions,
     seed: u64,
     burst: f32,
+    by_transport: bool,
 }
 
 impl NetConditions {
@@ -32,6 +33,7 @@ impl NetConditions {
             conditions,
             seed,
             burst: 1.0,
+            by_transport: false,
         })
     }
 
@@ -43,6 +45,22 @@ impl NetConditions {
         }
         self.burst = burst;
         Ok(self)
+    }
+
+    /// The same, applied by the transport between the Apps rather than by this App's link
+    /// (which then carries no [`LinkShaper`]): the testbed delivers each datagram at the time
+    /// its simulated trip ends, whatever either App's frames do. A link shaped by an App can
+    /// only move datagrams when that App runs a frame, so a slow frame or a hitch would hold
+    /// what it sent, which no network does.
+    pub fn shaped_by_transport(mut self) -> Self {
+        self.by_transport = true;
+        self
+    }
+
+    /// Whether the transport applies these conditions
+    /// ([`NetConditions::shaped_by_transport`]).
+    pub fn is_shaped_by_transport(&self) -> bool {
+        self.by_transport
     }
 
     /// Mean length of a burst of losses, packets (1: independent losses).
@@ -85,6 +103,9 @@ pub(crate) fn apply_conditions(
     mut shaped: Query<&mut LinkShaper, With<Client>>,
     unshaped: Query<Entity, (With<Client>, With<Link>, Without<LinkShaper>)>,
 ) {
+    if conditions.is_shaped_by_transport() {
+        return;
+    }
     let each_way = conditions.each_way();
     for entity in &unshaped {
         let seed = conditions

@@ -117,8 +117,9 @@ impl LinkShaper {
 /// How long after a datagram leaves this App the peer handles it, beyond the simulated latency;
 /// shaped links release outgoing datagrams that much early so the peer handles them on time.
 ///
-/// Zero by default. In the testbed the server is updated before the clients in each frame, so it
-/// handles what a client sends one frame later: the testbed sets one frame on its clients.
+/// Zero by default: the peer reads a datagram at its first frame after the datagram arrives,
+/// as on a real link. (The testbed does not shape inside its Apps at all: it carries the
+/// datagrams itself and delivers each at its arrival; see `NetConditions::shaped_by_transport`.)
 #[derive(Resource, Copy, Clone, Debug, Default, PartialEq, Eq, Reflect)]
 pub struct PeerLead(pub core::time::Duration);
 
@@ -146,18 +147,21 @@ pub(crate) fn receive_datagrams(
                 continue;
             }
             match shaper.as_deref_mut() {
+                // It arrived at some time of the last frame, unread until now: its simulated
+                // trip starts from the middle of that frame, not from the read.
                 Some(shaper) => {
-                    shaper.incoming.send(now, datagram);
+                    shaper
+                        .incoming
+                        .send(now - time.delta_secs_f64() / 2.0, datagram);
                 }
                 None => accept(&mut link, &mut traffic, datagram),
             }
         }
         if let Some(shaper) = shaper.as_deref_mut() {
-            // Datagrams are only handled once a frame: release those due before the middle of
-            // the next frame too, so the delay is rounded to the nearest frame rather than
-            // always up, and the simulated latency stays unbiased.
-            let horizon = now + time.delta_secs_f64() / 2.0;
-            while let Some(datagram) = shaper.incoming.receive_due(horizon) {
+            // What has arrived by the start of this frame is read now; the rest waits for a
+            // later frame, as on a real link (the wait is part of how late a slow App sees
+            // things, and the RTT carries it).
+            while let Some(datagram) = shaper.incoming.receive_due(now) {
                 accept(&mut link, &mut traffic, datagram);
             }
         }

@@ -113,8 +113,8 @@ pub struct RenderedPose {
 }
 
 /// How late proxy states arrive on this client: for each state, the client's estimate of the
-/// present it can know (server time less the one-way trip) minus the state's time, over the
-/// last 256 states. Its 99th percentile is the margin each proxy's delay keeps for late states,
+/// present it can know (server time less the one-way trip) when the frame before the one that
+/// read it started, minus the state's time, over the last 256 states. Its 99th percentile is the margin each proxy's delay keeps for late states,
 /// measured rather than guessed from the RTT jitter.
 #[derive(Resource, Clone, Debug, Default)]
 pub struct ArrivalLateness {
@@ -182,6 +182,7 @@ pub(crate) fn receive_states(
     mut commands: Commands,
     settings: Res<SmoothingSettings>,
     clock: Res<NetClock>,
+    real: Res<Time<Real>>,
     mut stats: ResMut<SmoothingStats>,
     mut lateness: ResMut<ArrivalLateness>,
     mut link: Query<&mut MessageReceiver<ProxyUpdates>, With<Client>>,
@@ -194,10 +195,14 @@ pub(crate) fn receive_states(
     let tick = clock.tick_duration;
     for update in receiver.receive() {
         let time = f64::from(update.tick) * tick;
+        // How late it came for the last frame drawn without it (the one before this): a
+        // state read now is drawn now, so the wait to be read is not lateness, and the delay
+        // need not cover it (a 10-fps client would otherwise keep 100 ms more than it needs).
         // Read after a hitch, a state's lateness is the hitch's, not the link's: no frame was
         // drawn meanwhile that could have missed it.
-        if clock.synced && !clock.frame_hitched {
-            lateness.add(clock.server_time - clock.one_way() - time);
+        // A repeat is late by design: the delay allows for it apart ([`unlag_core::repeat_after`]).
+        if clock.synced && !clock.frame_hitched && !update.repeat {
+            lateness.add(clock.server_time - real.delta_secs_f64() - clock.one_way() - time);
         }
         for wire in &update.states {
             let Ok(existing) = proxies.get_mut(wire.entity) else {

@@ -89,6 +89,9 @@ pub struct ProxyUpdates {
     pub tick: u32,
     /// The states.
     pub states: Vec<WireProxyState>,
+    /// Whether these states were sent before: slow proxies' states go twice
+    /// ([`unlag_core::repeat_after`]), and a repeat's lateness is by design, not the link's.
+    pub repeat: bool,
 }
 
 impl MapEntities for ProxyUpdates {

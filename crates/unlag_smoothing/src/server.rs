@@ -85,6 +85,8 @@ pub(crate) struct ProxySampler {
     velocity: Vec3,
     teleport: bool,
     next_send: f64,
+    /// The last state sent, its tick, and when it is sent again (slow proxies only).
+    repeat: Option<(f64, u32, WireProxyState)>,
 }
 
 /// FixedPostUpdate: velocity from the tick's motion, teleports from jumps or markers.
@@ -167,7 +169,16 @@ pub(crate) fn send_due(
     let now_tick = timeline.tick().0;
     let now = f64::from(now_tick) * tick.0.as_secs_f64();
     let mut due: Vec<(WireProxyState, Option<Entity>)> = Vec::new();
+    // Repeats of slow proxies' states, by the tick they were sampled at.
+    let mut repeats: Vec<(u32, WireProxyState, Option<Entity>)> = Vec::new();
     for (entity, transform, flags, mut sampler, mut sent, frequency, controlled) in &mut proxies {
+        if let Some((at, tick, wire)) = sampler.repeat.take() {
+            if now + 1e-9 >= at {
+                repeats.push((tick, wire, controlled.map(|c| c.owner)));
+            } else {
+                sampler.repeat = Some((at, tick, wire));
+            }
+        }
         if now + 1e-9 < sampler.next_send {
             continue;
         }
@@ -190,8 +201,30 @@ pub(crate) fn send_due(
             sampler.teleport,
         );
         sent.push(wire.to_state(now_tick, now));
+        sampler.repeat =
+            unlag_core::repeat_after(interval).map(|after| (now + after, now_tick, wire.clone()));
         due.push((wire, controlled.map(|c| c.owner)));
         sampler.teleport = false;
+    }
+    repeats.sort_by_key(|(tick, ..)| *tick);
+    for (link, mut sender, mut traffic) in &mut links {
+        for group in repeats.chunk_by(|a, b| a.0 == b.0) {
+            let states: Vec<WireProxyState> = group
+                .iter()
+                .filter(|(_, _, owner)| *owner != Some(link))
+                .map(|(_, s, _)| s.clone())
+                .collect();
+            if !states.is_empty() {
+                traffic.send_counted::<UnreliableChannel, _>(
+                    &mut sender,
+                    ProxyUpdates {
+                        tick: group[0].0,
+                        states,
+                        repeat: true,
+                    },
+                );
+            }
+        }
     }
     if due.is_empty() {
         return;
@@ -214,6 +247,7 @@ pub(crate) fn send_due(
                 ProxyUpdates {
                     tick: now_tick,
                     states,
+                    repeat: false,
                 },
             );
         }

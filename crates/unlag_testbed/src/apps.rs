@@ -26,6 +26,9 @@ pub struct NetApps {
     pub(crate) client_every: u64,
     /// Server updates so far.
     pub(crate) updates: u64,
+    /// The simulated network to each client, when the testbed carries the datagrams (none
+    /// between real sockets).
+    pub(crate) wires: Vec<crate::wire::Wire>,
 }
 
 impl NetApps {
@@ -99,13 +102,23 @@ impl NetApps {
         let (server, clients, busy) = (&mut self.server, &mut self.clients, &mut self.server_busy);
         let clients_too = self.updates.is_multiple_of(self.client_every.max(1));
         self.updates += 1;
+        let wires = &mut self.wires;
+        let at = now.as_secs_f64();
         with_net_clock_at(now, || {
+            wires.iter_mut().for_each(|w| w.deliver_to_server(at));
             let started = std::time::Instant::now();
             server.update();
             *busy += started.elapsed();
+            wires.iter_mut().for_each(|w| w.collect_from_server(at));
             if clients_too {
-                for client in clients.iter_mut() {
+                for (i, client) in clients.iter_mut().enumerate() {
+                    if let Some(wire) = wires.get_mut(i) {
+                        wire.deliver_to_client(at);
+                    }
                     client.update();
+                    if let Some(wire) = wires.get_mut(i) {
+                        wire.collect_from_client(at);
+                    }
                 }
             }
         });
@@ -118,10 +131,14 @@ impl NetApps {
     pub(crate) fn update_server_at(&mut self, now: Duration, delta: Duration) {
         let (server, busy) = (&mut self.server, &mut self.server_busy);
         server.insert_resource(TimeUpdateStrategy::ManualDuration(delta));
+        let wires = &mut self.wires;
+        let at = now.as_secs_f64();
         with_net_clock_at(now, || {
+            wires.iter_mut().for_each(|w| w.deliver_to_server(at));
             let started = std::time::Instant::now();
             server.update();
             *busy += started.elapsed();
+            wires.iter_mut().for_each(|w| w.collect_from_server(at));
         });
     }
 
@@ -129,7 +146,17 @@ impl NetApps {
     pub(crate) fn update_client_at(&mut self, i: usize, now: Duration, delta: Duration) {
         let client = &mut self.clients[i];
         client.insert_resource(TimeUpdateStrategy::ManualDuration(delta));
-        with_net_clock_at(now, || client.update());
+        let mut wire = self.wires.get_mut(i);
+        let at = now.as_secs_f64();
+        with_net_clock_at(now, || {
+            if let Some(wire) = &mut wire {
+                wire.deliver_to_client(at);
+            }
+            client.update();
+            if let Some(wire) = &mut wire {
+                wire.collect_from_client(at);
+            }
+        });
     }
 }
 
@@ -193,6 +220,17 @@ pub fn start_crossbeam_server(world: &mut World) -> Entity {
 /// [`connect_client`].
 pub fn link_crossbeam(world: &mut World, server: Entity, index: u16) -> (Entity, CrossbeamIo) {
     let (client_io, server_io) = CrossbeamIo::new_pair();
+    (link_transport(world, server, index, server_io), client_io)
+}
+
+/// Spawns the server's link for client `index` on the server's side of `server_io`; returns
+/// the link entity.
+pub(crate) fn link_transport(
+    world: &mut World,
+    server: Entity,
+    index: u16,
+    server_io: CrossbeamIo,
+) -> Entity {
     let link = world
         .spawn((
             LinkOf { server },
@@ -205,5 +243,5 @@ pub fn link_crossbeam(world: &mut World, server: Entity, index: u16) -> (Entity,
         .id();
     world.trigger(LinkStart { entity: link });
     world.flush();
-    (link, client_io)
+    link
 }

@@ -26,6 +26,7 @@ mod measure;
 mod pace;
 mod physics;
 mod udp;
+mod wire;
 
 pub use apps::{NetApps, connect_client, finish_app, link_crossbeam, start_crossbeam_server};
 pub use exclusive::RealTimeTurn;
@@ -44,7 +45,7 @@ use core::time::Duration;
 use lightyear::prelude::client::ClientPlugins;
 use lightyear::prelude::server::ServerPlugins;
 use unlag_core::{ConditionsError, LinkConditions};
-use unlag_net::{NetConditions, NetTimeSource, PeerLead, UnlagNetPlugin};
+use unlag_net::{NetConditions, NetTimeSource, UnlagNetPlugin};
 
 /// Protocol id of testbed connections.
 pub const PROTOCOL_ID: u64 = 0x0075_6E6C_6167; // "unlag"
@@ -169,9 +170,6 @@ impl Testbed {
                     .collect()
             })
             .unwrap_or_default();
-        // A dedicated server handles what a client sends at its next frame; a listen server
-        // at its host's next frame, as a real one does (no lead).
-        let lead = if config.listen { Duration::ZERO } else { frame };
         let clients = (0..config.clients)
             .map(|i| {
                 let mut app = base_app(frame * every);
@@ -182,9 +180,9 @@ impl Testbed {
                 .insert_resource(
                     NetConditions::new(config.conditions, config.seed + i as u64)
                         .and_then(|c| c.with_burst(config.loss_burst))
-                        .expect("valid testbed conditions"),
-                )
-                .insert_resource(PeerLead(lead));
+                        .expect("valid testbed conditions")
+                        .shaped_by_transport(),
+                );
                 app
             })
             .collect();
@@ -200,6 +198,7 @@ impl Testbed {
                 server_busy: Duration::ZERO,
                 client_every: u64::from(every),
                 updates: 0,
+                wires: Vec::new(),
             },
             server_entity: None,
             client_entities: Vec::new(),
@@ -240,6 +239,12 @@ impl Testbed {
         self.client_entities.get(i).copied()
     }
 
+    /// Datagrams the simulated network lost between the server and client `i` so far: (client
+    /// to server, server to client).
+    pub fn lost(&self, i: usize) -> (u64, u64) {
+        self.apps.wires.get(i).map_or((0, 0), wire::Wire::lost)
+    }
+
     /// The server's link entity for client `i` (in the server's World), once started.
     pub fn server_link(&self, i: usize) -> Option<Entity> {
         self.server_links.get(i).copied()
@@ -278,8 +283,12 @@ impl Testbed {
         let server = apps::start_crossbeam_server(self.apps.server.world_mut());
         self.server_entity = Some(server);
         for (i, client) in self.apps.clients.iter_mut().enumerate() {
-            let (link, client_io) =
-                apps::link_crossbeam(self.apps.server.world_mut(), server, i as u16);
+            let seed = client.world().resource::<NetConditions>().seed();
+            let (wire, client_io, server_io) =
+                wire::Wire::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            self.apps.wires.push(wire);
+            let link =
+                apps::link_transport(self.apps.server.world_mut(), server, i as u16, server_io);
             self.server_links.push(link);
             let entity =
                 apps::connect_client(client.world_mut(), client_io, server_addr, i as u64 + 1);
@@ -295,6 +304,11 @@ impl Testbed {
     pub fn step(&mut self) {
         if self.server_entity.is_none() {
             self.start();
+        }
+        // The clients' conditions (a panel or a test may change them at any time) shape the
+        // datagrams sent from now on.
+        for (client, wire) in self.apps.clients.iter().zip(&mut self.apps.wires) {
+            wire.set_conditions(client.world().resource::<NetConditions>().each_way());
         }
         let from = self.now;
         self.now += self.frame;

@@ -141,6 +141,7 @@ impl UdpSession {
                 server_busy: Duration::ZERO,
                 client_every: 1,
                 updates: 0,
+                wires: Vec::new(),
             },
             server_addr,
             frame: Duration::from_secs_f64(1.0 / config.frame_rate_hz),

@@ -1,0 +1,93 @@
+//! [`Wire`]: the simulated network between the testbed's server and one client.
+//!
+//! Each App sends and receives through a crossbeam channel, as lightyear's in-process
+//! transport does; the testbed sits between the two channels of each direction. It takes what
+//! an App sent when that App's frame ends, stamped with the frame's time, runs it through a
+//! [`LinkSimulator`] (latency, jitter, loss in bursts), and hands it to the other App before
+//! the first of its frames that starts at or after the datagram's arrival. So each datagram
+//! arrives when its simulated trip ends and waits to be read as on a real link, whatever
+//! either App's frames do: a client that hitches does not hold what it sent, and what reached
+//! it meanwhile is read, stamped as it arrived, when the hitch ends. A link shaped inside an
+//! App could only do either at that App's frames.
+
+use bytes::Bytes;
+use crossbeam_channel::{Receiver, Sender};
+use lightyear::crossbeam::CrossbeamIo;
+use unlag_core::{LinkSimulator, PathConditions};
+
+/// The two directions between the server and one client (see the module docs).
+pub(crate) struct Wire {
+    from_client: Receiver<Bytes>,
+    to_server: Sender<Bytes>,
+    from_server: Receiver<Bytes>,
+    to_client: Sender<Bytes>,
+    up: LinkSimulator<Bytes>,
+    down: LinkSimulator<Bytes>,
+}
+
+impl Wire {
+    /// A wire with no delay or loss, randomised from `seed`, and the transports of its client
+    /// and of the server's side: (wire, client's, server's).
+    pub(crate) fn new(seed: u64) -> (Self, CrossbeamIo, CrossbeamIo) {
+        let (client_tx, from_client) = crossbeam_channel::unbounded();
+        let (to_server, server_rx) = crossbeam_channel::unbounded();
+        let (server_tx, from_server) = crossbeam_channel::unbounded();
+        let (to_client, client_rx) = crossbeam_channel::unbounded();
+        let none = PathConditions::default();
+        let wire = Self {
+            from_client,
+            to_server,
+            from_server,
+            to_client,
+            up: LinkSimulator::new(none, seed),
+            down: LinkSimulator::new(none, seed ^ 0x5EED_F1A7),
+        };
+        (
+            wire,
+            CrossbeamIo::new(client_tx, client_rx),
+            CrossbeamIo::new(server_tx, server_rx),
+        )
+    }
+
+    /// Applies `each_way` to datagrams sent from now on, both directions.
+    pub(crate) fn set_conditions(&mut self, each_way: PathConditions) {
+        if *self.up.conditions() != each_way {
+            self.up.set_conditions(each_way);
+            self.down.set_conditions(each_way);
+        }
+    }
+
+    /// Before the server's frame at `now` (seconds): what has reached it from this client.
+    pub(crate) fn deliver_to_server(&mut self, now: f64) {
+        while let Some(datagram) = self.up.receive_due(now) {
+            // The server's end lives as long as the testbed.
+            let _ = self.to_server.send(datagram);
+        }
+    }
+
+    /// After the server's frame at `now` (seconds): what it sent this client, on its way.
+    pub(crate) fn collect_from_server(&mut self, now: f64) {
+        for datagram in self.from_server.try_iter() {
+            self.down.send(now, datagram);
+        }
+    }
+
+    /// Before the client's frame at `now` (seconds): what has reached it from the server.
+    pub(crate) fn deliver_to_client(&mut self, now: f64) {
+        while let Some(datagram) = self.down.receive_due(now) {
+            let _ = self.to_client.send(datagram);
+        }
+    }
+
+    /// After the client's frame at `now` (seconds): what it sent, on its way.
+    pub(crate) fn collect_from_client(&mut self, now: f64) {
+        for datagram in self.from_client.try_iter() {
+            self.up.send(now, datagram);
+        }
+    }
+
+    /// Datagrams lost so far: (client to server, server to client).
+    pub(crate) fn lost(&self) -> (u64, u64) {
+        (self.up.stats().lost, self.down.stats().lost)
+    }
+}
