@@ -267,8 +267,8 @@ pub(crate) fn fire(
     // The copies of recent shots still due, each stamped with the view time of its frame. A
     // copy older than the server takes (its frames ran long, or hitched) would only be refused:
     // it is dropped, and the shot stands on the copies already sent.
-    let copies_span = f64::from(crate::FIRE_COPIES - 1) * clock.usual_frame + 0.002;
-    resend.retain(|(request, _)| now - request.view_time <= settings.max_copy_age.max(copies_span));
+    let allowed = settings.copy_age_allowed(clock.usual_frame);
+    resend.retain(|(request, _)| now - request.view_time <= allowed);
     if let Ok((mut sender, mut traffic)) = link.single_mut() {
         for (request, left) in resend.iter_mut() {
             request.sent_view_time = now;

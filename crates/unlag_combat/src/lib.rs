@@ -119,6 +119,15 @@ impl CombatSettings {
     pub fn rewinds(&self, rtt: f64) -> bool {
         self.rewind && rtt <= self.max_rewind_ping
     }
+
+    /// Most a copy of a shot may be stamped after the shot, seconds, for a client whose frames
+    /// last `frame` seconds: [`max_copy_age`](Self::max_copy_age), or the frames the copies
+    /// span ([`FIRE_COPIES`] − 1) and 2 ms, whichever is longer. The server refuses older
+    /// copies; the client does not send them.
+    pub fn copy_age_allowed(&self, frame: f64) -> f64 {
+        let copies_span = f64::from(FIRE_COPIES - 1) * frame + 0.002;
+        self.max_copy_age.max(copies_span)
+    }
 }
 
 impl Default for CombatSettings {

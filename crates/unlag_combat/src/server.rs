@@ -358,8 +358,7 @@ fn check(
     // time it stamps than the client's view reports do, and the shot is at most a few frames
     // older than its copy (never newer).
     let age = request.sent_view_time - request.view_time;
-    let copies_span = f64::from(crate::FIRE_COPIES - 1) * remote.client_frame + 0.002;
-    if !(-1e-6..=settings.max_copy_age.max(copies_span)).contains(&age) {
+    if !(-1e-6..=settings.copy_age_allowed(remote.client_frame)).contains(&age) {
         return Err(Rejection::BadViewTime);
     }
     match remote.view_lag_range(now, frame) {

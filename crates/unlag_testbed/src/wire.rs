@@ -15,14 +15,34 @@ use crossbeam_channel::{Receiver, Sender};
 use lightyear::crossbeam::CrossbeamIo;
 use unlag_core::{LinkSimulator, PathConditions};
 
+/// One direction of a [`Wire`]: the sender's channel end, the simulated path, the receiver's.
+struct Direction {
+    from: Receiver<Bytes>,
+    to: Sender<Bytes>,
+    sim: LinkSimulator<Bytes>,
+}
+
+impl Direction {
+    /// After the sender's frame at `now` (seconds): what it sent, on its way.
+    fn collect(&mut self, now: f64) {
+        for datagram in self.from.try_iter() {
+            self.sim.send(now, datagram);
+        }
+    }
+
+    /// Before the receiver's frame at `now` (seconds): what has reached it.
+    fn deliver(&mut self, now: f64) {
+        while let Some(datagram) = self.sim.receive_due(now) {
+            // The receiver's end lives as long as the testbed.
+            let _ = self.to.send(datagram);
+        }
+    }
+}
+
 /// The two directions between the server and one client (see the module docs).
 pub(crate) struct Wire {
-    from_client: Receiver<Bytes>,
-    to_server: Sender<Bytes>,
-    from_server: Receiver<Bytes>,
-    to_client: Sender<Bytes>,
-    up: LinkSimulator<Bytes>,
-    down: LinkSimulator<Bytes>,
+    up: Direction,
+    down: Direction,
 }
 
 impl Wire {
@@ -35,12 +55,16 @@ impl Wire {
         let (to_client, client_rx) = crossbeam_channel::unbounded();
         let none = PathConditions::default();
         let wire = Self {
-            from_client,
-            to_server,
-            from_server,
-            to_client,
-            up: LinkSimulator::new(none, seed),
-            down: LinkSimulator::new(none, seed ^ 0x5EED_F1A7),
+            up: Direction {
+                from: from_client,
+                to: to_server,
+                sim: LinkSimulator::new(none, seed),
+            },
+            down: Direction {
+                from: from_server,
+                to: to_client,
+                sim: LinkSimulator::new(none, seed ^ 0x5EED_F1A7),
+            },
         };
         (
             wire,
@@ -51,43 +75,34 @@ impl Wire {
 
     /// Applies `each_way` to datagrams sent from now on, both directions.
     pub(crate) fn set_conditions(&mut self, each_way: PathConditions) {
-        if *self.up.conditions() != each_way {
-            self.up.set_conditions(each_way);
-            self.down.set_conditions(each_way);
+        if *self.up.sim.conditions() != each_way {
+            self.up.sim.set_conditions(each_way);
+            self.down.sim.set_conditions(each_way);
         }
     }
 
     /// Before the server's frame at `now` (seconds): what has reached it from this client.
     pub(crate) fn deliver_to_server(&mut self, now: f64) {
-        while let Some(datagram) = self.up.receive_due(now) {
-            // The server's end lives as long as the testbed.
-            let _ = self.to_server.send(datagram);
-        }
+        self.up.deliver(now);
     }
 
     /// After the server's frame at `now` (seconds): what it sent this client, on its way.
     pub(crate) fn collect_from_server(&mut self, now: f64) {
-        for datagram in self.from_server.try_iter() {
-            self.down.send(now, datagram);
-        }
+        self.down.collect(now);
     }
 
     /// Before the client's frame at `now` (seconds): what has reached it from the server.
     pub(crate) fn deliver_to_client(&mut self, now: f64) {
-        while let Some(datagram) = self.down.receive_due(now) {
-            let _ = self.to_client.send(datagram);
-        }
+        self.down.deliver(now);
     }
 
     /// After the client's frame at `now` (seconds): what it sent, on its way.
     pub(crate) fn collect_from_client(&mut self, now: f64) {
-        for datagram in self.from_client.try_iter() {
-            self.up.send(now, datagram);
-        }
+        self.up.collect(now);
     }
 
     /// Datagrams lost so far: (client to server, server to client).
     pub(crate) fn lost(&self) -> (u64, u64) {
-        (self.up.stats().lost, self.down.stats().lost)
+        (self.up.sim.stats().lost, self.down.sim.stats().lost)
     }
 }
