@@ -320,6 +320,45 @@ fn walk_east(_n: u32) -> CharacterInput {
     }
 }
 
+/// A player's moves reach the server a packet at a time: under jitter its track stands still
+/// for a tick and then takes two or three moves at once. The states the other players are sent
+/// carry the speed of the player's own simulation, not that stepped track's (which swings
+/// between zero and several times the real speed and bends their curves).
+#[test]
+fn proxy_states_of_a_player_carry_its_simulated_velocity() {
+    use unlag::smoothing::{ProxySmoothingPlugin, SentStates, SmoothedProxy};
+    let conditions =
+        LinkConditions::new(Duration::from_millis(100), Duration::from_millis(20), 0.0);
+    let plugin = MovementTestPlugin {
+        level: open_field,
+        ..default()
+    };
+    let mut tb = movement_testbed(2, conditions, (plugin, ProxySmoothingPlugin::default()));
+    set_script(&mut tb, 0, walk_east);
+    let character = character_of(&mut tb, 0);
+    tb.server_world_mut()
+        .entity_mut(character)
+        .insert(SmoothedProxy);
+    tb.run_for(Duration::from_secs(4));
+    let speed = authoritative(&mut tb, 0).velocity.length();
+    assert!(speed > 3.0, "walking at {speed} m/s");
+    let sent = tb.server_world().get::<SentStates>(character).unwrap();
+    // The last two seconds: past the start's acceleration.
+    let newest = sent.newest().unwrap().time;
+    let speeds: Vec<f32> = sent
+        .states()
+        .filter(|s| s.time > newest - 2.0)
+        .map(|s| s.velocity.length())
+        .collect();
+    assert!(speeds.len() >= 15, "{} states", speeds.len());
+    for v in &speeds {
+        assert!(
+            (v - speed).abs() < 0.03 * speed,
+            "{v} m/s sent, {speed} m/s walked: {speeds:?}"
+        );
+    }
+}
+
 fn set_script(tb: &mut Testbed, i: usize, input: fn(u32) -> CharacterInput) {
     tb.client_world_mut(i).resource_mut::<Script>().input = input;
 }

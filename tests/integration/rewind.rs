@@ -379,11 +379,9 @@ pub(crate) use unlag_demo::game::{HUMANOID, give_proxies_boxes};
 #[test]
 fn layouts_name_the_file_and_field_that_is_wrong() {
     let error = |text: &str| HitBoxLayout::from_ron(text, "x.hitboxes.ron").unwrap_err();
-    let good = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/assets/humanoid.hitboxes.ron"
-    ))
-    .unwrap();
+    let good =
+        std::fs::read_to_string(unlag_demo::asset_root().join("assets/humanoid.hitboxes.ron"))
+            .unwrap();
     let layout = HitBoxLayout::from_ron(&good, HUMANOID).unwrap();
     assert!(layout.boxes.len() >= 11);
     for bone in ["head", "torso", "pelvis", "upper_arm_l", "lower_leg_r"] {
@@ -442,11 +440,9 @@ fn layouts_name_the_file_and_field_that_is_wrong() {
 fn the_walk_cycle_swings_limbs_about_the_hips_in_the_direction_of_travel() {
     use unlag::smoothing::StateShown;
 
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/assets/humanoid.hitboxes.ron"
-    ))
-    .unwrap();
+    let text =
+        std::fs::read_to_string(unlag_demo::asset_root().join("assets/humanoid.hitboxes.ron"))
+            .unwrap();
     let layout = HitBoxLayout::from_ron(&text, HUMANOID).unwrap();
     let bone = |name: &str| {
         layout

@@ -22,11 +22,45 @@ pub mod shooter;
 
 pub use panel::{NetPanel, NetPanelPlugin, PanelError};
 
-/// An `AssetPlugin` reading this repository's root, where `assets/` (hit-box layouts, weapons)
-/// lives, wherever the binary runs from.
+/// An `AssetPlugin` reading this repository's root (see [`asset_root`]), where `assets/`
+/// (hit-box layouts, weapons) lives, wherever the binary runs from.
 pub fn asset_plugin() -> bevy::asset::AssetPlugin {
     bevy::asset::AssetPlugin {
-        file_path: concat!(env!("CARGO_MANIFEST_DIR"), "/../..").into(),
+        file_path: asset_root().to_string_lossy().into_owned(),
         ..Default::default()
     }
+}
+
+/// The folder whose `assets/` the examples and tests read, found when the program starts:
+/// `BEVY_ASSET_ROOT` when set; else the first folder holding `assets/humanoid.hitboxes.ron`
+/// among the package folder cargo names at run time (`cargo run`, `cargo test`), the working
+/// folder, the executable's folder, and each of their parents; else the repository this crate
+/// was compiled in.
+///
+/// Why not only the last: cargo reuses a build from another checkout of the same workspace
+/// (a shared `CARGO_TARGET_DIR`), and a path compiled into the binary then names a checkout
+/// that may be gone.
+pub fn asset_root() -> std::path::PathBuf {
+    use std::path::{Path, PathBuf};
+    if let Some(root) = std::env::var_os("BEVY_ASSET_ROOT") {
+        return PathBuf::from(root);
+    }
+    let holds_assets = |dir: &Path| dir.join("assets/humanoid.hitboxes.ron").is_file();
+    let starts = [
+        std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from),
+        std::env::current_dir().ok(),
+        std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(Path::to_path_buf)),
+    ];
+    starts
+        .into_iter()
+        .flatten()
+        .find_map(|start| {
+            start
+                .ancestors()
+                .find(|dir| holds_assets(dir))
+                .map(Path::to_path_buf)
+        })
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
 }

@@ -412,6 +412,10 @@ impl MovementModel for CharacterMovement {
         Quat::from_rotation_y(state.yaw)
     }
 
+    fn velocity(state: &CharacterState) -> Option<Vec3> {
+        Some(state.velocity)
+    }
+
     fn with_position(state: &CharacterState, position: Vec3) -> CharacterState {
         CharacterState {
             feet: position,

@@ -160,6 +160,10 @@ impl MovementModel for KartMovement {
         Quat::from_rotation_y(state.yaw)
     }
 
+    fn velocity(state: &KartState) -> Option<Vec3> {
+        Some(state.velocity)
+    }
+
     fn with_position(state: &KartState, position: Vec3) -> KartState {
         KartState {
             position,

@@ -72,6 +72,13 @@ pub trait MovementModel: Resource + Clone + Debug {
     /// Which way the state faces.
     fn rotation(state: &Self::State) -> Quat;
 
+    /// How fast the state moves, metres per second, when the model knows (the server then
+    /// gives it to proxy states as [`SimulatedVelocity`](unlag_net::SimulatedVelocity)); `None`
+    /// (the default) lets the proxy states read it from the motion of the last tick.
+    fn velocity(_state: &Self::State) -> Option<Vec3> {
+        None
+    }
+
     /// The state moved to `position` (for the server's optional trust in client positions
     /// within tolerance, and for teleports by the game).
     fn with_position(state: &Self::State, position: Vec3) -> Self::State;

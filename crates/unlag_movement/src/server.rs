@@ -496,16 +496,31 @@ pub(crate) fn send_acks<M: MovementModel>(
     }
 }
 
-/// PostUpdate: places server characters at their state.
+/// PostUpdate: places server characters at their state, with the velocity the model gives.
 pub(crate) fn place_authoritative<M: MovementModel>(
+    mut commands: Commands,
     mut characters: Query<
-        (&MovementState<M>, &mut Transform),
+        (
+            Entity,
+            &MovementState<M>,
+            &mut Transform,
+            Option<&mut unlag_net::SimulatedVelocity>,
+        ),
         Or<(With<ServerMovement<M>>, With<crate::ServerDriven>)>,
     >,
 ) {
-    for (state, mut transform) in &mut characters {
+    for (entity, state, mut transform, velocity) in &mut characters {
         transform.translation = M::position(&state.0);
         transform.rotation = M::rotation(&state.0);
+        match (M::velocity(&state.0), velocity) {
+            (Some(v), Some(mut velocity)) => velocity.0 = v,
+            (Some(v), None) => {
+                commands
+                    .entity(entity)
+                    .insert(unlag_net::SimulatedVelocity(v));
+            }
+            (None, _) => {}
+        }
     }
 }
 

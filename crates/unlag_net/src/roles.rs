@@ -22,12 +22,28 @@ pub struct AutonomousProxy;
 #[reflect(Component)]
 pub struct SimulatedProxy;
 
+/// On the server: the velocity an entity's own simulation gives it now, metres per second
+/// (written by the movement plugin for the characters it simulates).
+///
+/// Proxy states carry it as their velocity instead of the last tick's motion: a player's moves
+/// reach the server a packet at a time, so its track stands still for a tick and then takes
+/// two or three moves at once, and a velocity read from that track swings between zero and
+/// several times the real speed, bending the clients' curves.
+#[derive(Component, Copy, Clone, Debug, Default, PartialEq, Reflect)]
+#[reflect(Component)]
+pub struct SimulatedVelocity(pub Vec3);
+
 pub(crate) fn register(app: &mut App) {
-    app.register_type::<(Authority, AutonomousProxy, SimulatedProxy)>()
-        .add_observer(on_replicate)
-        .add_observer(on_replicated)
-        .add_observer(on_controlled)
-        .add_observer(on_controlled_removed);
+    app.register_type::<(
+        Authority,
+        AutonomousProxy,
+        SimulatedProxy,
+        SimulatedVelocity,
+    )>()
+    .add_observer(on_replicate)
+    .add_observer(on_replicated)
+    .add_observer(on_controlled)
+    .add_observer(on_controlled_removed);
 }
 
 fn on_replicate(add: On<Add, Replicate>, mut commands: Commands) {

@@ -406,6 +406,10 @@ pub fn reset_server_cost(tb: &mut Testbed) {
 /// teleport, metres (the smoothing plugin's teleport distance).
 const TELEPORT_DISTANCE: f32 = 3.84;
 
+/// Over how long a character's mean speed is taken when judging a pop, seconds: longer than
+/// the server's steps of a player's moves (a packet at a time), shorter than a turn.
+const SPEED_WINDOW: f64 = 0.1;
+
 /// Per-frame proxy figures, gathered by the runner.
 #[derive(Default)]
 struct ProxySamples {
@@ -414,9 +418,9 @@ struct ProxySamples {
     delays: Vec<f64>,
     frames: u64,
     starved: u64,
-    /// Per (client, proxy): the last frame's error and the server's pose it was measured
-    /// against.
-    last_error: std::collections::HashMap<(usize, Entity), (Vec3, Vec3)>,
+    /// Per (client, proxy): the last frame's error, the server's pose it was measured
+    /// against and the view time, server seconds.
+    last_error: std::collections::HashMap<(usize, Entity), (Vec3, Vec3, f64)>,
     /// Per frame: how much more the error grew than the character itself moved (a pop the
     /// player sees beyond the motion), metres; frames across a teleport left out.
     pops: Vec<f64>,
@@ -447,21 +451,39 @@ impl ProxySamples {
             let Ok(pair) = history.poses().lookup(pose.view_time) else {
                 continue;
             };
+            let at = |time: f64| {
+                let pair = history.poses().lookup(time).ok()?;
+                Some(history.poses().pose(&pair, history.boxes().len()).0)
+            };
             let truth = history.poses().pose(&pair, history.boxes().len()).0;
             let error = pose.position - truth;
 
             self.errors.push(f64::from(error.length()));
-            if let Some((last, last_truth)) = self.last_error.insert((i, entity), (error, truth)) {
+            let key = (i, entity);
+            if let Some((last, last_truth, last_view)) =
+                self.last_error.insert(key, (error, truth, pose.view_time))
+            {
                 let jump = error.distance(last);
                 self.jumps.push(f64::from(jump));
                 // A teleport (a respawn) moves the truth further than any walk in one frame.
                 // A pop: the drawn proxy falls further from the truth than the character
                 // itself moved this frame (a proxy that follows it stays close; one that
-                // jumps, holds or lags far behind does not).
+                // jumps, holds or lags far behind does not). The server's track moves in
+                // steps of its ticks (a player's moves arrive a packet at a time), so the
+                // character's motion in the frame is also taken at its mean speed over the
+                // `SPEED_WINDOW` around the view time: a proxy drawn smoothly along a stepped
+                // track does not pop.
                 let moved = truth.distance(last_truth);
+                let half = SPEED_WINDOW / 2.0;
+                let mean_speed = at(pose.view_time - half)
+                    .zip(at(pose.view_time + half))
+                    .map_or(0.0, |(before, after)| {
+                        after.distance(before) / SPEED_WINDOW as f32
+                    });
+                let motion = moved.max(mean_speed * (pose.view_time - last_view).abs() as f32);
                 if moved < TELEPORT_DISTANCE {
                     self.pops
-                        .push(f64::from(error.length() - last.length() - moved).max(0.0));
+                        .push(f64::from(error.length() - last.length() - motion).max(0.0));
                 }
             }
             self.frames += 1;

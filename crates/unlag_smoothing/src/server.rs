@@ -89,7 +89,8 @@ pub(crate) struct ProxySampler {
     repeat: Option<(f64, u32, WireProxyState)>,
 }
 
-/// FixedPostUpdate: velocity from the tick's motion, teleports from jumps or markers.
+/// FixedPostUpdate: velocity from the simulation (or else the tick's motion), teleports from
+/// jumps or markers.
 pub(crate) fn sample_proxies(
     mut commands: Commands,
     settings: Res<SmoothingSettings>,
@@ -101,6 +102,7 @@ pub(crate) fn sample_proxies(
             &Transform,
             Option<&mut ProxySampler>,
             Has<Teleported>,
+            Option<&unlag_net::SimulatedVelocity>,
         ),
         With<SmoothedProxy>,
     >,
@@ -111,7 +113,7 @@ pub(crate) fn sample_proxies(
         .map(|w| w.time(unlag_net::WorkPart::ProxyStates));
     let now = timeline.tick().0;
     let dt = tick.0.as_secs_f32();
-    for (entity, transform, sampler, teleported) in &mut proxies {
+    for (entity, transform, sampler, teleported, simulated) in &mut proxies {
         let Some(mut sampler) = sampler else {
             commands.entity(entity).insert((
                 ProxySampler {
@@ -130,6 +132,8 @@ pub(crate) fn sample_proxies(
             if teleported || moved.length() > settings.teleport_distance {
                 sampler.teleport = true;
                 sampler.velocity = Vec3::ZERO;
+            } else if let Some(simulated) = simulated.filter(|v| v.0.is_finite()) {
+                sampler.velocity = simulated.0;
             } else {
                 sampler.velocity = moved / (dt * (now - then) as f32);
             }
