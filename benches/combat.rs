@@ -176,6 +176,7 @@ fn setup() -> Bench {
                     aim,
                     directions: shot_directions(spec, 1, aim),
                     view_time: VIEW,
+                    judged_time: VIEW,
                     sent_view_time: VIEW,
                     claims: vec![WireClaim {
                         target: c.character,

@@ -209,7 +209,7 @@ fn status(
             format!(
                 "HIGH PING{}",
                 if ping.above_max_rewind_ping() {
-                    ": shots no longer rewound, lead your targets"
+                    ": shots rewound only to the cap, lead your targets"
                 } else {
                     ""
                 }

@@ -396,7 +396,8 @@ fn check(rtt_ms: u64, weapon: &str) {
 
 #[test]
 fn rifle_shots_agree_with_what_the_client_saw() {
-    for rtt in [0, 100, 250] {
+    // 500 ms is above the rewind cap (400 ms): rewound part of the way, and traced there.
+    for rtt in [0, 100, 250, 500] {
         check(rtt, "rifle");
     }
 }
@@ -595,6 +596,7 @@ fn run_cheat(
         aim,
         directions,
         view_time,
+        judged_time: view_time,
         sent_view_time,
         claims: claims.clone(),
     });
@@ -610,6 +612,7 @@ fn run_cheat(
             aim,
             directions: unlag::combat::shot_directions(&spec, index, aim),
             view_time,
+            judged_time: view_time,
             sent_view_time,
             claims,
         });
@@ -883,8 +886,10 @@ fn predicted_ammo_never_rises_in_flight_and_ends_on_the_servers() {
 }
 
 #[test]
-fn above_the_rewind_cap_shots_are_judged_against_the_present() {
-    // 500 ms RTT, cap 400 ms: every shot judged unrewound, and the client told so.
+fn above_the_rewind_cap_shots_are_rewound_part_of_the_way() {
+    // 500 ms RTT, cap 400 ms: every shot rewound as if at the cap (judged 50 ms after what the
+    // client drew, where it traced them too: see rifle_shots_agree_with_what_the_client_saw),
+    // and the client told so.
     let mut tb = combat_testbed(500, default(), 3, 1e9, client_scripts);
     start_script(&mut tb, 30);
     tb.run_for(Duration::from_secs(4));
@@ -894,8 +899,12 @@ fn above_the_rewind_cap_shots_are_judged_against_the_present() {
     let ledger = tb.client_world(0).resource::<Ledger>();
     println!("{} verdicts, {stats:?}", ledger.verdicts.len());
     assert!(stats.accepted >= 10);
-    assert_eq!(stats.unrewound, stats.accepted);
-    assert!(ledger.verdicts.iter().all(|v| !v.rewound));
+    assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
+    assert_eq!(stats.partly_rewound, stats.accepted);
+    assert_eq!(stats.unrewound, 0);
+    assert!(ledger.verdicts.iter().all(|v| v.rewound));
+    let shortfall = CombatSettings::default().rewind_shortfall(0.5);
+    assert!((shortfall - 0.05).abs() < 1e-9, "{shortfall}");
     assert!(
         tb.client_world(0)
             .resource::<unlag::net::PingMonitor>()
@@ -1347,32 +1356,39 @@ fn projectiles_agree_with_the_fake_and_hit_by_rewind() {
         impacts.len()
     );
 
-    // The same shots judged against the present (rewinding switched off, or its cap below the
-    // ping): the walker has moved on from where the shooter saw it, and its torso is missed (a
-    // swinging arm may still be in the way).
-    for present in [
-        CombatSettings {
-            rewind: false,
-            ..default()
-        },
-        CombatSettings {
-            max_rewind_ping: 0.1,
-            ..default()
-        },
-    ] {
-        let (_, impacts, _) = launcher_match(200, present, false);
-        let direct_now = impacts.iter().filter(on_torso).count();
-        println!(
-            "without rewind: {} impacts, {direct_now} direct hits on the torso",
-            impacts.len()
-        );
-        assert!(impacts.iter().all(|i| !i.rewound));
-        assert!(
-            direct_now * 2 < impacts.len(),
-            "{direct_now} of {}",
-            impacts.len()
-        );
-    }
+    // The same shots judged against the present (rewinding switched off): the walker has
+    // moved on from where the shooter saw it, and its torso is missed (a swinging arm may
+    // still be in the way).
+    let present = CombatSettings {
+        rewind: false,
+        ..default()
+    };
+    let (_, impacts, _) = launcher_match(200, present, false);
+    let direct_now = impacts.iter().filter(on_torso).count();
+    println!(
+        "without rewind: {} impacts, {direct_now} direct hits on the torso",
+        impacts.len()
+    );
+    assert!(impacts.iter().all(|i| !i.rewound));
+    assert!(
+        direct_now * 2 < impacts.len(),
+        "{direct_now} of {}",
+        impacts.len()
+    );
+    // With the cap below the ping the flight is rewound part of the way (judged 50 ms after
+    // what the shooter saw at 200 ms with a 100-ms cap), not judged against the present.
+    let capped = CombatSettings {
+        max_rewind_ping: 0.1,
+        ..default()
+    };
+    let (_, impacts, _) = launcher_match(200, capped, false);
+    let direct_capped = impacts.iter().filter(on_torso).count();
+    println!(
+        "rewound part of the way: {} impacts, {direct_capped} direct hits on the torso",
+        impacts.len()
+    );
+    assert!(!impacts.is_empty());
+    assert!(impacts.iter().all(|i| i.rewound && i.exploded));
 }
 
 #[test]

@@ -11,8 +11,8 @@ use bevy_rapier3d::prelude::{QueryFilter, ReadRapierContext};
 use lightyear::prelude::*;
 use unlag_core::PredictedAmmo;
 use unlag_net::{LinkTraffic, NetClock, UnreliableChannel};
-use unlag_rewind::{HitBox, hit_box_ray};
-use unlag_smoothing::RenderedPose;
+use unlag_rewind::{HitBox, LayoutBone, blend_poses, hit_box_ray};
+use unlag_smoothing::{ProxySmoothing, RenderedPose, SmoothingSettings};
 
 /// How close a pellet must pass to a proxy's hit box (beyond its bounding sphere) for the shot
 /// to claim it as drawn, metres.
@@ -231,6 +231,16 @@ pub(crate) fn reload(
     }
 }
 
+/// A proxy as a shot is traced against it: the pose it is claimed at and its boxes placed
+/// there (position, rotation).
+struct Target<'a> {
+    proxy: Entity,
+    /// The view time the proxy was drawn at this frame, server seconds.
+    drawn_at: f64,
+    pose: RenderedPose,
+    boxes: Vec<(&'a HitBox, Vec3, Quat)>,
+}
+
 /// Fire commands: checked against the predicted ammo and fire rate, traced at once against the
 /// proxies as drawn, reported locally and sent to the server.
 #[allow(clippy::too_many_arguments)]
@@ -239,8 +249,8 @@ pub(crate) fn fire(
     weapons: Res<Weapons>,
     mut commands: MessageReader<FireCommand>,
     armory: Option<ResMut<Armory>>,
-    proxies: Query<(Entity, &RenderedPose, &Children)>,
-    boxes: Query<(&HitBox, &GlobalTransform)>,
+    proxies: Query<(Entity, &RenderedPose, &Children, Option<&ProxySmoothing>)>,
+    boxes: Query<(&HitBox, &GlobalTransform, &Transform, Option<&LayoutBone>)>,
     mut link: Query<(&mut MessageSender<FireRequest>, &mut LinkTraffic), With<Client>>,
     mut local: MessageWriter<LocalFire>,
     mut resend: Local<Vec<(FireRequest, u8)>>,
@@ -248,6 +258,7 @@ pub(crate) fn fire(
     own: Query<(), With<unlag_net::AutonomousProxy>>,
     settings: Res<crate::CombatSettings>,
     mut projectiles: ResMut<crate::OwnProjectiles>,
+    smoothing: Option<Res<SmoothingSettings>>,
 ) {
     let (Some(mut armory), Some(table)) = (armory, &weapons.table) else {
         commands.clear();
@@ -300,6 +311,53 @@ pub(crate) fn fire(
         armory.last_shot = Some((now, f64::from(spec.fire_interval)));
         armory.last_fire_index = fire_index;
         let directions = shot_directions(spec, fire_index, aim);
+        // Above the rewind cap the server judges the shot later than it was drawn, by the
+        // part of the trip it does not rewind: the shot is traced, and claims, where the
+        // proxies are on their curves then, so a hit marker promises what the server grants.
+        let lead = settings.rewind_shortfall(clock.rtt);
+        let max_extrapolation = smoothing.as_ref().map_or(0.25, |s| s.max_extrapolation);
+        let targets: Vec<Target> = proxies
+            .iter()
+            .filter_map(|(proxy, drawn, children, smoothed)| {
+                let boxes = children.iter().filter_map(|c| boxes.get(c).ok());
+                if lead <= 0.0 {
+                    return Some(Target {
+                        proxy,
+                        drawn_at: drawn.view_time,
+                        pose: *drawn,
+                        boxes: boxes
+                            .map(|(hit_box, global, ..)| {
+                                let (_, rotation, position) =
+                                    global.to_scale_rotation_translation();
+                                (hit_box, position, rotation)
+                            })
+                            .collect(),
+                    });
+                }
+                let (pose, rotation) =
+                    smoothed?.curve_pose(drawn.view_time + lead, drawn.delay, max_extrapolation)?;
+                let root = Transform::from_translation(pose.position).with_rotation(rotation);
+                let w = pose.body_blend();
+                Some(Target {
+                    proxy,
+                    drawn_at: drawn.view_time,
+                    boxes: boxes
+                        .map(|(hit_box, _, local, bone)| {
+                            let local = bone.map_or(*local, |bone| {
+                                blend_poses(
+                                    &bone.pose(&pose.shown[0]),
+                                    &bone.pose(&pose.shown[1]),
+                                    w,
+                                )
+                            });
+                            let placed = root.mul_transform(local);
+                            (hit_box, placed.translation, placed.rotation)
+                        })
+                        .collect(),
+                    pose,
+                })
+            })
+            .collect();
         // Trace every pellet against the hit boxes as they are drawn this frame.
         let mut hits: Vec<Option<(Entity, f32, LocalHit)>> = Vec::with_capacity(directions.len());
         // The world in the way, as the client has it (colliders that are not proxies, their
@@ -321,12 +379,9 @@ pub(crate) fn fire(
                 .and_then(|ctx| ctx.cast_ray(command.origin, *dir, spec.range, true, filter))
                 .map_or(spec.range, |(_, toi)| toi);
             let mut best: Option<(Entity, f32, LocalHit)> = None;
-            for (proxy, _, children) in &proxies {
-                for child in children.iter() {
-                    let Ok((hit_box, global)) = boxes.get(child) else {
-                        continue;
-                    };
-                    let (_, rotation, position) = global.to_scale_rotation_translation();
+            for target in &targets {
+                let proxy = target.proxy;
+                for &(hit_box, position, rotation) in &target.boxes {
                     let max = best.as_ref().map_or(range, |b| b.1);
                     if let Some((distance, point, _)) = hit_box_ray(
                         &hit_box.shape,
@@ -371,18 +426,17 @@ pub(crate) fn fire(
         if !projectile {
             for (dir, hit) in directions.iter().zip(&hits) {
                 let end = hit.as_ref().map_or(spec.range, |h| h.1);
-                for (proxy, _, children) in &proxies {
+                for target in &targets {
+                    let proxy = target.proxy;
                     if near.contains(&proxy) || hit.as_ref().is_some_and(|h| h.0 == proxy) {
                         continue;
                     }
-                    let close = children.iter().filter_map(|c| boxes.get(c).ok()).any(
-                        |(hit_box, global)| {
-                            let centre = global.translation() - command.origin;
-                            let t = centre.dot(*dir).clamp(0.0, end);
-                            (centre - *dir * t).length()
-                                <= hit_box.shape.bounding_radius() + NEAR_MISS_MARGIN
-                        },
-                    );
+                    let close = target.boxes.iter().any(|(hit_box, position, _)| {
+                        let centre = *position - command.origin;
+                        let t = centre.dot(*dir).clamp(0.0, end);
+                        (centre - *dir * t).length()
+                            <= hit_box.shape.bounding_radius() + NEAR_MISS_MARGIN
+                    });
                     if close {
                         near.push(proxy);
                     }
@@ -396,13 +450,14 @@ pub(crate) fn fire(
             if claims.iter().any(|c| c.target == target) || claims.len() >= MAX_CLAIMS {
                 continue;
             }
-            if let Ok((_, pose, _)) = proxies.get(target) {
-                view_time.get_or_insert(pose.view_time);
-                claims.push(WireClaim::drawn(target, pose, hit));
+            if let Some(t) = targets.iter().find(|t| t.proxy == target) {
+                view_time.get_or_insert(t.drawn_at);
+                claims.push(WireClaim::drawn(target, &t.pose, hit));
             }
         }
         // Without a target, the view time on screen.
         let view_time = view_time.unwrap_or(now);
+        let judged_time = view_time + lead;
         let request = FireRequest {
             weapon: command.weapon,
             fire_index,
@@ -410,6 +465,7 @@ pub(crate) fn fire(
             aim,
             directions: directions.clone(),
             view_time,
+            judged_time,
             sent_view_time: now,
             claims,
         };

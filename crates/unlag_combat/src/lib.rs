@@ -12,8 +12,9 @@
 //!    spread, origin, view time, claims, targets); a refusal is counted and logged with its
 //!    [`Rejection`]. An accepted shot is judged with
 //!    [`RewindQuery::rays_as_seen`](unlag_rewind::RewindQuery::rays_as_seen) — the targets
-//!    rebuilt exactly as the shooter saw them — or against current poses when the shooter's
-//!    ping is above the rewind cap; damage comes from the server's own [`WeaponTable`], summed
+//!    rebuilt exactly as the shooter saw them; above the rewind cap at the capped rewind,
+//!    where the shooter traced and claimed too ([`CombatSettings::rewind_shortfall`]);
+//!    against current poses when rewinding is off; damage comes from the server's own [`WeaponTable`], summed
 //!    per target; [`Health`] drops and [`Damaged`] / [`Killed`] messages go to the game. The
 //!    shooter gets a [`FireResult`], everyone else the shot in a [`CosmeticFires`]
 //!    batch.
@@ -62,9 +63,12 @@ pub struct CombatSettings {
     /// Asset path of the weapon table (default `weapons.ron`); `None` to insert a
     /// [`Weapons`] resource by hand.
     pub weapons_path: Option<String>,
-    /// Round-trip time above which the server judges a client's shots against current poses
-    /// instead of rewinding, seconds (default 0.4: a shooter at 250 ms still hits what it sees;
-    /// Unreal Tournament stops at 0.16). Copied into the client's
+    /// Round-trip time beyond which the server rewinds no further, seconds (default 0.4: a
+    /// shooter at 250 ms hits what it sees; Unreal Tournament stops at 0.16, Overwatch's cap
+    /// is 0.25 one way). A client above it is compensated as if at the cap: its shots are
+    /// judged [`rewind_shortfall`](Self::rewind_shortfall) after what it drew, and it traces
+    /// them there too, so it leads its targets by that much and its hit markers still promise
+    /// only what the server grants. Copied into the client's
     /// [`PingMonitor`](unlag_net::PingMonitor), which tells the player.
     pub max_rewind_ping: f64,
     /// Whether the server rewinds at all (default true). False judges every shot and projectile
@@ -113,11 +117,23 @@ pub struct CombatSettings {
 }
 
 impl CombatSettings {
-    /// Whether shots from a client at round-trip time `rtt` (seconds) are judged rewound: when
-    /// [`rewind`](Self::rewind) is on and `rtt` is within
+    /// Whether shots from a client at round-trip time `rtt` (seconds) are judged rewound all
+    /// the way to what it drew: when [`rewind`](Self::rewind) is on and `rtt` is within
     /// [`max_rewind_ping`](Self::max_rewind_ping).
     pub fn rewinds(&self, rtt: f64) -> bool {
         self.rewind && rtt <= self.max_rewind_ping
+    }
+
+    /// How much later than its view time a shot from a client at round-trip time `rtt`
+    /// (seconds) is judged, seconds: 0 within [`max_rewind_ping`](Self::max_rewind_ping),
+    /// else the part of the one-way trip beyond half the cap (partial compensation), and 0
+    /// when the server does not rewind at all (it judges the present then).
+    pub fn rewind_shortfall(&self, rtt: f64) -> f64 {
+        if self.rewind && rtt.is_finite() {
+            ((rtt - self.max_rewind_ping) / 2.0).max(0.0)
+        } else {
+            0.0
+        }
     }
 
     /// Most a copy of a shot may be stamped after the shot, seconds, for a client whose frames

@@ -95,7 +95,9 @@ impl Projectile {
             flight: launch,
             launch_time: now - prediction,
             age: 0.0,
-            seen_from: settings.rewinds(rtt).then_some(request_view_time + hold),
+            seen_from: settings
+                .rewind
+                .then_some(request_view_time + settings.rewind_shortfall(rtt) + hold),
             announced: false,
         })
     }

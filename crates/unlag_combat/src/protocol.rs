@@ -74,6 +74,10 @@ pub struct FireRequest {
     pub directions: Vec<Vec3>,
     /// The view time the shot was fired at, server seconds.
     pub view_time: f64,
+    /// The server time the shot is judged at, seconds: its view time, or later by
+    /// [`CombatSettings::rewind_shortfall`](crate::CombatSettings::rewind_shortfall) above the
+    /// rewind cap; the claims show the targets at that time.
+    pub judged_time: f64,
     /// The view time on screen when this copy left, server seconds (a copy sent `k` frames
     /// after the shot carries the view time of its own frame): the server bounds it by how
     /// late this client's packets arrive after the view time they carry.
@@ -163,8 +167,8 @@ pub struct FireResult {
     pub weapon: u8,
     /// Rounds left in the weapon on the server after it.
     pub ammo: u32,
-    /// Whether the shot was judged against the past (false when the shooter's ping is above
-    /// the rewind cap: judged against current poses).
+    /// Whether the shot was judged against the past (false when the server does not rewind:
+    /// judged against current poses). Above the rewind cap it is rewound part of the way.
     pub rewound: bool,
     /// What it hit, or why it was refused.
     pub outcome: Result<Vec<ConfirmedHit>, Rejection>,

@@ -170,8 +170,12 @@ pub struct CombatStats {
     pub posthumous: u64,
     /// Copies of shots already judged, dropped (each shot is sent several times).
     pub duplicates: u64,
-    /// Shots judged against current poses because the shooter's ping was above the cap.
+    /// Shots judged against current poses because rewinding was off
+    /// ([`CombatSettings::rewind`]).
     pub unrewound: u64,
+    /// Shots rewound only part of the way, their shooter's ping being above the cap
+    /// ([`CombatSettings::rewind_shortfall`]).
+    pub partly_rewound: u64,
     /// Projectiles launched.
     pub projectiles: u64,
     /// The latest shots' view time less the server's estimate of it, seconds (the last 256):
@@ -352,6 +356,13 @@ fn check(
         errors.pop_front();
     }
     if (request.view_time - expected).abs() > tolerance {
+        return Err(Rejection::BadViewTime);
+    }
+    // Judged later than drawn only by the part of the trip the server does not rewind (as the
+    // server measures it, within the view-time tolerance for the two sides' RTT estimates);
+    // never earlier.
+    let lead = request.judged_time - request.view_time;
+    if lead < 0.0 || (lead - settings.rewind_shortfall(remote.rtt)).abs() > tolerance {
         return Err(Rejection::BadViewTime);
     }
     // Tighter, and free of the clock estimates: the copy may not arrive later after the view
@@ -618,11 +629,13 @@ pub(crate) fn judge_shots(
                 stats.judge_micros.pop_front();
             }
             let ammo = armory.ammo(request.weapon).unwrap_or(0);
-            let rewound = settings.rewinds(remote.rtt);
+            let rewound = settings.rewind;
             if verdict.is_ok() {
                 stats.accepted += 1;
                 if !rewound {
                     stats.unrewound += 1;
+                } else if !settings.rewinds(remote.rtt) {
+                    stats.partly_rewound += 1;
                 }
             }
             let outcome = match verdict {
@@ -767,6 +780,7 @@ fn judge(
         && request.aim.is_finite()
         && request.view_time.is_finite()
         && request.sent_view_time.is_finite()
+        && request.judged_time.is_finite()
         && request.directions.len() <= 64
         && request.claims.len() <= crate::client::MAX_CLAIMS
         && request.directions.iter().all(|d| d.is_finite())
@@ -888,7 +902,7 @@ fn judge(
             } else {
                 0.0
             };
-            let centre = request.view_time + shift;
+            let centre = request.judged_time + shift;
             // The first claim is the one whose view time the shot carries: it was drawn at
             // exactly that moment (an `Extrapolate` one a delay later, as closely as the
             // reported delay follows the drawn one while it changes). Others may be proxies at
@@ -910,9 +924,16 @@ fn judge(
         claim_hits.push(c.hit && !dead(c.target));
     }
     let rays = request.rays();
-    // Above the rewind cap the shot is judged against the present.
-    let answers = if settings.rewinds(remote.rtt) {
-        rewind.rays_as_seen(&rays, spec.range, request.view_time, Some(shooter), &claims)
+    // Rewound to the judged time (above the rewind cap, later than the view time), or, with
+    // rewinding off, judged against the present.
+    let answers = if settings.rewind {
+        rewind.rays_as_seen(
+            &rays,
+            spec.range,
+            request.judged_time,
+            Some(shooter),
+            &claims,
+        )
     } else {
         rewind.rays(&rays, spec.range, now, Some(shooter))
     }

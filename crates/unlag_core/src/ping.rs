@@ -11,8 +11,8 @@ pub struct HighPingSettings {
     pub threshold: f64,
     /// Seconds the warning stays up after the last check that found the ping high (default 5 s).
     pub display_time: f64,
-    /// Round-trip time above which the server judges this client's shots against current poses
-    /// instead of rewinding, in seconds (default 0.4 s, the combat plugin's
+    /// Round-trip time beyond which the server rewinds this client's shots no further (it
+    /// rewinds them as for a client at the cap), in seconds (default 0.4 s, the combat plugin's
     /// `CombatSettings::max_rewind_ping`, which that plugin copies here). Unreal Tournament
     /// stops at its `MaxPredictionPing` (0.16 s); rewinding with exact reconstruction still
     /// agrees with the shooter at 250 ms, so the default cap is higher.
@@ -99,8 +99,8 @@ impl HighPingMonitor {
         change
     }
 
-    /// Whether `rtt` (seconds) is above the rewind cap, where the server judges shots against
-    /// current poses instead of rewinding.
+    /// Whether `rtt` (seconds) is above the rewind cap, beyond which the server rewinds shots
+    /// no further.
     pub fn above_max_rewind_ping(&self, rtt: f64) -> bool {
         rtt > self.settings.max_rewind_ping
     }

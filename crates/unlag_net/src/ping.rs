@@ -40,7 +40,8 @@ impl PingMonitor {
     }
 
     /// Whether the RTT is above the rewind cap ([`HighPingSettings::max_rewind_ping`]): the
-    /// server judges this client's shots against current poses instead of rewinding.
+    /// server rewinds this client's shots only as far as for a client at the cap, so the
+    /// player must lead targets by the rest.
     pub fn above_max_rewind_ping(&self) -> bool {
         self.above_max_rewind_ping
     }
@@ -78,8 +79,8 @@ pub(crate) fn update_ping_monitor(
 }
 
 impl RemoteClientClock {
-    /// Whether this client's RTT is above `settings.max_rewind_ping`, where the server stops
-    /// rewinding for it.
+    /// Whether this client's RTT is above `settings.max_rewind_ping`, beyond which the server
+    /// rewinds no further for it.
     pub fn above_max_rewind_ping(&self, settings: &HighPingSettings) -> bool {
         self.rtt > settings.max_rewind_ping
     }

@@ -259,6 +259,7 @@ pub fn cheat(
         aim,
         directions: shot_directions(spec, fire_index, aim),
         view_time,
+        judged_time: view_time,
         sent_view_time: view_time,
         claims: claims.clone(),
     });
@@ -274,6 +275,7 @@ pub fn cheat(
             aim,
             directions: shot_directions(shotgun_spec, index, aim),
             view_time,
+            judged_time: view_time,
             sent_view_time: view_time,
             claims,
         });

@@ -65,6 +65,43 @@ impl ProxySmoothing {
         }
     }
 
+    /// The pose on this proxy's curve at `view_time` (server seconds), with no ease, as a
+    /// [`RenderedPose`] a shot can claim, and the rotation there: where a shot judged at that
+    /// time (above the rewind cap, later than the view time drawn) is traced. `Extrapolate`
+    /// proxies are taken on their `Hermite` curve (their easing blend belongs to the frame
+    /// drawn). `None` without states.
+    pub fn curve_pose(
+        &self,
+        view_time: f64,
+        delay: f64,
+        max_extrapolation: f64,
+    ) -> Option<(RenderedPose, Quat)> {
+        let mode = match self.mode {
+            SmoothingMode::Extrapolate => SmoothingMode::Hermite,
+            mode => mode,
+        };
+        let sample = self.buffer.sample(view_time, mode, max_extrapolation)?;
+        let shown = |tick: u32| {
+            self.buffer
+                .get(tick)
+                .map_or_else(StateShown::default, StateShown::from)
+        };
+        let pose = RenderedPose {
+            from: sample.from,
+            to: sample.to,
+            alpha: sample.alpha,
+            view_time,
+            delay,
+            position: sample.position,
+            ease: Vec3::ZERO,
+            flags: sample.flags,
+            shown: [shown(sample.from), shown(sample.to)],
+            kind: sample.kind,
+            mode,
+        };
+        Some((pose, sample.rotation))
+    }
+
     /// Share of frames held or extrapolated.
     pub fn starved_share(&self) -> f64 {
         if self.frames == 0 {
