@@ -177,6 +177,7 @@ fn setup() -> Bench {
                     directions: shot_directions(spec, 1, aim),
                     view_time: VIEW,
                     judged_time: VIEW,
+                    move_seq: None,
                     sent_view_time: VIEW,
                     claims: vec![WireClaim {
                         target: c.character,

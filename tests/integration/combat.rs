@@ -597,6 +597,7 @@ fn run_cheat(
         directions,
         view_time,
         judged_time: view_time,
+        move_seq: None,
         sent_view_time,
         claims: claims.clone(),
     });
@@ -613,6 +614,7 @@ fn run_cheat(
             directions: unlag::combat::shot_directions(&spec, index, aim),
             view_time,
             judged_time: view_time,
+            move_seq: None,
             sent_view_time,
             claims,
         });

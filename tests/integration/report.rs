@@ -437,3 +437,56 @@ fn shots_at_one_update_a_second_are_judged_where_the_client_saw_them() {
         assert!(a.hit_rate() >= 0.995 && a.miss_rate() <= 0.005, "{a:?}");
     }
 }
+
+/// A reduced grid: a cell or two of each class the full grid (`report --grid`) sweeps, run as
+/// the grid runs them. Honest clients are never refused, every hit they see is confirmed and
+/// no miss is, and they are not corrected beyond the grid's bound for the loss.
+#[test]
+fn the_reduced_grid_refuses_nothing_and_agrees_on_every_shot() {
+    use unlag_report::grid::{accept, cells};
+    let base = ReportOptions {
+        bots: 6,
+        clients: 3,
+        seconds: 10.0,
+        ..Default::default()
+    };
+    let chosen = [
+        "loss=10 burst=4",
+        "loss=10 burst=8",
+        "hitches 1 % × 600 ms",
+        "listen fps=10",
+        "update=1",
+        "rtt=500",
+        "jitter=60 rtt=240",
+        "fps=15 hitches 2 % × 200 ms",
+    ];
+    let all = cells(&base);
+    let mut failures = Vec::new();
+    for name in chosen {
+        let cell = all
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no grid cell {name}"));
+        let report = run(&cell.options, &mut |_| {}).unwrap();
+        let a = accept(&cell.options, &report);
+        println!(
+            "{name}: refused {}, hits confirmed {:.2} %, misses confirmed {:.2} %, \
+             corrections {:.1}/min (bound {}), pop {:.0} mm, starved {:.2} %",
+            a.refused,
+            a.hits_confirmed_percent,
+            a.misses_confirmed_percent,
+            a.corrections_per_min,
+            a.corrections_bound,
+            a.pop_mm,
+            a.starved_percent
+        );
+        if a.refused != 0
+            || a.hits_confirmed_percent < 99.5
+            || a.misses_confirmed_percent > 0.5
+            || a.corrections_per_min > a.corrections_bound
+        {
+            failures.push(format!("{name}: {:?}", a.failures));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}

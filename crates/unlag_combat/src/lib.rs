@@ -104,6 +104,12 @@ pub struct CombatSettings {
     /// How far a shot's origin may be from the shooter's body on the server, metres
     /// (default 1.0; the shooter is predicted ahead of the server).
     pub max_origin_error: f32,
+    /// Longest a shot waits on the server for its shooter's moves, seconds (default 0.3:
+    /// longer than the movement plugin's wait for a missing move). A shot names the newest
+    /// move its client had made ([`FireRequest::move_seq`]); after a burst of losses it can
+    /// arrive before that move has, and judged at once its origin would be checked against a
+    /// body the server has not moved yet.
+    pub max_shot_hold: f64,
     /// Slack on a pellet's direction against its seeded roll, radians (default 0.001).
     pub pellet_slack: f32,
     /// Subtracted from the round trip before halving it into a projectile's prediction time,
@@ -159,6 +165,7 @@ impl Default for CombatSettings {
             view_lag_ahead_margin: 0.015,
             max_copy_age: 0.034,
             max_origin_error: 1.0,
+            max_shot_hold: 0.3,
             pellet_slack: 0.001,
             projectile_fudge: 0.015,
             max_prediction_ping: 0.16,

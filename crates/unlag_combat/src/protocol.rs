@@ -78,6 +78,11 @@ pub struct FireRequest {
     /// [`CombatSettings::rewind_shortfall`](crate::CombatSettings::rewind_shortfall) above the
     /// rewind cap; the claims show the targets at that time.
     pub judged_time: f64,
+    /// The newest move the shooter's client had simulated when it fired (its
+    /// [`MoveTrail`](unlag_net::MoveTrail)), if it moves by the movement plugin: the server
+    /// holds the shot until it has processed that move (at most
+    /// [`CombatSettings::max_shot_hold`](crate::CombatSettings::max_shot_hold)).
+    pub move_seq: Option<u16>,
     /// The view time on screen when this copy left, server seconds (a copy sent `k` frames
     /// after the shot carries the view time of its own frame): the server bounds it by how
     /// late this client's packets arrive after the view time they carry.

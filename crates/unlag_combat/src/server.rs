@@ -11,7 +11,7 @@ use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
-use unlag_core::{SharedFireGate, pellet_directions, spread_seed, within_cone};
+use unlag_core::{Seq16, SharedFireGate, pellet_directions, spread_seed, within_cone};
 use unlag_net::{
     Authority, LinkTraffic, NetClock, ReliableChannel, RemoteClientClock, UnreliableChannel,
 };
@@ -334,8 +334,7 @@ fn check(
     spec: &WeaponSpec,
     settings: &CombatSettings,
     remote: &RemoteClientClock,
-    now: f64,
-    frame: f64,
+    arrival: Arrival,
     shooter: Entity,
     rewind: &RewindQuery,
     position: Vec3,
@@ -346,6 +345,7 @@ fn check(
 ) -> Result<(), Rejection> {
     // Backtrack protection: the shot left the client one way ago, so its view time should be
     // the server's estimate of the client's view time then.
+    let (now, frame) = (arrival.time, arrival.frame);
     if !remote.reported {
         return Err(Rejection::BadViewTime);
     }
@@ -431,7 +431,9 @@ fn check(
             .root_at(shooter, now - f64::from(k) * 0.05)
             .is_ok_and(|(root, _)| near(root) && in_sight(root))
     });
-    if !(recorded || near(position) && in_sight(position)) {
+    // Where the move the shot names left the shooter: the moment it fired, exactly.
+    let after_move = arrival.moved_to.is_some_and(|p| near(p) && in_sight(p));
+    if !(after_move || recorded || near(position) && in_sight(position)) {
         return Err(Rejection::BadOrigin);
     }
     Ok(())
@@ -475,6 +477,19 @@ pub enum ShotVerdict {
     Launch(Projectile),
 }
 
+/// When a shot arrived, and where its shooter's moves had taken it by then: what a shot held
+/// for its shooter's moves is judged as of (see [`ShotJudge::judge_arrived`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Arrival {
+    /// Server time the shot arrived, seconds.
+    pub time: f64,
+    /// The server's frame then, seconds.
+    pub frame: f64,
+    /// Where the move the shot names ([`FireRequest::move_seq`]) left the shooter on the
+    /// server, metres, once processed.
+    pub moved_to: Option<Vec3>,
+}
+
 /// Everything the server needs to judge a shot, as a read-only system parameter: the settings,
 /// the weapon table, the clock, the frame, the rewind and the characters' health. The combat
 /// plugin judges every [`FireRequest`] with it; a tool or benchmark can too.
@@ -504,6 +519,31 @@ impl ShotJudge<'_, '_> {
         position: Vec3,
         stats: &mut CombatStats,
     ) -> Result<ShotVerdict, Rejection> {
+        let arrival = Arrival {
+            time: self.clock.server_time,
+            frame: self.time.delta_secs_f64(),
+            moved_to: None,
+        };
+        self.judge_arrived(
+            request, shooter, link, remote, armory, position, arrival, stats,
+        )
+    }
+
+    /// [`ShotJudge::judge`] for a shot that arrived at `arrival` and was held until its
+    /// shooter's moves caught up: its timing is checked as of its arrival, its origin also
+    /// against where the move it names left the shooter.
+    #[allow(clippy::too_many_arguments)]
+    pub fn judge_arrived(
+        &self,
+        request: &FireRequest,
+        shooter: Entity,
+        link: Entity,
+        remote: &RemoteClientClock,
+        armory: &mut ServerArmory,
+        position: Vec3,
+        arrival: Arrival,
+        stats: &mut CombatStats,
+    ) -> Result<ShotVerdict, Rejection> {
         let table = self
             .weapons
             .table
@@ -514,8 +554,8 @@ impl ShotJudge<'_, '_> {
             table,
             &self.settings,
             remote,
+            arrival,
             self.clock.server_time,
-            self.time.delta_secs_f64(),
             shooter,
             link,
             armory,
@@ -566,7 +606,27 @@ pub(crate) fn deal_damage(
     died
 }
 
-/// Judges every shot received this frame.
+/// A shot waiting for its shooter's moves.
+pub(crate) struct HeldShot {
+    /// The copy judged: the first to arrive, or a later one that arrived in time.
+    request: FireRequest,
+    arrival: Arrival,
+    /// When the first copy arrived, server seconds.
+    first: f64,
+}
+
+/// How long past the copies' span a shot whose first copy arrived late waits for a later one,
+/// seconds (the jitter spread of a link the copies can come through).
+const COPY_JITTER_WAIT: f64 = 0.06;
+
+/// Most shots one client may have waiting; beyond, the oldest is judged at once.
+const MAX_HELD_SHOTS: usize = 16;
+
+/// A shot naming a move further ahead of the server's than this is not waited for (a second of
+/// moves: no honest client is that far ahead).
+const MAX_MOVES_AHEAD: i32 = 60;
+
+/// Judges every shot received, once the server has processed the moves it names.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn judge_shots(
     mut commands: Commands,
@@ -591,6 +651,8 @@ pub(crate) fn judge_shots(
     mut killed: MessageWriter<Killed>,
     mut log: Option<ResMut<ShotLog>>,
     work: Option<Res<unlag_net::ServerWork>>,
+    (time, trails): (Res<Time>, Query<&unlag_net::MoveTrail>),
+    mut held: Local<HashMap<Entity, std::collections::VecDeque<HeldShot>>>,
 ) {
     let _work = work.as_deref().map(|w| w.time(unlag_net::WorkPart::Shots));
     if weapons.table.is_none() {
@@ -602,8 +664,77 @@ pub(crate) fn judge_shots(
         .iter()
         .map(|(character, controlled, ..)| (controlled.owner, character))
         .collect();
+    held.retain(|link, _| links.contains(*link));
     for (link, mut requests, mut results, mut traffic, remote) in &mut links {
+        let queue = held.entry(link).or_default();
+        // Whether a copy arrived no later after the view time it stamps than this client's
+        // view reports do (the check `check` makes): under heavy jitter one copy can land in
+        // the tail the reports have not sampled. Copies travel apart, so a later copy that
+        // arrived in time stands in for it; a backtracking client's copies are all late.
+        let on_time = |request: &FireRequest, arrival: &Arrival| {
+            remote
+                .view_lag_range(arrival.time, arrival.frame)
+                .is_none_or(|(_, most)| {
+                    arrival.time - request.sent_view_time - remote.interpolation_delay
+                        <= most + settings.view_lag_margin
+                })
+        };
+        let copies_wait = settings.copy_age_allowed(remote.client_frame) + COPY_JITTER_WAIT;
         for request in requests.receive() {
+            let arrival = Arrival {
+                time: clock.server_time,
+                frame: time.delta_secs_f64(),
+                moved_to: None,
+            };
+            if let Some(waiting) = queue
+                .iter_mut()
+                .find(|h| h.request.fire_index == request.fire_index)
+            {
+                if !on_time(&waiting.request, &waiting.arrival) && on_time(&request, &arrival) {
+                    waiting.request = request;
+                    waiting.arrival = arrival;
+                }
+                stats.duplicates += 1;
+                continue;
+            }
+            queue.push_back(HeldShot {
+                request,
+                first: arrival.time,
+                arrival,
+            });
+        }
+        // In order of arrival, each once the shooter's moves have caught up with it (or it
+        // has waited long enough, or names a move too far ahead to wait for).
+        let trail = by_link.get(&link).and_then(|c| trails.get(*c).ok());
+        while let Some(front) = queue.front() {
+            let seq = front.request.move_seq.map(Seq16);
+            let waited = clock.server_time - front.first;
+            if !on_time(&front.request, &front.arrival) && waited < copies_wait {
+                break;
+            }
+            let ready = match (trail, seq) {
+                (Some(trail), Some(seq)) => {
+                    trail.reached(seq)
+                        || waited >= settings.max_shot_hold
+                        || queue.len() > MAX_HELD_SHOTS
+                        || trail.newest().is_none_or(|n| seq.diff(n) > MAX_MOVES_AHEAD)
+                }
+                _ => true,
+            };
+            if !ready {
+                break;
+            }
+            let Some(HeldShot {
+                request,
+                mut arrival,
+                ..
+            }) = queue.pop_front()
+            else {
+                break;
+            };
+            arrival.moved_to = trail
+                .zip(seq)
+                .and_then(|(trail, seq)| trail.position_after(seq));
             let Some((shooter, _, mut armory, transform)) = by_link
                 .get(&link)
                 .and_then(|character| shooters.get_mut(*character).ok())
@@ -613,13 +744,14 @@ pub(crate) fn judge_shots(
             };
             let position = transform.translation;
             let started = std::time::Instant::now();
-            let verdict = judge.p0().judge(
+            let verdict = judge.p0().judge_arrived(
                 &request,
                 shooter,
                 link,
                 remote,
                 &mut armory,
                 position,
+                arrival,
                 &mut stats,
             );
             stats
@@ -762,8 +894,8 @@ fn judge(
     table: &crate::WeaponTable,
     settings: &CombatSettings,
     remote: &RemoteClientClock,
-    now: f64,
-    frame: f64,
+    arrival: Arrival,
+    present: f64,
     shooter: Entity,
     link: Entity,
     armory: &mut ServerArmory,
@@ -816,7 +948,7 @@ fn judge(
         return Err(Rejection::ShooterDead);
     }
     check(
-        request, spec, settings, remote, now, frame, shooter, rewind, position, errors,
+        request, spec, settings, remote, arrival, shooter, rewind, position, errors,
     )?;
     let weapon = &mut armory.weapons[usize::from(request.weapon)];
     // A shot fired (by its checked view time) after the reload's end finishes it: the client
@@ -867,7 +999,7 @@ fn judge(
             request.directions[0],
             request.view_time,
             remote.rtt,
-            now,
+            present,
         )
         .ok_or(Rejection::UnknownWeapon)?;
         weapon.ammo -= 1;
@@ -878,7 +1010,7 @@ fn judge(
     // it alive (killed by a shot the shooter had not heard of yet) is a miss, not a refusal.
     let mut claim_hits = Vec::with_capacity(request.claims.len());
     let dead = |e: Entity| health.get(e).is_ok_and(|h| !h.alive());
-    let tolerance = view_time_tolerance(settings, remote, frame);
+    let tolerance = view_time_tolerance(settings, remote, arrival.frame);
     for (k, c) in request.claims.iter().enumerate() {
         // One pose per target: a client drew each proxy once, so two claims on one target
         // would make its hit box the union of two chosen poses.
@@ -935,7 +1067,7 @@ fn judge(
             &claims,
         )
     } else {
-        rewind.rays(&rays, spec.range, now, Some(shooter))
+        rewind.rays(&rays, spec.range, present, Some(shooter))
     }
     .map_err(|e| match e {
         RewindError::UnknownCharacter => Rejection::BadTarget,

@@ -202,16 +202,18 @@ pub(crate) fn simulate_moves<M: MovementModel>(
             &mut Prediction<M>,
             Option<&NextMove<M>>,
             Option<&RapierColliderHandle>,
+            Option<&mut unlag_net::MoveTrail>,
         ),
         With<AutonomousProxy>,
     >,
+    mut commands: Commands,
 ) {
     #[cfg(feature = "cheats")]
     let dt =
         encode_dt(time.timestep().as_secs_f64() * cheats.as_deref().map_or(1.0, |c| c.clock_rate));
     #[cfg(not(feature = "cheats"))]
     let dt = encode_dt(time.timestep().as_secs_f64());
-    for (entity, mut state, mut prediction, next, collider) in &mut characters {
+    for (entity, mut state, mut prediction, next, collider, trail) in &mut characters {
         #[cfg(feature = "cheats")]
         if let Some(offset) = cheats.as_deref_mut().and_then(|c| c.teleport.take()) {
             state.0 = M::with_position(&state.0, M::position(&state.0) + offset);
@@ -235,6 +237,15 @@ pub(crate) fn simulate_moves<M: MovementModel>(
         {
             stats.saved_moves_evicted += 1;
         }
+        let position = M::position(&end);
+        match trail {
+            Some(mut trail) => trail.push(seq, position),
+            None => {
+                let mut trail = unlag_net::MoveTrail::default();
+                trail.push(seq, position);
+                commands.entity(entity).insert(trail);
+            }
+        }
         state.0 = end;
         stats.moves_simulated += 1;
         if fired != Default::default() {
@@ -246,10 +257,15 @@ pub(crate) fn simulate_moves<M: MovementModel>(
     }
 }
 
+/// Most [`ServerMove`]s one send may split its moves into when more are pending than one holds
+/// (on a lossy link, after a long burst of losses).
+const MAX_CATCH_UP_MESSAGES: usize = 3;
+
 /// PostUpdate: sends the moves made since the last send, with redundant older ones.
 pub(crate) fn send_moves<M: MovementModel>(
     settings: Res<MovementSettings<M>>,
     time: Res<Time<Real>>,
+    clock: Option<Res<NetClock>>,
     mut stats: ResMut<MovementStats>,
     mut link: Query<(&mut MessageSender<ServerMove<M>>, &mut LinkTraffic), With<Client>>,
     mut characters: Query<&mut Prediction<M>, With<AutonomousProxy>>,
@@ -286,7 +302,12 @@ pub(crate) fn send_moves<M: MovementModel>(
             continue;
         }
         // Redundancy counts messages: the pending moves of the last `redundancy` messages go
-        // again, so that many lost packets in a row cost nothing.
+        // again, so that many lost packets in a row cost nothing. On a lossy link every
+        // pending move goes again, so a burst of losses is bridged by the first message that
+        // gets through.
+        let lossy = clock
+            .as_ref()
+            .is_some_and(|c| c.loss > settings.resend_all_above_loss);
         let resend_from = prediction
             .recent_firsts
             .iter()
@@ -296,31 +317,43 @@ pub(crate) fn send_moves<M: MovementModel>(
             .copied()
             .filter(|_| settings.redundancy > 0)
             .unwrap_or(first_new);
-        let with_redundancy = pending
-            .iter()
-            .filter(|m| !resend_from.is_newer_than(m.seq))
-            .count()
-            .max(new_count);
-        let take = with_redundancy.min(MAX_MOVES_PER_MESSAGE);
-        let chosen = &pending[pending.len() - take..];
-        let data = ServerMoveData {
-            moves: chosen
+        let with_redundancy = if lossy {
+            pending.len()
+        } else {
+            pending
                 .iter()
-                .map(|m| WireMove {
-                    seq: m.seq,
-                    dt: m.dt,
-                    input: m.input.clone(),
-                })
-                .collect(),
-            end: encode_end(M::position(&chosen[take - 1].end)),
-            correction_ack: prediction.correction_ack,
+                .filter(|m| !resend_from.is_newer_than(m.seq))
+                .count()
+                .max(new_count)
         };
-        tracing::trace!(target: "unlag::movement", newest = newest.0, moves = take, "sent");
-        // Unordered: a late message still brings moves the server may be waiting for (it orders
-        // moves itself); a sequenced channel would drop it.
-        traffic.send_counted::<UnreliableChannel, _>(&mut sender, ServerMove::<M>::encode(&data));
-        stats.messages_sent += 1;
-        stats.moves_sent += take as u64;
+        // More than one message holds (after a long burst of losses, or of lost acks): the
+        // older moves go in messages of their own before the newest, at most
+        // `MAX_CATCH_UP_MESSAGES` in all.
+        let take = with_redundancy.min(MAX_MOVES_PER_MESSAGE * MAX_CATCH_UP_MESSAGES);
+        let chosen = &pending[pending.len() - take..];
+        let mut chunks: Vec<&[&SavedMove<M>]> = chosen.rchunks(MAX_MOVES_PER_MESSAGE).collect();
+        chunks.reverse();
+        for chunk in chunks {
+            let data = ServerMoveData {
+                moves: chunk
+                    .iter()
+                    .map(|m| WireMove {
+                        seq: m.seq,
+                        dt: m.dt,
+                        input: m.input.clone(),
+                    })
+                    .collect(),
+                end: encode_end(M::position(&chunk[chunk.len() - 1].end)),
+                correction_ack: prediction.correction_ack,
+            };
+            tracing::trace!(target: "unlag::movement", newest = newest.0, moves = chunk.len(), "sent");
+            // Unordered: a late message still brings moves the server may be waiting for (it
+            // orders moves itself); a sequenced channel would drop it.
+            traffic
+                .send_counted::<UnreliableChannel, _>(&mut sender, ServerMove::<M>::encode(&data));
+            stats.messages_sent += 1;
+            stats.moves_sent += chunk.len() as u64;
+        }
         prediction.last_sent = Some(newest);
         prediction.recent_firsts.push_back(first_new);
         while prediction.recent_firsts.len() > settings.redundancy.max(1) {

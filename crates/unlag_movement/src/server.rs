@@ -124,9 +124,10 @@ pub(crate) fn start_characters<M: MovementModel>(
     >,
 ) {
     for entity in &characters {
-        commands
-            .entity(entity)
-            .insert(ServerMovement::<M>::new(&settings));
+        commands.entity(entity).insert((
+            ServerMovement::<M>::new(&settings),
+            unlag_net::MoveTrail::default(),
+        ));
     }
 }
 
@@ -158,6 +159,7 @@ pub(crate) fn process_moves<M: MovementModel>(
         &mut MovementState<M>,
         &mut ServerMovement<M>,
         Option<&RapierColliderHandle>,
+        Option<&mut unlag_net::MoveTrail>,
     )>,
     work: Option<Res<unlag_net::ServerWork>>,
 ) {
@@ -175,7 +177,7 @@ pub(crate) fn process_moves<M: MovementModel>(
                 reject(&mut stats, RejectReason::NotControlled, link, peer);
                 continue;
             };
-            let (.., mut server, _) = characters.get_mut(entity).unwrap();
+            let (_, _, _, mut server, ..) = characters.get_mut(entity).unwrap();
             let data = match message.decode() {
                 Ok(data) => data,
                 Err(_) => {
@@ -198,7 +200,7 @@ pub(crate) fn process_moves<M: MovementModel>(
         }
     }
 
-    for (entity, controlled, mut state, mut server, collider) in &mut characters {
+    for (entity, controlled, mut state, mut server, collider, mut trail) in &mut characters {
         let filter = settings.query_filter(collider);
         let flagged = with_collision_world(&rapier, &empty, filter, |world| {
             simulate_ready(
@@ -207,6 +209,7 @@ pub(crate) fn process_moves<M: MovementModel>(
                 now,
                 &mut state.0,
                 &mut server,
+                trail.as_deref_mut(),
                 world,
                 &mut stats,
             )
@@ -387,6 +390,7 @@ fn simulate_ready<M: MovementModel>(
     now: f64,
     state: &mut M::State,
     server: &mut ServerMovement<M>,
+    mut trail: Option<&mut unlag_net::MoveTrail>,
     world: &crate::CollisionWorld,
     stats: &mut MovementStats,
 ) -> bool {
@@ -423,6 +427,9 @@ fn simulate_ready<M: MovementModel>(
             }
         }
         server.last = next;
+        if let Some(trail) = trail.as_deref_mut() {
+            trail.push(Seq16(next as u16), M::position(state));
+        }
         stats.moves_processed += 1;
         tracing::trace!(target: "unlag::movement", seq = next as u16, dt = verdict.simulate_dt, "move processed");
     }

@@ -30,6 +30,13 @@ pub struct MovementSettings<M> {
     /// How many earlier messages' moves each `ServerMove` repeats while they are
     /// unacknowledged (default 3): that many lost packets in a row cost no correction.
     pub redundancy: usize,
+    /// Share of packets lost (the client's measured [`NetClock::loss`](unlag_net::NetClock))
+    /// above which every unacknowledged move goes again in each message, up to
+    /// [`MAX_MOVES_PER_MESSAGE`](crate::MAX_MOVES_PER_MESSAGE) (default 0.001). Losses come
+    /// in bursts longer than `redundancy` messages on real links, and a move that never
+    /// arrives costs a correction, and the shots fired meanwhile their origin. Repeated moves
+    /// with the same input cost a byte each. `f64::INFINITY` keeps to `redundancy`.
+    pub resend_all_above_loss: f64,
     /// Least time between two `ServerMove`s, seconds (default 1/30: two 60 Hz moves per
     /// message, which halves lightyear's per-packet overhead, ~40 bytes). A move that changes
     /// the ability flags (jump, crouch, dash) is sent at once. 0 sends every frame.
@@ -80,6 +87,7 @@ impl<M> Default for MovementSettings<M> {
         Self {
             max_saved_moves: 96,
             redundancy: 3,
+            resend_all_above_loss: 0.001,
             send_interval: 1.0 / 30.0,
             max_position_error_sq: 0.0003,
             max_move_delta: 0.125,

@@ -104,6 +104,10 @@ pub struct NetClock {
     /// The usual length of this client's frames, seconds ([`unlag_core::FramePace`]; 0 on the
     /// server).
     pub usual_frame: f64,
+    /// The shortest frame time among this client's last few delay reports, seconds (at most
+    /// [`NetClock::usual_frame`]): what the server allows for this client's frames is bounded
+    /// by what it was told, so what the client counts on must be too.
+    pub least_reported_frame: f64,
     /// Whether the frame before this one hitched: it took far longer than the usual
     /// ([`unlag_core::FramePace::hitched`]). What arrived meanwhile was read only now, and what
     /// was drawn before it is as old as the hitch.
@@ -371,6 +375,8 @@ pub(crate) struct ClientClockState {
     frames: FramePace,
     /// The server's usual frame from its last beat, seconds.
     server_frame: f64,
+    /// The frame times the last few reports claimed, seconds, newest last.
+    reported_frames: std::collections::VecDeque<f64>,
 }
 
 impl ClientClockState {
@@ -387,6 +393,7 @@ impl ClientClockState {
             report_seq: Seq16::default(),
             frames: FramePace::default(),
             server_frame: 0.0,
+            reported_frames: std::collections::VecDeque::new(),
         }
     }
 }
@@ -461,6 +468,11 @@ pub(crate) fn update_client_clock(
     let now = real.elapsed_secs_f64();
     state.frames.observe(real.delta_secs_f64());
     clock.usual_frame = state.frames.usual();
+    clock.least_reported_frame = state
+        .reported_frames
+        .iter()
+        .copied()
+        .fold(clock.usual_frame, f64::min);
     clock.frame_hitched = state.frames.hitched();
     let Ok((link, ping, beats, connected)) = link.single_mut() else {
         clock.synced = false;
@@ -552,6 +564,10 @@ pub struct NetCheats {
     pub claimed_frame: Option<f64>,
 }
 
+/// How many of the last delay reports' frame times [`NetClock::least_reported_frame`] looks
+/// at: the server may be holding any of the reports still on their way.
+const REPORTED_FRAMES_KEPT: usize = 4;
+
 /// Update on a client: sends delay reports.
 pub(crate) fn send_delay_reports(
     #[cfg(feature = "cheats")] cheats: Option<Res<NetCheats>>,
@@ -596,6 +612,12 @@ pub(crate) fn send_delay_reports(
                 .map_or(report.frame_us, |f| (f * 1e6) as u32),
             ..report
         };
+        if state.reported_frames.len() >= REPORTED_FRAMES_KEPT {
+            state.reported_frames.pop_front();
+        }
+        state
+            .reported_frames
+            .push_back(f64::from(report.frame_us) / 1e6);
         traffic.send_counted::<UnreliableChannel, _>(&mut reports, report);
     }
 }

@@ -33,6 +33,47 @@ pub struct SimulatedProxy;
 #[reflect(Component)]
 pub struct SimulatedVelocity(pub Vec3);
 
+/// A character's recent moves, whatever its movement model, so other plugins can line things up
+/// with them (the movement plugin keeps it): on a client, on its own character, the moves it
+/// simulated; on the server, the moves it processed. Each is its sequence number and where
+/// the move left the character, metres; the last [`MoveTrail::KEPT`].
+///
+/// A shot carries the newest move its client had made; the server judges the shot once it has
+/// processed that move (its origin then stands where that move left the shooter), rather than
+/// while a burst of losses still holds the moves back.
+#[derive(Component, Clone, Debug, Default)]
+pub struct MoveTrail {
+    moves: std::collections::VecDeque<(unlag_core::Seq16, Vec3)>,
+}
+
+impl MoveTrail {
+    /// How many moves are kept: 1 s at 60 moves/s.
+    pub const KEPT: usize = 60;
+
+    /// Records a move: its sequence number and where it left the character, metres.
+    pub fn push(&mut self, seq: unlag_core::Seq16, position: Vec3) {
+        if self.moves.len() >= Self::KEPT {
+            self.moves.pop_front();
+        }
+        self.moves.push_back((seq, position));
+    }
+
+    /// The newest move recorded.
+    pub fn newest(&self) -> Option<unlag_core::Seq16> {
+        self.moves.back().map(|m| m.0)
+    }
+
+    /// Whether move `seq` has been recorded (or is older than everything kept).
+    pub fn reached(&self, seq: unlag_core::Seq16) -> bool {
+        self.newest().is_some_and(|n| !seq.is_newer_than(n))
+    }
+
+    /// Where move `seq` left the character, metres, if it is kept.
+    pub fn position_after(&self, seq: unlag_core::Seq16) -> Option<Vec3> {
+        self.moves.iter().rev().find(|m| m.0 == seq).map(|m| m.1)
+    }
+}
+
 pub(crate) fn register(app: &mut App) {
     app.register_type::<(
         Authority,

@@ -260,6 +260,7 @@ pub fn cheat(
         directions: shot_directions(spec, fire_index, aim),
         view_time,
         judged_time: view_time,
+        move_seq: None,
         sent_view_time: view_time,
         claims: claims.clone(),
     });
@@ -276,6 +277,7 @@ pub fn cheat(
             directions: shot_directions(shotgun_spec, index, aim),
             view_time,
             judged_time: view_time,
+            move_seq: None,
             sent_view_time: view_time,
             claims,
         });
