@@ -454,6 +454,9 @@ enum Cheat {
     /// Fires the rifle at its full rate and the shotgun at its own beside it, as if each
     /// weapon had its own trigger.
     EveryWeapon,
+    /// At 500 ms, above the rewind cap, claims to be judged at its view time (rewound all the
+    /// way) instead of the 50 ms later the cap allows.
+    NoLead,
 }
 
 #[derive(Resource)]
@@ -623,7 +626,8 @@ fn run_cheat(
 
 /// One cheat through a whole match at 100 ms (20 ms jitter, 5 % loss): the server's counters.
 fn cheat_run(cheat: Cheat, weapon_name: &str, shots: u32) -> CombatStats {
-    let mut tb = combat_testbed(100, default(), 1, 1e9, |app| {
+    let rtt = if cheat == Cheat::NoLead { 500 } else { 100 };
+    let mut tb = combat_testbed(rtt, default(), 1, 1e9, |app| {
         app.add_systems(Update, run_cheat);
         // A forger stamps its view reports older from the start.
         if let Cheat::ForgedReports(by) = cheat {
@@ -731,6 +735,7 @@ fn cheats_are_refused_for_the_right_reason() {
     expect(Cheat::UnsentState, "rifle", 10, Rejection::BadClaim, 0);
     expect(Cheat::ThroughWall, "rifle", 10, Rejection::ThroughWall, 0);
     expect(Cheat::OldClaim(0.15), "rifle", 10, Rejection::BadClaim, 0);
+    expect(Cheat::NoLead, "rifle", 10, Rejection::BadViewTime, 0);
     // Two poses of one target (now and 0.1 s before): refused, whichever pose it was.
     expect(
         Cheat::DuplicateClaims(0.1),

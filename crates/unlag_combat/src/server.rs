@@ -358,11 +358,13 @@ fn check(
     if (request.view_time - expected).abs() > tolerance {
         return Err(Rejection::BadViewTime);
     }
-    // Judged later than drawn only by the part of the trip the server does not rewind (as the
-    // server measures it, within the view-time tolerance for the two sides' RTT estimates);
-    // never earlier.
+    // Judged later than drawn only by the part of the trip the server does not rewind, as
+    // the server measures it: the two sides' smoothed RTTs differ by a few milliseconds plus
+    // the link's jitter (honest clients at 500 ms: ±5 ms at 20 ms of jitter, ±18 ms at 60 ms);
+    // never earlier. A client claiming a fuller rewind gains at most that slack.
     let lead = request.judged_time - request.view_time;
-    if lead < 0.0 || (lead - settings.rewind_shortfall(remote.rtt)).abs() > tolerance {
+    let lead_slack = LEAD_SLACK + remote.jitter;
+    if lead < 0.0 || (lead - settings.rewind_shortfall(remote.rtt)).abs() > lead_slack {
         return Err(Rejection::BadViewTime);
     }
     // Tighter, and free of the clock estimates: the copy may not arrive later after the view
@@ -438,6 +440,10 @@ fn check(
     }
     Ok(())
 }
+
+/// Fixed part of the slack on a shot's lead above the rewind cap, seconds (the jitter is
+/// added): the client's and the server's smoothed RTTs differ by this much on a steady link.
+const LEAD_SLACK: f64 = 0.01;
 
 /// How far the first claim's shown time may be from the shot's view time, seconds: rounding
 /// (the blend travels as an `f32`) and the delay report's microseconds.
