@@ -454,6 +454,10 @@ enum Cheat {
     /// Fires the rifle at its full rate and the shotgun at its own beside it, as if each
     /// weapon had its own trigger.
     EveryWeapon,
+    /// An honest view time, but the target held on the state it had this many seconds before
+    /// (as a client starved of newer states draws it), aimed where that held pose stands:
+    /// about that much backtracking if a held pose counted at any age.
+    HeldClaim(f64),
     /// At 500 ms, above the rewind cap, claims to be judged at its view time (rewound all the
     /// way) instead of the 50 ms later the cap allows.
     NoLead,
@@ -516,7 +520,8 @@ fn run_cheat(
         | Cheat::BacktrackBehindStamp(by)
         | Cheat::ForgedReports(by)
         | Cheat::SlowPretender(by)
-        | Cheat::OldClaim(by) => by,
+        | Cheat::OldClaim(by)
+        | Cheat::HeldClaim(by) => by,
         _ => 0.0,
     };
     let newest = s.history.back().unwrap().0;
@@ -530,7 +535,7 @@ fn run_cheat(
     };
     // The old-claim cheat keeps the view time of now.
     let view_time = match s.cheat {
-        Cheat::OldClaim(_) => newest,
+        Cheat::OldClaim(_) | Cheat::HeldClaim(_) => newest,
         _ => view_time,
     };
     let sent_view_time = match s.cheat {
@@ -538,7 +543,23 @@ fn run_cheat(
         _ => view_time,
     };
     let eye = s.eye;
-    let aim = (torso - eye).normalize();
+    let mut aim = (torso - eye).normalize();
+    // The held cheat: state A of the old pose, extrapolated to the end and held there.
+    let held = match s.cheat {
+        Cheat::HeldClaim(_) => {
+            let Some(a) = buffers
+                .get(proxy)
+                .ok()
+                .and_then(|b| b.buffer.get(pose.from).copied())
+            else {
+                return;
+            };
+            let stands = a.position + a.velocity * 0.25;
+            aim = (stands + (torso - pose.position) - eye).normalize();
+            Some(a.tick)
+        }
+        _ => None,
+    };
     if let Cheat::SkipIndices(skip) = s.cheat {
         s.next_index += skip;
     }
@@ -565,6 +586,14 @@ fn run_cheat(
         Cheat::UnsentState => {
             claim.from += 1;
             claim.to += 1;
+        }
+        Cheat::HeldClaim(_) => {
+            let tick = held.expect("set above");
+            claim.from = tick;
+            claim.to = tick;
+            claim.alpha = 0.25;
+            claim.ease = Vec3::ZERO;
+            claim.mode = unlag::core::SmoothingMode::Hermite;
         }
         _ => {}
     }
@@ -736,6 +765,12 @@ fn cheats_are_refused_for_the_right_reason() {
     expect(Cheat::ThroughWall, "rifle", 10, Rejection::ThroughWall, 0);
     expect(Cheat::OldClaim(0.15), "rifle", 10, Rejection::BadClaim, 0);
     expect(Cheat::NoLead, "rifle", 10, Rejection::BadViewTime, 0);
+    // A held pose long past its extrapolation is a miss on both sides: refused nothing, hits
+    // nothing.
+    let s = cheat_run(Cheat::HeldClaim(0.5), "rifle", 20);
+    println!("HeldClaim(0.5): {s:?}");
+    assert!(s.accepted >= 16, "{s:?}");
+    assert_eq!(s.pellet_hits, 0, "{s:?}");
     // Two poses of one target (now and 0.1 s before): refused, whichever pose it was.
     expect(
         Cheat::DuplicateClaims(0.1),

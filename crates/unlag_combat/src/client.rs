@@ -493,7 +493,21 @@ pub(crate) fn fire(
             fire_index,
             origin: command.origin,
             directions,
-            hits: hits.into_iter().map(|h| h.map(|(_, _, hit)| hit)).collect(),
+            // A proxy held on one state past its extrapolation (or shown before its first
+            // state) shows the past, not the view: the server counts no hit on it, and so the
+            // client promises none (the pellet still stops there).
+            hits: hits
+                .into_iter()
+                .map(|h| {
+                    h.filter(|(target, ..)| {
+                        targets
+                            .iter()
+                            .find(|t| t.proxy == *target)
+                            .is_none_or(|t| !t.pose.kind.is_stale())
+                    })
+                    .map(|(_, _, hit)| hit)
+                })
+                .collect(),
             view_time,
         });
     }

@@ -1015,6 +1015,8 @@ fn judge(
     // Whether the claim's target counts: a target that died after the shooter's screen showed
     // it alive (killed by a shot the shooter had not heard of yet) is a miss, not a refusal.
     let mut claim_hits = Vec::with_capacity(request.claims.len());
+    // Targets claimed on a stale pose (see below): never hit.
+    let mut stale_targets: Vec<Entity> = Vec::new();
     let dead = |e: Entity| health.get(e).is_ok_and(|h| !h.alive());
     let tolerance = view_time_tolerance(settings, remote, arrival.frame);
     for (k, c) in request.claims.iter().enumerate() {
@@ -1024,42 +1026,50 @@ fn judge(
             return Err(Rejection::BadClaim);
         }
         let claim = c.view();
-        // A blend between two states shows one moment: the shot's view time (Extrapolate
-        // proxies are drawn at the present the client knows, one delay later). Poses held
-        // on one state are left to the reconstruction's own bounds: with loss, a client may
-        // hold an older state than the server sent.
-        if c.from != c.to {
-            let shown = rewind.claimed_time(&claim).map_err(|e| match e {
-                RewindError::UnknownCharacter => Rejection::BadTarget,
-                _ => Rejection::BadClaim,
-            })?;
-            // An `Extrapolate` proxy is drawn at the present the client knows, one delay after
-            // the view time: its window moves there rather than widening to cover both.
-            let shift = if c.mode == unlag_core::SmoothingMode::Extrapolate {
-                remote.interpolation_delay
-            } else {
-                0.0
-            };
-            let centre = request.judged_time + shift;
-            // The first claim is the one whose view time the shot carries: it was drawn at
-            // exactly that moment (an `Extrapolate` one a delay later, as closely as the
-            // reported delay follows the drawn one while it changes). Others may be proxies at
-            // other rates, drawn with their own delays.
-            let window = match (k, shift > 0.0) {
-                (0, false) => FIRST_CLAIM_SLACK,
-                (0, true) => FIRST_CLAIM_SLACK.max(
-                    unlag_net::PLAUSIBLE_DELAY_DECAY
-                        * (remote.rtt / 2.0 + unlag_net::MIN_REPORT_GAP + remote.client_frame)
-                        + FIRST_CLAIM_SLACK,
-                ),
-                _ => tolerance,
-            };
-            if (shown - centre).abs() > window {
-                return Err(Rejection::BadClaim);
-            }
+        // A claim shows one moment: the shot's view time (Extrapolate proxies are drawn at the
+        // present the client knows, one delay later), whether it blends two states or runs on
+        // past the newest one.
+        let shown = rewind.claimed_time(&claim).map_err(|e| match e {
+            RewindError::UnknownCharacter => Rejection::BadTarget,
+            _ => Rejection::BadClaim,
+        })?;
+        // An `Extrapolate` proxy is drawn at the present the client knows, one delay after
+        // the view time: its window moves there rather than widening to cover both.
+        let shift = if c.mode == unlag_core::SmoothingMode::Extrapolate {
+            remote.interpolation_delay
+        } else {
+            0.0
+        };
+        let centre = request.judged_time + shift;
+        // The first claim is the one whose view time the shot carries: it was drawn at
+        // exactly that moment (an `Extrapolate` one a delay later, as closely as the reported
+        // delay follows the drawn one while it changes). Others may be proxies at other rates,
+        // drawn with their own delays.
+        let window = match (k, shift > 0.0) {
+            (0, false) => FIRST_CLAIM_SLACK,
+            (0, true) => FIRST_CLAIM_SLACK.max(
+                unlag_net::PLAUSIBLE_DELAY_DECAY
+                    * (remote.rtt / 2.0 + unlag_net::MIN_REPORT_GAP + remote.client_frame)
+                    + FIRST_CLAIM_SLACK,
+            ),
+            _ => tolerance,
+        };
+        let off_time = (shown - centre).abs() > window;
+        if c.from != c.to && off_time {
+            return Err(Rejection::BadClaim);
         }
+        // One state, not at the moment drawn: held past its extrapolation (a client starved
+        // of newer states; with loss it may hold an older state than the server sent) or shown
+        // before its first state. What such a pose shows is older than the view, so it never
+        // counts as a hit (the client promises none on it): a miss, which still stops the
+        // pellet where it was drawn. Otherwise a held claim would let any state of the last
+        // second be claimed.
+        let stale = c.from == c.to && off_time;
         claims.push(claim);
-        claim_hits.push(c.hit && !dead(c.target));
+        claim_hits.push(c.hit && !dead(c.target) && !stale);
+        if stale {
+            stale_targets.push(c.target);
+        }
     }
     let rays = request.rays();
     // Rewound to the judged time (above the rewind cap, later than the view time), or, with
@@ -1084,7 +1094,9 @@ fn judge(
     let mut ends = Vec::with_capacity(rays.len());
     let mut corpse_hits = 0u64;
     for ((origin, dir), answer) in rays.iter().zip(answers) {
-        let claimed = |e: Entity| request.claims.iter().any(|c| c.target == e && c.hit);
+        let claimed = |e: Entity| {
+            !stale_targets.contains(&e) && request.claims.iter().any(|c| c.target == e && c.hit)
+        };
         match answer {
             // Only what the shooter saw hit counts: a hit it did not see is a miss (and stops
             // the pellet all the same). So is a corpse.

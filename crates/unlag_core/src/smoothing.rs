@@ -114,6 +114,14 @@ pub enum SampleKind {
     Clamped,
 }
 
+impl SampleKind {
+    /// Whether the pose shows an earlier moment than the view time: held past the newest
+    /// state's extrapolation, or clamped before the oldest state.
+    pub fn is_stale(self) -> bool {
+        matches!(self, SampleKind::Held | SampleKind::Clamped)
+    }
+}
+
 /// A rendered pose and where it came from.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct Sample {
