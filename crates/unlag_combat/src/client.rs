@@ -325,7 +325,8 @@ pub(crate) fn fire(
         // Above the rewind cap the server judges the shot later than it was drawn, by the
         // part of the trip it does not rewind: the shot is traced, and claims, where the
         // proxies are on their curves then, so a hit marker promises what the server grants.
-        let lead = settings.rewind_shortfall(clock.rtt);
+        // By the server's own measure of the round trip (from its beats), so both sides agree.
+        let lead = settings.rewind_shortfall(clock.server_rtt.unwrap_or(clock.rtt));
         let max_extrapolation = smoothing.as_ref().map_or(0.25, |s| s.max_extrapolation);
         let targets: Vec<Target> = proxies
             .iter()

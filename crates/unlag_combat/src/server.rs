@@ -1060,11 +1060,14 @@ fn judge(
         }
         // One state, not at the moment drawn: held past its extrapolation (a client starved
         // of newer states; with loss it may hold an older state than the server sent) or shown
-        // before its first state. What such a pose shows is older than the view, so it never
+        // before its first state. (Held before a teleport is the moment drawn: smoothing stays
+        // on the state before a teleport until the teleport's time.) What such a pose shows is older than the view, so it never
         // counts as a hit (the client promises none on it): a miss, which still stops the
         // pellet where it was drawn. Otherwise a held claim would let any state of the last
         // second be claimed.
-        let stale = c.from == c.to && off_time;
+        let stale = c.from == c.to
+            && off_time
+            && !(shown < centre && rewind.held_before_teleport(&claim, centre - window));
         claims.push(claim);
         claim_hits.push(c.hit && !dead(c.target) && !stale);
         if stale {

@@ -108,6 +108,10 @@ pub struct NetClock {
     /// [`NetClock::usual_frame`]): what the server allows for this client's frames is bounded
     /// by what it was told, so what the client counts on must be too.
     pub least_reported_frame: f64,
+    /// On a client: the round trip the server measures to it, from the last beat, seconds
+    /// (`None` until one says): a rule both sides apply to the RTT (the shots' lead above the
+    /// rewind cap) takes this one, so they agree.
+    pub server_rtt: Option<f64>,
     /// Whether the frame before this one hitched: it took far longer than the usual
     /// ([`unlag_core::FramePace::hitched`]). What arrived meanwhile was read only now, and what
     /// was drawn before it is as old as the hitch.
@@ -330,6 +334,10 @@ pub struct NetBeat {
     /// half of one on average before the server reads them, which the RTT carries but the
     /// one-way trip of a beat does not.
     pub frame_us: u32,
+    /// The round trip the server measures to this client, whole microseconds (at most a
+    /// second; 0 until measured): what it judges this client's shots by
+    /// ([`NetClock::server_rtt`]).
+    pub rtt_us: u32,
 }
 
 /// Longest server frame a [`NetBeat`] may state, microseconds.
@@ -375,6 +383,8 @@ pub(crate) struct ClientClockState {
     frames: FramePace,
     /// The server's usual frame from its last beat, seconds.
     server_frame: f64,
+    /// The round trip the server measures to this client, from its last beat, seconds.
+    server_rtt: Option<f64>,
     /// The frame times the last few reports claimed, seconds, newest last.
     reported_frames: std::collections::VecDeque<f64>,
 }
@@ -393,6 +403,7 @@ impl ClientClockState {
             report_seq: Seq16::default(),
             frames: FramePace::default(),
             server_frame: 0.0,
+            server_rtt: None,
             reported_frames: std::collections::VecDeque::new(),
         }
     }
@@ -446,7 +457,11 @@ fn valid_beat(beat: &NetBeat) -> bool {
         && beat.server_time.is_finite()
         && beat.server_time >= 0.0
         && beat.frame_us <= MAX_BEAT_FRAME_US
+        && beat.rtt_us <= MAX_BEAT_RTT_US
 }
+
+/// Longest round trip a [`NetBeat`] may state, microseconds.
+pub const MAX_BEAT_RTT_US: u32 = 1_000_000;
 
 /// PreUpdate on a client: reads beats and lightyear's RTT and jitter into [`NetClock`].
 pub(crate) fn update_client_clock(
@@ -468,6 +483,7 @@ pub(crate) fn update_client_clock(
     let now = real.elapsed_secs_f64();
     state.frames.observe(real.delta_secs_f64());
     clock.usual_frame = state.frames.usual();
+    clock.server_rtt = state.server_rtt;
     clock.least_reported_frame = state
         .reported_frames
         .iter()
@@ -506,6 +522,7 @@ pub(crate) fn update_client_clock(
         };
         state.update_rate_hz = beat.update_rate_hz;
         state.server_frame = f64::from(beat.frame_us) / 1e6;
+        state.server_rtt = (beat.rtt_us > 0).then(|| f64::from(beat.rtt_us) / 1e6);
         match previous {
             // A late beat was already counted as lost, and its stamp is stale.
             Some(p) if n <= p => continue,
@@ -696,6 +713,7 @@ pub(crate) fn server_beats(
             frame_us: (frame * 1e6)
                 .round()
                 .clamp(0.0, f64::from(MAX_BEAT_FRAME_US)) as u32,
+            rtt_us: 0,
         }
     });
     for (mut remote, mut reports, receiver, mut sender, mut traffic) in &mut clients {
@@ -742,7 +760,20 @@ pub(crate) fn server_beats(
             }
         }
         if let Some(beat) = &beat {
-            traffic.send_counted::<UnreliableChannel, _>(&mut sender, beat.clone());
+            let rtt_us = if remote.rtt.is_finite() {
+                (remote.rtt * 1e6)
+                    .round()
+                    .clamp(0.0, f64::from(MAX_BEAT_RTT_US)) as u32
+            } else {
+                0
+            };
+            traffic.send_counted::<UnreliableChannel, _>(
+                &mut sender,
+                NetBeat {
+                    rtt_us,
+                    ..beat.clone()
+                },
+            );
         }
     }
 }

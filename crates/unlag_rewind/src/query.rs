@@ -736,6 +736,21 @@ impl RewindQuery<'_, '_> {
         })
     }
 
+    /// Whether a view holding one state (`from == to`) is held before a teleport: the state
+    /// the server sent next after it teleports, and not before `time` (seconds) — smoothing
+    /// stays on the state before a teleport until the teleport's time rather than sweep
+    /// through the world, so such a view shows that state a while.
+    pub fn held_before_teleport(&self, view: &ClaimedView, time: f64) -> bool {
+        let Ok(sent) = self.sent.get(view.character) else {
+            return false;
+        };
+        view.from == view.to
+            && sent
+                .states()
+                .find(|s| s.tick > view.from)
+                .is_some_and(|next| next.teleport && next.time >= time)
+    }
+
     /// The two states a claimed view names, as the server sent them.
     fn sent_pair(
         &self,
