@@ -692,8 +692,12 @@ pub(crate) fn judge_shots(
                 frame: time.delta_secs_f64(),
                 moved_to: None,
             };
+            // (Among the newest few: copies arrive within frames of each other, and a flood
+            // costs no more than that per request.)
             if let Some(waiting) = queue
                 .iter_mut()
+                .rev()
+                .take(MAX_HELD_SHOTS)
                 .find(|h| h.request.fire_index == request.fire_index)
             {
                 if !on_time(&waiting.request, &waiting.arrival) && on_time(&request, &arrival) {
