@@ -469,17 +469,7 @@ fn the_reduced_grid_refuses_nothing_and_agrees_on_every_shot() {
             .unwrap_or_else(|| panic!("no grid cell {name}"));
         let report = run(&cell.options, &mut |_| {}).unwrap();
         let a = accept(&cell.options, &report);
-        println!(
-            "{name}: refused {}, hits confirmed {:.2} %, misses confirmed {:.2} %, \
-             corrections {:.1}/min (bound {}), pop {:.0} mm, starved {:.2} %",
-            a.refused,
-            a.hits_confirmed_percent,
-            a.misses_confirmed_percent,
-            a.corrections_per_min,
-            a.corrections_bound,
-            a.pop_mm,
-            a.starved_percent
-        );
+        println!("{name}: {a:?}");
         if a.refused != 0
             || a.hits_confirmed_percent < 99.5
             || a.misses_confirmed_percent > 0.5

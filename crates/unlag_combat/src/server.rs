@@ -619,6 +619,11 @@ pub(crate) struct HeldShot {
     arrival: Arrival,
     /// When the first copy arrived, server seconds.
     first: f64,
+    /// Whether the copy held arrived later after the view time it stamps than this client's
+    /// view reports did (the arrival-lag check `check` makes): under heavy jitter one copy can land in
+    /// the tail the reports have not sampled. Copies travel apart, so a later copy that
+    /// arrived in time stands in for it; a backtracking client's copies are all late.
+    late: bool,
 }
 
 /// How long past the copies' span a shot whose first copy arrived late waits for a later one,
@@ -677,14 +682,9 @@ pub(crate) fn judge_shots(
         // view reports do (the check `check` makes): under heavy jitter one copy can land in
         // the tail the reports have not sampled. Copies travel apart, so a later copy that
         // arrived in time stands in for it; a backtracking client's copies are all late.
-        let on_time = |request: &FireRequest, arrival: &Arrival| {
-            remote
-                .view_lag_range(arrival.time, arrival.frame)
-                .is_none_or(|(_, most)| {
-                    arrival.time - request.sent_view_time - remote.interpolation_delay
-                        <= most + settings.view_lag_margin
-                })
-        };
+        // Decided once, as the copy arrives, against the view reports' range then (taken once
+        // per link and frame, and only when a shot came: it sorts the window).
+        let mut range_now: Option<Option<(f64, f64)>> = None;
         let copies_wait = settings.copy_age_allowed(remote.client_frame) + COPY_JITTER_WAIT;
         for request in requests.receive() {
             let arrival = Arrival {
@@ -692,6 +692,12 @@ pub(crate) fn judge_shots(
                 frame: time.delta_secs_f64(),
                 moved_to: None,
             };
+            let range = *range_now
+                .get_or_insert_with(|| remote.view_lag_range(arrival.time, arrival.frame));
+            let late = range.is_some_and(|(_, most)| {
+                arrival.time - request.sent_view_time - remote.interpolation_delay
+                    > most + settings.view_lag_margin
+            });
             // (Among the newest few: copies arrive within frames of each other, and a flood
             // costs no more than that per request.)
             if let Some(waiting) = queue
@@ -700,9 +706,10 @@ pub(crate) fn judge_shots(
                 .take(MAX_HELD_SHOTS)
                 .find(|h| h.request.fire_index == request.fire_index)
             {
-                if !on_time(&waiting.request, &waiting.arrival) && on_time(&request, &arrival) {
+                if waiting.late && !late {
                     waiting.request = request;
                     waiting.arrival = arrival;
+                    waiting.late = false;
                 }
                 stats.duplicates += 1;
                 continue;
@@ -711,6 +718,7 @@ pub(crate) fn judge_shots(
                 request,
                 first: arrival.time,
                 arrival,
+                late,
             });
         }
         // In order of arrival, each once the shooter's moves have caught up with it (or it
@@ -719,7 +727,7 @@ pub(crate) fn judge_shots(
         while let Some(front) = queue.front() {
             let seq = front.request.move_seq.map(Seq16);
             let waited = clock.server_time - front.first;
-            if !on_time(&front.request, &front.arrival) && waited < copies_wait {
+            if front.late && waited < copies_wait {
                 break;
             }
             let ready = match (trail, seq) {
