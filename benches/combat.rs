@@ -142,6 +142,7 @@ fn setup() -> Bench {
     remote.rtt = RTT;
     remote.jitter = 0.005;
     remote.interpolation_delay = DELAY;
+    remote.delay_cap = DELAY;
     remote.reported = true;
     for k in 0..60 {
         let arrival = NOW - 2.0 + f64::from(k) / 30.0;
@@ -179,6 +180,7 @@ fn setup() -> Bench {
                     judged_time: VIEW,
                     move_seq: None,
                     sent_view_time: VIEW,
+                    sent_delay: DELAY,
                     claims: vec![WireClaim {
                         target: c.character,
                         from: c.from,

@@ -542,6 +542,8 @@ fn run_cheat(
         Cheat::BacktrackBehindStamp(_) => newest,
         _ => view_time,
     };
+    // The delay it draws with now, as its reports say.
+    let sent_delay = s.history.back().unwrap().2.delay;
     let eye = s.eye;
     let mut aim = (torso - eye).normalize();
     // The held cheat: state A of the old pose, extrapolated to the end and held there.
@@ -631,6 +633,7 @@ fn run_cheat(
         judged_time: view_time,
         move_seq: None,
         sent_view_time,
+        sent_delay,
         claims: claims.clone(),
     });
     // A shotgun shot beside every fourth rifle shot, one fire index after it.
@@ -648,6 +651,7 @@ fn run_cheat(
             judged_time: view_time,
             move_seq: None,
             sent_view_time,
+            sent_delay,
             claims,
         });
     }

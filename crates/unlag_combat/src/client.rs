@@ -294,6 +294,7 @@ pub(crate) fn fire(
                 continue;
             }
             request.sent_view_time = now;
+            request.sent_delay = clock.interpolation_delay;
             traffic.send_counted::<UnreliableChannel, _>(&mut sender, request.clone());
             *left -= 1;
         }
@@ -480,6 +481,7 @@ pub(crate) fn fire(
             judged_time,
             move_seq: trail.single().ok().and_then(|t| t.newest()).map(|s| s.0),
             sent_view_time: now,
+            sent_delay: clock.interpolation_delay,
             claims,
         };
         if let Ok((mut sender, mut traffic)) = link.single_mut() {

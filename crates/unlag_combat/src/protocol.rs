@@ -87,6 +87,13 @@ pub struct FireRequest {
     /// after the shot carries the view time of its own frame): the server bounds it by how
     /// late this client's packets arrive after the view time they carry.
     pub sent_view_time: f64,
+    /// The interpolation delay in effect when this copy left, seconds (what the client's
+    /// [`DelayReport`](unlag_net::DelayReport)s carry): the server measures how late the copy
+    /// arrived after the present its client knew (`sent_view_time` + this), as it does for
+    /// the reports, and holds it to the same bound as a reported delay. Taken from the reports
+    /// instead, a copy that overtakes the report of a changed delay would look late (or early)
+    /// by the change.
+    pub sent_delay: f64,
     /// What the shooter saw of each target it hit.
     pub claims: Vec<WireClaim>,
 }

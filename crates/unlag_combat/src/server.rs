@@ -13,9 +13,15 @@ use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
 use unlag_core::{Seq16, SharedFireGate, pellet_directions, spread_seed, within_cone};
 use unlag_net::{
-    Authority, LinkTraffic, NetClock, ReliableChannel, RemoteClientClock, UnreliableChannel,
+    Authority, LinkTraffic, NetClock, ReliableChannel, RemoteClientClock, RemoteClockAt,
+    UnreliableChannel,
 };
 use unlag_rewind::{ClaimedView, RewindError, RewindQuery};
+
+/// Longest a shot waits beyond [`CombatSettings::max_shot_hold`] for a move of its shooter
+/// that has arrived and waits to be played out (the playout's wait, and its catch-up after a
+/// stall), seconds.
+const PLAYOUT_HOLD: f64 = 1.0;
 
 /// Hit points of a character (server; replicate it if clients should show it).
 #[derive(Component, Copy, Clone, Debug, PartialEq, Reflect)]
@@ -248,7 +254,8 @@ pub(crate) fn reloads(
             // The reload runs on the client's view clock, like its shots: it started at the
             // view time it claims, held to the tolerance around our estimate of it.
             let expected = remote.view_time(now - remote.rtt / 2.0);
-            let tolerance = view_time_tolerance(&settings, remote, frame);
+            let tolerance =
+                view_time_tolerance(&settings, (remote.jitter, remote.client_frame, 0.0), frame);
             let started = if request.view_time.is_finite() {
                 request
                     .view_time
@@ -320,11 +327,21 @@ pub fn shot_directions(spec: &WeaponSpec, fire_index: u32, aim: Vec3) -> Vec<Vec
 /// rounding, and two of the client's frames (a shot shows what was drawn the frame before it
 /// left, and the client's frame delays its reading of the server's clock too). The tight bound
 /// is the view-lag check after it.
-fn view_time_tolerance(settings: &CombatSettings, remote: &RemoteClientClock, frame: f64) -> f64 {
+///
+/// `spread` is the span of the client's view-report lags the server measured (the tight
+/// check's window, 0 when unknown): the link's jitter term is at least that, so this coarse
+/// bound, centred on smoothed estimates, never refuses a shot the tight check finds in time.
+/// (The measured jitter is a smoothed average: under a wide, flat spread of delays it reads a
+/// quarter of the spread.)
+fn view_time_tolerance(
+    settings: &CombatSettings,
+    (jitter, client_frame, spread): (f64, f64, f64),
+    frame: f64,
+) -> f64 {
     settings.view_time_tolerance
-        + settings.view_time_jitter_factor * remote.jitter
+        + (settings.view_time_jitter_factor * jitter).max(spread)
         + 2.0 * frame
-        + 2.0 * remote.client_frame
+        + 2.0 * client_frame
 }
 
 /// Checks a request against the server's own view of the shooter; the reason when refused.
@@ -333,7 +350,6 @@ fn check(
     request: &FireRequest,
     spec: &WeaponSpec,
     settings: &CombatSettings,
-    remote: &RemoteClientClock,
     arrival: Arrival,
     shooter: Entity,
     rewind: &RewindQuery,
@@ -345,12 +361,16 @@ fn check(
 ) -> Result<(), Rejection> {
     // Backtrack protection: the shot left the client one way ago, so its view time should be
     // the server's estimate of the client's view time then.
-    let (now, frame) = (arrival.time, arrival.frame);
+    let (now, frame, remote) = (arrival.time, arrival.frame, &arrival.link);
     if !remote.reported {
         return Err(Rejection::BadViewTime);
     }
     let expected = remote.view_time(now - remote.rtt / 2.0);
-    let tolerance = view_time_tolerance(settings, remote, frame);
+    let tolerance = view_time_tolerance(
+        settings,
+        (remote.jitter, remote.client_frame, remote.lag_spread()),
+        frame,
+    );
     errors.push_back(request.view_time - expected);
     if errors.len() > 256 {
         errors.pop_front();
@@ -374,9 +394,9 @@ fn check(
     if !(-1e-6..=settings.copy_age_allowed(remote.client_frame)).contains(&age) {
         return Err(Rejection::BadViewTime);
     }
-    match remote.view_lag_range(now, frame) {
+    match remote.view_lag_range {
         Some((least, most)) => {
-            let lag = now - request.sent_view_time - remote.interpolation_delay;
+            let lag = remote.lag_of(now, request.sent_view_time, request.sent_delay);
             lags.push_back(lag - most);
             if lags.len() > 256 {
                 lags.pop_front();
@@ -391,7 +411,7 @@ fn check(
         }
         // A client that has reported for a whole window and no longer does is dodging the
         // check.
-        None if remote.reporting_since_window(now) => return Err(Rejection::BadViewTime),
+        None if remote.reporting_since_window => return Err(Rejection::BadViewTime),
         None => {}
     }
     if request.directions.len() != spec.pellets() {
@@ -491,6 +511,8 @@ pub struct Arrival {
     pub time: f64,
     /// The server's frame then, seconds.
     pub frame: f64,
+    /// The shooter's link then: the shot's timing is checked against it.
+    pub link: RemoteClockAt,
     /// Where the move the shot names ([`FireRequest::move_seq`]) left the shooter on the
     /// server, metres, once processed.
     pub moved_to: Option<Vec3>,
@@ -525,26 +547,25 @@ impl ShotJudge<'_, '_> {
         position: Vec3,
         stats: &mut CombatStats,
     ) -> Result<ShotVerdict, Rejection> {
+        let (time, frame) = (self.clock.server_time, self.time.delta_secs_f64());
         let arrival = Arrival {
-            time: self.clock.server_time,
-            frame: self.time.delta_secs_f64(),
+            time,
+            frame,
+            link: remote.at(time, frame),
             moved_to: None,
         };
-        self.judge_arrived(
-            request, shooter, link, remote, armory, position, arrival, stats,
-        )
+        self.judge_arrived(request, shooter, link, armory, position, arrival, stats)
     }
 
     /// [`ShotJudge::judge`] for a shot that arrived at `arrival` and was held until its
-    /// shooter's moves caught up: its timing is checked as of its arrival, its origin also
-    /// against where the move it names left the shooter.
+    /// shooter's moves caught up: its timing is checked as of its arrival (against the link
+    /// as it was then), its origin also against where the move it names left the shooter.
     #[allow(clippy::too_many_arguments)]
     pub fn judge_arrived(
         &self,
         request: &FireRequest,
         shooter: Entity,
         link: Entity,
-        remote: &RemoteClientClock,
         armory: &mut ServerArmory,
         position: Vec3,
         arrival: Arrival,
@@ -559,7 +580,6 @@ impl ShotJudge<'_, '_> {
             request,
             table,
             &self.settings,
-            remote,
             arrival,
             self.clock.server_time,
             shooter,
@@ -619,10 +639,11 @@ pub(crate) struct HeldShot {
     arrival: Arrival,
     /// When the first copy arrived, server seconds.
     first: f64,
-    /// Whether the copy held arrived later after the view time it stamps than this client's
-    /// view reports did (the arrival-lag check `check` makes): under heavy jitter one copy can land in
-    /// the tail the reports have not sampled. Copies travel apart, so a later copy that
-    /// arrived in time stands in for it; a backtracking client's copies are all late.
+    /// Whether the copy held arrived later (or sooner) after the present it stamps than this
+    /// client's view reports did (the arrival-lag check `check` makes): under heavy jitter
+    /// one copy can land in a tail the reports have not sampled. Copies travel apart, so a
+    /// later copy that arrived within the range stands in for it; a backtracking client's
+    /// copies are all late.
     late: bool,
 }
 
@@ -678,25 +699,31 @@ pub(crate) fn judge_shots(
     held.retain(|link, _| links.contains(*link));
     for (link, mut requests, mut results, mut traffic, remote) in &mut links {
         let queue = held.entry(link).or_default();
-        // Whether a copy arrived no later after the view time it stamps than this client's
-        // view reports do (the check `check` makes): under heavy jitter one copy can land in
-        // the tail the reports have not sampled. Copies travel apart, so a later copy that
-        // arrived in time stands in for it; a backtracking client's copies are all late.
+        // Whether a copy arrived within the range of lags after the present it stamps that this
+        // client's view reports show (the check `check` makes): under heavy jitter one copy
+        // can land in a tail the reports have not sampled. Copies travel apart, so a later
+        // copy that arrived within it stands in for it; a backtracking client's copies are
+        // all late.
         // Decided once, as the copy arrives, against the view reports' range then (taken once
         // per link and frame, and only when a shot came: it sorts the window).
-        let mut range_now: Option<Option<(f64, f64)>> = None;
+        let mut link_now: Option<RemoteClockAt> = None;
         let copies_wait = settings.copy_age_allowed(remote.client_frame) + COPY_JITTER_WAIT;
         for request in requests.receive() {
+            let (now, frame) = (clock.server_time, time.delta_secs_f64());
+            let link_then = *link_now.get_or_insert_with(|| remote.at(now, frame));
             let arrival = Arrival {
-                time: clock.server_time,
-                frame: time.delta_secs_f64(),
+                time: now,
+                frame,
+                link: link_then,
                 moved_to: None,
             };
-            let range = *range_now
-                .get_or_insert_with(|| remote.view_lag_range(arrival.time, arrival.frame));
-            let late = range.is_some_and(|(_, most)| {
-                arrival.time - request.sent_view_time - remote.interpolation_delay
-                    > most + settings.view_lag_margin
+            // Outside the reports' range on either side: a copy can land in either tail of
+            // the up-link's spread that the reports of the window have not sampled yet.
+            let late = link_then.view_lag_range.is_some_and(|(least, most)| {
+                let lag =
+                    link_then.lag_of(arrival.time, request.sent_view_time, request.sent_delay);
+                lag > most + settings.view_lag_margin
+                    || lag < least - settings.view_lag_ahead_margin
             });
             // (Among the newest few: copies arrive within frames of each other, and a flood
             // costs no more than that per request.)
@@ -733,7 +760,10 @@ pub(crate) fn judge_shots(
             let ready = match (trail, seq) {
                 (Some(trail), Some(seq)) => {
                     trail.reached(seq)
-                        || waited >= settings.max_shot_hold
+                        // A move that has arrived is only waiting its turn in the playout.
+                        || waited
+                            >= settings.max_shot_hold
+                                + if trail.arrived(seq) { PLAYOUT_HOLD } else { 0.0 }
                         || queue.len() > MAX_HELD_SHOTS
                         || trail.newest().is_none_or(|n| seq.diff(n) > MAX_MOVES_AHEAD)
                 }
@@ -766,7 +796,6 @@ pub(crate) fn judge_shots(
                 &request,
                 shooter,
                 link,
-                remote,
                 &mut armory,
                 position,
                 arrival,
@@ -911,7 +940,6 @@ fn judge(
     request: &FireRequest,
     table: &crate::WeaponTable,
     settings: &CombatSettings,
-    remote: &RemoteClientClock,
     arrival: Arrival,
     present: f64,
     shooter: Entity,
@@ -930,6 +958,7 @@ fn judge(
         && request.aim.is_finite()
         && request.view_time.is_finite()
         && request.sent_view_time.is_finite()
+        && request.sent_delay.is_finite()
         && request.judged_time.is_finite()
         && request.directions.len() <= 64
         && request.claims.len() <= crate::client::MAX_CLAIMS
@@ -965,8 +994,9 @@ fn judge(
     if health.get(shooter).is_ok_and(|h| !h.alive()) {
         return Err(Rejection::ShooterDead);
     }
+    let remote = &arrival.link;
     check(
-        request, spec, settings, remote, arrival, shooter, rewind, position, errors,
+        request, spec, settings, arrival, shooter, rewind, position, errors,
     )?;
     let weapon = &mut armory.weapons[usize::from(request.weapon)];
     // A shot fired (by its checked view time) after the reload's end finishes it: the client
@@ -1030,7 +1060,11 @@ fn judge(
     // Targets claimed on a stale pose (see below): never hit.
     let mut stale_targets: Vec<Entity> = Vec::new();
     let dead = |e: Entity| health.get(e).is_ok_and(|h| !h.alive());
-    let tolerance = view_time_tolerance(settings, remote, arrival.frame);
+    let tolerance = view_time_tolerance(
+        settings,
+        (remote.jitter, remote.client_frame, remote.lag_spread()),
+        arrival.frame,
+    );
     for (k, c) in request.claims.iter().enumerate() {
         // One pose per target: a client drew each proxy once, so two claims on one target
         // would make its hit box the union of two chosen poses.

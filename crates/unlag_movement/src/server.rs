@@ -25,8 +25,14 @@ use unlag_net::{LinkTraffic, NetClock, RemoteClientClock, SequencedChannel};
 pub struct ServerMovement<M: MovementModel> {
     /// Extended sequence number of the last move processed.
     last: u64,
-    /// Moves received beyond a gap, waiting for the missing ones (by extended number).
-    held: BTreeMap<u64, WireMove<M::Input>>,
+    /// Moves received and not yet processed, by extended number: waiting for their turn in the
+    /// playout, or beyond a gap for the missing ones; with their arrival's server time.
+    held: BTreeMap<u64, (WireMove<M::Input>, f64)>,
+    /// The client's move time at the end of the last processed move: the sum of the durations
+    /// of every move processed, seconds.
+    move_time: f64,
+    /// Plays the moves out at the pace they were made.
+    playout: unlag_core::MovePlayout,
     /// Since when the move after `last` has been missing.
     gap_since: Option<f64>,
     /// End positions the client reported: (extended number of the move, end, correction ack).
@@ -47,6 +53,8 @@ impl<M: MovementModel> ServerMovement<M> {
         Self {
             last: 0,
             held: BTreeMap::new(),
+            move_time: 0.0,
+            playout: unlag_core::MovePlayout::default(),
             gap_since: None,
             reports: VecDeque::new(),
             time: TimeDiscrepancy::new(settings.time_discrepancy),
@@ -68,6 +76,41 @@ impl<M: MovementModel> ServerMovement<M> {
     /// Claimed client time in excess of elapsed server time, seconds (speed-hack accounting).
     pub fn time_excess(&self) -> f64 {
         self.time.excess()
+    }
+
+    /// How long this client's moves waited lately between arriving and being played out,
+    /// seconds (an average; see [`unlag_core::playout`]).
+    pub fn playout_wait(&self) -> f64 {
+        self.playout.mean_wait()
+    }
+
+    /// The client's move time at the end of move number `n` (extended), from the durations of
+    /// the moves held (a missing one is taken as long as `fallback`), seconds.
+    fn move_time_at(&self, n: u64, fallback: f64) -> f64 {
+        let mut t = self.move_time;
+        for k in self.last + 1..=n {
+            t += self.held.get(&k).map_or(fallback, |(m, _)| decode_dt(m.dt));
+        }
+        t
+    }
+
+    /// The move time up to which moves have arrived in order: the end of the held run that
+    /// follows the last processed move; a missing move counts as long as the next one held
+    /// (the playout may reach it; it is then waited for, then guessed).
+    fn available_move_time(&self) -> f64 {
+        let mut t = self.move_time;
+        let mut k = self.last + 1;
+        if let Some((&first, (m, _))) = self.held.first_key_value()
+            && first > k
+        {
+            t += decode_dt(m.dt);
+            k = first;
+        }
+        while let Some((m, _)) = self.held.get(&k) {
+            t += decode_dt(m.dt);
+            k += 1;
+        }
+        t
     }
 
     /// Whether a speed hack is being resolved.
@@ -177,7 +220,7 @@ pub(crate) fn process_moves<M: MovementModel>(
                 reject(&mut stats, RejectReason::NotControlled, link, peer);
                 continue;
             };
-            let (_, _, _, mut server, ..) = characters.get_mut(entity).unwrap();
+            let (_, _, _, mut server, _, mut trail) = characters.get_mut(entity).unwrap();
             let data = match message.decode() {
                 Ok(data) => data,
                 Err(_) => {
@@ -194,8 +237,13 @@ pub(crate) fn process_moves<M: MovementModel>(
                     continue;
                 }
             };
-            if let Err(reason) = take_in(&settings, now, &mut server, &data, &mut stats) {
-                reject(&mut stats, reason, link, peer);
+            match take_in(&settings, now, &mut server, &data, &mut stats) {
+                Ok(()) => {
+                    if let (Some(trail), Some(newest)) = (trail.as_deref_mut(), data.moves.last()) {
+                        trail.set_arrived(newest.seq);
+                    }
+                }
+                Err(reason) => reject(&mut stats, reason, link, peer),
             }
         }
     }
@@ -367,8 +415,13 @@ fn take_in<M: MovementModel>(
     server.tokens -= cost;
     stats.duplicate_moves += (data.moves.len() - fresh.len()) as u64;
     tracing::trace!(target: "unlag::movement", newest, fresh = fresh.len(), "moves received");
+    let oldest_fresh = fresh.first().map(|(n, m)| (*n, decode_dt(m.dt)));
     for (n, m) in fresh {
-        server.held.insert(n, m.clone());
+        server.held.insert(n, (m.clone(), now));
+    }
+    if let Some((n, dt)) = oldest_fresh {
+        let made = server.move_time_at(n, dt);
+        server.playout.on_arrival(&settings.playout, now, made);
     }
     if server.reports.len() >= 64 {
         server.reports.pop_front();
@@ -395,28 +448,49 @@ fn simulate_ready<M: MovementModel>(
     stats: &mut MovementStats,
 ) -> bool {
     let mut flagged = false;
+    // Up to which move time the playout lets moves be processed now.
+    let limit = if settings.playout.enabled {
+        let available = server.available_move_time();
+        server
+            .playout
+            .advance(&settings.playout, now, available)
+            .unwrap_or(f64::INFINITY)
+    } else {
+        f64::INFINITY
+    };
     loop {
         let next = server.last + 1;
-        let m = match server.held.first_key_value() {
+        let (m, arrived, fresh) = match server.held.first_key_value() {
             None => {
                 server.gap_since = None;
                 break;
             }
+            Some((_, (first, _))) if server.move_time + decode_dt(first.dt) > limit + 1e-9 => {
+                // Not its turn yet.
+                break;
+            }
             Some((&n, _)) if n == next => {
                 server.gap_since = None;
-                server.held.remove(&n).expect("present")
+                let (m, arrived) = server.held.remove(&n).expect("present");
+                (m, arrived, true)
             }
-            Some((_, first)) => {
+            Some((_, (first, first_arrived))) => {
                 let since = *server.gap_since.get_or_insert(now);
                 if now - since < settings.max_gap_wait {
                     break;
                 }
                 // Given up on the missing move: the next one's input is the best guess.
                 stats.missing_moves_filled += 1;
-                first.clone()
+                (first.clone(), *first_arrived, false)
             }
         };
-        let verdict = server.time.on_move(now, decode_dt(m.dt));
+        server.move_time += decode_dt(m.dt);
+        if fresh {
+            server.playout.on_played(now, arrived);
+        }
+        // The client's clock is judged by when its moves arrived, not by when the playout
+        // let them run: a catch-up after a stall is not a fast clock.
+        let verdict = server.time.on_move(arrived, decode_dt(m.dt));
         flagged |= verdict.flagged;
         if verdict.simulate_dt > 0.0 {
             let (after, _events) =

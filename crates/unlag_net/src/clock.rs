@@ -159,6 +159,10 @@ pub struct RemoteClientClock {
     /// The interpolation delay the client last reported, seconds (clamped to
     /// [`MAX_REPORTED_DELAY`]).
     pub interpolation_delay: f64,
+    /// The longest interpolation delay the server accepted at the last report, seconds
+    /// ([`plausible_delay`] for the update rate and jitter then): shots carrying their own
+    /// delay are held to it too.
+    pub delay_cap: f64,
     /// Whether the client has reported its delay at least once.
     pub reported: bool,
     /// Reports dropped (malformed, stale, or lagging more than the link allows) or clamped
@@ -182,6 +186,51 @@ pub struct RemoteClientClock {
     /// Server time of the previous report's arrival.
     #[reflect(ignore)]
     last_arrival: Option<f64>,
+}
+
+/// A client's link as the server knew it at one moment ([`RemoteClientClock::at`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RemoteClockAt {
+    /// Round-trip time measured by the server, seconds.
+    pub rtt: f64,
+    /// Jitter measured by the server, seconds.
+    pub jitter: f64,
+    /// The interpolation delay the client last reported, seconds.
+    pub interpolation_delay: f64,
+    /// The client's frame time as the checks allow for it, seconds
+    /// ([`RemoteClientClock::client_frame`]).
+    pub client_frame: f64,
+    /// [`RemoteClientClock::delay_cap`] then, seconds.
+    pub delay_cap: f64,
+    /// Whether the client had reported its delay.
+    pub reported: bool,
+    /// [`RemoteClientClock::view_lag_range`] then: (least, most) lag of the view reports,
+    /// seconds.
+    pub view_lag_range: Option<(f64, f64)>,
+    /// [`RemoteClientClock::reporting_since_window`] then.
+    pub reporting_since_window: bool,
+}
+
+impl RemoteClockAt {
+    /// How late a packet that left when the client's view time was `sent_view_time` with an
+    /// interpolation delay of `delay` (the client's word, held to
+    /// [`RemoteClockAt::delay_cap`]) arrived at server time `now`, seconds: measured as the
+    /// view reports' lags are, for [`RemoteClockAt::view_lag_range`].
+    pub fn lag_of(&self, now: f64, sent_view_time: f64, delay: f64) -> f64 {
+        now - sent_view_time - delay.clamp(0.0, self.delay_cap.max(0.0))
+    }
+
+    /// The span of the view reports' lags (most − least), seconds; 0 without a range.
+    pub fn lag_spread(&self) -> f64 {
+        self.view_lag_range
+            .map_or(0.0, |(least, most)| (most - least).max(0.0))
+    }
+
+    /// The estimate of the client's view time when the server's time is `server_time`,
+    /// seconds ([`RemoteClientClock::view_time`]).
+    pub fn view_time(&self, server_time: f64) -> f64 {
+        server_time - self.rtt / 2.0 - self.interpolation_delay
+    }
 }
 
 /// Longest client frame the view-time checks allow for, seconds: a client below 10 fps gets
@@ -315,6 +364,23 @@ impl RemoteClientClock {
     /// seconds: `server_time − rtt / 2 − interpolation_delay`.
     pub fn view_time(&self, server_time: f64) -> f64 {
         server_time - self.rtt / 2.0 - self.interpolation_delay
+    }
+
+    /// The figures the view-time checks read, as they are at server time `now` with a server
+    /// frame of `frame` seconds ([`RemoteClientClock::view_lag_range`] taken once): a shot
+    /// held on the server (for its shooter's moves to be played out) is judged against the
+    /// link as it was when the shot arrived, not as it is later.
+    pub fn at(&self, now: f64, frame: f64) -> RemoteClockAt {
+        RemoteClockAt {
+            rtt: self.rtt,
+            jitter: self.jitter,
+            interpolation_delay: self.interpolation_delay,
+            client_frame: self.client_frame,
+            delay_cap: self.delay_cap,
+            reported: self.reported,
+            view_lag_range: self.view_lag_range(now, frame),
+            reporting_since_window: self.reporting_since_window(now),
+        }
     }
 }
 
@@ -751,6 +817,7 @@ pub(crate) fn server_beats(
                     }
                 }
                 remote.interpolation_delay = delay.min(most);
+                remote.delay_cap = most;
                 remote.reported = true;
                 if remote.record_view_lag(clock.server_time, report.view_time) {
                     remote.record_client_frame(f64::from(report.frame_us) / 1e6);

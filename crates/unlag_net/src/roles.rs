@@ -44,6 +44,9 @@ pub struct SimulatedVelocity(pub Vec3);
 #[derive(Component, Clone, Debug, Default)]
 pub struct MoveTrail {
     moves: std::collections::VecDeque<(unlag_core::Seq16, Vec3)>,
+    /// The newest move that has arrived, processed or not (the server plays moves out at
+    /// their own pace, a little after they arrive).
+    arrived: Option<unlag_core::Seq16>,
 }
 
 impl MoveTrail {
@@ -66,6 +69,19 @@ impl MoveTrail {
     /// Whether move `seq` has been recorded (or is older than everything kept).
     pub fn reached(&self, seq: unlag_core::Seq16) -> bool {
         self.newest().is_some_and(|n| !seq.is_newer_than(n))
+    }
+
+    /// Records that moves up to `seq` have arrived (they are processed a playout wait later).
+    pub fn set_arrived(&mut self, seq: unlag_core::Seq16) {
+        if self.arrived.is_none_or(|a| seq.is_newer_than(a)) {
+            self.arrived = Some(seq);
+        }
+    }
+
+    /// Whether move `seq` has arrived (or been recorded): it is waiting to be played out, not
+    /// lost.
+    pub fn arrived(&self, seq: unlag_core::Seq16) -> bool {
+        self.reached(seq) || self.arrived.is_some_and(|a| !seq.is_newer_than(a))
     }
 
     /// Where move `seq` left the character, metres, if it is kept.

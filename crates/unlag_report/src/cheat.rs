@@ -212,6 +212,8 @@ pub fn cheat(
     };
     let eye = me.0.feet + Vec3::Y * 1.6;
     let aim = (centre - eye).normalize_or_zero();
+    // The delay it draws with now, as its reports say.
+    let sent_delay = c.history.back().map_or(0.0, |h| h.2.delay);
     if c.cheat == Cheat::SkipIndices {
         c.next_index += 8;
     }
@@ -262,6 +264,7 @@ pub fn cheat(
         judged_time: view_time,
         move_seq: None,
         sent_view_time: view_time,
+        sent_delay,
         claims: claims.clone(),
     });
     // The shotgun beside every fourth rifle shot, in the same frame.
@@ -279,6 +282,7 @@ pub fn cheat(
             judged_time: view_time,
             move_seq: None,
             sent_view_time: view_time,
+            sent_delay,
             claims,
         });
     }

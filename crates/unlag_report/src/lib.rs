@@ -482,8 +482,8 @@ impl ProxySamples {
                     });
                 let motion = moved.max(mean_speed * (pose.view_time - last_view).abs() as f32);
                 if moved < TELEPORT_DISTANCE {
-                    self.pops
-                        .push(f64::from(error.length() - last.length() - motion).max(0.0));
+                    let pop = f64::from(error.length() - last.length() - motion).max(0.0);
+                    self.pops.push(pop);
                 }
             }
             self.frames += 1;
@@ -1055,12 +1055,13 @@ impl Report {
         row(
             "peeker's advantage (mean, p95)",
             format!(
-                "{:.1} ms, {:.1} ms over {} peeks; parts: one-way up {:.1} + input wait {:.1} + tick wait {:.1} + one-way down {:.1} + holder's delay {:.1} + frames {:.1} = {:.1} ms (state interval {:.1} ms, covered by the delay)",
+                "{:.1} ms, {:.1} ms over {} peeks; parts: one-way up {:.1} + input wait {:.1} + playout {:.1} + tick wait {:.1} + one-way down {:.1} + holder's delay {:.1} + frames {:.1} = {:.1} ms (state interval {:.1} ms, covered by the delay)",
                 p.advantage_ms.mean,
                 p.advantage_ms.p95,
                 p.peeks,
                 p.one_way_up_ms,
                 p.input_buffer_ms,
+                p.playout_ms,
                 p.tick_wait_ms,
                 p.one_way_down_ms,
                 p.holder_delay_ms,

@@ -14,7 +14,7 @@ use unlag::CharacterProxyPlugin;
 use unlag::core::quantize::{quantize_accel, quantize_angle};
 use unlag::movement::{
     CharacterInput, CharacterMovement, CharacterState, MovementPredictionPlugin,
-    MovementPredictionSystems, MovementSettings, MovementState, NextMove,
+    MovementPredictionSystems, MovementSettings, MovementState, NextMove, ServerMovement,
 };
 use unlag::net::{AutonomousProxy, NetClock};
 use unlag::smoothing::{ProxySmoothingPlugin, RenderedPose, SmoothingSettings};
@@ -42,10 +42,12 @@ pub struct PeekFigures {
     pub one_way_up_ms: f64,
     /// Part: the server's states travelling to the holder (half the RTT), milliseconds.
     pub one_way_down_ms: f64,
-    /// Part: the peeker's moves waiting to be sent, on average half the movement send interval
-    /// (moves are checked the frame they arrive: the server keeps no input buffer),
+    /// Part: the peeker's moves waiting to be sent, on average half the movement send interval,
     /// milliseconds.
     pub input_buffer_ms: f64,
+    /// Part: the peeker's moves waiting on the server to be played out at the pace they were
+    /// made (the playout's mean wait, measured at each peek), milliseconds.
+    pub playout_ms: f64,
     /// The interval between two proxy states, milliseconds. Not a part of its own: the holder
     /// draws proxies an interpolation delay behind, and that delay is sized to cover it.
     pub send_interval_ms: f64,
@@ -207,6 +209,8 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
     let mut peeker_saw: Option<f64> = None;
     let mut advantages = Vec::new();
     let mut delays = Vec::new();
+    let mut waits = Vec::new();
+    let peeker = tb.server_link(0).expect("connected");
     let end = tb.now() + Duration::from_secs_f64(PERIOD * (peeks as f64 + 1.0));
     while tb.now() < end && advantages.len() < peeks {
         tb.step();
@@ -230,6 +234,11 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
                     .resource::<NetClock>()
                     .interpolation_delay,
             );
+            let server = tb.server_world_mut();
+            let mut movers = server.query::<(&ControlledBy, &ServerMovement<CharacterMovement>)>();
+            if let Some((_, movement)) = movers.iter(server).find(|(c, _)| c.owner == peeker) {
+                waits.push(movement.playout_wait());
+            }
         }
         seen = sees;
     }
@@ -240,6 +249,7 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         one_way_up_ms: one_way,
         one_way_down_ms: one_way,
         input_buffer_ms: input_buffer * 1000.0 / 2.0,
+        playout_ms: waits.iter().sum::<f64>() / waits.len().max(1) as f64 * 1000.0,
         send_interval_ms: 1000.0 / options.update_rate_hz,
         tick_wait_ms: 1000.0 / 60.0 / 2.0,
         holder_delay_ms: delays.iter().sum::<f64>() / delays.len().max(1) as f64 * 1000.0,
@@ -252,6 +262,7 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
     figures.parts_ms = figures.one_way_up_ms
         + figures.one_way_down_ms
         + figures.input_buffer_ms
+        + figures.playout_ms
         + figures.tick_wait_ms
         + figures.holder_delay_ms
         + figures.frames_ms;

@@ -1,0 +1,338 @@
+//! The server's playout of a client's moves: a jitter buffer that plays them at the pace they
+//! were made, not the pace they arrive.
+//!
+//! A client makes one move per tick but sends them a packet at a time (two 60-Hz moves per
+//! 30-Hz message, a whole frame's at a low frame rate), and the packets cross a link with
+//! jitter and losses. Simulated the moment they arrive, the server's track of that player
+//! stands still for a tick or five and then jumps: every state sampled from it, every hit box
+//! recorded from it and every proxy drawn from those states lurches (a 0.2-m pop at 6 m/s).
+//!
+//! [`MovePlayout`] keeps a playout clock in the client's own move time (the sum of its moves'
+//! durations). Each arrival shows how far the server's time runs ahead of that move time (the
+//! *offset*); the clock is steered towards `server time − the offset's high quantile` over a
+//! recent window, so a move is played that long after it was made, and nearly every move is
+//! there in time. The clock never runs past the moves that have arrived (a late move holds it,
+//! as the track must), and it changes pace by at most [`PlayoutSettings::max_rate`] and
+//! [`PlayoutSettings::min_rate`]: a late packet or a longer buffer is absorbed as a short change
+//! of speed, never as a jump. A player's moves are therefore played out later by the buffer's
+//! wait, about the spread of their arrival (the peeker's advantage counts it); no faster than
+//! `max_rate` (a speed hack gains nothing here; the time-discrepancy check still judges it).
+
+use std::collections::VecDeque;
+
+/// How a client's moves are played out on the server.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct PlayoutSettings {
+    /// Whether moves are played out at their own pace (default false, see
+    /// `MovementSettings::playout`); false simulates each move as soon as it arrives (the
+    /// track then moves in steps of packets).
+    pub enabled: bool,
+    /// Share of recent arrivals the buffer waits for, 0.5–1 (default 0.95): the rest come late
+    /// and the track slows for them instead.
+    pub quantile: f64,
+    /// Seconds of arrivals the quantile is taken over (default 2).
+    pub window: f64,
+    /// The longest wait the buffer keeps, seconds (default 0.25): arrivals later than this are
+    /// a hitch or a burst of losses, played out faster instead of waited for.
+    pub max_wait: f64,
+    /// Fastest pace, in client seconds per server second (default 1.5), while catching up.
+    pub max_rate: f64,
+    /// Slowest pace while the buffer grows (default 0.8).
+    pub min_rate: f64,
+    /// How fast the pace follows the buffer's error, per second (default 8: about 0.12 s to
+    /// settle).
+    pub gain: f64,
+}
+
+impl Default for PlayoutSettings {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            quantile: 0.95,
+            window: 2.0,
+            max_wait: 0.25,
+            max_rate: 1.5,
+            min_rate: 0.8,
+            gain: 8.0,
+        }
+    }
+}
+
+/// Why [`PlayoutSettings`] are not usable: the field and its range.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlayoutSettingsError(pub String);
+
+impl core::fmt::Display for PlayoutSettingsError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "invalid playout settings: {}", self.0)
+    }
+}
+
+impl std::error::Error for PlayoutSettingsError {}
+
+impl PlayoutSettings {
+    /// Checks every field's range (a NaN fails), naming the first that is out of it.
+    pub fn validate(&self) -> Result<(), PlayoutSettingsError> {
+        let check = |name: &str, v: f64, lo: f64, hi: f64| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(PlayoutSettingsError(format!(
+                    "{name} = {v} is outside {lo}..={hi}"
+                )))
+            }
+        };
+        check("quantile", self.quantile, 0.5, 1.0)?;
+        check("window", self.window, 0.1, 60.0)?;
+        check("max_wait", self.max_wait, 0.0, 2.0)?;
+        check("max_rate", self.max_rate, 1.0, 10.0)?;
+        check("min_rate", self.min_rate, 0.1, 1.0)?;
+        check("gain", self.gain, 0.0, 1000.0)
+    }
+}
+
+/// Most arrivals kept for the quantile (a flood of messages costs no more).
+const MAX_SAMPLES: usize = 256;
+
+/// One client's playout clock (see the [module docs](self)). Times are seconds: `now` is the
+/// server's time, move times are the client's (the sum of the durations of its moves).
+#[derive(Clone, Debug, Default)]
+pub struct MovePlayout {
+    /// (server time of arrival, offset = arrival − move time at the end of the oldest new
+    /// move it brought).
+    offsets: VecDeque<(f64, f64)>,
+    /// The offset the clock steers to, while there are arrivals.
+    target: Option<f64>,
+    /// The move time played up to.
+    clock: Option<f64>,
+    last_now: Option<f64>,
+    /// Mean wait of played moves between arrival and play, seconds (exponential average).
+    wait: f64,
+}
+
+impl MovePlayout {
+    /// Records an arrival at `now` bringing moves whose oldest new one ends at move time
+    /// `move_time`.
+    pub fn on_arrival(&mut self, settings: &PlayoutSettings, now: f64, move_time: f64) {
+        let offset = now - move_time;
+        if !offset.is_finite() {
+            return;
+        }
+        if self.offsets.len() == MAX_SAMPLES {
+            self.offsets.pop_front();
+        }
+        self.offsets.push_back((now, offset));
+        while self
+            .offsets
+            .front()
+            .is_some_and(|(t, _)| *t < now - settings.window)
+        {
+            self.offsets.pop_front();
+        }
+        let mut sorted: Vec<f64> = self.offsets.iter().map(|(_, o)| *o).collect();
+        sorted.sort_by(f64::total_cmp);
+        let least = sorted[0];
+        let i = ((sorted.len() as f64 * settings.quantile).ceil() as usize).clamp(1, sorted.len());
+        // Never wait longer than `max_wait` beyond the earliest arrival.
+        self.target = Some(sorted[i - 1].min(least + settings.max_wait));
+        if self.clock.is_none() {
+            // The first arrival: play it the buffer's wait after now.
+            self.clock = Some(move_time - (sorted[i - 1] - offset));
+            self.last_now = Some(now);
+        }
+    }
+
+    /// Moves the clock on to server time `now`, no further than move time `available` (the end
+    /// of the last move that has arrived), and returns the move time up to which moves are
+    /// played now. `None` before any arrival.
+    pub fn advance(&mut self, settings: &PlayoutSettings, now: f64, available: f64) -> Option<f64> {
+        let clock = self.clock?;
+        let target = self.target?;
+        let elapsed = (now - self.last_now.unwrap_or(now)).max(0.0);
+        self.last_now = Some(now);
+        let error = (now - target) - clock;
+        let rate = (1.0 + settings.gain * error).clamp(settings.min_rate, settings.max_rate);
+        let next = (clock + rate * elapsed).min(available.max(clock));
+        self.clock = Some(next);
+        Some(next)
+    }
+
+    /// Records that a move which arrived at server time `arrived` was played at `now` (for
+    /// [`MovePlayout::mean_wait`]).
+    pub fn on_played(&mut self, now: f64, arrived: f64) {
+        let wait = (now - arrived).max(0.0);
+        if wait.is_finite() {
+            self.wait += 0.05 * (wait - self.wait);
+        }
+    }
+
+    /// How long moves waited between arrival and play lately, seconds (an average).
+    pub fn mean_wait(&self) -> f64 {
+        self.wait
+    }
+
+    /// The move time played up to, if any move arrived.
+    pub fn clock(&self) -> Option<f64> {
+        self.clock
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TICK: f64 = 1.0 / 60.0;
+
+    /// Plays moves made one per tick, sent two per message, arriving at `arrival(k)` for
+    /// message k; steps the server at 240 fps and returns, per server frame, how many moves
+    /// had been played.
+    /// Without `buffered`, every move is played as it arrives (the old way).
+    fn play(arrival: impl Fn(usize) -> f64, seconds: f64, buffered: bool) -> Vec<(f64, usize)> {
+        let settings = PlayoutSettings::default();
+        let mut p = MovePlayout::default();
+        let messages = (seconds * 30.0) as usize;
+        let mut arrivals: Vec<(f64, usize)> = (0..messages).map(|k| (arrival(k), k)).collect();
+        arrivals.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut have = 0usize; // moves arrived (contiguous)
+        let mut got = vec![false; messages];
+        let mut played = 0usize;
+        let mut next_arrival = 0;
+        let mut out = Vec::new();
+        let frames = ((seconds + 1.0) * 240.0) as usize;
+        for f in 0..frames {
+            let now = f as f64 / 240.0;
+            while next_arrival < arrivals.len() && arrivals[next_arrival].0 <= now {
+                let k = arrivals[next_arrival].1;
+                got[k] = true;
+                // The oldest new move of message k ends at move time (2k + 1) ticks.
+                p.on_arrival(&settings, now, (2 * k + 1) as f64 * TICK);
+                next_arrival += 1;
+            }
+            while have / 2 < messages && got[have / 2] {
+                have += 2;
+            }
+            let limit = p.advance(&settings, now, have as f64 * TICK);
+            let limit = if buffered {
+                limit
+            } else {
+                Some(have as f64 * TICK)
+            };
+            if let Some(limit) = limit {
+                while played < have && (played + 1) as f64 * TICK <= limit + 1e-9 {
+                    played += 1;
+                }
+            }
+            out.push((now, played));
+        }
+        out
+    }
+
+    /// The longest time the played count stays still while moves are still coming, and the
+    /// most moves played within one tick.
+    fn steadiness(frames: &[(f64, usize)], until: usize) -> (f64, usize) {
+        let mut longest_still = 0.0f64;
+        let mut still_since = frames.first().map_or(0.0, |f| f.0);
+        let mut most_per_tick = 0;
+        for (i, &(t, n)) in frames.iter().enumerate() {
+            if n >= until {
+                break;
+            }
+            if i > 0 && n != frames[i - 1].1 {
+                still_since = t;
+            }
+            if n > 2 {
+                longest_still = longest_still.max(t - still_since);
+            }
+            // 4 frames = one tick at 240 fps.
+            if i >= 4 {
+                most_per_tick = most_per_tick.max(n - frames[i - 4].1);
+            }
+        }
+        (longest_still, most_per_tick)
+    }
+
+    #[test]
+    fn jittered_packets_are_played_one_move_per_tick() {
+        // Messages every 1/30 s, each delayed 50 ms ± 20 ms (a deterministic spread).
+        let mut rng = crate::SplitMix64::new(7);
+        let jitter: Vec<f64> = (0..300).map(|_| rng.next_f64() * 0.04 - 0.02).collect();
+        let frames = play(|k| k as f64 / 30.0 + TICK + 0.05 + jitter[k], 8.0, true);
+        // Past the first second the track never stands still for more than a tick and a
+        // half, and never plays more than two moves in a tick.
+        let settled: Vec<_> = frames.iter().copied().filter(|f| f.0 > 1.0).collect();
+        let (still, per_tick) = steadiness(&settled, 470);
+        assert!(still <= 1.5 * TICK + 1e-9, "stood still {still} s");
+        assert!(per_tick <= 2, "{per_tick} moves in a tick");
+        // Played as they arrive, the same moves stand and jump.
+        let raw = play(|k| k as f64 / 30.0 + TICK + 0.05 + jitter[k], 8.0, false);
+        let settled: Vec<_> = raw.iter().copied().filter(|f| f.0 > 1.0).collect();
+        let (still, per_tick) = steadiness(&settled, 470);
+        assert!(
+            still > 2.0 * TICK && per_tick >= 4,
+            "{still} s, {per_tick} moves"
+        );
+    }
+
+    #[test]
+    fn a_late_packet_slows_the_track_instead_of_stopping_it() {
+        // One message in 30 comes 60 ms late.
+        let frames = play(
+            |k| k as f64 / 30.0 + TICK + 0.03 + if k % 30 == 17 { 0.06 } else { 0.0 },
+            8.0,
+            true,
+        );
+        let settled: Vec<_> = frames.iter().copied().filter(|f| f.0 > 1.0).collect();
+        let (_, per_tick) = steadiness(&settled, 470);
+        assert!(per_tick <= 2, "{per_tick} moves in a tick");
+    }
+
+    #[test]
+    fn the_wait_follows_the_spread_not_the_latency() {
+        let settings = PlayoutSettings::default();
+        let mut p = MovePlayout::default();
+        // 200 ms of latency, no jitter: the buffer waits about nothing.
+        for k in 0..120 {
+            let now = k as f64 / 30.0 + 0.2;
+            p.on_arrival(&settings, now, (2 * k + 1) as f64 * TICK);
+            let limit = p
+                .advance(&settings, now, (2 * k + 2) as f64 * TICK)
+                .unwrap();
+            assert!(limit <= (2 * k + 2) as f64 * TICK + 1e-9);
+        }
+        let limit = p.clock().unwrap();
+        let now = 119.0 / 30.0 + 0.2;
+        // The clock plays the newest message within a tick of its arrival.
+        assert!(
+            (now - 0.2) - limit < 1.5 * TICK,
+            "{} s behind",
+            now - 0.2 - limit
+        );
+    }
+
+    #[test]
+    fn the_pace_is_bounded_so_a_fast_clock_gains_nothing_here() {
+        let settings = PlayoutSettings::default();
+        let mut p = MovePlayout::default();
+        // A client claiming moves twice as fast as time passes, all arriving at once.
+        let mut limit = 0.0;
+        for f in 0..(240 * 4) {
+            let now = f as f64 / 240.0;
+            let made = 2.0 * now;
+            p.on_arrival(&settings, now, made);
+            limit = p.advance(&settings, now, made).unwrap();
+        }
+        // Four seconds: at most 1.5 × 4 s of moves played (plus the first arrival).
+        assert!(limit <= settings.max_rate * 4.0 + 0.01, "played {limit} s");
+    }
+
+    #[test]
+    fn settings_out_of_range_are_named() {
+        let bad = PlayoutSettings {
+            quantile: f64::NAN,
+            ..Default::default()
+        };
+        let err = bad.validate().unwrap_err();
+        assert!(err.to_string().contains("quantile"), "{err}");
+        assert!(PlayoutSettings::default().validate().is_ok());
+    }
+}
