@@ -53,7 +53,7 @@ use unlag::combat::{
 use unlag::core::{SampleKind, SplitMix64, Summary};
 use unlag::movement::{
     CharacterMovement, CharacterState, CorrectionApplied, MovementPredictionPlugin,
-    MovementPredictionSystems, MovementState, MovementStats,
+    MovementPredictionSystems, MovementSettings, MovementState, MovementStats,
 };
 use unlag::net::{NetClock, ServerWork, WorkPart};
 use unlag::rewind::{FrameHistory, LagCompensationPlugin, UseHitBoxLayout};
@@ -548,7 +548,15 @@ pub fn start_match_with(
         tb.client(i).add_plugins(asset_plugin());
     }
     tb.add_plugins(RapierFixedPlugin::default())
-        .add_plugins(MovementPredictionPlugin::<CharacterMovement>::default())
+        .add_plugins(MovementPredictionPlugin::<CharacterMovement>::new(
+            MovementSettings {
+                playout: unlag::core::PlayoutSettings {
+                    enabled: options.playout,
+                    ..default()
+                },
+                ..default()
+            },
+        ))
         .add_plugins(ProxySmoothingPlugin {
             settings: SmoothingSettings {
                 default_mode: options.smoothing,
@@ -758,6 +766,7 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
             }
             .into(),
         ),
+        ("playout", if options.playout { "on" } else { "off" }.into()),
         (
             "cheat",
             options.cheat.map_or("none".into(), |c| c.name().to_owned()),
@@ -992,11 +1001,12 @@ impl Report {
         row(
             "clients and server",
             format!(
-                "client frames: {} fps, {} % jitter, hitches {}; {} server",
+                "client frames: {} fps, {} % jitter, hitches {}; {} server, move playout {}",
                 get("client_fps"),
                 get("frame_jitter_percent"),
                 get("hitches"),
-                get("server")
+                get("server"),
+                get("playout")
             ),
         );
         row(

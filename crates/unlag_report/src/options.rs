@@ -48,6 +48,9 @@ pub struct ReportOptions {
     pub plot: Option<std::path::PathBuf>,
     /// Run the condition grid ([`crate::grid`]) instead of one match.
     pub grid: bool,
+    /// Whether the server plays each client's moves out at the pace they were made
+    /// (`MovementSettings::playout`; default: the library's default, off).
+    pub playout: bool,
 }
 
 impl Default for ReportOptions {
@@ -73,6 +76,7 @@ impl Default for ReportOptions {
             sweep: None,
             plot: None,
             grid: false,
+            playout: unlag::core::PlayoutSettings::default().enabled,
         }
     }
 }
@@ -90,6 +94,8 @@ usage: report [options]
   --burst N          mean length of a burst of losses, 1-100 packets (Gilbert-Elliott;
                      default 1: independent losses)
   --smoothing MODE   snap, linear, hermite or extrapolate (default hermite)
+  --playout on|off   the server plays each client's moves out at the pace they were made
+                     (MovementSettings::playout; default off)
   --client-fps F     each client's frame rate, 5-480 frames/s (default: the server's 240)
   --frame-jitter P   how much a client's frame time varies, 0-90 % of its mean (default 0)
   --hitches P,MS     P % of a client's frames (0-50) take MS milliseconds (0-2000) each,
@@ -223,6 +229,15 @@ impl ReportOptions {
                 self.seed = value
                     .parse::<u64>()
                     .map_err(|_| OptionError(format!("{name}: {value:?} is not a whole number")))?
+            }
+            "--playout" => {
+                self.playout = match value.to_ascii_lowercase().as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => {
+                        return Err(OptionError(format!("{name}: {value:?} is not on or off")));
+                    }
+                }
             }
             "--smoothing" => {
                 self.smoothing = match value.to_ascii_lowercase().as_str() {

@@ -166,7 +166,13 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         listen: options.listen,
         ..default()
     });
-    let movement = MovementSettings::<CharacterMovement>::default();
+    let movement = MovementSettings::<CharacterMovement> {
+        playout: unlag::core::PlayoutSettings {
+            enabled: options.playout,
+            ..default()
+        },
+        ..default()
+    };
     let input_buffer = movement.send_interval;
     tb.add_plugins(RapierFixedPlugin::default())
         .add_plugins(MovementPredictionPlugin::<CharacterMovement>::new(movement))
