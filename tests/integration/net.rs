@@ -427,6 +427,52 @@ fn a_claimed_client_frame_is_held_to_what_its_reports_show() {
     assert_eq!(allowed_frame(0.05, f64::NAN, 30), 0.0);
 }
 
+/// Under heavy jitter a report is often overtaken by the next one. The overtaken ones are the
+/// slow trips: dropped, they would leave the view-lag range only the quick ones, and a shot
+/// (which travels apart) would land past its most. Taken for their lag (not their delay), the
+/// range spans the link; the centre stays that of the reports in order, as lightyear's RTT is.
+#[test]
+fn overtaken_view_reports_widen_the_range_to_the_links_slow_trips() {
+    let mut remote = unlag::net::RemoteClientClock::default();
+    remote.rtt = 0.2;
+    remote.jitter = 0.02;
+    remote.interpolation_delay = 0.1;
+    remote.delay_cap = 0.2;
+    let mut now = 10.0;
+    for k in 0..60 {
+        now = 10.0 + f64::from(k) / 30.0;
+        // In order: lags 0.18-0.22 s.
+        let lag = 0.2 + 0.02 * (f64::from(k % 5) / 2.0 - 1.0);
+        assert!(remote.record_view_lag(now, now - lag - 0.1));
+    }
+    let (_, most_in_order) = remote.view_lag_range(now, 1.0 / 60.0).unwrap();
+    assert!((most_in_order - 0.22).abs() < 1e-9, "{most_in_order}");
+    // Overtaken reports that took 0.25 s, with their own delay (0.12 s).
+    for k in 0..5 {
+        let at = now + 0.001 * f64::from(k + 1);
+        assert!(remote.record_overtaken_view_lag(at, at - 0.25 - 0.12, 0.12));
+    }
+    let (least, most) = remote.view_lag_range(now + 0.01, 1.0 / 60.0).unwrap();
+    assert!((most - 0.25).abs() < 1e-9, "most {most}");
+    assert!((least - 0.18).abs() < 1e-9, "least {least}");
+    // A delay beyond the cap counts as the cap (this report then lags 0.55 s, not 0.25), and
+    // the most stays under the median-based cap; garbage is refused.
+    assert!(remote.record_overtaken_view_lag(now + 0.02, now + 0.02 - 0.25 - 0.5, 0.5));
+    let (_, most) = remote.view_lag_range(now + 0.03, 1.0 / 60.0).unwrap();
+    let cap =
+        0.2 + unlag::net::VIEW_LAG_JITTER_FACTOR * 0.02 + unlag::net::VIEW_LAG_SLACK + 1.0 / 60.0;
+    assert!((most - cap).abs() < 1e-9, "most {most}, cap {cap}");
+    assert!(!remote.record_overtaken_view_lag(now, now - 5.0, 0.1));
+    assert!(!remote.record_overtaken_view_lag(now, f64::NAN, 0.1));
+    // The centre is the in-order reports': however many slow ones came, it stays under the
+    // RTT check (a backtracker's reports all come in order and all lag).
+    for k in 0..200 {
+        let at = now + 0.04 + 0.0001 * f64::from(k);
+        assert!(remote.record_overtaken_view_lag(at, at - 0.3 - 0.1, 0.1));
+    }
+    assert!(remote.view_lag_range(now + 0.07, 1.0 / 60.0).is_some());
+}
+
 /// Paced clients: each runs its own frames (rate, variation, hitches), in time order with the
 /// server; a listen server runs exactly in its host's frames, for as long.
 #[test]

@@ -23,9 +23,8 @@ use std::collections::VecDeque;
 /// How a client's moves are played out on the server.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct PlayoutSettings {
-    /// Whether moves are played out at their own pace (default false, see
-    /// `MovementSettings::playout`); false simulates each move as soon as it arrives (the
-    /// track then moves in steps of packets).
+    /// Whether moves are played out at their own pace (default true); false simulates each
+    /// move as soon as it arrives (the track then moves in steps of packets).
     pub enabled: bool,
     /// Share of recent arrivals the buffer waits for, 0.5–1 (default 0.95): the rest come late
     /// and the track slows for them instead.
@@ -47,7 +46,7 @@ pub struct PlayoutSettings {
 impl Default for PlayoutSettings {
     fn default() -> Self {
         Self {
-            enabled: false,
+            enabled: true,
             quantile: 0.95,
             window: 2.0,
             max_wait: 0.25,

@@ -71,12 +71,10 @@ pub struct MovementSettings<M> {
     /// than `redundancy + 1` send intervals plus jitter).
     pub max_gap_wait: f64,
     /// Server: how a client's moves are played out at the pace they were made instead of a
-    /// packet at a time ([`unlag_core::playout`]). Off by default for now: on, the server's
-    /// track of a player runs smoothly and the proxies drawn from it stop popping (the report's
-    /// grid: 44 of 76 cells pass instead of 11), but shots then reach the view-time checks in a
-    /// different order, and under a flat ±60-ms jitter an honest shot now and then lands a few
-    /// milliseconds past the view reports' range (see the README's open points). Off, the
-    /// server's track of a player stands still and jumps with every packet.
+    /// packet at a time ([`unlag_core::playout`]; on by default). Off, the server's track of a
+    /// player stands still and jumps with every packet, and so do the proxies drawn from it
+    /// and the hit boxes recorded from it. The price is the buffer's wait, about the spread of
+    /// the moves' arrival: the player is seen that much later by the others.
     pub playout: PlayoutSettings,
     /// Whether characters block each other.
     pub character_collisions: CharacterCollisions,

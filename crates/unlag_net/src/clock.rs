@@ -170,10 +170,10 @@ pub struct RemoteClientClock {
     pub rejected_reports: u64,
     /// Server time of the first view report, seconds.
     pub first_report: Option<f64>,
-    /// (server time of arrival, arrival − stamped view time − reported delay) of the reports
-    /// of the last [`VIEW_LAG_WINDOW`], seconds.
+    /// (server time of arrival, arrival − stamped view time − reported delay, whether it came
+    /// in order) of the reports of the last [`VIEW_LAG_WINDOW`], seconds.
     #[reflect(ignore)]
-    view_lags: std::collections::VecDeque<(f64, f64)>,
+    view_lags: std::collections::VecDeque<(f64, f64, bool)>,
     /// The client's frame time as the checks allow for it, seconds: what its reports claim, but
     /// no more than the spacing of their arrivals shows (a client sends one report a frame
     /// below 30 fps) and at most [`MAX_CLIENT_FRAME`]. A shot shows what was drawn a frame before it
@@ -287,23 +287,34 @@ impl RemoteClientClock {
     pub fn view_lag_range(&self, now: f64, frame: f64) -> Option<(f64, f64)> {
         // The client's frame lags its stamps too.
         let frame = frame + self.client_frame;
+        // The centre from the reports that came in order, as lightyear's RTT is measured (it
+        // drops overtaken pongs): under heavy jitter both lean to the quicker trips alike. The
+        // range from every report: a shot copy's trip is any of the link's.
         let mut recent: Vec<f64> = self
             .view_lags
             .iter()
-            .filter(|(t, _)| *t >= now - VIEW_LAG_WINDOW)
-            .map(|(_, lag)| *lag)
+            .filter(|(t, _, in_order)| *in_order && *t >= now - VIEW_LAG_WINDOW)
+            .map(|(_, lag, _)| *lag)
             .collect();
         if recent.len() < MIN_VIEW_LAG_SAMPLES {
             return None;
         }
         recent.sort_by(f64::total_cmp);
         let median = recent[recent.len() / 2];
+        let (least, most) = self
+            .view_lags
+            .iter()
+            .filter(|(t, ..)| *t >= now - VIEW_LAG_WINDOW)
+            .fold(
+                (f64::INFINITY, f64::NEG_INFINITY),
+                |(lo, hi), (_, lag, _)| (lo.min(*lag), hi.max(*lag)),
+            );
         let frame = frame.clamp(0.0, MAX_FRAME_SLACK);
         if median > self.rtt + VIEW_LAG_CENTER_SLACK + frame {
             return None;
         }
         let cap = median + VIEW_LAG_JITTER_FACTOR * self.jitter + VIEW_LAG_SLACK + frame;
-        Some((recent[0], recent[recent.len() - 1].min(cap)))
+        Some((least, most.min(cap)))
     }
 
     /// Whether this client has been sending view reports for a whole window by server time
@@ -335,11 +346,36 @@ impl RemoteClientClock {
             self.spacings.pop_front();
         }
         self.first_report.get_or_insert(now);
-        self.view_lags.push_back((now, lag));
+        self.view_lags.push_back((now, lag, true));
         while self
             .view_lags
             .front()
-            .is_some_and(|(t, _)| *t < now - VIEW_LAG_WINDOW)
+            .is_some_and(|(t, ..)| *t < now - VIEW_LAG_WINDOW)
+        {
+            self.view_lags.pop_front();
+        }
+        true
+    }
+
+    /// Records the lag of a view report that a newer one overtook on the way: stamped
+    /// `view_time` with an interpolation delay of `delay` (held to
+    /// [`RemoteClientClock::delay_cap`]), arrived at server time `now`, seconds. Only the lag
+    /// is taken (the newer report set the delay). False, and nothing recorded, for garbage.
+    pub fn record_overtaken_view_lag(&mut self, now: f64, view_time: f64, delay: f64) -> bool {
+        let delay = if delay.is_finite() {
+            delay.clamp(0.0, self.delay_cap.max(0.0))
+        } else {
+            self.interpolation_delay
+        };
+        let lag = now - view_time - delay;
+        if !lag.is_finite() || lag > self.rtt + VIEW_LAG_GARBAGE {
+            return false;
+        }
+        self.view_lags.push_back((now, lag, false));
+        while self
+            .view_lags
+            .front()
+            .is_some_and(|(t, ..)| *t < now - VIEW_LAG_WINDOW)
         {
             self.view_lags.pop_front();
         }
@@ -709,7 +745,13 @@ pub(crate) fn send_delay_reports(
 #[derive(Component, Default)]
 pub(crate) struct ReportState {
     last: Option<Seq16>,
+    /// The sequence numbers of the last [`REPORTS_REMEMBERED`] reports taken.
+    seen: std::collections::VecDeque<Seq16>,
 }
+
+/// How many recent reports' sequence numbers the server remembers: a report overtaken by a
+/// newer one is still taken for its lag if it is among them and new, a copy or replay is not.
+const REPORTS_REMEMBERED: usize = 64;
 
 /// PreUpdate on the server: its own [`NetClock`], and each client's [`RemoteClientClock`].
 pub(crate) fn update_server_clock(
@@ -785,22 +827,49 @@ pub(crate) fn server_beats(
     for (mut remote, mut reports, receiver, mut sender, mut traffic) in &mut clients {
         if let Some(mut receiver) = receiver {
             for report in receiver.receive() {
-                if reports
-                    .last
-                    .is_some_and(|last| !report.seq.is_newer_than(last))
-                {
-                    remote.rejected_reports += 1;
-                    continue;
-                }
                 // A view time further than a few seconds from ours is garbage: the whole
                 // report goes.
                 if !(report.view_time.is_finite()
                     && (clock.server_time - report.view_time).abs() < MAX_VIEW_LAG)
+                    || reports.seen.contains(&report.seq)
                 {
                     remote.rejected_reports += 1;
                     continue;
                 }
+                let overtaken = reports
+                    .last
+                    .is_some_and(|last| !report.seq.is_newer_than(last));
+                if overtaken {
+                    // A report that a newer one overtook (jitter reorders packets) says nothing
+                    // new of the delay, but its lag is one of the link's: dropping the late
+                    // ones would leave the window only the quicker trips, and shots (which
+                    // travel apart) would land past its most. Too old to be told from a
+                    // replay: dropped.
+                    let oldest = reports.seen.front().copied();
+                    let recent = oldest.is_some_and(|o| report.seq.is_newer_than(o))
+                        && reports.seen.len() == REPORTS_REMEMBERED
+                        || reports.seen.len() < REPORTS_REMEMBERED;
+                    let delay = f64::from(report.delay_us) / 1e6;
+                    if !(recent
+                        && remote.record_overtaken_view_lag(
+                            clock.server_time,
+                            report.view_time,
+                            delay,
+                        ))
+                    {
+                        remote.rejected_reports += 1;
+                    }
+                    if reports.seen.len() == REPORTS_REMEMBERED {
+                        reports.seen.pop_front();
+                    }
+                    reports.seen.push_back(report.seq);
+                    continue;
+                }
                 reports.last = Some(report.seq);
+                if reports.seen.len() == REPORTS_REMEMBERED {
+                    reports.seen.pop_front();
+                }
+                reports.seen.push_back(report.seq);
                 // No more delay than the server's update rate and the link's jitter call for:
                 // a longer one would let shots claim older view times (an interp cheat).
                 let delay = f64::from(report.delay_us) / 1e6;

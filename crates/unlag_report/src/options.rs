@@ -49,7 +49,7 @@ pub struct ReportOptions {
     /// Run the condition grid ([`crate::grid`]) instead of one match.
     pub grid: bool,
     /// Whether the server plays each client's moves out at the pace they were made
-    /// (`MovementSettings::playout`; default: the library's default, off).
+    /// (`MovementSettings::playout`; default: the library's default, on).
     pub playout: bool,
 }
 
@@ -95,7 +95,7 @@ usage: report [options]
                      default 1: independent losses)
   --smoothing MODE   snap, linear, hermite or extrapolate (default hermite)
   --playout on|off   the server plays each client's moves out at the pace they were made
-                     (MovementSettings::playout; default off)
+                     (MovementSettings::playout; default on)
   --client-fps F     each client's frame rate, 5-480 frames/s (default: the server's 240)
   --frame-jitter P   how much a client's frame time varies, 0-90 % of its mean (default 0)
   --hitches P,MS     P % of a client's frames (0-50) take MS milliseconds (0-2000) each,
