@@ -344,6 +344,15 @@ fn view_time_tolerance(
         + 2.0 * client_frame
 }
 
+/// Whether a packet that arrived `lag` seconds after the present it stamps lies outside the
+/// (least, most) lags of its client's view reports: too old for how this client's packets
+/// arrive, or stamped ahead of them by more than a frame or two of clock movement (which would
+/// cut reloads and fire intervals short). The copies of a shot are sorted by it as they arrive,
+/// and the copy judged is held to it.
+fn outside_lag_range(settings: &CombatSettings, (least, most): (f64, f64), lag: f64) -> bool {
+    lag > most + settings.view_lag_margin || lag < least - settings.view_lag_ahead_margin
+}
+
 /// Checks a request against the server's own view of the shooter; the reason when refused.
 #[allow(clippy::too_many_arguments)]
 fn check(
@@ -401,11 +410,7 @@ fn check(
             if lags.len() > 256 {
                 lags.pop_front();
             }
-            // Too old for how this client's packets arrive; or stamped ahead of them by more
-            // than a frame or two of clock movement (which would cut reloads and fire
-            // intervals short).
-            if lag > most + settings.view_lag_margin || lag < least - settings.view_lag_ahead_margin
-            {
+            if outside_lag_range(settings, (least, most), lag) {
                 return Err(Rejection::BadViewTime);
             }
         }
@@ -719,11 +724,10 @@ pub(crate) fn judge_shots(
             };
             // Outside the reports' range on either side: a copy can land in either tail of
             // the up-link's spread that the reports of the window have not sampled yet.
-            let late = link_then.view_lag_range.is_some_and(|(least, most)| {
+            let late = link_then.view_lag_range.is_some_and(|range| {
                 let lag =
                     link_then.lag_of(arrival.time, request.sent_view_time, request.sent_delay);
-                lag > most + settings.view_lag_margin
-                    || lag < least - settings.view_lag_ahead_margin
+                outside_lag_range(&settings, range, lag)
             });
             // (Among the newest few: copies arrive within frames of each other, and a flood
             // costs no more than that per request.)

@@ -329,7 +329,7 @@ impl RemoteClientClock {
     /// beyond the RTT is garbage, refused (false).
     pub fn record_view_lag(&mut self, now: f64, view_time: f64) -> bool {
         let lag = now - view_time - self.interpolation_delay;
-        if !lag.is_finite() || lag > self.rtt + VIEW_LAG_GARBAGE {
+        if !self.plausible_lag(lag) {
             return false;
         }
         if let Some(last) = self.last_arrival.replace(now) {
@@ -346,7 +346,20 @@ impl RemoteClientClock {
             self.spacings.pop_front();
         }
         self.first_report.get_or_insert(now);
-        self.view_lags.push_back((now, lag, true));
+        self.push_view_lag(now, lag, true);
+        true
+    }
+
+    /// Whether a report's lag can be a trip of this link: finite, and no more than
+    /// [`VIEW_LAG_GARBAGE`] beyond the RTT.
+    fn plausible_lag(&self, lag: f64) -> bool {
+        lag.is_finite() && lag <= self.rtt + VIEW_LAG_GARBAGE
+    }
+
+    /// Keeps `lag` (arrived at `now`, in order or overtaken) for the window, forgetting those
+    /// older than [`VIEW_LAG_WINDOW`].
+    fn push_view_lag(&mut self, now: f64, lag: f64, in_order: bool) {
+        self.view_lags.push_back((now, lag, in_order));
         while self
             .view_lags
             .front()
@@ -354,7 +367,6 @@ impl RemoteClientClock {
         {
             self.view_lags.pop_front();
         }
-        true
     }
 
     /// Records the lag of a view report that a newer one overtook on the way: stamped
@@ -368,17 +380,10 @@ impl RemoteClientClock {
             self.interpolation_delay
         };
         let lag = now - view_time - delay;
-        if !lag.is_finite() || lag > self.rtt + VIEW_LAG_GARBAGE {
+        if !self.plausible_lag(lag) {
             return false;
         }
-        self.view_lags.push_back((now, lag, false));
-        while self
-            .view_lags
-            .front()
-            .is_some_and(|(t, ..)| *t < now - VIEW_LAG_WINDOW)
-        {
-            self.view_lags.pop_front();
-        }
+        self.push_view_lag(now, lag, false);
         true
     }
 
@@ -749,6 +754,24 @@ pub(crate) struct ReportState {
     seen: std::collections::VecDeque<Seq16>,
 }
 
+impl ReportState {
+    /// Whether `seq`, older than the newest report taken, is still among those remembered
+    /// (else it cannot be told from a replay).
+    fn remembers_since(&self, seq: Seq16) -> bool {
+        self.seen.len() < REPORTS_REMEMBERED
+            || self.seen.front().is_some_and(|o| seq.is_newer_than(*o))
+    }
+
+    /// Remembers that report `seq` was taken, forgetting the oldest beyond
+    /// [`REPORTS_REMEMBERED`].
+    fn remember(&mut self, seq: Seq16) {
+        if self.seen.len() == REPORTS_REMEMBERED {
+            self.seen.pop_front();
+        }
+        self.seen.push_back(seq);
+    }
+}
+
 /// How many recent reports' sequence numbers the server remembers: a report overtaken by a
 /// newer one is still taken for its lag if it is among them and new, a copy or replay is not.
 const REPORTS_REMEMBERED: usize = 64;
@@ -836,6 +859,7 @@ pub(crate) fn server_beats(
                     remote.rejected_reports += 1;
                     continue;
                 }
+                let delay = f64::from(report.delay_us) / 1e6;
                 let overtaken = reports
                     .last
                     .is_some_and(|last| !report.seq.is_newer_than(last));
@@ -845,12 +869,7 @@ pub(crate) fn server_beats(
                     // ones would leave the window only the quicker trips, and shots (which
                     // travel apart) would land past its most. Too old to be told from a
                     // replay: dropped.
-                    let oldest = reports.seen.front().copied();
-                    let recent = oldest.is_some_and(|o| report.seq.is_newer_than(o))
-                        && reports.seen.len() == REPORTS_REMEMBERED
-                        || reports.seen.len() < REPORTS_REMEMBERED;
-                    let delay = f64::from(report.delay_us) / 1e6;
-                    if !(recent
+                    if !(reports.remembers_since(report.seq)
                         && remote.record_overtaken_view_lag(
                             clock.server_time,
                             report.view_time,
@@ -859,20 +878,13 @@ pub(crate) fn server_beats(
                     {
                         remote.rejected_reports += 1;
                     }
-                    if reports.seen.len() == REPORTS_REMEMBERED {
-                        reports.seen.pop_front();
-                    }
-                    reports.seen.push_back(report.seq);
+                    reports.remember(report.seq);
                     continue;
                 }
                 reports.last = Some(report.seq);
-                if reports.seen.len() == REPORTS_REMEMBERED {
-                    reports.seen.pop_front();
-                }
-                reports.seen.push_back(report.seq);
+                reports.remember(report.seq);
                 // No more delay than the server's update rate and the link's jitter call for:
                 // a longer one would let shots claim older view times (an interp cheat).
-                let delay = f64::from(report.delay_us) / 1e6;
                 let mut most = plausible_delay(interval, remote.jitter);
                 if let Some((since, old)) = slower {
                     let shrinking =
