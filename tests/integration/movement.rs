@@ -615,6 +615,58 @@ fn speed_hacks_are_caught_and_gain_nothing_while_honest_stalls_are_not() {
     );
 }
 
+/// A link that loses everything for longer than redundancy, the saved-move buffer of old
+/// (96 moves) and the time bank's second cover: the client sends again what the server reports
+/// it lacks, oldest first, and the backlog spends the stall's time. Nothing is guessed,
+/// nobody is corrected or flagged, and the walk goes on as far as an unbroken one.
+#[test]
+fn an_honest_player_through_long_bursts_of_loss_is_never_guessed_or_corrected() {
+    let base = LinkConditions::new(Duration::from_millis(100), Duration::from_millis(10), 0.0);
+    let mut tb = movement_testbed(2, base, MovementTestPlugin::default());
+    tb.server()
+        .init_resource::<Flags>()
+        .add_systems(Update, record_flags);
+    tb.run_for(Duration::from_secs(2));
+    let before = server_stats(&tb);
+    for (lost_ms, rest_ms) in [(700, 3000), (1500, 4000), (2500, 5000)] {
+        let blackout = LinkConditions { loss: 1.0, ..base };
+        tb.set_client_conditions(1, blackout).unwrap();
+        tb.run_for(Duration::from_millis(lost_ms));
+        tb.set_client_conditions(1, base).unwrap();
+        tb.run_for(Duration::from_millis(rest_ms));
+    }
+    let after = server_stats(&tb);
+    assert_eq!(
+        after.missing_moves_filled, before.missing_moves_filled,
+        "moves the server had to guess"
+    );
+    assert!(
+        tb.server_world().resource::<Flags>().0.is_empty(),
+        "an honest client was flagged"
+    );
+    for i in 0..2 {
+        let stats = client_stats(&tb, i);
+        assert_eq!(stats.corrections_received, 0, "client {i}: {stats:?}");
+        assert_eq!(stats.saved_moves_evicted, 0, "client {i}: {stats:?}");
+    }
+    // Every move made was played on the server: both walked their script as far.
+    let server_moves = |tb: &mut Testbed, i: usize| {
+        let entity = character_of(tb, i);
+        tb.server_world()
+            .get::<unlag::movement::ServerMovement<CharacterMovement>>(entity)
+            .unwrap()
+            .last_processed()
+    };
+    let lagging = server_moves(&mut tb, 1);
+    let steady = server_moves(&mut tb, 0);
+    assert!(
+        steady.diff(lagging).abs() <= 30,
+        "moves processed: {} and {}",
+        steady.0,
+        lagging.0
+    );
+}
+
 #[test]
 fn a_claimed_teleport_is_corrected_and_never_adopted() {
     for accept_client_position in [false, true] {

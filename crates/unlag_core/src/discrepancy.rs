@@ -14,8 +14,12 @@
 //!   could watch it (a client that sends once a frame sends a whole frame's moves together; at
 //!   5 fps that alone is 0.2 s). Up to `anchor_time` of it is not counted: forgiven once, it
 //!   buys no speed.
-//! - It may not fall below `min_time_margin`: a client cannot bank time by pausing and then
-//!   spend it running fast. The bank must still be deep enough for an honest stall (1 s).
+//! - It may not stay below `min_time_margin`: a client cannot bank time by pausing and then
+//!   spend it running fast. A stall's credit may be spent only by the moves that arrive within
+//!   [`TimeDiscrepancySettings::catch_up_window`] of the first arrival after it: the backlog an
+//!   honest client sends at once when its link comes back (a burst of losses of any length).
+//!   Credit older than that is cut to `min_time_margin`; the backlog itself brings no more
+//!   movement than the time that really passed.
 //! - Honest clocks drift by parts per million; `drift_allowance` forgives a small rate.
 //! - Above `max_time_margin` the client is flagged and *resolution* starts: each following move
 //!   is charged `resolution_rate × dt` of its time until the excess is paid back, so it moves
@@ -33,9 +37,13 @@ pub struct TimeDiscrepancySettings {
     /// Excess of claimed time above which the client is flagged and charged, seconds (default
     /// 0.1: a 1.1× clock is caught in about a second, while honest jitter stays far below).
     pub max_time_margin: f64,
-    /// Least excess kept, seconds (default −1: an honest stall of up to a second is not held
-    /// against the burst that follows it).
+    /// Least excess kept beyond the catch-up window, seconds (default −1: a client that paused
+    /// may afterwards claim up to a second more than elapses, no more).
     pub min_time_margin: f64,
+    /// How long after a stall the moves that arrive may spend all of its credit, seconds of
+    /// server time (default 0.25: the backlog of an honest client's link coming back arrives in
+    /// up to three messages sent together, a jitter's spread apart).
+    pub catch_up_window: f64,
     /// Share of elapsed time forgiven while the excess is positive (default 0.001: ten times a
     /// poor quartz clock's error).
     pub drift_allowance: f64,
@@ -54,6 +62,7 @@ impl Default for TimeDiscrepancySettings {
             enabled: true,
             max_time_margin: 0.1,
             min_time_margin: -1.0,
+            catch_up_window: 0.25,
             drift_allowance: 0.001,
             resolution_rate: 1.0,
             anchor_time: 0.5,
@@ -83,6 +92,8 @@ pub struct TimeDiscrepancy {
     anchor: f64,
     started_at: Option<f64>,
     last_server_time: Option<f64>,
+    /// Server time at which the current catch-up window opened.
+    window_start: Option<f64>,
     /// Claimed time forgiven at the first arrival so far, seconds.
     forgiven: f64,
     resolving: bool,
@@ -98,6 +109,7 @@ impl TimeDiscrepancy {
             anchor: 0.0,
             started_at: None,
             last_server_time: None,
+            window_start: None,
             forgiven: 0.0,
             resolving: false,
             flags: 0,
@@ -147,6 +159,14 @@ impl TimeDiscrepancy {
             .last_server_time
             .map_or(0.0, |last| (server_now - last).max(0.0));
         self.last_server_time = Some(server_now);
+        // Credit left from before the window is cut at the margin before this move counts.
+        if self
+            .window_start
+            .is_none_or(|start| server_now - start > s.catch_up_window)
+        {
+            self.window_start = Some(server_now);
+            self.raw = self.excess().max(s.min_time_margin) + self.anchor;
+        }
         // The first arrival's moves: time spent before the server watched (bounded).
         let forgive = if server_now == started {
             claimed_dt.clamp(0.0, (s.anchor_time - self.forgiven).max(0.0))
@@ -162,7 +182,6 @@ impl TimeDiscrepancy {
         if excess > 0.0 {
             excess = (excess - elapsed * s.drift_allowance).max(0.0);
         }
-        excess = excess.max(s.min_time_margin);
         let mut flagged = false;
         if !self.resolving && excess > s.max_time_margin {
             self.resolving = true;
@@ -314,15 +333,76 @@ mod tests {
 
     #[test]
     fn pausing_cannot_bank_more_than_the_min_margin() {
-        let mut td = TimeDiscrepancy::new(TimeDiscrepancySettings::default());
-        td.on_move(0.0, DT);
-        // Ten seconds of silence, then a flood of 2 s of moves claimed at once.
-        let mut flagged = false;
-        for i in 0..120 {
-            flagged |= td.on_move(10.0 + i as f64 * 1e-4, DT).flagged;
+        let s = TimeDiscrepancySettings::default();
+        for spread in [false, true] {
+            let mut td = TimeDiscrepancy::new(s);
+            td.on_move(0.0, DT);
+            // Ten seconds of silence, then 10 s of moves at once (the backlog), then a client
+            // running at 2× to spend any bank left.
+            let mut flagged_at = None;
+            let mut claimed = DT;
+            let mut simulated = DT;
+            let mut t = 10.0;
+            let backlog = if spread { 0 } else { 600 };
+            for _ in 0..backlog {
+                let m = td.on_move(t, DT);
+                claimed += DT;
+                simulated += m.simulate_dt;
+                assert!(!m.flagged, "the backlog covers the silence");
+            }
+            for i in 0..600 {
+                t += DT;
+                let m = td.on_move(t, 2.0 * DT);
+                claimed += 2.0 * DT;
+                simulated += m.simulate_dt;
+                if m.flagged && flagged_at.is_none() {
+                    flagged_at = Some(i as f64 * DT);
+                }
+            }
+            let flagged_at = flagged_at.expect("banked time spent running fast is caught");
+            // At 2×, the bank lasts the catch-up window, then `−min_time_margin` (+ the margin).
+            let lasts = s.catch_up_window + s.max_time_margin - s.min_time_margin;
+            assert!(
+                flagged_at <= lasts + 2.0 * DT,
+                "flagged after {flagged_at} s"
+            );
+            // Beyond the time that passed, at most the bank and the margin were simulated.
+            let real = t + DT;
+            assert!(
+                simulated
+                    <= real + -s.min_time_margin + s.max_time_margin + s.catch_up_window + 1e-6,
+                "{simulated} s simulated in {real} s, {claimed} s claimed"
+            );
         }
-        assert!(flagged, "banked time was spent");
-        assert!(td.excess() <= 0.1 + 1e-9);
+    }
+
+    #[test]
+    fn an_honest_stall_of_any_length_is_not_held_against_its_backlog() {
+        // The link is down 1.5, 3 or 8 s; the backlog arrives in one frame, or in three
+        // messages up to 0.2 s apart (jitter), and play goes on honestly.
+        for len in [1.5, 3.0, 8.0] {
+            assert_eq!(run(1.0, 0.02, Some((5.0, len)), 20.0).0, None, "{len} s");
+            let mut td = TimeDiscrepancy::new(TimeDiscrepancySettings::default());
+            let mut t = 0.0;
+            for _ in 0..60 {
+                t += DT;
+                assert!(!td.on_move(t, DT).flagged);
+            }
+            let stall_end = t + len;
+            let moves = (len / DT) as usize;
+            for i in 0..moves {
+                let part = 3 * i / moves;
+                assert!(
+                    !td.on_move(stall_end + 0.1 * part as f64, DT).flagged,
+                    "{len} s"
+                );
+            }
+            t = stall_end + 0.2;
+            for _ in 0..600 {
+                t += DT;
+                assert!(!td.on_move(t, DT).flagged, "{len} s, after");
+            }
+        }
     }
 
     #[test]

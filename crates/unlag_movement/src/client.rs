@@ -29,6 +29,8 @@ pub struct SavedMove<M: MovementModel> {
     pub input: M::Input,
     /// State after the move.
     pub end: M::State,
+    /// App time the move was first sent, seconds (infinite until then).
+    pub sent_at: f64,
 }
 
 impl<M: MovementModel> Sequenced for SavedMove<M> {
@@ -49,6 +51,8 @@ pub struct Prediction<M: MovementModel> {
     /// The first new move of each of the last few messages, oldest first (for redundancy).
     recent_firsts: VecDeque<Seq16>,
     last_ack: Seq16,
+    /// The newest move up to which the server has every move (see [`MoveResponse::received`]).
+    received: Seq16,
     correction_ack: u8,
     /// The visual offset hiding the last correction.
     pub offset: VisualOffset,
@@ -66,6 +70,7 @@ impl<M: MovementModel> Prediction<M> {
             last_sent_at: f64::NEG_INFINITY,
             recent_firsts: VecDeque::new(),
             last_ack: ack,
+            received: ack,
             correction_ack: 0,
             offset: VisualOffset::default(),
             shown: VecDeque::new(),
@@ -123,6 +128,9 @@ pub(crate) fn apply_responses<M: MovementModel>(
             }
             continue;
         };
+        if response.received.is_newer_than(prediction.received) {
+            prediction.received = response.received;
+        }
         if !response.ack.is_newer_than(prediction.last_ack) && response.correction.is_none() {
             continue;
         }
@@ -232,6 +240,7 @@ pub(crate) fn simulate_moves<M: MovementModel>(
                 dt,
                 input,
                 end: end.clone(),
+                sent_at: f64::INFINITY,
             })
             .is_some()
         {
@@ -317,20 +326,44 @@ pub(crate) fn send_moves<M: MovementModel>(
             .copied()
             .filter(|_| settings.redundancy > 0)
             .unwrap_or(first_new);
-        let with_redundancy = if lossy {
-            pending.len()
+        // Moves the server has not reported as arrived: the newest, after `received`.
+        let received = prediction.received;
+        let unreceived = pending
+            .iter()
+            .rev()
+            .take_while(|m| m.seq.is_newer_than(received))
+            .count()
+            .max(new_count);
+        // The oldest of them is overdue when its report should have come back by now: lost
+        // beyond what redundancy bridges (a burst, whatever the loss measured downstream).
+        let overdue_after = clock.as_ref().map_or(1.0, |c| {
+            c.rtt + 4.0 * c.jitter + 2.0 * settings.ack_interval
+        });
+        let overdue = pending[pending.len() - unreceived].sent_at + overdue_after < now;
+        let every_unreceived = lossy || overdue;
+        let with_redundancy = if every_unreceived {
+            unreceived
         } else {
             pending
                 .iter()
+                .rev()
+                .take(unreceived)
                 .filter(|m| !resend_from.is_newer_than(m.seq))
                 .count()
                 .max(new_count)
         };
         // More than one message holds (after a long burst of losses, or of lost acks): the
         // older moves go in messages of their own before the newest, at most
-        // `MAX_CATCH_UP_MESSAGES` in all.
+        // `MAX_CATCH_UP_MESSAGES` in all. When every unreceived move goes again and they are
+        // too many, the oldest go first: the server plays moves in order and would have to
+        // guess the ones it lacks, while the newest keep until the reports catch up.
         let take = with_redundancy.min(MAX_MOVES_PER_MESSAGE * MAX_CATCH_UP_MESSAGES);
-        let chosen = &pending[pending.len() - take..];
+        let start = if every_unreceived {
+            pending.len() - with_redundancy
+        } else {
+            pending.len() - take
+        };
+        let chosen = &pending[start..start + take];
         let mut chunks: Vec<&[&SavedMove<M>]> = chosen.rchunks(MAX_MOVES_PER_MESSAGE).collect();
         chunks.reverse();
         for chunk in chunks {
@@ -353,6 +386,9 @@ pub(crate) fn send_moves<M: MovementModel>(
                 .send_counted::<UnreliableChannel, _>(&mut sender, ServerMove::<M>::encode(&data));
             stats.messages_sent += 1;
             stats.moves_sent += chunk.len() as u64;
+        }
+        for m in prediction.saved.pending_mut().rev().take(new_count) {
+            m.sent_at = m.sent_at.min(now);
         }
         prediction.last_sent = Some(newest);
         prediction.recent_firsts.push_back(first_new);

@@ -225,6 +225,10 @@ pub struct MoveResponse<M: MovementModel> {
     pub entity: Entity,
     /// The newest move the server processed.
     pub ack: Seq16,
+    /// The newest move up to which every move has arrived at the server (`ack` or later: moves
+    /// may wait in the playout). The client sends the ones after it again when they are
+    /// overdue.
+    pub received: Seq16,
     /// The server's state after `ack`, when the client must be corrected.
     pub correction: Option<Correction<M>>,
 }

@@ -41,8 +41,12 @@ pub struct ServerMovement<M: MovementModel> {
     last_correction_at: Option<f64>,
     /// The correction the client has not confirmed yet: (id, sent at).
     pending_correction: Option<(u8, f64)>,
+    /// Whether a message confirming the pending correction has arrived (its moves may still
+    /// wait in the playout): the correction is not lost and is not sent again.
+    confirmation_arrived: bool,
     next_correction_id: u8,
-    last_ack_sent: Option<(Seq16, f64)>,
+    /// The last acknowledgement sent: (processed, received, at).
+    last_ack_sent: Option<(Seq16, Seq16, f64)>,
     tokens: f64,
     tokens_at: Option<f64>,
     _model: core::marker::PhantomData<fn() -> M>,
@@ -60,6 +64,7 @@ impl<M: MovementModel> ServerMovement<M> {
             time: TimeDiscrepancy::new(settings.time_discrepancy),
             last_correction_at: None,
             pending_correction: None,
+            confirmation_arrived: false,
             next_correction_id: 1,
             last_ack_sent: None,
             tokens: settings.max_moves_per_second * 2.0,
@@ -92,6 +97,16 @@ impl<M: MovementModel> ServerMovement<M> {
             t += self.held.get(&k).map_or(fallback, |(m, _)| decode_dt(m.dt));
         }
         t
+    }
+
+    /// The newest move up to which every move has arrived: the last processed one and the
+    /// run of held ones after it.
+    fn received(&self) -> Seq16 {
+        let mut k = self.last;
+        while self.held.contains_key(&(k + 1)) {
+            k += 1;
+        }
+        Seq16(k as u16)
     }
 
     /// The move time up to which moves have arrived in order: the end of the held run that
@@ -192,7 +207,6 @@ pub(crate) fn process_moves<M: MovementModel>(
             &mut MessageReceiver<ServerMove<M>>,
             &mut MessageSender<MoveResponse<M>>,
             &mut LinkTraffic,
-            Option<&RemoteClientClock>,
         ),
         With<ClientOf>,
     >,
@@ -262,8 +276,7 @@ pub(crate) fn process_moves<M: MovementModel>(
                 &mut stats,
             )
         });
-        let Ok((link, peer, _, mut sender, mut traffic, remote)) = links.get_mut(controlled.owner)
-        else {
+        let Ok((link, peer, _, mut sender, mut traffic)) = links.get_mut(controlled.owner) else {
             continue;
         };
         if flagged {
@@ -291,10 +304,11 @@ pub(crate) fn process_moves<M: MovementModel>(
         server.reports.pop_front();
         if server
             .pending_correction
-            .is_some_and(|(id, sent)| id != correction_ack && now - sent < resend_after(remote))
+            .is_some_and(|(id, _)| id != correction_ack)
         {
-            // The client has not applied our last correction yet: its moves still start from
-            // the old state.
+            // The client had not applied our last correction when it made these moves: they
+            // still start from the old state. (A lost correction is sent again by
+            // `send_acks`, under a new id.)
             continue;
         }
         if server
@@ -348,12 +362,15 @@ fn send_state<M: MovementModel>(
     let ack = server.last_processed();
     server.last_correction_at = Some(now);
     server.pending_correction = Some((id, now));
-    server.last_ack_sent = Some((ack, now));
+    server.confirmation_arrived = false;
+    let received = server.received();
+    server.last_ack_sent = Some((ack, received, now));
     traffic.send_counted::<SequencedChannel, _>(
         sender,
         MoveResponse::<M> {
             entity,
             ack,
+            received,
             correction: Some(Correction {
                 id,
                 state: state.clone(),
@@ -422,6 +439,12 @@ fn take_in<M: MovementModel>(
     if let Some((n, dt)) = oldest_fresh {
         let made = server.move_time_at(n, dt);
         server.playout.on_arrival(&settings.playout, now, made);
+    }
+    if server
+        .pending_correction
+        .is_some_and(|(id, _)| id == data.correction_ack)
+    {
+        server.confirmation_arrived = true;
     }
     if server.reports.len() >= 64 {
         server.reports.pop_front();
@@ -541,9 +564,11 @@ pub(crate) fn send_acks<M: MovementModel>(
             continue;
         };
         let ack = server.last_processed();
-        let unconfirmed = server
-            .pending_correction
-            .is_none_or(|(_, sent)| now - sent >= resend_after(remote));
+        // Judged by arrival, not by the playout: a confirmation waiting its turn is not lost.
+        let unconfirmed = !server.confirmation_arrived
+            && server
+                .pending_correction
+                .is_none_or(|(_, sent)| now - sent >= resend_after(remote));
         let never_started = server.last_ack_sent.is_none();
         if never_started || (server.pending_correction.is_some() && unconfirmed) {
             // The initial state, or a correction that was lost: send the current state again.
@@ -558,17 +583,20 @@ pub(crate) fn send_acks<M: MovementModel>(
             stats.acks_sent += 1;
             continue;
         }
-        let due = server
-            .last_ack_sent
-            .is_none_or(|(seq, at)| ack.is_newer_than(seq) && now - at >= settings.ack_interval);
+        let received = server.received();
+        let due = server.last_ack_sent.is_none_or(|(seq, got, at)| {
+            (ack.is_newer_than(seq) || received.is_newer_than(got))
+                && now - at >= settings.ack_interval
+        });
         if due {
-            tracing::trace!(target: "unlag::movement", seq = ack.0, "ack sent");
-            server.last_ack_sent = Some((ack, now));
+            tracing::trace!(target: "unlag::movement", seq = ack.0, received = received.0, "ack sent");
+            server.last_ack_sent = Some((ack, received, now));
             traffic.send_counted::<SequencedChannel, _>(
                 &mut sender,
                 MoveResponse::<M> {
                     entity,
                     ack,
+                    received,
                     correction: None,
                 },
             );

@@ -25,7 +25,10 @@ pub enum CharacterCollisions {
 /// A resource; defaults are UE's CharacterMovementComponent values converted to metres.
 #[derive(Resource, Clone, Debug)]
 pub struct MovementSettings<M> {
-    /// Most unacknowledged moves the client keeps (default 96).
+    /// Most unacknowledged moves the client keeps (default 256: at 60 moves/s, 4.3 s, enough
+    /// for a second-long burst of losses, the playout's catch-up after it and the
+    /// acknowledgement's trip back; UE keeps 96, which such a burst overflows, and a move
+    /// dropped before the server has it is a move the server must guess).
     pub max_saved_moves: usize,
     /// How many earlier messages' moves each `ServerMove` repeats while they are
     /// unacknowledged (default 3): that many lost packets in a row cost no correction.
@@ -91,7 +94,7 @@ pub struct MovementSettings<M> {
 impl<M> Default for MovementSettings<M> {
     fn default() -> Self {
         Self {
-            max_saved_moves: 96,
+            max_saved_moves: 256,
             redundancy: 3,
             resend_all_above_loss: 0.001,
             send_interval: 1.0 / 30.0,
