@@ -17,6 +17,13 @@
 //! of speed, never as a jump. A player's moves are therefore played out later by the buffer's
 //! wait, about the spread of their arrival (the peeker's advantage counts it); no faster than
 //! `max_rate` (a speed hack gains nothing here; the time-discrepancy check still judges it).
+//!
+//! One exception: an arrival later than the buffer's wait by more than `max_wait` (a stall, a
+//! burst of losses: its oldest move was made long before) brings a backlog, not jitter. Played
+//! at `max_rate` it would keep the server's track (the hit boxes, the check of the player's
+//! shot origins) seconds behind the player; it is played out as fast as the gain asks, up to
+//! the newest move of the arrivals that came with it (within `max_wait`), and the pace cap
+//! resumes. Moves that arrive early (a fast clock) never open that exception.
 
 use std::collections::VecDeque;
 
@@ -105,17 +112,39 @@ pub struct MovePlayout {
     /// The move time played up to.
     clock: Option<f64>,
     last_now: Option<f64>,
+    /// Move time up to which a late arrival's backlog may be played faster than `max_rate`.
+    catch_up_to: f64,
+    /// Server time of the last late arrival: what arrives with it is the same backlog.
+    late_at: Option<f64>,
     /// Mean wait of played moves between arrival and play, seconds (exponential average).
     wait: f64,
 }
 
 impl MovePlayout {
     /// Records an arrival at `now` bringing moves whose oldest new one ends at move time
-    /// `move_time`.
-    pub fn on_arrival(&mut self, settings: &PlayoutSettings, now: f64, move_time: f64) {
+    /// `move_time` and whose newest ends at `newest`.
+    pub fn on_arrival(
+        &mut self,
+        settings: &PlayoutSettings,
+        now: f64,
+        move_time: f64,
+        newest: f64,
+    ) {
         let offset = now - move_time;
-        if !offset.is_finite() {
+        if !offset.is_finite() || !newest.is_finite() {
             return;
+        }
+        if self
+            .target
+            .is_some_and(|target| offset > target + settings.max_wait)
+        {
+            self.late_at = Some(now);
+        }
+        if self
+            .late_at
+            .is_some_and(|late| now - late <= settings.max_wait)
+        {
+            self.catch_up_to = self.catch_up_to.max(newest);
         }
         if self.offsets.len() == MAX_SAMPLES {
             self.offsets.pop_front();
@@ -150,8 +179,13 @@ impl MovePlayout {
         let elapsed = (now - self.last_now.unwrap_or(now)).max(0.0);
         self.last_now = Some(now);
         let error = (now - target) - clock;
-        let rate = (1.0 + settings.gain * error).clamp(settings.min_rate, settings.max_rate);
-        let next = (clock + rate * elapsed).min(available.max(clock));
+        let wanted = 1.0 + settings.gain * error;
+        let mut next = clock + wanted.clamp(settings.min_rate, settings.max_rate) * elapsed;
+        if clock < self.catch_up_to {
+            // A late arrival's backlog (see the module docs).
+            next = next.max((clock + wanted * elapsed).min(self.catch_up_to));
+        }
+        let next = next.min(available.max(clock));
         self.clock = Some(next);
         Some(next)
     }
@@ -204,7 +238,12 @@ mod tests {
                 let k = arrivals[next_arrival].1;
                 got[k] = true;
                 // The oldest new move of message k ends at move time (2k + 1) ticks.
-                p.on_arrival(&settings, now, (2 * k + 1) as f64 * TICK);
+                p.on_arrival(
+                    &settings,
+                    now,
+                    (2 * k + 1) as f64 * TICK,
+                    (2 * k + 2) as f64 * TICK,
+                );
                 next_arrival += 1;
             }
             while have / 2 < messages && got[have / 2] {
@@ -292,7 +331,12 @@ mod tests {
         // 200 ms of latency, no jitter: the buffer waits about nothing.
         for k in 0..120 {
             let now = k as f64 / 30.0 + 0.2;
-            p.on_arrival(&settings, now, (2 * k + 1) as f64 * TICK);
+            p.on_arrival(
+                &settings,
+                now,
+                (2 * k + 1) as f64 * TICK,
+                (2 * k + 2) as f64 * TICK,
+            );
             let limit = p
                 .advance(&settings, now, (2 * k + 2) as f64 * TICK)
                 .unwrap();
@@ -317,11 +361,42 @@ mod tests {
         for f in 0..(240 * 4) {
             let now = f as f64 / 240.0;
             let made = 2.0 * now;
-            p.on_arrival(&settings, now, made);
+            p.on_arrival(&settings, now, made, made);
             limit = p.advance(&settings, now, made).unwrap();
         }
         // Four seconds: at most 1.5 × 4 s of moves played (plus the first arrival).
         assert!(limit <= settings.max_rate * 4.0 + 0.01, "played {limit} s");
+    }
+
+    #[test]
+    fn a_stalls_backlog_is_played_out_at_once_not_over_seconds() {
+        // Messages every 1/30 s, 50 ms late; the link stalls 1.5 s from t = 3 s, then
+        // everything held back arrives together.
+        let arrival = |k: usize| {
+            let sent = k as f64 / 30.0 + TICK;
+            let arrive = sent + 0.05;
+            if (3.0..4.5).contains(&sent) {
+                4.55
+            } else {
+                arrive
+            }
+        };
+        let frames = play(arrival, 8.0, true);
+        // Half a second after the backlog arrived, the track plays moves within the buffer's
+        // longest wait of when they arrived (two moves a message).
+        let at = |t: f64| frames.iter().find(|f| f.0 >= t).unwrap().1;
+        let arrived_by = |t: f64| (0..).take_while(|&k| arrival(k) <= t).count() * 2;
+        let s = PlayoutSettings::default();
+        for t in [5.05, 5.5, 6.0] {
+            let behind = (arrived_by(t) - at(t)) as f64 * TICK;
+            assert!(
+                behind <= s.max_wait + 2.0 * TICK,
+                "{behind} s behind at {t} s"
+            );
+        }
+        // At `max_rate` alone the 1.5-s backlog would take three seconds.
+        let behind_at_rate = 1.5 - (5.05 - 4.55) * (s.max_rate - 1.0);
+        assert!(behind_at_rate > 1.0);
     }
 
     #[test]

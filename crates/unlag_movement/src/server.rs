@@ -438,7 +438,10 @@ fn take_in<M: MovementModel>(
     }
     if let Some((n, dt)) = oldest_fresh {
         let made = server.move_time_at(n, dt);
-        server.playout.on_arrival(&settings.playout, now, made);
+        let newest_made = server.move_time_at(newest as u64, dt);
+        server
+            .playout
+            .on_arrival(&settings.playout, now, made, newest_made);
     }
     if server
         .pending_correction
