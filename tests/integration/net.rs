@@ -473,6 +473,51 @@ fn overtaken_view_reports_widen_the_range_to_the_links_slow_trips() {
     assert!(remote.view_lag_range(now + 0.07, 1.0 / 60.0).is_some());
 }
 
+/// A burst of losses that leaves fewer than `MIN_VIEW_LAG_SAMPLES` reports in the window does
+/// not erase what the link was shown to do: the newest reports stand for it (and the frame
+/// time bounded last stands) for `VIEW_LAG_MEMORY`; a client silent for longer has no range
+/// (its shots are refused as dodging the check). The range is the same, not wider: a
+/// backtracked copy is still outside it.
+#[test]
+fn a_burst_of_lost_view_reports_keeps_the_links_range_for_a_while_only() {
+    use unlag::net::{VIEW_LAG_MEMORY, VIEW_LAG_WINDOW};
+    let mut remote = unlag::net::RemoteClientClock::default();
+    remote.rtt = 0.1;
+    remote.jitter = 0.005;
+    let frame = 1.0 / 60.0;
+    let mut now = 10.0;
+    // A 10-fps client: a report every 0.1 s, lagging 0.09–0.11 s.
+    for k in 0..40 {
+        now = 10.0 + f64::from(k) * 0.1;
+        let lag = 0.1 + 0.01 * (f64::from(k % 3) - 1.0);
+        assert!(remote.record_view_lag(now, now - lag));
+        remote.record_client_frame(0.1);
+    }
+    let before = remote.view_lag_range(now, frame).unwrap();
+    let frame_before = remote.client_frame;
+    assert!((frame_before - 0.1).abs() < 1e-9);
+    // 1.9 s of losses, then two reports: two in the window.
+    for k in 0..2 {
+        let at = now + VIEW_LAG_WINDOW - 0.1 + f64::from(k) * 0.1;
+        assert!(remote.record_view_lag(at, at - 0.1));
+        remote.record_client_frame(0.1);
+    }
+    now += VIEW_LAG_WINDOW;
+    let after = remote
+        .view_lag_range(now, frame)
+        .expect("the newest reports stand for the link");
+    assert_eq!(after, before);
+    assert_eq!(remote.client_frame, frame_before);
+    // A copy stamped 50 ms older than its view is outside it as before.
+    assert!(after.1 < 0.11 + 0.05);
+    // Silent past the memory: no range.
+    assert!(
+        remote
+            .view_lag_range(now + VIEW_LAG_MEMORY, frame)
+            .is_none()
+    );
+}
+
 /// Paced clients: each runs its own frames (rate, variation, hitches), in time order with the
 /// server; a listen server runs exactly in its host's frames, for as long.
 #[test]

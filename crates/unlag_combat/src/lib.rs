@@ -104,11 +104,12 @@ pub struct CombatSettings {
     /// How far a shot's origin may be from the shooter's body on the server, metres
     /// (default 1.0; the shooter is predicted ahead of the server).
     pub max_origin_error: f32,
-    /// Longest a shot waits on the server for its shooter's moves, seconds (default 0.3:
-    /// longer than the movement plugin's wait for a missing move). A shot names the newest
-    /// move its client had made ([`FireRequest::move_seq`]); after a burst of losses it can
-    /// arrive before that move has, and judged at once its origin would be checked against a
-    /// body the server has not moved yet.
+    /// Longest a shot waits on the server for its shooter's moves, seconds, beyond a fixed
+    /// second for the playout's catch-up and a lost move's resend (default 0.3: longer than
+    /// the movement plugin's wait for a missing move). A shot names the newest move its client
+    /// had made ([`FireRequest::move_seq`]); after a burst of losses it can arrive before that
+    /// move has, and judged at once its origin would be checked against a body the server has
+    /// not moved yet.
     pub max_shot_hold: f64,
     /// Slack on a pellet's direction against its seeded roll, radians (default 0.001).
     pub pellet_slack: f32,

@@ -18,9 +18,10 @@ use unlag_net::{
 };
 use unlag_rewind::{ClaimedView, RewindError, RewindQuery};
 
-/// Longest a shot waits beyond [`CombatSettings::max_shot_hold`] for a move of its shooter
-/// that has arrived and waits to be played out (the playout's wait, and its catch-up after a
-/// stall), seconds.
+/// Longest a shot waits beyond [`CombatSettings::max_shot_hold`] for the move of its shooter it
+/// names, seconds: the move may wait to be played out (the playout's wait, and its catch-up
+/// after a stall), or have been lost with the burst that the shot's copy outlived (the client
+/// sends it again once the server reports it missing, a round trip and a little later).
 const PLAYOUT_HOLD: f64 = 1.0;
 
 /// Hit points of a character (server; replicate it if clients should show it).
@@ -659,9 +660,11 @@ const COPY_JITTER_WAIT: f64 = 0.06;
 /// Most shots one client may have waiting; beyond, the oldest is judged at once.
 const MAX_HELD_SHOTS: usize = 16;
 
-/// A shot naming a move further ahead of the server's than this is not waited for (a second of
-/// moves: no honest client is that far ahead).
-const MAX_MOVES_AHEAD: i32 = 60;
+/// A shot naming a move further ahead of the server's than this is not waited for: the movement
+/// plugin's saved moves (256 by default, 4.3 s at 60 moves/s), beyond which a client's moves
+/// are lost to it anyway. After a second-long burst of losses an honest client is 100 moves
+/// ahead of what the server has played.
+const MAX_MOVES_AHEAD: i32 = 256;
 
 /// Judges every shot received, once the server has processed the moves it names.
 #[allow(clippy::too_many_arguments)]
@@ -764,10 +767,9 @@ pub(crate) fn judge_shots(
             let ready = match (trail, seq) {
                 (Some(trail), Some(seq)) => {
                     trail.reached(seq)
-                        // A move that has arrived is only waiting its turn in the playout.
-                        || waited
-                            >= settings.max_shot_hold
-                                + if trail.arrived(seq) { PLAYOUT_HOLD } else { 0.0 }
+                        // A move that has arrived is only waiting its turn in the playout;
+                        // one lost is sent again once the client sees it missing.
+                        || waited >= settings.max_shot_hold + PLAYOUT_HOLD
                         || queue.len() > MAX_HELD_SHOTS
                         || trail.newest().is_none_or(|n| seq.diff(n) > MAX_MOVES_AHEAD)
                 }

@@ -41,8 +41,9 @@ pub struct TimeDiscrepancySettings {
     /// may afterwards claim up to a second more than elapses, no more).
     pub min_time_margin: f64,
     /// How long after a stall the moves that arrive may spend all of its credit, seconds of
-    /// server time (default 0.25: the backlog of an honest client's link coming back arrives in
-    /// up to three messages sent together, a jitter's spread apart).
+    /// server time (default 1: the backlog of an honest client's link coming back arrives over
+    /// a few of its frames and, for the moves lost again, a resend a round trip later). Within
+    /// it a client cannot claim more than the time that passed either.
     pub catch_up_window: f64,
     /// Share of elapsed time forgiven while the excess is positive (default 0.001: ten times a
     /// poor quartz clock's error).
@@ -62,7 +63,7 @@ impl Default for TimeDiscrepancySettings {
             enabled: true,
             max_time_margin: 0.1,
             min_time_margin: -1.0,
-            catch_up_window: 0.25,
+            catch_up_window: 1.0,
             drift_allowance: 0.001,
             resolution_rate: 1.0,
             anchor_time: 0.5,

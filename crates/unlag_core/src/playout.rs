@@ -22,8 +22,9 @@
 //! burst of losses: its oldest move was made long before) brings a backlog, not jitter. Played
 //! at `max_rate` it would keep the server's track (the hit boxes, the check of the player's
 //! shot origins) seconds behind the player; it is played out as fast as the gain asks, up to
-//! the newest move of the arrivals that came with it (within `max_wait`), and the pace cap
-//! resumes. Moves that arrive early (a fast clock) never open that exception.
+//! the newest move of the arrivals that came with it (within `max_wait`) or while it was
+//! played out, and the pace cap resumes. Moves that arrive early (a fast clock) never open
+//! that exception.
 
 use std::collections::VecDeque;
 
@@ -140,9 +141,13 @@ impl MovePlayout {
         {
             self.late_at = Some(now);
         }
-        if self
-            .late_at
-            .is_some_and(|late| now - late <= settings.max_wait)
+        // What arrives with a late arrival, or while its backlog is still being played out
+        // (the rest of it, sent a frame or a resend later), belongs to the same backlog.
+        let catching_up = self.clock.is_some_and(|c| c < self.catch_up_to);
+        if catching_up
+            || self
+                .late_at
+                .is_some_and(|late| now - late <= settings.max_wait)
         {
             self.catch_up_to = self.catch_up_to.max(newest);
         }

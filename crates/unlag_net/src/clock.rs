@@ -248,6 +248,14 @@ pub const VIEW_LAG_WINDOW: f64 = 2.0;
 /// client sends one a frame up to 30 Hz: 8 in 2 s is a client at 4 fps).
 pub const MIN_VIEW_LAG_SAMPLES: usize = 8;
 
+/// How long the newest [`MIN_VIEW_LAG_SAMPLES`] reports stand for the link when a burst of
+/// losses leaves fewer in the window, seconds: what the link was shown to do a moment ago is
+/// still the best evidence, and a client that stops reporting for longer is refused.
+pub const VIEW_LAG_MEMORY: f64 = 10.0;
+
+/// Most view lags kept, whatever the report rate (a flood of reports costs no more).
+const MAX_VIEW_LAGS: usize = 512;
+
 /// How far the median lag of a client's view reports may exceed the RTT, seconds. An honest
 /// report lags about one round trip (its view time is the server time less half the RTT and
 /// the delay, and it travels the other half), so a median past this means the reports are
@@ -290,10 +298,27 @@ impl RemoteClientClock {
         // The centre from the reports that came in order, as lightyear's RTT is measured (it
         // drops overtaken pongs): under heavy jitter both lean to the quicker trips alike. The
         // range from every report: a shot copy's trip is any of the link's.
-        let mut recent: Vec<f64> = self
-            .view_lags
-            .iter()
-            .filter(|(t, _, in_order)| *in_order && *t >= now - VIEW_LAG_WINDOW)
+        // The window's reports; after a burst of losses that left too few in it, the newest
+        // `MIN_VIEW_LAG_SAMPLES` in order (and the overtaken ones since), up to
+        // `VIEW_LAG_MEMORY` old.
+        let in_window = |since: f64| {
+            self.view_lags
+                .iter()
+                .filter(move |(t, ..)| *t >= since && *t <= now)
+        };
+        let mut since = now - VIEW_LAG_WINDOW;
+        if in_window(since).filter(|(.., in_order)| *in_order).count() < MIN_VIEW_LAG_SAMPLES {
+            since = self
+                .view_lags
+                .iter()
+                .rev()
+                .filter(|(t, _, in_order)| *in_order && *t <= now)
+                .nth(MIN_VIEW_LAG_SAMPLES - 1)
+                .map_or(f64::INFINITY, |(t, ..)| *t)
+                .max(now - VIEW_LAG_MEMORY);
+        }
+        let mut recent: Vec<f64> = in_window(since)
+            .filter(|(.., in_order)| *in_order)
             .map(|(_, lag, _)| *lag)
             .collect();
         if recent.len() < MIN_VIEW_LAG_SAMPLES {
@@ -301,14 +326,10 @@ impl RemoteClientClock {
         }
         recent.sort_by(f64::total_cmp);
         let median = recent[recent.len() / 2];
-        let (least, most) = self
-            .view_lags
-            .iter()
-            .filter(|(t, ..)| *t >= now - VIEW_LAG_WINDOW)
-            .fold(
-                (f64::INFINITY, f64::NEG_INFINITY),
-                |(lo, hi), (_, lag, _)| (lo.min(*lag), hi.max(*lag)),
-            );
+        let (least, most) = in_window(since).fold(
+            (f64::INFINITY, f64::NEG_INFINITY),
+            |(lo, hi), (_, lag, _)| (lo.min(*lag), hi.max(*lag)),
+        );
         let frame = frame.clamp(0.0, MAX_FRAME_SLACK);
         if median > self.rtt + VIEW_LAG_CENTER_SLACK + frame {
             return None;
@@ -360,11 +381,19 @@ impl RemoteClientClock {
     /// older than [`VIEW_LAG_WINDOW`].
     fn push_view_lag(&mut self, now: f64, lag: f64, in_order: bool) {
         self.view_lags.push_back((now, lag, in_order));
-        while self
-            .view_lags
-            .front()
-            .is_some_and(|(t, ..)| *t < now - VIEW_LAG_WINDOW)
-        {
+        // Older than the window is forgotten unless it is among the newest
+        // `MIN_VIEW_LAG_SAMPLES` in order (see `view_lag_range`), and never kept past the memory.
+        let mut in_order_kept = self.view_lags.iter().filter(|(.., o)| *o).count();
+        while let Some(&(t, _, front_in_order)) = self.view_lags.front() {
+            let needed = front_in_order && in_order_kept <= MIN_VIEW_LAG_SAMPLES;
+            let old = t < now - VIEW_LAG_WINDOW;
+            if !(self.view_lags.len() > MAX_VIEW_LAGS
+                || t < now - VIEW_LAG_MEMORY
+                || old && !needed)
+            {
+                break;
+            }
+            in_order_kept -= usize::from(front_in_order);
             self.view_lags.pop_front();
         }
     }
@@ -389,11 +418,16 @@ impl RemoteClientClock {
 
     /// Takes the frame time a report claims, seconds: [`RemoteClientClock::client_frame`]
     /// becomes it, bounded by the median spacing of the window's report arrivals (plus 2 ms)
-    /// and [`MAX_CLIENT_FRAME`]; zero until a few reports have arrived.
+    /// and [`MAX_CLIENT_FRAME`]; zero until a few reports have arrived, and kept while too few arrive in the window to bound a new claim (a burst of losses).
     pub fn record_client_frame(&mut self, claimed: f64) {
         let mut spacings: Vec<f64> = self.spacings.iter().map(|s| s.1).collect();
-        if spacings.len() < 3 || !claimed.is_finite() {
+        if !claimed.is_finite() {
             self.client_frame = 0.0;
+            return;
+        }
+        if spacings.len() < 3 {
+            // Too few arrivals in the window to bound a new claim (a burst of losses): the
+            // frame time bounded last stands.
             return;
         }
         spacings.sort_by(f64::total_cmp);
