@@ -232,6 +232,34 @@ fn rays_are_judged_against_the_past() {
     assert_eq!(ray(&mut tb, o, d, f64::NAN), Err(RewindError::Invalid));
 }
 
+/// A shot held on the server for its shooter's moves (a burst's resend) is judged later than
+/// its view: the judged window reaches back to the oldest one waiting, and only while it
+/// waits.
+#[test]
+fn the_judged_window_reaches_back_to_a_held_shot_while_it_waits() {
+    let mut tb = rewind_testbed();
+    let walker = spawn_character(tb.server_world_mut(), Vec3::ZERO);
+    tb.run_for(Duration::from_secs(3));
+    let t = now(&tb) - 1.6;
+    let (o, d) = (Vec3::new(5.0 * t as f32, 1.1, -10.0), Vec3::Z);
+    assert!(
+        matches!(ray(&mut tb, o, d, t), Err(RewindError::TooOld { .. })),
+        "beyond the clients' views"
+    );
+    tb.server_world_mut()
+        .insert_resource(unlag::net::HeldShotsOldest(Some(t)));
+    tb.run_for(Duration::from_millis(50));
+    let hit = ray(&mut tb, o, d, t).unwrap().expect("judged where it was");
+    assert_eq!(hit.character, walker);
+    tb.server_world_mut()
+        .insert_resource(unlag::net::HeldShotsOldest(None));
+    tb.run_for(Duration::from_millis(50));
+    assert!(matches!(
+        ray(&mut tb, o, d, t),
+        Err(RewindError::TooOld { .. })
+    ));
+}
+
 #[test]
 fn pellets_segments_poses_crouching_and_unknown_characters() {
     let mut tb = rewind_testbed();

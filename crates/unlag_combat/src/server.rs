@@ -691,7 +691,11 @@ pub(crate) fn judge_shots(
     mut killed: MessageWriter<Killed>,
     mut log: Option<ResMut<ShotLog>>,
     work: Option<Res<unlag_net::ServerWork>>,
-    (time, trails): (Res<Time>, Query<&unlag_net::MoveTrail>),
+    (time, trails, mut oldest_held): (
+        Res<Time>,
+        Query<&unlag_net::MoveTrail>,
+        ResMut<unlag_net::HeldShotsOldest>,
+    ),
     mut held: Local<HashMap<Entity, std::collections::VecDeque<HeldShot>>>,
 ) {
     let _work = work.as_deref().map(|w| w.time(unlag_net::WorkPart::Shots));
@@ -921,6 +925,16 @@ pub(crate) fn judge_shots(
                 },
             );
         }
+    }
+    // The rewind's window must still reach the shots left waiting when their turn comes.
+    let oldest = held
+        .values()
+        .flatten()
+        .map(|h| h.request.view_time.min(h.request.judged_time))
+        .filter(|t| t.is_finite())
+        .reduce(f64::min);
+    if oldest_held.0 != oldest {
+        oldest_held.0 = oldest;
     }
     // Everyone but the shooter sees the shot (effects only): one batch per client per frame.
     if echoes.is_empty() {

@@ -32,7 +32,9 @@ pub use protocol::{
     NetDirection, NetMessageAppExt, NetProtocol, ReliableChannel, SequencedChannel,
     UnreliableChannel, short_type_name,
 };
-pub use roles::{Authority, AutonomousProxy, MoveTrail, SimulatedProxy, SimulatedVelocity};
+pub use roles::{
+    Authority, AutonomousProxy, HeldShotsOldest, MoveTrail, SimulatedProxy, SimulatedVelocity,
+};
 pub use time_source::{NetTimeSource, lightyear_clock_is_mocked, real_elapsed, with_net_clock_at};
 pub use unlag_core::{ConditionsError, DelayPolicy, HighPingSettings, LinkConditions};
 pub use work::{ServerWork, WorkPart, WorkTimer};

@@ -90,6 +90,14 @@ impl MoveTrail {
     }
 }
 
+/// On the server: the oldest moment, server seconds, at which a shot held for its shooter's
+/// moves will be judged (its view time, or its judged time if older), if any shot waits. The
+/// rewind keeps its judged window reaching back to it whatever the clients' views, so a shot
+/// that waited for a burst's resent moves is not out of the window when its turn comes. A
+/// resource the combat plugin keeps.
+#[derive(Resource, Default, Clone, Copy, Debug, PartialEq)]
+pub struct HeldShotsOldest(pub Option<f64>);
+
 pub(crate) fn register(app: &mut App) {
     app.register_type::<(
         Authority,

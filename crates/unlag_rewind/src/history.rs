@@ -354,10 +354,17 @@ pub fn judged_span<'a>(
         .map(|c| c.rtt / 2.0 + c.interpolation_delay + 2.0 * c.client_frame)
         .filter(|v| v.is_finite())
         .fold(0.0, f64::max);
-    let interval = conditions.map_or(0.05, |c| 1.0 / f64::from(c.get().update_rate_hz.max(0.1)));
-    (view + 2.0 * interval + 0.25)
+    (view + claim_margin(conditions))
         .max(settings.min_window)
         .min(settings.max_record_time)
+}
+
+/// What the judged span adds to the oldest view, seconds: two of the server's default update
+/// intervals (the state a claim starts from precedes the view by up to one, two when one
+/// between was lost) and a quarter second of slack.
+fn claim_margin(conditions: Option<&unlag_net::NetConditions>) -> f64 {
+    let interval = conditions.map_or(0.05, |c| 1.0 / f64::from(c.get().update_rate_hz.max(0.1)));
+    2.0 * interval + 0.25
 }
 
 /// Frames a history needs to cover `max_record_time` at this tick length, plus one beyond.
@@ -399,7 +406,10 @@ pub(crate) fn record_frames(
     boxes: Query<&Transform, With<HitBox>>,
     clients: Query<&unlag_net::RemoteClientClock>,
     conditions: Option<Res<unlag_net::NetConditions>>,
-    work: Option<Res<unlag_net::ServerWork>>,
+    (work, held): (
+        Option<Res<unlag_net::ServerWork>>,
+        Option<Res<unlag_net::HeldShotsOldest>>,
+    ),
 ) {
     let _work = work
         .as_deref()
@@ -417,7 +427,15 @@ pub(crate) fn record_frames(
         }
     }
     let span = judged_span(&settings, clients.iter(), conditions.as_deref());
-    broad.rebuild_since(characters.iter().map(|(e, _, h)| (e, h)), time - span);
+    // A shot held for its shooter's moves is judged later than its view: the window reaches
+    // back to it too, with the span's margin for the older state a claim starts from.
+    let since = match held.and_then(|h| h.0) {
+        Some(oldest) => (time - span)
+            .min(oldest - claim_margin(conditions.as_deref()))
+            .max(time - settings.max_record_time),
+        None => time - span,
+    };
+    broad.rebuild_since(characters.iter().map(|(e, _, h)| (e, h)), since);
     let mut new = RewindStats {
         refused_frames: stats.refused_frames + refused,
         memory_bytes: broad.memory_bytes(),
