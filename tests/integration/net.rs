@@ -473,6 +473,37 @@ fn overtaken_view_reports_widen_the_range_to_the_links_slow_trips() {
     assert!(remote.view_lag_range(now + 0.07, 1.0 / 60.0).is_some());
 }
 
+/// Under heavy jitter the reports of a window sample the up-link a few dozen times and the
+/// pings' jitter reads a fraction of its spread: the move stream's spread above the median
+/// (the server's own arrival times of moves whose timing the speed-hack check holds) sets how
+/// late a shot copy may come. A copy stamped older than that is still outside, and the cap
+/// holds: the range never reaches past the median plus the larger spread.
+#[test]
+fn the_move_streams_spread_reaches_where_the_reports_fell_short() {
+    let mut remote = unlag::net::RemoteClientClock::default();
+    remote.rtt = 0.5;
+    remote.jitter = 0.03;
+    let frame = 1.0 / 60.0;
+    let mut now = 10.0;
+    // Thirty reports lagging 0.4-0.55 s: the reports' largest fell short of the link's 0.625.
+    for k in 0..30 {
+        now = 10.0 + f64::from(k) / 15.0;
+        let lag = 0.4 + 0.15 * f64::from(k % 10) / 9.0;
+        assert!(remote.record_view_lag(now, now - lag));
+    }
+    let (_, most_reports) = remote.view_lag_range(now, frame).unwrap();
+    assert!((most_reports - 0.55).abs() < 1e-9, "{most_reports}");
+    let median = 0.4 + 0.15 * 5.0 / 9.0;
+    remote.uplink_spread = 0.12;
+    let (least, most) = remote.view_lag_range(now, frame).unwrap();
+    assert!((least - 0.4).abs() < 1e-9);
+    assert!((most - (median + 0.12)).abs() < 1e-9, "{most}");
+    // However late the moves come, the spread counts for no more than half the round trip.
+    remote.uplink_spread = 5.0;
+    let (_, most) = remote.view_lag_range(now, frame).unwrap();
+    assert!((most - (median + 0.25)).abs() < 1e-9, "{most}");
+}
+
 /// A burst of losses that leaves fewer than `MIN_VIEW_LAG_SAMPLES` reports in the window does
 /// not erase what the link was shown to do: the newest reports stand for it (and the frame
 /// time bounded last stands) for `VIEW_LAG_MEMORY`; a client silent for longer has no range

@@ -43,7 +43,7 @@ pub use history::{FramePair, LookupError, PoseHistory, RecordError};
 pub use linksim::{LinkSimulator, LinkSimulatorStats, PathConditions};
 pub use moves::{SavedMoves, Sequenced};
 pub use ping::{HighPingChange, HighPingMonitor, HighPingSettings};
-pub use playout::{MovePlayout, PlayoutSettings, PlayoutSettingsError};
+pub use playout::{ArrivalSpread, MovePlayout, PlayoutSettings, PlayoutSettingsError};
 pub use projectile::{Ballistic, fake_projectile_hold, fake_projectile_life};
 pub use raycast::ray_capsule;
 pub use rng::SplitMix64;

@@ -215,6 +215,47 @@ impl MovePlayout {
     }
 }
 
+/// How late a client's messages arrive after the newest move each brings was made, over a
+/// window: the up-link's spread as the move stream shows it. Every message counts, the ones a
+/// newer message overtook included (their moves were all there already, yet they are the
+/// link's slow trips); the move times are the client's, held by the time-discrepancy check.
+#[derive(Clone, Debug, Default)]
+pub struct ArrivalSpread {
+    /// (server time of arrival, arrival − move time of the message's newest move), seconds.
+    samples: VecDeque<(f64, f64)>,
+}
+
+impl ArrivalSpread {
+    /// Records a message that arrived at `now` bringing moves up to move time `newest`; keeps
+    /// `window` seconds (at most 256 messages).
+    pub fn record(&mut self, now: f64, newest: f64, window: f64) {
+        let offset = now - newest;
+        if !offset.is_finite() {
+            return;
+        }
+        if self.samples.len() == MAX_SAMPLES {
+            self.samples.pop_front();
+        }
+        self.samples.push_back((now, offset));
+        while self.samples.front().is_some_and(|(t, _)| *t < now - window) {
+            self.samples.pop_front();
+        }
+    }
+
+    /// How much later than their median the messages of the window arrived, seconds: the
+    /// up-link's upper spread. The few latest (one in 20, up to 3) are left out: a stall's
+    /// backlog comes in up to three messages of old moves. `None` before eight.
+    pub fn upper_spread(&self) -> Option<f64> {
+        if self.samples.len() < 8 {
+            return None;
+        }
+        let mut sorted: Vec<f64> = self.samples.iter().map(|(_, o)| *o).collect();
+        sorted.sort_by(f64::total_cmp);
+        let skip = (sorted.len() / 20).min(3);
+        Some(sorted[sorted.len() - 1 - skip] - sorted[sorted.len() / 2])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,6 +443,38 @@ mod tests {
         // At `max_rate` alone the 1.5-s backlog would take three seconds.
         let behind_at_rate = 1.5 - (5.05 - 4.55) * (s.max_rate - 1.0);
         assert!(behind_at_rate > 1.0);
+    }
+
+    #[test]
+    fn the_arrival_spread_is_the_links_not_a_stalls() {
+        let mut spread = ArrivalSpread::default();
+        // Messages every 1/30 s, each 250 ms ± 125 ms late (uniform, deterministic).
+        let mut rng = crate::SplitMix64::new(3);
+        for k in 0..300 {
+            let made = k as f64 / 30.0;
+            spread.record(
+                made + 0.25 + (rng.next_f64() * 2.0 - 1.0) * 0.125,
+                made,
+                2.0,
+            );
+        }
+        let up = spread.upper_spread().unwrap();
+        assert!((0.11..=0.135).contains(&up), "{up}");
+        // A 1-s stall, its backlog (three messages read in one frame), then the link as
+        // before: the stall does not widen it.
+        for k in 0..3 {
+            spread.record(11.3, 10.0 + 0.5 * f64::from(k), 2.0);
+        }
+        for k in 0..45 {
+            let made = 11.05 + f64::from(k) / 30.0;
+            spread.record(
+                made + 0.25 + (rng.next_f64() * 2.0 - 1.0) * 0.125,
+                made,
+                2.0,
+            );
+        }
+        let after = spread.upper_spread().unwrap();
+        assert!(after <= 0.135, "{up} then {after}");
     }
 
     #[test]

@@ -33,6 +33,11 @@ pub struct ServerMovement<M: MovementModel> {
     move_time: f64,
     /// Plays the moves out at the pace they were made.
     playout: unlag_core::MovePlayout,
+    /// How late the messages arrive after their newest move was made (the up-link's spread).
+    spread: unlag_core::ArrivalSpread,
+    /// The move time at the end of each of the last processed moves: (extended number, move
+    /// time), oldest first, at most 256 (a late message's newest move was made then).
+    processed_ends: VecDeque<(u64, f64)>,
     /// Since when the move after `last` has been missing.
     gap_since: Option<f64>,
     /// End positions the client reported: (extended number of the move, end, correction ack).
@@ -59,6 +64,8 @@ impl<M: MovementModel> ServerMovement<M> {
             held: BTreeMap::new(),
             move_time: 0.0,
             playout: unlag_core::MovePlayout::default(),
+            spread: unlag_core::ArrivalSpread::default(),
+            processed_ends: VecDeque::new(),
             gap_since: None,
             reports: VecDeque::new(),
             time: TimeDiscrepancy::new(settings.time_discrepancy),
@@ -87,6 +94,23 @@ impl<M: MovementModel> ServerMovement<M> {
     /// seconds (an average; see [`unlag_core::playout`]).
     pub fn playout_wait(&self) -> f64 {
         self.playout.mean_wait()
+    }
+
+    /// How much later than their median this client's messages arrived lately after their
+    /// newest move was made, seconds (see [`unlag_core::ArrivalSpread::upper_spread`]).
+    pub fn uplink_spread(&self) -> Option<f64> {
+        self.spread.upper_spread()
+    }
+
+    /// The move time at the end of move number `n` (extended), if it is processed and kept or
+    /// held (a missing one counted as long as `fallback`), seconds.
+    fn end_time_of(&self, n: u64, fallback: f64) -> Option<f64> {
+        if n > self.last {
+            return Some(self.move_time_at(n, fallback));
+        }
+        let (first, _) = *self.processed_ends.front()?;
+        let i = usize::try_from(n.checked_sub(first)?).ok()?;
+        self.processed_ends.get(i).map(|(_, t)| *t)
     }
 
     /// The client's move time at the end of move number `n` (extended), from the durations of
@@ -207,6 +231,7 @@ pub(crate) fn process_moves<M: MovementModel>(
             &mut MessageReceiver<ServerMove<M>>,
             &mut MessageSender<MoveResponse<M>>,
             &mut LinkTraffic,
+            Option<&mut RemoteClientClock>,
         ),
         With<ClientOf>,
     >,
@@ -276,9 +301,14 @@ pub(crate) fn process_moves<M: MovementModel>(
                 &mut stats,
             )
         });
-        let Ok((link, peer, _, mut sender, mut traffic)) = links.get_mut(controlled.owner) else {
+        let Ok((link, peer, _, mut sender, mut traffic, remote)) = links.get_mut(controlled.owner)
+        else {
             continue;
         };
+        // The up-link's spread as the move stream shows it: evidence for the view checks.
+        if let (Some(mut remote), Some(spread)) = (remote, server.uplink_spread()) {
+            remote.uplink_spread = spread;
+        }
         if flagged {
             stats.speed_hacks_flagged += 1;
             warn!(
@@ -400,12 +430,20 @@ fn take_in<M: MovementModel>(
 ) -> Result<(), RejectReason> {
     let newest = server.extend(data.moves.last().expect("decoded messages have moves").seq);
     let last = server.last as i64;
+    // Every message taken is a sample of the up-link, an overtaken one too (its moves are
+    // here already): how late it came after its newest move was made.
+    let sample = |server: &mut ServerMovement<M>| {
+        if let Some(made) = server.end_time_of(newest as u64, 0.0) {
+            server.spread.record(now, made, settings.playout.window);
+        }
+    };
     if newest <= last {
         // Every move was processed already: a late copy (normal), or a replay from long ago.
         stats.duplicate_moves += data.moves.len() as u64;
         return if newest < last - 256 {
             Err(RejectReason::Stale)
         } else {
+            sample(server);
             Ok(())
         };
     }
@@ -449,6 +487,7 @@ fn take_in<M: MovementModel>(
     {
         server.confirmation_arrived = true;
     }
+    sample(server);
     if server.reports.len() >= 64 {
         server.reports.pop_front();
     }
@@ -511,6 +550,10 @@ fn simulate_ready<M: MovementModel>(
             }
         };
         server.move_time += decode_dt(m.dt);
+        if server.processed_ends.len() >= 256 {
+            server.processed_ends.pop_front();
+        }
+        server.processed_ends.push_back((next, server.move_time));
         if fresh {
             server.playout.on_played(now, arrived);
         }

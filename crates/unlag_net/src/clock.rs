@@ -186,6 +186,13 @@ pub struct RemoteClientClock {
     /// Server time of the previous report's arrival.
     #[reflect(ignore)]
     last_arrival: Option<f64>,
+    /// How much later than their median the client's moves arrived lately, after the moment
+    /// each was made, seconds: the up-link's spread as the move stream shows it (set by the
+    /// movement plugin; 0 without it). Its timing is held by the time-discrepancy check, so a
+    /// client cannot fake a spread without really delaying everything it does, and it stands
+    /// beside the pings' jitter (lightyear's estimate, which drops overtaken pongs and reads a
+    /// tenth of a ±125-ms link's spread) for how late a view report or a shot copy may come.
+    pub uplink_spread: f64,
 }
 
 /// A client's link as the server knew it at one moment ([`RemoteClientClock::at`]).
@@ -285,8 +292,10 @@ impl RemoteClientClock {
     /// The reports are the client's word too, so they are held to what the link allows: their
     /// median may not exceed the RTT by more than [`VIEW_LAG_CENTER_SLACK`] and `frame` (else
     /// `None`: a client stamping every report older gains at most that), and the most is
-    /// capped at the median plus [`VIEW_LAG_JITTER_FACTOR`] × the jitter, [`VIEW_LAG_SLACK`]
-    /// and `frame` (a few late stamps cannot widen it). `frame` is the server's frame, seconds
+    /// capped at the median plus [`VIEW_LAG_JITTER_FACTOR`] × the jitter (or the move stream's
+    /// [`RemoteClientClock::uplink_spread`], if larger), [`VIEW_LAG_SLACK`] and `frame` (a few
+    /// late stamps cannot widen it). The most is at least the median plus the move stream's
+    /// spread: a window's reports sample the up-link a few dozen times, its moves a hundred. `frame` is the server's frame, seconds
     /// (the client's, [`RemoteClientClock::client_frame`], is added to it):
     /// a packet waits up to one for the server to read it, which the RTT (measured by pings
     /// answered at once) does not show; at 60 fps it is 17 ms, a server stepped by a 20-fps
@@ -326,6 +335,9 @@ impl RemoteClientClock {
         }
         recent.sort_by(f64::total_cmp);
         let median = recent[recent.len() / 2];
+        let mut all: Vec<f64> = in_window(since).map(|(_, lag, _)| *lag).collect();
+        all.sort_by(f64::total_cmp);
+        let median_all = all[all.len() / 2];
         let (least, most) = in_window(since).fold(
             (f64::INFINITY, f64::NEG_INFINITY),
             |(lo, hi), (_, lag, _)| (lo.min(*lag), hi.max(*lag)),
@@ -334,8 +346,15 @@ impl RemoteClientClock {
         if median > self.rtt + VIEW_LAG_CENTER_SLACK + frame {
             return None;
         }
-        let cap = median + VIEW_LAG_JITTER_FACTOR * self.jitter + VIEW_LAG_SLACK + frame;
-        Some((least, most.min(cap)))
+        // No more than half the round trip: a trip's spread above its median is smaller than
+        // the trip (a link's jitter is at most its one-way latency).
+        let uplink = self.uplink_spread.clamp(0.0, self.rtt.max(0.0) / 2.0);
+        let spread = (VIEW_LAG_JITTER_FACTOR * self.jitter).max(uplink);
+        let cap = median.max(median_all) + spread + VIEW_LAG_SLACK + frame;
+        // The reports sample the up-link a few dozen times a window; the move stream samples
+        // it a hundred times: its spread above the median is the link's, wherever the
+        // reports' largest happened to fall short of it.
+        Some((least, most.max(median_all + uplink).min(cap)))
     }
 
     /// Whether this client has been sending view reports for a whole window by server time
