@@ -427,6 +427,25 @@ fn a_claimed_client_frame_is_held_to_what_its_reports_show() {
     assert_eq!(allowed_frame(0.05, f64::NAN, 30), 0.0);
 }
 
+/// A shot's copies go out over frames the reports already described; a report sent after them
+/// (a shorter frame) may overtake them: their age is held to the longest of the last few
+/// bounded frame times, not to the latest alone, and never beyond what each was bounded to.
+#[test]
+fn copies_are_held_to_the_recent_frames_not_only_the_latest() {
+    let mut remote = unlag::net::RemoteClientClock::default();
+    remote.rtt = 0.1;
+    for k in 0..30 {
+        let now = 10.0 + f64::from(k) / 30.0;
+        assert!(remote.record_view_lag(now, now - 0.1));
+        remote.record_client_frame(if k == 28 { 0.0183 } else { 0.0158 });
+    }
+    assert!((remote.client_frame - 0.0158).abs() < 1e-9);
+    assert!((remote.recent_client_frame() - 0.0183).abs() < 1e-9);
+    // Pretending to be slow buys no more than the reports' spacing, recent or not.
+    remote.record_client_frame(0.5);
+    assert!((remote.recent_client_frame() - (1.0 / 30.0 + 0.002)).abs() < 1e-6);
+}
+
 /// Under heavy jitter a report is often overtaken by the next one. The overtaken ones are the
 /// slow trips: dropped, they would leave the view-lag range only the quick ones, and a shot
 /// (which travels apart) would land past its most. Taken for their lag (not their delay), the

@@ -294,6 +294,41 @@ fn cheating_clients_are_caught_and_shown() {
     }
 }
 
+/// At ±125 ms of jitter a shot stamped 150 ms older than its view lands within the link's own
+/// spread four times in ten, and shot by shot it cannot be told from a slow trip. Over shots it
+/// can: the cheater's shots all lag its view reports by what it claims, and after the few it
+/// takes to see it (`SHOT_LAG_SHOTS`) every one is refused. (Honest clients on that link are
+/// never refused: the reduced grid's heavy-jitter cells.)
+#[test]
+fn a_backtrack_hidden_in_heavy_jitter_is_caught_over_shots() {
+    use unlag_report::cheat::Cheat;
+    let options = ReportOptions {
+        bots: 4,
+        clients: 2,
+        seconds: 10.0,
+        rtt_ms: 500.0,
+        jitter_ms: 125.0,
+        cheat: Some(Cheat::Backtrack),
+        ..Default::default()
+    };
+    let report = run(&options, &mut |_| {}).unwrap();
+    println!("{}", report.table());
+    let refused: u64 = report.rejected.values().sum();
+    let for_timing = report.rejected.get("BadViewTime").copied().unwrap_or(0);
+    assert!(report.cheating_shots >= 40, "{}", report.cheating_shots);
+    // Without the test over shots, 39 of 70 were refused, 14 of them for their timing.
+    assert!(
+        for_timing * 10 >= report.cheating_shots * 6,
+        "{for_timing} of {} refused for their timing",
+        report.cheating_shots
+    );
+    assert!(
+        refused * 10 >= report.cheating_shots * 8,
+        "{refused} of {} refused",
+        report.cheating_shots
+    );
+}
+
 #[test]
 fn a_sweep_runs_one_match_per_value_and_plots_every_figure() {
     use unlag_report::sweep::{figures, plot, run_sweep, sweep_table};

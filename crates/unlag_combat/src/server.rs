@@ -101,6 +101,9 @@ pub struct ServerArmory {
     last_fire_index: u32,
     /// Reloads finished and not yet announced: (weapon, fire index of the shot before).
     reloaded: Vec<(u8, u32)>,
+    /// How much later than the view reports' median the last shots arrived after the present
+    /// they stamp, seconds (at most [`SHOT_LAG_SHOTS`]): see [`SHOT_LAG_DRIFT`].
+    shot_lags: std::collections::VecDeque<f64>,
 }
 
 impl ServerArmory {
@@ -125,6 +128,7 @@ impl ServerArmory {
             skipped: 0,
             last_fire_index: 0,
             reloaded: Vec::new(),
+            shot_lags: std::collections::VecDeque::new(),
         }
     }
 
@@ -401,7 +405,7 @@ fn check(
     // time it stamps than the client's view reports do, and the shot is at most a few frames
     // older than its copy (never newer).
     let age = request.sent_view_time - request.view_time;
-    if !(-1e-6..=settings.copy_age_allowed(remote.client_frame)).contains(&age) {
+    if !(-1e-6..=settings.copy_age_allowed(remote.recent_client_frame)).contains(&age) {
         return Err(Rejection::BadViewTime);
     }
     match remote.view_lag_range {
@@ -466,6 +470,18 @@ fn check(
     }
     Ok(())
 }
+
+/// Shots over which [`SHOT_LAG_DRIFT`] is judged: the last this many that passed the per-shot
+/// checks.
+pub const SHOT_LAG_SHOTS: usize = 9;
+
+/// Most the median of a client's last [`SHOT_LAG_SHOTS`] shots may lag beyond the median of its
+/// view reports, seconds (0.04). Shot by shot, a copy stamped older than its view by less than
+/// the up-link's spread cannot be told from one of the link's slow trips (at ±125 ms of jitter,
+/// a 150-ms backtrack passes the lag range four times in ten); over shots it can: an honest
+/// client's shots travel the link its reports travel and lag about as they do (the first copy
+/// of three to arrive, a little less), a backtracking client's all lag by what it claims.
+pub const SHOT_LAG_DRIFT: f64 = 0.04;
 
 /// Fixed part of the slack on a shot's lead above the rewind cap, seconds (the jitter is
 /// added): the client's and the server's smoothed RTTs differ by this much on a steady link.
@@ -1018,6 +1034,20 @@ fn judge(
     check(
         request, spec, settings, arrival, shooter, rewind, position, errors,
     )?;
+    if let Some(centre) = remote.view_lag_median {
+        let lag = remote.lag_of(arrival.time, request.sent_view_time, request.sent_delay) - centre;
+        if armory.shot_lags.len() == SHOT_LAG_SHOTS {
+            armory.shot_lags.pop_front();
+        }
+        armory.shot_lags.push_back(lag);
+        if armory.shot_lags.len() == SHOT_LAG_SHOTS {
+            let mut sorted: Vec<f64> = armory.shot_lags.iter().copied().collect();
+            sorted.sort_by(f64::total_cmp);
+            if sorted[SHOT_LAG_SHOTS / 2] > SHOT_LAG_DRIFT {
+                return Err(Rejection::BadViewTime);
+            }
+        }
+    }
     let weapon = &mut armory.weapons[usize::from(request.weapon)];
     // A shot fired (by its checked view time) after the reload's end finishes it: the client
     // showed a full magazine then.

@@ -419,6 +419,12 @@ fn resend_after(remote: Option<&RemoteClientClock>) -> f64 {
     }
 }
 
+/// How much older than the newest move the server has a message's newest move may be for the
+/// message to count as a trip of the link that a newer one overtook, seconds of move time: a
+/// ±125-ms link reorders messages 0.25 s apart; the client resends moves the server lacks
+/// at least 0.2 s (two acknowledgement intervals) plus a round trip after it made them.
+const OVERTAKEN_SPAN: f64 = 0.25;
+
 /// Validates the moves of one message and keeps the new ones for [`simulate_ready`]. Nothing
 /// changes on error.
 fn take_in<M: MovementModel>(
@@ -431,9 +437,18 @@ fn take_in<M: MovementModel>(
     let newest = server.extend(data.moves.last().expect("decoded messages have moves").seq);
     let last = server.last as i64;
     // Every message taken is a sample of the up-link, an overtaken one too (its moves are
-    // here already): how late it came after its newest move was made.
+    // here already): how late it came after its newest move was made. Not a resend of moves
+    // the server lacked (they were made long before the newest it has): that is no trip.
     let sample = |server: &mut ServerMovement<M>| {
-        if let Some(made) = server.end_time_of(newest as u64, 0.0) {
+        let newest_known = server
+            .held
+            .last_key_value()
+            .map_or(server.last, |(k, _)| (*k).max(server.last));
+        if let (Some(made), Some(known)) = (
+            server.end_time_of(newest as u64, 0.0),
+            server.end_time_of(newest_known, 0.0),
+        ) && made >= known - OVERTAKEN_SPAN
+        {
             server.spread.record(now, made, settings.playout.window);
         }
     };

@@ -183,6 +183,9 @@ pub struct RemoteClientClock {
     /// server's own clock, not the client's word.
     #[reflect(ignore)]
     spacings: std::collections::VecDeque<(f64, f64)>,
+    /// The last few [`RemoteClientClock::client_frame`]s, each bounded when it was taken.
+    #[reflect(ignore)]
+    recent_frames: std::collections::VecDeque<f64>,
     /// Server time of the previous report's arrival.
     #[reflect(ignore)]
     last_arrival: Option<f64>,
@@ -207,6 +210,8 @@ pub struct RemoteClockAt {
     /// The client's frame time as the checks allow for it, seconds
     /// ([`RemoteClientClock::client_frame`]).
     pub client_frame: f64,
+    /// [`RemoteClientClock::recent_client_frame`] then, seconds.
+    pub recent_client_frame: f64,
     /// [`RemoteClientClock::delay_cap`] then, seconds.
     pub delay_cap: f64,
     /// Whether the client had reported its delay.
@@ -214,6 +219,9 @@ pub struct RemoteClockAt {
     /// [`RemoteClientClock::view_lag_range`] then: (least, most) lag of the view reports,
     /// seconds.
     pub view_lag_range: Option<(f64, f64)>,
+    /// The median lag of the view reports then, seconds
+    /// ([`RemoteClientClock::view_lags_summary`]).
+    pub view_lag_median: Option<f64>,
     /// [`RemoteClientClock::reporting_since_window`] then.
     pub reporting_since_window: bool,
 }
@@ -279,6 +287,10 @@ pub const VIEW_LAG_SLACK: f64 = 0.015;
 /// stalled longer than this widens the check no further).
 pub const MAX_FRAME_SLACK: f64 = 0.25;
 
+/// How many of the last bounded frame times [`RemoteClientClock::recent_client_frame`] keeps
+/// (about a quarter second of reports at 30 Hz).
+const RECENT_FRAMES: usize = 8;
+
 /// Reports lagging more than this beyond the RTT are dropped as garbage, seconds.
 const VIEW_LAG_GARBAGE: f64 = 0.5;
 
@@ -290,8 +302,10 @@ impl RemoteClientClock {
     /// longer: past the most once `b` exceeds the jitter's span.
     ///
     /// The reports are the client's word too, so they are held to what the link allows: their
-    /// median may not exceed the RTT by more than [`VIEW_LAG_CENTER_SLACK`] and `frame` (else
-    /// `None`: a client stamping every report older gains at most that), and the most is
+    /// median may not exceed the RTT by more than [`VIEW_LAG_CENTER_SLACK`], `frame` and half
+    /// the move stream's [`RemoteClientClock::uplink_spread`] (else `None`: a client stamping
+    /// every report older gains at most that, and a spread is not faked without delaying
+    /// every move), and the most is
     /// capped at the median plus [`VIEW_LAG_JITTER_FACTOR`] × the jitter (or the move stream's
     /// [`RemoteClientClock::uplink_spread`], if larger), [`VIEW_LAG_SLACK`] and `frame` (a few
     /// late stamps cannot widen it). The most is at least the median plus the move stream's
@@ -302,6 +316,14 @@ impl RemoteClientClock {
     /// listen host waits 50 ms. `None` too while fewer than [`MIN_VIEW_LAG_SAMPLES`] arrived in
     /// the window.
     pub fn view_lag_range(&self, now: f64, frame: f64) -> Option<(f64, f64)> {
+        self.view_lags_summary(now, frame)
+            .map(|(least, most, _)| (least, most))
+    }
+
+    /// [`RemoteClientClock::view_lag_range`] and the median lag of every report it was taken
+    /// from (in order or overtaken), seconds: how late this client's packets usually arrive
+    /// after the present they stamp.
+    pub fn view_lags_summary(&self, now: f64, frame: f64) -> Option<(f64, f64, f64)> {
         // The client's frame lags its stamps too.
         let frame = frame + self.client_frame;
         // The centre from the reports that came in order, as lightyear's RTT is measured (it
@@ -343,18 +365,21 @@ impl RemoteClientClock {
             |(lo, hi), (_, lag, _)| (lo.min(*lag), hi.max(*lag)),
         );
         let frame = frame.clamp(0.0, MAX_FRAME_SLACK);
-        if median > self.rtt + VIEW_LAG_CENTER_SLACK + frame {
-            return None;
-        }
         // No more than half the round trip: a trip's spread above its median is smaller than
         // the trip (a link's jitter is at most its one-way latency).
         let uplink = self.uplink_spread.clamp(0.0, self.rtt.max(0.0) / 2.0);
+        // Under heavy jitter the pings' RTT leans to the quick trips more than the reports'
+        // median does (0.43 s for a 0.5-s ±125-ms link): half the move stream's spread is
+        // allowed for it.
+        if median > self.rtt + VIEW_LAG_CENTER_SLACK + frame + uplink / 2.0 {
+            return None;
+        }
         let spread = (VIEW_LAG_JITTER_FACTOR * self.jitter).max(uplink);
         let cap = median.max(median_all) + spread + VIEW_LAG_SLACK + frame;
         // The reports sample the up-link a few dozen times a window; the move stream samples
         // it a hundred times: its spread above the median is the link's, wherever the
         // reports' largest happened to fall short of it.
-        Some((least, most.max(median_all + uplink).min(cap)))
+        Some((least, most.max(median_all + uplink).min(cap), median_all))
     }
 
     /// Whether this client has been sending view reports for a whole window by server time
@@ -452,6 +477,21 @@ impl RemoteClientClock {
         spacings.sort_by(f64::total_cmp);
         let shown = spacings[spacings.len() / 2] + 0.002;
         self.client_frame = claimed.clamp(0.0, shown.min(MAX_CLIENT_FRAME));
+        if self.recent_frames.len() == RECENT_FRAMES {
+            self.recent_frames.pop_front();
+        }
+        self.recent_frames.push_back(self.client_frame);
+    }
+
+    /// The longest of the client's last few frame times as the checks allowed for them (each
+    /// bounded by the reports' spacing when taken), seconds: a shot's copies were sent over
+    /// frames the reports already described, while a report sent after them may overtake
+    /// them with a shorter frame.
+    pub fn recent_client_frame(&self) -> f64 {
+        self.recent_frames
+            .iter()
+            .copied()
+            .fold(self.client_frame, f64::max)
     }
 
     /// The server's estimate of the client's view time when the server's time is `server_time`,
@@ -465,14 +505,17 @@ impl RemoteClientClock {
     /// held on the server (for its shooter's moves to be played out) is judged against the
     /// link as it was when the shot arrived, not as it is later.
     pub fn at(&self, now: f64, frame: f64) -> RemoteClockAt {
+        let summary = self.view_lags_summary(now, frame);
         RemoteClockAt {
             rtt: self.rtt,
             jitter: self.jitter,
             interpolation_delay: self.interpolation_delay,
             client_frame: self.client_frame,
+            recent_client_frame: self.recent_client_frame(),
             delay_cap: self.delay_cap,
             reported: self.reported,
-            view_lag_range: self.view_lag_range(now, frame),
+            view_lag_range: summary.map(|(least, most, _)| (least, most)),
+            view_lag_median: summary.map(|(.., median)| median),
             reporting_since_window: self.reporting_since_window(now),
         }
     }
