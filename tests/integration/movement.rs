@@ -621,7 +621,17 @@ fn speed_hacks_are_caught_and_gain_nothing_while_honest_stalls_are_not() {
 /// nobody is corrected or flagged, and the walk goes on as far as an unbroken one.
 #[test]
 fn an_honest_player_through_long_bursts_of_loss_is_never_guessed_or_corrected() {
-    let base = LinkConditions::new(Duration::from_millis(100), Duration::from_millis(10), 0.0);
+    for rtt_ms in [100, 500] {
+        through_long_bursts(rtt_ms);
+    }
+}
+
+fn through_long_bursts(rtt_ms: u64) {
+    let base = LinkConditions::new(
+        Duration::from_millis(rtt_ms),
+        Duration::from_millis(10),
+        0.0,
+    );
     let mut tb = movement_testbed(2, base, MovementTestPlugin::default());
     tb.server()
         .init_resource::<Flags>()
@@ -638,7 +648,7 @@ fn an_honest_player_through_long_bursts_of_loss_is_never_guessed_or_corrected() 
     let after = server_stats(&tb);
     assert_eq!(
         after.missing_moves_filled, before.missing_moves_filled,
-        "moves the server had to guess"
+        "moves the server had to guess at {rtt_ms} ms"
     );
     assert!(
         tb.server_world().resource::<Flags>().0.is_empty(),
@@ -646,8 +656,14 @@ fn an_honest_player_through_long_bursts_of_loss_is_never_guessed_or_corrected() 
     );
     for i in 0..2 {
         let stats = client_stats(&tb, i);
-        assert_eq!(stats.corrections_received, 0, "client {i}: {stats:?}");
-        assert_eq!(stats.saved_moves_evicted, 0, "client {i}: {stats:?}");
+        assert_eq!(
+            stats.corrections_received, 0,
+            "{rtt_ms} ms, client {i}: {stats:?}"
+        );
+        assert_eq!(
+            stats.saved_moves_evicted, 0,
+            "{rtt_ms} ms, client {i}: {stats:?}"
+        );
     }
     // Every move made was played on the server: both walked their script as far.
     let server_moves = |tb: &mut Testbed, i: usize| {

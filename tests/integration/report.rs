@@ -494,6 +494,11 @@ fn the_reduced_grid_refuses_nothing_and_agrees_on_every_shot() {
         "rtt=500",
         "jitter=60 rtt=240",
         "fps=15 hitches 2 % × 200 ms",
+        "corner: rtt=500 × jitter=rtt/4",
+        "corner: rtt=500 × loss=20/10",
+        "corner: jitter=rtt/4 × loss=20/10",
+        "corner: loss=20/10 × fps=10+hitches",
+        "corner: loss=20/10 × listen",
     ];
     let all = cells(&base);
     let mut failures = Vec::new();

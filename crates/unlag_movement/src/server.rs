@@ -289,11 +289,15 @@ pub(crate) fn process_moves<M: MovementModel>(
 
     for (entity, controlled, mut state, mut server, collider, mut trail) in &mut characters {
         let filter = settings.query_filter(collider);
+        let gap_wait = gap_wait(
+            &settings,
+            links.get(controlled.owner).ok().and_then(|l| l.5),
+        );
         let flagged = with_collision_world(&rapier, &empty, filter, |world| {
             simulate_ready(
                 &*model,
                 &*settings,
-                now,
+                (now, gap_wait),
                 &mut state.0,
                 &mut server,
                 trail.as_deref_mut(),
@@ -419,6 +423,20 @@ fn resend_after(remote: Option<&RemoteClientClock>) -> f64 {
     }
 }
 
+/// How long a missing move is waited for, seconds: `max_gap_wait`, or as long as the client
+/// takes to see it missing and send it again (a round trip, four jitters and two
+/// acknowledgement intervals after it first sent it, as its resend rule goes) with a margin:
+/// guessed, it is a correction.
+fn gap_wait<M>(settings: &MovementSettings<M>, remote: Option<&RemoteClientClock>) -> f64 {
+    let resend = remote.map_or(0.0, |r| {
+        r.rtt.max(0.0) + 4.0 * r.jitter.max(0.0) + 2.0 * settings.ack_interval + 0.05
+    });
+    settings.max_gap_wait.max(resend.min(MAX_GAP_WAIT))
+}
+
+/// Longest a missing move is waited for, whatever the link, seconds.
+const MAX_GAP_WAIT: f64 = 1.5;
+
 /// How much older than the newest move the server has a message's newest move may be for the
 /// message to count as a trip of the link that a newer one overtook, seconds of move time: a
 /// ±125-ms link reorders messages 0.25 s apart; the client resends moves the server lacks
@@ -513,14 +531,14 @@ fn take_in<M: MovementModel>(
 }
 
 /// Simulates, in order, every held move that follows the last processed one. A missing move is
-/// waited for up to `max_gap_wait` (it may come late, or in the next message's redundant
-/// copies), then simulated with the next known move's input and duration. Returns whether the
-/// client was just flagged for a speed hack.
+/// waited for up to `gap_wait` seconds (it may come late, in the next message's redundant
+/// copies or in its resend), then simulated with the next known move's input and duration.
+/// Returns whether the client was just flagged for a speed hack.
 #[allow(clippy::too_many_arguments)]
 fn simulate_ready<M: MovementModel>(
     model: &M,
     settings: &MovementSettings<M>,
-    now: f64,
+    (now, gap_wait): (f64, f64),
     state: &mut M::State,
     server: &mut ServerMovement<M>,
     mut trail: Option<&mut unlag_net::MoveTrail>,
@@ -556,7 +574,7 @@ fn simulate_ready<M: MovementModel>(
             }
             Some((_, (first, first_arrived))) => {
                 let since = *server.gap_since.get_or_insert(now);
-                if now - since < settings.max_gap_wait {
+                if now - since < gap_wait {
                     break;
                 }
                 // Given up on the missing move: the next one's input is the best guess.

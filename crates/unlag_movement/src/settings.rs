@@ -69,9 +69,11 @@ pub struct MovementSettings<M> {
     /// Largest jump ahead of the last processed sequence number accepted (default 600 moves);
     /// farther is dropped.
     pub max_seq_gap: u32,
-    /// How long the server waits for a missing move (late, or in the next messages' redundant
-    /// copies) before simulating it with the next move's input, seconds (default 0.2: longer
-    /// than `redundancy + 1` send intervals plus jitter).
+    /// How long the server waits at least for a missing move (late, or in the next messages'
+    /// redundant copies) before simulating it with the next move's input, seconds (default
+    /// 0.2: longer than `redundancy + 1` send intervals plus jitter). It waits longer for a
+    /// client whose resend of a lost move takes longer (its round trip, jitter and two
+    /// `ack_interval`s, up to 1.5 s).
     pub max_gap_wait: f64,
     /// Server: how a client's moves are played out at the pace they were made instead of a
     /// packet at a time ([`unlag_core::playout`]; on by default). Off, the server's track of a
