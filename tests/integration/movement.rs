@@ -762,6 +762,28 @@ fn server_last(tb: &mut Testbed, i: usize) -> u16 {
         .0
 }
 
+/// Early in a match (fewer than 256 moves played) a copy naming a move "before" the first one
+/// is a late duplicate, not a reason to sum move times over the whole sequence space (which
+/// hung the server).
+#[test]
+fn a_copy_from_before_the_first_move_is_a_duplicate() {
+    use unlag::movement::encode_dt;
+    let conditions = LinkConditions::new(Duration::from_millis(40), Duration::ZERO, 0.0);
+    let mut tb = movement_testbed(1, conditions, MovementTestPlugin::default());
+    let last = server_last(&mut tb, 0);
+    assert!(last < 200, "{last} moves already");
+    let before = server_stats(&tb).duplicate_moves;
+    inject(
+        &mut tb,
+        payload(2, last.wrapping_sub(last + 5), encode_dt(1.0 / 60.0)),
+    );
+    tb.run_for(Duration::from_millis(200));
+    let after = server_stats(&tb);
+    assert!(after.duplicate_moves >= before + 2);
+    assert_eq!(after.rejected(unlag::movement::RejectReason::Stale), 0);
+    assert!(unlag::core::Seq16(server_last(&mut tb, 0)).is_newer_than(unlag::core::Seq16(last)));
+}
+
 #[test]
 fn bad_moves_are_rejected_counted_and_change_nothing() {
     use unlag::movement::{RejectReason, encode_dt};

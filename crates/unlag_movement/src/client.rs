@@ -339,7 +339,8 @@ pub(crate) fn send_moves<M: MovementModel>(
         let overdue_after = clock.as_ref().map_or(1.0, |c| {
             c.rtt + 4.0 * c.jitter + 2.0 * settings.ack_interval
         });
-        let overdue = pending[pending.len() - unreceived].sent_at + overdue_after < now;
+        let overdue =
+            unreceived > 0 && pending[pending.len() - unreceived].sent_at + overdue_after < now;
         let every_unreceived = lossy || overdue;
         let with_redundancy = if every_unreceived {
             unreceived

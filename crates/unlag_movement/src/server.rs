@@ -106,7 +106,8 @@ impl<M: MovementModel> ServerMovement<M> {
     /// held (a missing one counted as long as `fallback`), seconds.
     fn end_time_of(&self, n: u64, fallback: f64) -> Option<f64> {
         if n > self.last {
-            return Some(self.move_time_at(n, fallback));
+            // Only as far as moves may be held (a message is never further ahead).
+            return (n - self.last <= MAX_HELD_AHEAD).then(|| self.move_time_at(n, fallback));
         }
         let (first, _) = *self.processed_ends.front()?;
         let i = usize::try_from(n.checked_sub(first)?).ok()?;
@@ -434,6 +435,10 @@ fn gap_wait<M>(settings: &MovementSettings<M>, remote: Option<&RemoteClientClock
     settings.max_gap_wait.max(resend.min(MAX_GAP_WAIT))
 }
 
+/// Furthest ahead of the last processed move that a move time is summed, moves (the most
+/// `max_seq_gap` allows by default, and then some).
+const MAX_HELD_AHEAD: u64 = 1024;
+
 /// Longest a missing move is waited for, whatever the link, seconds.
 const MAX_GAP_WAIT: f64 = 1.5;
 
@@ -458,6 +463,10 @@ fn take_in<M: MovementModel>(
     // here already): how late it came after its newest move was made. Not a resend of moves
     // the server lacked (they were made long before the newest it has): that is no trip.
     let sample = |server: &mut ServerMovement<M>| {
+        // (Early on, a copy may name a move "before" the first: nothing to measure.)
+        if newest <= 0 {
+            return;
+        }
         let newest_known = server
             .held
             .last_key_value()
