@@ -942,12 +942,21 @@ pub(crate) fn judge_shots(
             );
         }
     }
-    // The rewind's window must still reach the shots left waiting when their turn comes.
+    // The rewind's window must still reach the shots left waiting when their turn comes (those
+    // that can pass: one stamped older than its link's reports allow is refused anyway, and
+    // must not stretch the broad phase over the whole history while it waits).
     let oldest = held
         .values()
         .flatten()
-        .map(|h| h.request.view_time.min(h.request.judged_time))
-        .filter(|t| t.is_finite())
+        .map(|h| {
+            let link = &h.arrival.link;
+            let allowed =
+                link.view_lag_range.map_or(1.0, |(_, most)| most) + link.delay_cap.max(0.0) + 0.25;
+            let at = h.request.view_time.min(h.request.judged_time);
+            (at, h.arrival.time - at <= allowed)
+        })
+        .filter(|(t, plausible)| t.is_finite() && *plausible)
+        .map(|(t, _)| t)
         .reduce(f64::min);
     if oldest_held.0 != oldest {
         oldest_held.0 = oldest;
