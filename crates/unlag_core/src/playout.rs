@@ -101,13 +101,38 @@ impl PlayoutSettings {
 /// Most arrivals kept for the quantile (a flood of messages costs no more).
 const MAX_SAMPLES: usize = 256;
 
+/// (server time of arrival, a figure of that arrival) over the last window of seconds, at most
+/// [`MAX_SAMPLES`]: what [`MovePlayout`] and [`ArrivalSpread`] take their quantiles over.
+#[derive(Clone, Debug, Default)]
+struct Arrivals(VecDeque<(f64, f64)>);
+
+impl Arrivals {
+    /// Keeps `value`, arrived at `now`, and forgets what is older than `window` seconds.
+    fn push(&mut self, now: f64, value: f64, window: f64) {
+        if self.0.len() == MAX_SAMPLES {
+            self.0.pop_front();
+        }
+        self.0.push_back((now, value));
+        while self.0.front().is_some_and(|(t, _)| *t < now - window) {
+            self.0.pop_front();
+        }
+    }
+
+    /// The values kept, in increasing order.
+    fn sorted(&self) -> Vec<f64> {
+        let mut sorted: Vec<f64> = self.0.iter().map(|(_, v)| *v).collect();
+        sorted.sort_by(f64::total_cmp);
+        sorted
+    }
+}
+
 /// One client's playout clock (see the [module docs](self)). Times are seconds: `now` is the
 /// server's time, move times are the client's (the sum of the durations of its moves).
 #[derive(Clone, Debug, Default)]
 pub struct MovePlayout {
     /// (server time of arrival, offset = arrival − move time at the end of the oldest new
     /// move it brought).
-    offsets: VecDeque<(f64, f64)>,
+    offsets: Arrivals,
     /// The offset the clock steers to, while there are arrivals.
     target: Option<f64>,
     /// The move time played up to.
@@ -151,19 +176,8 @@ impl MovePlayout {
         {
             self.catch_up_to = self.catch_up_to.max(newest);
         }
-        if self.offsets.len() == MAX_SAMPLES {
-            self.offsets.pop_front();
-        }
-        self.offsets.push_back((now, offset));
-        while self
-            .offsets
-            .front()
-            .is_some_and(|(t, _)| *t < now - settings.window)
-        {
-            self.offsets.pop_front();
-        }
-        let mut sorted: Vec<f64> = self.offsets.iter().map(|(_, o)| *o).collect();
-        sorted.sort_by(f64::total_cmp);
+        self.offsets.push(now, offset, settings.window);
+        let sorted = self.offsets.sorted();
         let least = sorted[0];
         let i = ((sorted.len() as f64 * settings.quantile).ceil() as usize).clamp(1, sorted.len());
         // Never wait longer than `max_wait` beyond the earliest arrival.
@@ -222,7 +236,7 @@ impl MovePlayout {
 #[derive(Clone, Debug, Default)]
 pub struct ArrivalSpread {
     /// (server time of arrival, arrival − move time of the message's newest move), seconds.
-    samples: VecDeque<(f64, f64)>,
+    samples: Arrivals,
 }
 
 impl ArrivalSpread {
@@ -233,24 +247,17 @@ impl ArrivalSpread {
         if !offset.is_finite() {
             return;
         }
-        if self.samples.len() == MAX_SAMPLES {
-            self.samples.pop_front();
-        }
-        self.samples.push_back((now, offset));
-        while self.samples.front().is_some_and(|(t, _)| *t < now - window) {
-            self.samples.pop_front();
-        }
+        self.samples.push(now, offset, window);
     }
 
     /// How much later than their median the messages of the window arrived, seconds: the
     /// up-link's upper spread. The few latest (one in 20, up to 3) are left out: a stall's
     /// backlog comes in up to three messages of old moves. `None` before eight.
     pub fn upper_spread(&self) -> Option<f64> {
-        if self.samples.len() < 8 {
+        if self.samples.0.len() < 8 {
             return None;
         }
-        let mut sorted: Vec<f64> = self.samples.iter().map(|(_, o)| *o).collect();
-        sorted.sort_by(f64::total_cmp);
+        let sorted = self.samples.sorted();
         let skip = (sorted.len() / 20).min(3);
         Some(sorted[sorted.len() - 1 - skip] - sorted[sorted.len() / 2])
     }
