@@ -305,16 +305,15 @@ impl RemoteClientClock {
     /// median may not exceed the RTT by more than [`VIEW_LAG_CENTER_SLACK`], `frame` and half
     /// the move stream's [`RemoteClientClock::uplink_spread`] (else `None`: a client stamping
     /// every report older gains at most that, and a spread is not faked without delaying
-    /// every move), and the most is
-    /// capped at the median plus [`VIEW_LAG_JITTER_FACTOR`] × the jitter (or the move stream's
-    /// [`RemoteClientClock::uplink_spread`], if larger), [`VIEW_LAG_SLACK`] and `frame` (a few
-    /// late stamps cannot widen it). The most is at least the median plus the move stream's
-    /// spread: a window's reports sample the up-link a few dozen times, its moves a hundred. `frame` is the server's frame, seconds
-    /// (the client's, [`RemoteClientClock::client_frame`], is added to it):
-    /// a packet waits up to one for the server to read it, which the RTT (measured by pings
-    /// answered at once) does not show; at 60 fps it is 17 ms, a server stepped by a 20-fps
-    /// listen host waits 50 ms. `None` too while fewer than [`MIN_VIEW_LAG_SAMPLES`] arrived in
-    /// the window.
+    /// every move), and the most is capped at the median plus [`VIEW_LAG_JITTER_FACTOR`] × the
+    /// jitter (or the move stream's [`RemoteClientClock::uplink_spread`], if larger),
+    /// [`VIEW_LAG_SLACK`] and `frame` (a few late stamps cannot widen it). The most is at least
+    /// the median plus the move stream's spread: a window's reports sample the up-link a few
+    /// dozen times, its moves a hundred. `frame` is the server's frame, seconds (the client's,
+    /// [`RemoteClientClock::client_frame`], is added to it): a packet waits up to one for the
+    /// server to read it, which the RTT (measured by pings answered at once) does not show; at
+    /// 60 fps it is 17 ms, a server stepped by a 20-fps listen host waits 50 ms. `None` too
+    /// while fewer than [`MIN_VIEW_LAG_SAMPLES`] arrived in the window.
     pub fn view_lag_range(&self, now: f64, frame: f64) -> Option<(f64, f64)> {
         self.view_lags_summary(now, frame)
             .map(|(least, most, _)| (least, most))
@@ -359,11 +358,7 @@ impl RemoteClientClock {
         let median = recent[recent.len() / 2];
         let mut all: Vec<f64> = in_window(since).map(|(_, lag, _)| *lag).collect();
         all.sort_by(f64::total_cmp);
-        let median_all = all[all.len() / 2];
-        let (least, most) = in_window(since).fold(
-            (f64::INFINITY, f64::NEG_INFINITY),
-            |(lo, hi), (_, lag, _)| (lo.min(*lag), hi.max(*lag)),
-        );
+        let (least, median_all, most) = (all[0], all[all.len() / 2], all[all.len() - 1]);
         let frame = frame.clamp(0.0, MAX_FRAME_SLACK);
         // No more than half the round trip: a trip's spread above its median is smaller than
         // the trip (a link's jitter is at most its one-way latency).
@@ -462,7 +457,8 @@ impl RemoteClientClock {
 
     /// Takes the frame time a report claims, seconds: [`RemoteClientClock::client_frame`]
     /// becomes it, bounded by the median spacing of the window's report arrivals (plus 2 ms)
-    /// and [`MAX_CLIENT_FRAME`]; zero until a few reports have arrived, and kept while too few arrive in the window to bound a new claim (a burst of losses).
+    /// and [`MAX_CLIENT_FRAME`]; zero until a few reports have arrived, and kept while too few
+    /// arrive in the window to bound a new claim (a burst of losses).
     pub fn record_client_frame(&mut self, claimed: f64) {
         let mut spacings: Vec<f64> = self.spacings.iter().map(|s| s.1).collect();
         if !claimed.is_finite() {
