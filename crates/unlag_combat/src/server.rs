@@ -349,6 +349,16 @@ fn view_time_tolerance(
         + 2.0 * client_frame
 }
 
+/// [`view_time_tolerance`] for a shot, from its link as the server knew it at its arrival
+/// (with the span of the view reports' lags), seconds.
+fn shot_tolerance(settings: &CombatSettings, link: &RemoteClockAt, frame: f64) -> f64 {
+    view_time_tolerance(
+        settings,
+        (link.jitter, link.client_frame, link.lag_spread()),
+        frame,
+    )
+}
+
 /// Whether a packet that arrived `lag` seconds after the present it stamps lies outside the
 /// (least, most) lags of its client's view reports: too old for how this client's packets
 /// arrive, or stamped ahead of them by more than a frame or two of clock movement (which would
@@ -380,11 +390,7 @@ fn check(
         return Err(Rejection::BadViewTime);
     }
     let expected = remote.view_time(now - remote.rtt / 2.0);
-    let tolerance = view_time_tolerance(
-        settings,
-        (remote.jitter, remote.client_frame, remote.lag_spread()),
-        frame,
-    );
+    let tolerance = shot_tolerance(settings, remote, frame);
     errors.push_back(request.view_time - expected);
     if errors.len() > 256 {
         errors.pop_front();
@@ -1119,11 +1125,7 @@ fn judge(
     // Targets claimed on a stale pose (see below): never hit.
     let mut stale_targets: Vec<Entity> = Vec::new();
     let dead = |e: Entity| health.get(e).is_ok_and(|h| !h.alive());
-    let tolerance = view_time_tolerance(
-        settings,
-        (remote.jitter, remote.client_frame, remote.lag_spread()),
-        arrival.frame,
-    );
+    let tolerance = shot_tolerance(settings, remote, arrival.frame);
     for (k, c) in request.claims.iter().enumerate() {
         // One pose per target: a client drew each proxy once, so two claims on one target
         // would make its hit box the union of two chosen poses.
