@@ -458,6 +458,19 @@ enum Cheat {
     /// (as a client starved of newer states draws it), aimed where that held pose stands:
     /// about that much backtracking if a held pose counted at any age.
     HeldClaim(f64),
+    /// Aims this many metres beside the target (to its right, level) and claims an ease of as
+    /// much that way, on a proxy drawn on its curve: a magnet pulling the hit box onto the ray.
+    EaseMagnet(f32),
+    /// Backtracks this many seconds while its pongs are held twice as long: the server's RTT
+    /// reads that much longer, and its estimate of the view time that much older.
+    PongDelay(f64),
+    /// Backtracks this many seconds while claiming 100-ms frames in delay reports sent at
+    /// 10 Hz (spaced as slow frames would be).
+    SlowReports(f64),
+    /// Reports a delay this many seconds longer than it draws with (and its view time that
+    /// much older, so the reports agree) and stamps its shots as old: the most an honest
+    /// client's update rate and jitter could call for.
+    LongDelay(f64),
     /// At 500 ms, above the rewind cap, claims to be judged at its view time (rewound all the
     /// way) instead of the 50 ms later the cap allows.
     NoLead,
@@ -520,6 +533,9 @@ fn run_cheat(
         | Cheat::BacktrackBehindStamp(by)
         | Cheat::ForgedReports(by)
         | Cheat::SlowPretender(by)
+        | Cheat::PongDelay(by)
+        | Cheat::SlowReports(by)
+        | Cheat::LongDelay(by)
         | Cheat::OldClaim(by)
         | Cheat::HeldClaim(by) => by,
         _ => 0.0,
@@ -543,7 +559,11 @@ fn run_cheat(
         _ => view_time,
     };
     // The delay it draws with now, as its reports say.
-    let sent_delay = s.history.back().unwrap().2.delay;
+    let sent_delay = s.history.back().unwrap().2.delay
+        + match s.cheat {
+            Cheat::LongDelay(by) => by,
+            _ => 0.0,
+        };
     let eye = s.eye;
     let mut aim = (torso - eye).normalize();
     // The held cheat: state A of the old pose, extrapolated to the end and held there.
@@ -562,6 +582,15 @@ fn run_cheat(
         }
         _ => None,
     };
+    // The magnet: the ray passes beside the torso; the claimed pose moves it onto the ray.
+    let magnet = match s.cheat {
+        Cheat::EaseMagnet(by) => {
+            let side = aim.cross(Vec3::Y).normalize() * by;
+            aim = (torso + side - eye).normalize();
+            side
+        }
+        _ => Vec3::ZERO,
+    };
     if let Cheat::SkipIndices(skip) = s.cheat {
         s.next_index += skip;
     }
@@ -574,6 +603,7 @@ fn run_cheat(
     let mut directions = unlag::combat::shot_directions(&s.spec, fire_index, aim);
     let mut origin = eye;
     let mut claim = unlag::combat::WireClaim::drawn(proxy, &pose, true);
+    claim.ease += magnet;
     match s.cheat {
         Cheat::PelletCount => {
             directions.pop();
@@ -675,7 +705,28 @@ fn cheat_run(cheat: Cheat, weapon_name: &str, shots: u32) -> CombatStats {
                 ..default()
             });
         }
+        if let Cheat::SlowReports(_) = cheat {
+            app.insert_resource(unlag::net::NetCheats {
+                claimed_frame: Some(0.1),
+                report_interval: Some(0.1),
+                ..default()
+            });
+        }
+        if let Cheat::LongDelay(by) = cheat {
+            app.insert_resource(unlag::net::NetCheats {
+                view_report_offset: by,
+                reported_delay_extra: by,
+                ..default()
+            });
+        }
     });
+    if let Cheat::PongDelay(by) = cheat {
+        tb.server_world_mut()
+            .insert_resource(unlag::net::NetCheats {
+                pong_delay: 2.0 * by,
+                ..default()
+            });
+    }
     if cheat == Cheat::OriginThroughWall {
         // A wall 10 cm thick, 40 cm in front of the shooter's eye, in both worlds.
         let wall = (
@@ -775,6 +826,18 @@ fn cheats_are_refused_for_the_right_reason() {
     println!("HeldClaim(0.5): {s:?}");
     assert!(s.accepted >= 16, "{s:?}");
     assert_eq!(s.pellet_hits, 0, "{s:?}");
+    // A 0.9-m magnet on a target drawn on its curve: an ease no starved frame explains is
+    // judged as none, so the ray beside the target misses. Accepted, and no hit but where the
+    // target's own turn explains the offset (a client starved just then would have drawn it
+    // there): the magnet cannot pick its direction.
+    let s = cheat_run(Cheat::EaseMagnet(0.9), "rifle", 20);
+    println!(
+        "EaseMagnet(0.9): {} accepted, {} eases unexplained, {} hits",
+        s.accepted, s.unexplained_eases, s.pellet_hits
+    );
+    assert!(s.accepted >= 16, "{s:?}");
+    assert!(s.unexplained_eases * 10 >= s.accepted * 8, "{s:?}");
+    assert!(s.pellet_hits <= s.accepted - s.unexplained_eases, "{s:?}");
     // Two poses of one target (now and 0.1 s before): refused, whichever pose it was.
     expect(
         Cheat::DuplicateClaims(0.1),
@@ -836,12 +899,27 @@ fn cheats_are_refused_for_the_right_reason() {
     // with the copy's stamp kept honest, beyond the most a copy may be stamped after its shot.
     // A client pretending to be slow (claiming 100-ms frames while reporting at 30 Hz) is
     // believed only as far as its reports' spacing shows: still refused from 50 ms.
+    // A delay reported longer than drawn, its reports and stamps agreeing: believed only up
+    // to the longest delay the server's update rate and the link's jitter call for
+    // (`unlag_net::plausible_delay`), so 120 ms more than the honest delay is refused.
+    expect(
+        Cheat::LongDelay(0.12),
+        "rifle",
+        20,
+        Rejection::BadViewTime,
+        0,
+    );
+    // Holding pongs (the RTT, and the estimate of the view time, read older) or reporting at
+    // 10 Hz while claiming 100-ms frames (spaced as they claim) does not move the lag range
+    // the copies are held to: refused from 50 ms.
     for back in [0.05, 0.1, 0.2] {
         for cheat in [
             Cheat::Backtrack(back),
             Cheat::BacktrackBehindStamp(back),
             Cheat::ForgedReports(back),
             Cheat::SlowPretender(back),
+            Cheat::PongDelay(back),
+            Cheat::SlowReports(back),
         ] {
             let s = expect(cheat, "rifle", 20, Rejection::BadViewTime, 0);
             let excess: Vec<f64> = s.view_lag_excess.iter().map(|e| e * 1e3).collect();

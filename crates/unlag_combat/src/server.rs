@@ -176,6 +176,10 @@ pub struct CombatStats {
     /// Pellets that hit a target the shooter saw alive but that had died meanwhile (killed by
     /// a shot the shooter had not heard of yet): misses, not refusals.
     pub corpse_pellets: u64,
+    /// Claims whose offset from the curve no starved frames explain, judged on the curve
+    /// instead ([`RewindQuery::ease_explained`](unlag_rewind::RewindQuery::ease_explained)):
+    /// a magnet pulling a hit box onto the ray, or a mode switch the server did not see.
+    pub unexplained_eases: u64,
     /// Shots that arrived after their shooter died ([`Rejection::ShooterDead`]): answered, not
     /// counted as refusals.
     pub posthumous: u64,
@@ -616,8 +620,7 @@ impl ShotJudge<'_, '_> {
             position,
             &self.rewind,
             &self.health,
-            (&mut stats.view_time_errors, &mut stats.view_lag_excess),
-            &mut stats.corpse_pellets,
+            stats,
         )
     }
 }
@@ -999,11 +1002,7 @@ fn judge(
     position: Vec3,
     rewind: &RewindQuery,
     health: &Query<&Health>,
-    errors: (
-        &mut std::collections::VecDeque<f64>,
-        &mut std::collections::VecDeque<f64>,
-    ),
-    corpse_pellets: &mut u64,
+    stats: &mut CombatStats,
 ) -> Result<ShotVerdict, Rejection> {
     let finite = request.origin.is_finite()
         && request.aim.is_finite()
@@ -1047,7 +1046,14 @@ fn judge(
     }
     let remote = &arrival.link;
     check(
-        request, spec, settings, arrival, shooter, rewind, position, errors,
+        request,
+        spec,
+        settings,
+        arrival,
+        shooter,
+        rewind,
+        position,
+        (&mut stats.view_time_errors, &mut stats.view_lag_excess),
     )?;
     if let Some(centre) = remote.view_lag_median {
         let lag = remote.lag_of(arrival.time, request.sent_view_time, request.sent_delay) - centre;
@@ -1132,7 +1138,7 @@ fn judge(
         if request.claims[..k].iter().any(|o| o.target == c.target) {
             return Err(Rejection::BadClaim);
         }
-        let claim = c.view();
+        let mut claim = c.view();
         // A claim shows one moment: the shot's view time (Extrapolate proxies are drawn at the
         // present the client knows, one delay later), whether it blends two states or runs on
         // past the newest one.
@@ -1175,6 +1181,13 @@ fn judge(
         let stale = c.from == c.to
             && off_time
             && !(shown < centre && rewind.held_before_teleport(&claim, centre - window));
+        // An offset from the curve counts only as far as starved frames explain it: otherwise
+        // it could be a magnet pulling the hit box onto the ray. Judged as none: on the curve.
+        let drawn_at = if c.from == c.to { centre } else { shown };
+        if !rewind.ease_explained(&claim, drawn_at) {
+            claim.ease = Vec3::ZERO;
+            stats.unexplained_eases += 1;
+        }
         claims.push(claim);
         claim_hits.push(c.hit && !dead(c.target) && !stale);
         if stale {
@@ -1268,6 +1281,6 @@ fn judge(
         }
     }
     armory.weapons[usize::from(request.weapon)].ammo -= 1;
-    *corpse_pellets += corpse_hits;
+    stats.corpse_pellets += corpse_hits;
     Ok(ShotVerdict::Hits { hits: tally, ends })
 }

@@ -778,6 +778,18 @@ pub struct NetCheats {
     /// A frame time every report claims instead of the real one, seconds (pretending to be
     /// a slow client to widen the server's view-time checks).
     pub claimed_frame: Option<f64>,
+    /// Seconds between delay reports instead of [`REPORT_INTERVAL`] (and none sent early when
+    /// the delay moves): a client reporting seldom, so that its claimed frames look spaced
+    /// as they claim.
+    pub report_interval: Option<f64>,
+    /// Seconds every report adds to the interpolation delay drawn with (with
+    /// `view_report_offset` the same, the report stays consistent: a client claiming a longer
+    /// delay than it draws with, to stamp its shots that much older).
+    pub reported_delay_extra: f64,
+    /// On the server: every client's RTT reads this much longer, seconds, as when a client
+    /// holds the pongs of lightyear's pings before answering (inflating the RTT the view-time
+    /// checks centre on).
+    pub pong_delay: f64,
 }
 
 /// How many of the last delay reports' frame times [`NetClock::least_reported_frame`] looks
@@ -803,9 +815,14 @@ pub(crate) fn send_delay_reports(
     let now = clock.server_time;
     let moved = (clock.interpolation_delay - state.last_reported).abs() >= REPORT_CHANGE
         && now >= state.last_report + MIN_REPORT_GAP;
+    let every = REPORT_INTERVAL;
+    #[cfg(feature = "cheats")]
+    let (moved, every) = match cheats.as_ref().and_then(|c| c.report_interval) {
+        Some(every) => (false, every),
+        None => (moved, every),
+    };
     // After a hitch the view on screen is as old as the hitch: the next frame reports.
-    if clock.synced && !clock.frame_hitched && (now >= state.last_report + REPORT_INTERVAL || moved)
-    {
+    if clock.synced && !clock.frame_hitched && (now >= state.last_report + every || moved) {
         state.last_report = now;
         state.last_reported = clock.interpolation_delay;
         state.report_seq = state.report_seq.next();
@@ -822,6 +839,10 @@ pub(crate) fn send_delay_reports(
         #[cfg(feature = "cheats")]
         let report = DelayReport {
             view_time: report.view_time - cheats.as_ref().map_or(0.0, |c| c.view_report_offset),
+            delay_us: report.delay_us
+                + cheats
+                    .as_ref()
+                    .map_or(0, |c| (c.reported_delay_extra * 1e6) as u32),
             frame_us: cheats
                 .as_ref()
                 .and_then(|c| c.claimed_frame)
@@ -876,6 +897,7 @@ pub(crate) fn update_server_clock(
     fixed: Res<Time<Fixed>>,
     mut clock: ResMut<NetClock>,
     mut clients: Query<(&Link, &mut RemoteClientClock), With<ClientOf>>,
+    #[cfg(feature = "cheats")] cheats: Option<Res<NetCheats>>,
 ) {
     let tick = tick.0.as_secs_f64();
     *clock = NetClock {
@@ -886,6 +908,10 @@ pub(crate) fn update_server_clock(
     };
     for (link, mut remote) in &mut clients {
         remote.rtt = link.stats.rtt.as_secs_f64();
+        #[cfg(feature = "cheats")]
+        if let Some(cheats) = &cheats {
+            remote.rtt += cheats.pong_delay;
+        }
         remote.jitter = link.stats.jitter.as_secs_f64();
     }
 }

@@ -34,7 +34,8 @@ pub use layout::{
     LayoutPose, LayoutShape, LayoutSwing, UseHitBoxLayout, WalkCycle, blend_poses,
 };
 pub use query::{
-    ClaimedView, Histories, RewindError, RewindHit, RewindQuery, RewindScene, hit_box_ray,
+    ClaimedView, EASE_SLACK, Histories, RewindError, RewindHit, RewindQuery, RewindScene,
+    hit_box_ray,
 };
 
 use bevy::ecs::schedule::common_conditions::any_with_component;
@@ -123,8 +124,14 @@ pub struct RewindSettings {
     /// interpolated across that tick, metres (default 3.84).
     pub teleport_distance: f32,
     /// Longest offset from the curve a claimed view may carry (a client easing a proxy back
-    /// onto its path after starved frames), metres (default 1).
+    /// onto its path after starved frames), metres (default 3.84, the smoothing plugin's
+    /// teleport distance: the longest it eases). Only an offset the states sent explain counts
+    /// ([`RewindQuery::ease_explained`]).
     pub max_claimed_ease: f32,
+    /// How long a client takes to ease a proxy back onto its curve, seconds (default 0.1, the
+    /// smoothing plugin's `extrapolation_smooth_time`): claimed eases are explained by jumps
+    /// of the last two such spans.
+    pub max_ease_time: f32,
     /// Longest extrapolation a claimed view may carry when it holds one state, seconds
     /// (default 0.25, the smoothing plugin's default).
     pub max_claimed_extrapolation: f32,
@@ -136,7 +143,8 @@ impl Default for RewindSettings {
             max_record_time: 5.0,
             min_window: 1.0,
             teleport_distance: 3.84,
-            max_claimed_ease: 1.0,
+            max_claimed_ease: 3.84,
+            max_ease_time: 0.1,
             max_claimed_extrapolation: 0.25,
         }
     }

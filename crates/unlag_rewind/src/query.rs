@@ -11,6 +11,17 @@ use bevy_rapier3d::prelude::{QueryFilter, ReadRapierContext};
 use unlag_core::{FramePair, LookupError, SmoothingMode, ray_capsule};
 use unlag_smoothing::{RenderedPose, SentStates};
 
+/// How far a claimed ease may lie from one smoothing could have drawn, metres: quantised states,
+/// and the moment of the jump found to within [`EASE_STEP`].
+pub const EASE_SLACK: f32 = 0.05;
+
+/// The step over the moments a claimed ease may have started at, seconds.
+const EASE_STEP: f64 = 0.004;
+
+/// How much longer than the longest starved spell a pair of states around a moment may span
+/// (the states lost between them and one interval), seconds.
+const EASE_PAIR_SLACK: f64 = 0.1;
+
 /// Why a rewind query has no answer.
 #[derive(Copy, Clone, Debug, PartialEq, thiserror::Error)]
 pub enum RewindError {
@@ -749,6 +760,119 @@ impl RewindQuery<'_, '_> {
                 .states()
                 .find(|s| s.tick > view.from)
                 .is_some_and(|next| next.teleport && next.time >= time)
+    }
+
+    /// Whether a claimed view's ease (its offset from the curve) is one the smoothing plugin
+    /// could have drawn at `view_time` (server seconds): within [`EASE_SLACK`] of nothing, or
+    /// of a part (0–1, as the ease decays) of what extrapolating one sent state got wrong at a
+    /// moment of the last two [`RewindSettings::max_ease_time`]s. A client starved of states
+    /// runs on the newest it has (extrapolated for up to
+    /// [`RewindSettings::max_claimed_extrapolation`], then held); when newer ones arrive it
+    /// eases from there back onto the curve. The states tried are those a client could have
+    /// been starved on then: extrapolated at most that long, or held through up to two of
+    /// their intervals (a state lost between). The curve is tried between neighbouring sent
+    /// states and across one lost between them; in `Extrapolate` mode, the dead reckoning of a
+    /// newer state. So an honest offset lies on one of a few lines fixed by how the target
+    /// really moved, and a client cannot pick its direction to pull a hit box onto its ray
+    /// (a magnet): the combat server judges an unexplained ease as none, on the curve.
+    /// (An ease left over from a mode switch, which the server does not see, or from two
+    /// starved spells within one ease, is judged as none too.)
+    pub fn ease_explained(&self, view: &ClaimedView, view_time: f64) -> bool {
+        let ease = view.ease;
+        if ease.length() <= EASE_SLACK {
+            return true;
+        }
+        if !ease.is_finite()
+            || !view_time.is_finite()
+            || ease.length() > self.settings.max_claimed_ease
+        {
+            return false;
+        }
+        let Ok(sent) = self.sent.get(view.character) else {
+            return false;
+        };
+        let span = 2.0 * f64::from(self.settings.max_ease_time.max(0.0));
+        let reach = f64::from(self.settings.max_claimed_extrapolation.max(0.0));
+        // The claim's own pair shows the client had none of the states between them: it may
+        // have run on the older one for that long.
+        let gap = match self.sent_pair(view) {
+            Ok((a, b)) => (b.time - a.time).max(0.0),
+            Err(_) => return false,
+        };
+        let states: Vec<&unlag_core::ProxyState> = sent
+            .states()
+            .filter(|s| (view_time - span - gap - 4.0..=view_time + gap + 4.0).contains(&s.time))
+            .collect();
+        // How long a state may have been run on: its extrapolation, two of its intervals, or
+        // the claim's gap.
+        let held_for = |i: usize| {
+            let interval = states
+                .get(i + 1)
+                .or(i.checked_sub(1).and_then(|k| states.get(k)))
+                .map_or(0.0, |o| (o.time - states[i].time).abs());
+            reach.max(2.0 * interval).max(gap)
+        };
+        let longest = (0..states.len()).map(held_for).fold(reach, f64::max);
+        let run_on = |s: &unlag_core::ProxyState, t: f64| {
+            s.position + s.velocity * (t - s.time).clamp(0.0, reach) as f32
+        };
+        let explains = |jump: Vec3| {
+            let squared = jump.length_squared();
+            let part = if squared > 1e-12 {
+                (ease.dot(jump) / squared).clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            (ease - jump * part).length() <= EASE_SLACK
+        };
+        let steps = (span / EASE_STEP).ceil() as usize;
+        for step in 0..=steps {
+            let t = view_time - span + span * step as f64 / steps.max(1) as f64;
+            let next = states.partition_point(|s| s.time <= t);
+            if next == 0 {
+                continue;
+            }
+            // Where the curve was at `t`.
+            let mut curves: Vec<Vec3> = Vec::with_capacity(16);
+            if view.mode == SmoothingMode::Extrapolate {
+                curves.extend(
+                    states[next.saturating_sub(3)..next]
+                        .iter()
+                        .map(|s| run_on(s, t)),
+                );
+            } else {
+                // The pair around `t` the client had: neighbours, or across states lost
+                // between them, as many as it may have been starved for.
+                for sa in states[..next].iter().rev() {
+                    if t - sa.time > longest {
+                        break;
+                    }
+                    for sb in &states[next..] {
+                        if sb.time - sa.time > longest + EASE_PAIR_SLACK {
+                            break;
+                        }
+                        if !sb.teleport && sb.time > sa.time {
+                            let alpha = ((t - sa.time) / (sb.time - sa.time)) as f32;
+                            curves.push(unlag_core::replay(view.mode, sa, sb, alpha).0);
+                        }
+                    }
+                }
+            }
+            // Where a client starved on one of the states before `t` drew it.
+            for (i, s) in states[..next].iter().enumerate().rev() {
+                if t - s.time > longest {
+                    break;
+                }
+                if t - s.time > held_for(i) {
+                    continue;
+                }
+                let drawn = run_on(s, t);
+                if curves.iter().any(|c| explains(drawn - *c)) {
+                    return true;
+                }
+            }
+        }
+        false
     }
 
     /// The two states a claimed view names, as the server sent them.

@@ -31,6 +31,8 @@ pub struct ProxySmoothing {
     /// After a starved frame (held or extrapolated), the offset easing back onto the curve.
     ease: VisualOffset,
     last_kind: Option<SampleKind>,
+    /// The state the last frame was held or extrapolated on, when it was starved.
+    last_starved_on: Option<u32>,
     last_rendered: Option<Vec3>,
     /// The mode changed since the last frame (see [`ProxySmoothing::set_mode`]).
     switched: bool,
@@ -48,6 +50,7 @@ impl ProxySmoothing {
             blend: None,
             ease: VisualOffset::default(),
             last_kind: None,
+            last_starved_on: None,
             last_rendered: None,
             switched: false,
         }
@@ -363,13 +366,30 @@ pub(crate) fn place_proxies(
                     current
                 }
                 _ => {
-                    // A new state: start from where the proxy is drawn, ease into the new path.
-                    let mut o = VisualOffset::default();
-                    if let Some(shown) = proxy.last_rendered
-                        && !newest.teleport
-                    {
-                        o.on_correction(sample.position - shown, &offset_settings);
-                    }
+                    // A new state: ease from where the old one's dead reckoning draws the
+                    // proxy now into the new path, so it keeps moving (measured against last
+                    // frame's drawing, the offset would also take up this frame's motion: a
+                    // stop of one frame, and an offset the server cannot tell from a magnet).
+                    // After a mode switch there is no old one: ease from where it was drawn.
+                    let before = proxy.blend.and_then(|(tick, o)| {
+                        proxy.buffer.get(tick).map(|s| {
+                            let ahead = (present - s.time).clamp(0.0, settings.max_extrapolation);
+                            (s.position + s.velocity * ahead as f32, o)
+                        })
+                    });
+                    let o = match (before, proxy.last_rendered) {
+                        _ if newest.teleport => VisualOffset::default(),
+                        (Some((was, mut o)), _) => {
+                            o.on_correction(sample.position - was, &offset_settings);
+                            o
+                        }
+                        (None, Some(shown)) => {
+                            let mut o = VisualOffset::default();
+                            o.on_correction(sample.position - shown, &offset_settings);
+                            o
+                        }
+                        (None, None) => VisualOffset::default(),
+                    };
                     proxy.blend = Some((newest.tick, o));
                     o.current()
                 }
@@ -402,18 +422,40 @@ pub(crate) fn place_proxies(
         // the proxy was drawn; ease over to it instead of popping (UE smooths the same way).
         let starved =
             |k: Option<SampleKind>| matches!(k, Some(SampleKind::Held | SampleKind::Extrapolated));
+        // The ease starts from where the starved frames would draw the proxy now (the state
+        // they ran on, extrapolated as far as they may), so the proxy keeps moving through
+        // the frame that recovers, and the offset is only what extrapolating got wrong: the
+        // server checks claimed offsets against exactly that.
         if proxy.mode != SmoothingMode::Extrapolate
+            && !switched
             && starved(proxy.last_kind)
             && !starved(Some(sample.kind))
-            && let Some(shown) = proxy.last_rendered
         {
-            proxy.ease = VisualOffset::default();
-            proxy.ease.on_correction(position - shown, &offset_settings);
+            let starved_now = proxy
+                .last_starved_on
+                .and_then(|tick| proxy.buffer.get(tick))
+                .map(|s| {
+                    let ahead = (view_time - s.time).clamp(0.0, settings.max_extrapolation);
+                    s.position + s.velocity * ahead as f32
+                });
+            match (starved_now, proxy.last_rendered) {
+                (Some(was), _) => {
+                    proxy.ease.on_correction(position - was, &offset_settings);
+                }
+                (None, Some(shown)) => {
+                    proxy.ease = VisualOffset::default();
+                    proxy.ease.on_correction(position - shown, &offset_settings);
+                }
+                (None, None) => {}
+            }
         }
         let position = position + proxy.ease.advance(time.delta_secs());
         // Everything off the curve: the starved-frame ease, and `Extrapolate`'s blend.
         let ease = position - sample.position;
         proxy.last_kind = Some(sample.kind);
+        proxy.last_starved_on = (proxy.mode != SmoothingMode::Extrapolate
+            && starved(Some(sample.kind)))
+        .then_some(sample.from);
         transform.translation = position;
         transform.rotation = rotation;
         proxy.last_rendered = Some(position);
