@@ -723,7 +723,8 @@ fn cheat_run(cheat: Cheat, weapon_name: &str, shots: u32) -> CombatStats {
     if let Cheat::PongDelay(by) = cheat {
         tb.server_world_mut()
             .insert_resource(unlag::net::NetCheats {
-                pong_delay: 2.0 * by,
+                // The shooter's netcode id.
+                pong_delay: Some((1, 2.0 * by)),
                 ..default()
             });
     }

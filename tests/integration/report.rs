@@ -292,6 +292,89 @@ fn cheating_clients_are_caught_and_shown() {
         let too_fast = r.rejected.get("TooFast").copied().unwrap_or(0);
         assert!(too_fast >= 3, "{cheat:?}: {:?}", r.rejected);
     }
+    // Backtracking behind held pongs or slow-looking reports: refused for its view time, and
+    // the honest client beside it never.
+    for cheat in [Cheat::PongDelay, Cheat::SlowReports] {
+        let r = with(cheat);
+        let refused = r.rejected.get("BadViewTime").copied().unwrap_or(0);
+        assert!(r.cheating_shots >= 20, "{cheat:?}");
+        assert!(
+            refused * 10 >= r.cheating_shots * 8,
+            "{cheat:?}: {:?}",
+            r.rejected
+        );
+        assert_eq!(r.rejected.values().sum::<u64>(), refused, "{cheat:?}");
+        for a in &r.agreement {
+            assert_eq!(a.refused, 0, "{cheat:?}: {a:?}");
+            assert_eq!(a.hits_confirmed, a.seen_hits, "{cheat:?}: {a:?}");
+        }
+    }
+    // A held pose 0.5 s old, or a 0.9-m magnet: every claim that reached judgement (the
+    // cheater never reloads: the rest are refused for an empty magazine, or as claims through
+    // a wall) is judged other than drawn, and none of the honest client's.
+    let r = with(Cheat::HeldClaim);
+    let refused: u64 = r.rejected.values().sum();
+    assert!(r.stale_claims >= 20, "{}", r.stale_claims);
+    assert!((r.stale_claims + refused) * 10 >= r.cheating_shots * 8);
+    assert_eq!(r.unexplained_eases, 0);
+    let r = with(Cheat::EaseMagnet);
+    let refused: u64 = r.rejected.values().sum();
+    assert!(r.unexplained_eases >= 20, "{}", r.unexplained_eases);
+    assert!((r.unexplained_eases + refused) * 10 >= r.cheating_shots * 8);
+    assert_eq!(r.stale_claims, 0);
+}
+
+/// The cheats again from a slow, hitching client on a bad link (15 frames a second, 2 % of
+/// frames 200 ms, 150 ms RTT, ±20 ms of jitter, 10 % loss in bursts of 4): still caught, and
+/// the honest client beside the cheater still refused nothing and confirmed every hit it saw.
+#[test]
+fn cheats_from_a_slow_client_on_a_bad_link_are_still_caught() {
+    use unlag_report::cheat::Cheat;
+    for cheat in [
+        Cheat::Backtrack,
+        Cheat::PongDelay,
+        Cheat::SlowReports,
+        Cheat::DuplicateClaims,
+        Cheat::FalseExtrapolate,
+        Cheat::HeldClaim,
+        Cheat::EaseMagnet,
+    ] {
+        let options = ReportOptions {
+            bots: 4,
+            clients: 2,
+            seconds: 10.0,
+            rtt_ms: 150.0,
+            jitter_ms: 20.0,
+            loss_percent: 10.0,
+            burst: 4.0,
+            client_fps: Some(15.0),
+            frame_jitter_percent: 10.0,
+            hitches: Some((2.0, 200.0)),
+            cheat: Some(cheat),
+            ..Default::default()
+        };
+        let r = run(&options, &mut |_| {}).unwrap();
+        let refused: u64 = r.rejected.values().sum();
+        let caught = match cheat {
+            Cheat::HeldClaim => r.stale_claims + refused,
+            Cheat::EaseMagnet => r.unexplained_eases + refused,
+            _ => refused,
+        };
+        println!(
+            "{cheat:?}: {} cheating shots, {caught} caught ({:?}, {} held, {} eases)",
+            r.cheating_shots, r.rejected, r.stale_claims, r.unexplained_eases
+        );
+        // One copy each over 10 % loss: some never arrive.
+        assert!(r.cheating_shots >= 30, "{cheat:?}");
+        assert!(caught * 10 >= r.cheating_shots * 7, "{cheat:?}");
+        for a in &r.agreement {
+            assert_eq!(a.refused, 0, "{cheat:?}: {a:?}");
+            assert!(
+                a.hits_confirmed * 1000 >= a.seen_hits * 995,
+                "{cheat:?}: {a:?}"
+            );
+        }
+    }
 }
 
 /// At ±125 ms of jitter a shot stamped 150 ms older than its view lands within the link's own

@@ -176,6 +176,9 @@ pub struct CombatStats {
     /// Pellets that hit a target the shooter saw alive but that had died meanwhile (killed by
     /// a shot the shooter had not heard of yet): misses, not refusals.
     pub corpse_pellets: u64,
+    /// Claims on a pose held on one state past its extrapolation (not at the moment drawn):
+    /// what they show is older than the view, so they never count as hits.
+    pub stale_claims: u64,
     /// Claims whose offset from the curve no starved frames explain, judged on the curve
     /// instead ([`RewindQuery::ease_explained`](unlag_rewind::RewindQuery::ease_explained)):
     /// a magnet pulling a hit box onto the ray, or a mode switch the server did not see.
@@ -482,7 +485,7 @@ fn check(
 }
 
 /// Shots over which [`SHOT_LAG_DRIFT`] is judged: the last this many that passed the per-shot
-/// checks.
+/// checks or were refused for arriving late.
 pub const SHOT_LAG_SHOTS: usize = 9;
 
 /// Most the median of a client's last [`SHOT_LAG_SHOTS`] shots may lag beyond the median of its
@@ -1045,7 +1048,11 @@ fn judge(
         return Err(Rejection::ShooterDead);
     }
     let remote = &arrival.link;
-    check(
+    // How much later than the reports' median this copy arrived after the present it stamps.
+    let drift = remote.view_lag_median.map(|centre| {
+        remote.lag_of(arrival.time, request.sent_view_time, request.sent_delay) - centre
+    });
+    let checked = check(
         request,
         spec,
         settings,
@@ -1054,19 +1061,25 @@ fn judge(
         rewind,
         position,
         (&mut stats.view_time_errors, &mut stats.view_lag_excess),
-    )?;
-    if let Some(centre) = remote.view_lag_median {
-        let lag = remote.lag_of(arrival.time, request.sent_view_time, request.sent_delay) - centre;
+    );
+    // The shots over which drift is judged: those that passed, and those refused for arriving
+    // late (evidence of the same lateness: leaving them out would judge a backtracker only by
+    // the shots its link's jitter happened to bring in early).
+    let late = checked == Err(Rejection::BadViewTime) && drift.is_some_and(|d| d > 0.0);
+    if let Some(lag) = drift
+        && (checked.is_ok() || late)
+    {
         if armory.shot_lags.len() == SHOT_LAG_SHOTS {
             armory.shot_lags.pop_front();
         }
         armory.shot_lags.push_back(lag);
-        if armory.shot_lags.len() == SHOT_LAG_SHOTS {
-            let mut sorted: Vec<f64> = armory.shot_lags.iter().copied().collect();
-            sorted.sort_by(f64::total_cmp);
-            if sorted[SHOT_LAG_SHOTS / 2] > SHOT_LAG_DRIFT {
-                return Err(Rejection::BadViewTime);
-            }
+    }
+    checked?;
+    if drift.is_some() && armory.shot_lags.len() == SHOT_LAG_SHOTS {
+        let mut sorted: Vec<f64> = armory.shot_lags.iter().copied().collect();
+        sorted.sort_by(f64::total_cmp);
+        if sorted[SHOT_LAG_SHOTS / 2] > SHOT_LAG_DRIFT {
+            return Err(Rejection::BadViewTime);
         }
     }
     let weapon = &mut armory.weapons[usize::from(request.weapon)];
@@ -1192,6 +1205,7 @@ fn judge(
         claim_hits.push(c.hit && !dead(c.target) && !stale);
         if stale {
             stale_targets.push(c.target);
+            stats.stale_claims += 1;
         }
     }
     let rays = request.rays();

@@ -786,10 +786,10 @@ pub struct NetCheats {
     /// `view_report_offset` the same, the report stays consistent: a client claiming a longer
     /// delay than it draws with, to stamp its shots that much older).
     pub reported_delay_extra: f64,
-    /// On the server: every client's RTT reads this much longer, seconds, as when a client
-    /// holds the pongs of lightyear's pings before answering (inflating the RTT the view-time
-    /// checks centre on).
-    pub pong_delay: f64,
+    /// On the server: the RTT of the client with this netcode id reads this much longer,
+    /// seconds, as when that client holds the pongs of lightyear's pings before answering
+    /// (inflating the RTT the view-time checks centre on).
+    pub pong_delay: Option<(u64, f64)>,
 }
 
 /// How many of the last delay reports' frame times [`NetClock::least_reported_frame`] looks
@@ -896,7 +896,7 @@ pub(crate) fn update_server_clock(
     virtual_time: Res<Time<Virtual>>,
     fixed: Res<Time<Fixed>>,
     mut clock: ResMut<NetClock>,
-    mut clients: Query<(&Link, &mut RemoteClientClock), With<ClientOf>>,
+    mut clients: Query<(&Link, &mut RemoteClientClock, Option<&RemoteId>), With<ClientOf>>,
     #[cfg(feature = "cheats")] cheats: Option<Res<NetCheats>>,
 ) {
     let tick = tick.0.as_secs_f64();
@@ -906,11 +906,13 @@ pub(crate) fn update_server_clock(
         tick_duration: tick,
         ..default()
     };
-    for (link, mut remote) in &mut clients {
+    for (link, mut remote, _id) in &mut clients {
         remote.rtt = link.stats.rtt.as_secs_f64();
         #[cfg(feature = "cheats")]
-        if let Some(cheats) = &cheats {
-            remote.rtt += cheats.pong_delay;
+        if let Some((cheater, delay)) = cheats.as_ref().and_then(|c| c.pong_delay)
+            && _id.is_some_and(|id| id.0 == PeerId::Netcode(cheater))
+        {
+            remote.rtt += delay;
         }
         remote.jitter = link.stats.jitter.as_secs_f64();
     }

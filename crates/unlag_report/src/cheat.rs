@@ -11,7 +11,17 @@
 //! - **skip-indices**: it skips eight fire indices before each shotgun shot (to pick a spread
 //!   pattern), at the shotgun's full rate;
 //! - **every-weapon**: it fires the rifle at its full rate and the shotgun beside every fourth
-//!   rifle shot, as if each weapon had its own trigger.
+//!   rifle shot, as if each weapon had its own trigger;
+//! - **held-claim**: it claims the target held on the state it drew 0.5 s before, aimed where
+//!   that pose stands (about 0.5 s of backtracking if a held pose counted at any age);
+//! - **ease-magnet**: it aims 0.9 m beside the target and claims an ease of as much, pulling
+//!   the hit box onto its ray;
+//! - **pong-delay**: it backtracks 150 ms while holding its pongs 300 ms (the server's RTT,
+//!   and its estimate of the view time, read that much older);
+//! - **slow-reports**: it backtracks 150 ms while claiming 100-ms frames in delay reports sent
+//!   at 10 Hz;
+//! - **long-delay**: it reports a delay 100 ms longer than it draws with (its reports' view
+//!   times as much older, so they agree) and stamps its shots as old.
 //!
 //! The cheating shots are sent straight to the server (the combat plugin's client would not
 //! send them), once each.
@@ -45,10 +55,20 @@ pub enum Cheat {
     SkipIndices,
     /// The rifle at its full rate and the shotgun beside it.
     EveryWeapon,
+    /// The target claimed held on the state drawn 0.5 s before.
+    HeldClaim,
+    /// A 0.9-m ease pulling the hit box onto a ray beside it.
+    EaseMagnet,
+    /// Backtracking 150 ms with pongs held 300 ms.
+    PongDelay,
+    /// Backtracking 150 ms with 10-Hz reports claiming 100-ms frames.
+    SlowReports,
+    /// A delay reported 100 ms longer than drawn, shots stamped as old.
+    LongDelay,
 }
 
 /// Every cheat, in `--help`'s order.
-pub const CHEATS: [Cheat; 8] = [
+pub const CHEATS: [Cheat; 13] = [
     Cheat::Speed,
     Cheat::Teleport,
     Cheat::Backtrack,
@@ -57,6 +77,11 @@ pub const CHEATS: [Cheat; 8] = [
     Cheat::FalseExtrapolate,
     Cheat::SkipIndices,
     Cheat::EveryWeapon,
+    Cheat::HeldClaim,
+    Cheat::EaseMagnet,
+    Cheat::PongDelay,
+    Cheat::SlowReports,
+    Cheat::LongDelay,
 ];
 
 impl Cheat {
@@ -81,12 +106,26 @@ impl Cheat {
             Self::FalseExtrapolate => "false-extrapolate",
             Self::SkipIndices => "skip-indices",
             Self::EveryWeapon => "every-weapon",
+            Self::HeldClaim => "held-claim",
+            Self::EaseMagnet => "ease-magnet",
+            Self::PongDelay => "pong-delay",
+            Self::SlowReports => "slow-reports",
+            Self::LongDelay => "long-delay",
         }
     }
 }
 
 /// How far back a backtracking shot claims, seconds.
 pub const BACKTRACK: f64 = 0.15;
+
+/// How much longer than drawn the long-delay cheat reports its delay, seconds.
+pub const LONG_DELAY: f64 = 0.1;
+
+/// How old the state the held-claim cheat holds is, seconds.
+pub const HELD_FOR: f64 = 0.5;
+
+/// How far beside the target the ease magnet aims, metres.
+pub const MAGNET: f32 = 0.9;
 
 /// The cheater's state (resource on client 0's App).
 #[derive(Resource, Clone, Debug)]
@@ -99,8 +138,11 @@ pub struct Cheater {
     pub next_index: u32,
     /// Shots sent.
     pub sent: u64,
-    /// What it drew, by frame: (view time, proxy, pose, a box's centre).
+    /// What it drew, by frame: (view time, proxy, pose, a box's centre), the last second.
     history: VecDeque<(f64, Entity, RenderedPose, Vec3)>,
+    /// When it next acts (shoots, or teleports), seconds of its App's clock: paced by time,
+    /// so a cheater at 15 frames a second cheats as often as one at 240.
+    next_act: Option<f64>,
 }
 
 impl Cheater {
@@ -112,7 +154,37 @@ impl Cheater {
             next_index: 1 << 24,
             sent: 0,
             history: VecDeque::new(),
+            next_act: None,
         }
+    }
+}
+
+/// Starts the link cheats: on client 0's App its reports, on the server's the RTT its held
+/// pongs make it read.
+pub fn start_link_cheat(tb: &mut unlag_testbed::Testbed, cheat: Cheat) {
+    match cheat {
+        Cheat::PongDelay => tb
+            .server_world_mut()
+            .insert_resource(unlag::net::NetCheats {
+                // Client 0's netcode id.
+                pong_delay: Some((1, 2.0 * BACKTRACK)),
+                ..default()
+            }),
+        Cheat::SlowReports => tb
+            .client_world_mut(0)
+            .insert_resource(unlag::net::NetCheats {
+                claimed_frame: Some(0.1),
+                report_interval: Some(0.1),
+                ..default()
+            }),
+        Cheat::LongDelay => tb
+            .client_world_mut(0)
+            .insert_resource(unlag::net::NetCheats {
+                view_report_offset: LONG_DELAY,
+                reported_delay_extra: LONG_DELAY,
+                ..default()
+            }),
+        _ => {}
     }
 }
 
@@ -139,15 +211,29 @@ pub fn cheat(
     proxies: Query<(Entity, &RenderedPose, &Children)>,
     boxes: Query<&GlobalTransform, With<HitBox>>,
     mut link: Query<&mut MessageSender<FireRequest>, With<Client>>,
+    time: Res<Time>,
 ) {
     let Some(mut c) = cheater else {
         return;
     };
     c.frame += 1;
+    let now = time.elapsed_secs_f64();
+    // Seconds between two acts.
+    let every = match c.cheat {
+        Cheat::Teleport => 2.0,
+        Cheat::RapidFire => 0.0,
+        // The shotgun's full rate (0.8 s), a little late.
+        Cheat::SkipIndices => 0.81,
+        // The rifle's full rate.
+        Cheat::EveryWeapon => 0.1,
+        _ => 0.15,
+    };
+    let due = *c.next_act.get_or_insert(now + every);
     if c.cheat == Cheat::Teleport
-        && c.frame.is_multiple_of(480)
+        && now >= due
         && let Some(cheats) = cheats.as_mut()
     {
+        c.next_act = Some(now + every);
         cheats.teleport = Some(Vec3::new(3.0, 0.0, 0.0));
     }
     if !c.cheat.shoots() {
@@ -162,18 +248,14 @@ pub fn cheat(
             .next()
     {
         c.history.push_back((pose.view_time, proxy, *pose, centre));
-        if c.history.len() > 240 {
+        while c
+            .history
+            .front()
+            .is_some_and(|h| h.0 < pose.view_time - 1.0)
+        {
             c.history.pop_front();
         }
     }
-    let every = match c.cheat {
-        Cheat::RapidFire => 1,
-        // The shotgun's full rate (0.8 s at 240 fps), two frames late.
-        Cheat::SkipIndices => 194,
-        // The rifle's full rate (0.1 s).
-        Cheat::EveryWeapon => 24,
-        _ => 36,
-    };
     let (Ok(me), Some(table), Some(newest)) = (
         own.single(),
         weapons.table.as_ref(),
@@ -181,13 +263,17 @@ pub fn cheat(
     ) else {
         return;
     };
-    if !c.frame.is_multiple_of(every) || c.history.len() < 240 {
+    // Shoots once it remembers enough to backtrack.
+    let remembered = c.history.front().map_or(0.0, |h| newest - h.0);
+    if now < due || remembered < 0.6 {
         return;
     }
-    let back = if c.cheat == Cheat::Backtrack {
-        BACKTRACK
-    } else {
-        0.0
+    c.next_act = Some(due.max(now - every) + every);
+    let back = match c.cheat {
+        Cheat::Backtrack | Cheat::PongDelay | Cheat::SlowReports => BACKTRACK,
+        Cheat::LongDelay => LONG_DELAY,
+        Cheat::HeldClaim => HELD_FOR,
+        _ => 0.0,
     };
     let Some(&(view_time, proxy, pose, centre)) = c
         .history
@@ -211,15 +297,51 @@ pub fn cheat(
         return;
     };
     let eye = me.0.feet + Vec3::Y * 1.6;
-    let aim = (centre - eye).normalize_or_zero();
-    // The delay it draws with now, as its reports say.
-    let sent_delay = c.history.back().map_or(0.0, |h| h.2.delay);
+    let mut aim = (centre - eye).normalize_or_zero();
+    // The delay it draws with now, as its reports say (the long-delay cheat's reports say more).
+    let sent_delay = c.history.back().map_or(0.0, |h| h.2.delay)
+        + if c.cheat == Cheat::LongDelay {
+            LONG_DELAY
+        } else {
+            0.0
+        };
+    // The held-claim cheat keeps the view time of now, claiming the old pose's state held.
+    let view_time = if c.cheat == Cheat::HeldClaim {
+        newest
+    } else {
+        view_time
+    };
+    let mut claim = WireClaim::drawn(proxy, &pose, true);
+    match c.cheat {
+        Cheat::HeldClaim => {
+            // State A of the old pose, extrapolated to the end and held there.
+            let Some(a) = buffers
+                .get(proxy)
+                .ok()
+                .and_then(|b| b.buffer.get(pose.from).copied())
+            else {
+                return;
+            };
+            let stands = a.position + a.velocity * 0.25;
+            aim = (stands + (centre - pose.position) - eye).normalize_or_zero();
+            claim.from = a.tick;
+            claim.to = a.tick;
+            claim.alpha = 0.25;
+            claim.ease = Vec3::ZERO;
+            claim.mode = unlag::core::SmoothingMode::Hermite;
+        }
+        Cheat::EaseMagnet => {
+            let side = aim.cross(Vec3::Y).normalize_or_zero() * MAGNET;
+            aim = (centre + side - eye).normalize_or_zero();
+            claim.ease += side;
+        }
+        _ => {}
+    }
     if c.cheat == Cheat::SkipIndices {
         c.next_index += 8;
     }
     let fire_index = c.next_index;
     c.next_index += 1;
-    let claim = WireClaim::drawn(proxy, &pose, true);
     let mut claims = vec![claim.clone()];
     match c.cheat {
         Cheat::DuplicateClaims => {

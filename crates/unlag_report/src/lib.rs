@@ -234,6 +234,10 @@ pub struct Report {
     pub cheat: Option<String>,
     /// Cheating shots client 0 sent.
     pub cheating_shots: u64,
+    /// Claims on a pose held past its extrapolation (never hits), every shooter's.
+    pub stale_claims: u64,
+    /// Claims whose ease no starved frame explains (judged as none), every shooter's.
+    pub unexplained_eases: u64,
     /// Speed hacks the server flagged.
     pub speed_hacks_flagged: u64,
     /// Peeker's advantage under the same conditions (a match of its own: two clients and a
@@ -669,6 +673,7 @@ pub fn start_match_with(
     if let Some(c) = options.cheat {
         tb.client(0).insert_resource(cheat::Cheater::new(c));
         cheat::start_movement_cheat(tb.client_world_mut(0), c);
+        cheat::start_link_cheat(&mut tb, c);
     }
     // Measure from here.
     tb.reset_measures();
@@ -790,6 +795,11 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
         .resource::<MovementStats>()
         .speed_hacks_flagged;
     report.cheat = options.cheat.map(|c| c.name().to_owned());
+    {
+        let combat = tb.server_world().resource::<CombatStats>();
+        report.stale_claims = combat.stale_claims;
+        report.unexplained_eases = combat.unexplained_eases;
+    }
     report.cheating_shots = tb
         .client_world(0)
         .get_resource::<cheat::Cheater>()
@@ -1118,6 +1128,13 @@ impl Report {
             },
         );
         row(
+            "claims not judged as drawn",
+            format!(
+                "{} held past their extrapolation (never hits), {} eases no starved frame explains (judged on the curve)",
+                self.stale_claims, self.unexplained_eases
+            ),
+        );
+        row(
             "rejected moves, speed hacks flagged",
             format!("{}, {}", self.movement_rejected, self.speed_hacks_flagged),
         );
@@ -1125,11 +1142,13 @@ impl Report {
             row(
                 "cheat (client 0)",
                 format!(
-                    "{cheat}: {} cheating shots sent, {} shots refused, {} speed hacks flagged, {:.1} corrections/min",
+                    "{cheat}: {} cheating shots sent, {} shots refused, {} speed hacks flagged, {:.1} corrections/min, {} held claims never hits, {} eases judged as none",
                     self.cheating_shots,
                     self.rejected.values().sum::<u64>(),
                     self.speed_hacks_flagged,
-                    self.corrections_per_min.first().copied().unwrap_or(0.0)
+                    self.corrections_per_min.first().copied().unwrap_or(0.0),
+                    self.stale_claims,
+                    self.unexplained_eases
                 ),
             );
         }
