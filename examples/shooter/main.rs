@@ -233,11 +233,14 @@ fn print_summary(
         (s.held_frames + s.extrapolated_frames, s.frames)
     });
     println!(
-        "match summary: {} shots, {} seen as hits, {} confirmed, {} refused ({refused}), \
-         {} posthumous; {} corrections; {held} of {drawn} proxy frames held or extrapolated; \
-         {:.1} frames per second over {:.1} s",
+        "match summary: {} shots, {} seen as hits, {} of them confirmed and {} fired after \
+         dying ({} confirmed in all), {} refused ({refused}), {} posthumous; {} corrections; \
+         {held} of {drawn} proxy frames held or extrapolated; {:.1} frames per second over \
+         {:.1} s",
         hud.shots,
         hud.local_hits,
+        hud.seen_confirmed,
+        hud.seen_posthumous,
         hud.confirmed_hits,
         hud.rejected,
         hud.posthumous,

@@ -933,6 +933,100 @@ fn cheats_are_refused_for_the_right_reason() {
     }
 }
 
+/// Client: fires the rifle at the first proxy's torso every 0.1 s (its full rate).
+#[derive(Resource)]
+struct TorsoScript {
+    frame: u64,
+    weapon: u8,
+}
+
+fn shoot_torso(
+    script: Option<ResMut<TorsoScript>>,
+    proxies: Query<&Children, With<ProxySmoothing>>,
+    boxes: Query<(&HitBox, &GlobalTransform)>,
+    mut fire: MessageWriter<FireCommand>,
+) {
+    let Some(mut script) = script else {
+        return;
+    };
+    script.frame += 1;
+    if !script.frame.is_multiple_of(25) {
+        return;
+    }
+    let torso = proxies
+        .iter()
+        .flat_map(|c| c.iter())
+        .filter_map(|b| boxes.get(b).ok())
+        .find(|(b, _)| b.bone == "torso");
+    if let Some((_, global)) = torso {
+        fire.write(FireCommand {
+            weapon: script.weapon,
+            origin: EYE,
+            aim: global.translation() - EYE,
+        });
+    }
+}
+
+/// One rifle shot kills (25 hit points): the shots the client fires in the round trip before
+/// it hears of the kill hit a corpse on the server. With the target's health known
+/// ([`unlag::combat::ProxyHealth`]) the client expects it dead after its first hit and
+/// promises no hit on it; every hit it promised is confirmed, none it did not.
+#[test]
+fn no_hit_is_promised_on_a_body_the_shooter_expects_dead() {
+    let mut tb = combat_testbed(150, default(), 1, 25.0, |app| {
+        app.init_resource::<Ledger>().add_systems(
+            Update,
+            (
+                shoot_torso.before(unlag::combat::CombatSystems::Client),
+                keep.after(unlag::combat::CombatSystems::Client),
+            ),
+        );
+    });
+    let (weapon, _) = weapon(&tb, "rifle");
+    let world = tb.client_world_mut(0);
+    let proxy = world
+        .query_filtered::<Entity, With<ProxySmoothing>>()
+        .single(world)
+        .unwrap();
+    world
+        .entity_mut(proxy)
+        .insert(unlag::combat::ProxyHealth(25.0));
+    tb.client(0)
+        .insert_resource(TorsoScript { frame: 0, weapon });
+    tb.run_for(Duration::from_millis(1500));
+    let ledger = tb.client_world(0).resource::<Ledger>();
+    let verdict = |index: u32| {
+        ledger
+            .verdicts
+            .iter()
+            .find(|v| v.fire_index == index)
+            .map(|v| v.outcome.as_ref().is_ok_and(|h| !h.is_empty()))
+    };
+    let (mut promised, mut unpromised) = (Vec::new(), Vec::new());
+    for shot in &ledger.seen {
+        let hits: Vec<_> = shot.hits.iter().flatten().collect();
+        if hits.iter().any(|h| !h.expected_dead) {
+            promised.push(verdict(shot.fire_index));
+        } else if !hits.is_empty() {
+            unpromised.push(verdict(shot.fire_index));
+        }
+    }
+    println!("promised {promised:?}, expected dead {unpromised:?}");
+    // The killing shot (or, lost on the way, the one after it): promised and confirmed.
+    assert!(!promised.is_empty() && promised.len() <= 2, "{promised:?}");
+    assert!(
+        promised.iter().flatten().all(|confirmed| *confirmed),
+        "{promised:?}"
+    );
+    assert!(promised.iter().flatten().count() >= 1, "{promised:?}");
+    // The round trip's shots after it, and every one after the verdict: expected dead.
+    assert!(unpromised.len() >= 8, "{unpromised:?}");
+    assert!(
+        unpromised.iter().flatten().all(|confirmed| !*confirmed),
+        "{unpromised:?}"
+    );
+}
+
 /// Client: the ammo shown for the rifle, every frame.
 #[derive(Resource, Default)]
 struct AmmoSeen(Vec<u32>);

@@ -55,7 +55,35 @@ pub struct LocalHit {
     pub headshot: bool,
     /// Where, metres.
     pub point: Vec3,
+    /// The proxy's [`ProxyHealth`], less the damage of this client's shots still unanswered,
+    /// was spent: a hit on a body the client expects dead (its earlier shot killed it, as far
+    /// as it knows). Not a promise: the server grants it only if the target was alive (a hit
+    /// marker waits for the verdict), and does not count it as a seen miss either.
+    pub expected_dead: bool,
 }
+
+/// Hit points of a proxy as the game last heard them (the combat plugin does not replicate
+/// health: a game that sends it inserts and updates this on its proxies). With it the client
+/// tells a hit on a body its own unanswered shots have already killed from one the server can
+/// grant ([`LocalHit::expected_dead`]): shots fired in the round trip after a kill hit a corpse
+/// on the server.
+#[derive(Component, Copy, Clone, Debug, PartialEq)]
+pub struct ProxyHealth(pub f32);
+
+/// A shot of this client the server has not answered yet, and the damage it is expected to
+/// deal one target.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    fire_index: u32,
+    target: Entity,
+    damage: f32,
+    /// The view time it was fired at, server seconds (forgotten after [`IN_FLIGHT_SECONDS`]:
+    /// its verdict was lost).
+    at: f64,
+}
+
+/// How long a shot's expected damage counts without a verdict, seconds.
+const IN_FLIGHT_SECONDS: f64 = 2.0;
 
 /// Combat → game (client), at once: a shot left, for muzzle flash, tracers and predicted hit
 /// markers. The server's verdict follows as [`ShotConfirmed`].
@@ -114,6 +142,8 @@ pub struct Armory {
     /// The view time of the latest shot, any weapon, and its weapon's fire interval
     /// (seconds): the next shot of any weapon waits that long, as the server checks.
     last_shot: Option<(f64, f64)>,
+    /// Damage of the shots not answered yet, per target.
+    in_flight: Vec<InFlight>,
 }
 
 impl Armory {
@@ -165,6 +195,7 @@ pub(crate) fn arm_client(
         refused: 0,
         last_fire_index: 0,
         last_shot: None,
+        in_flight: Vec::new(),
     });
 }
 
@@ -251,6 +282,7 @@ pub(crate) fn fire(
     mut commands: MessageReader<FireCommand>,
     armory: Option<ResMut<Armory>>,
     proxies: Query<(Entity, &RenderedPose, &Children, Option<&ProxySmoothing>)>,
+    health: Query<&ProxyHealth>,
     boxes: Query<(&HitBox, &GlobalTransform, &Transform, Option<&LayoutBone>)>,
     mut link: Query<(&mut MessageSender<FireRequest>, &mut LinkTraffic), With<Client>>,
     mut local: MessageWriter<LocalFire>,
@@ -372,7 +404,8 @@ pub(crate) fn fire(
             })
             .collect();
         // Trace every pellet against the hit boxes as they are drawn this frame.
-        let mut hits: Vec<Option<(Entity, f32, LocalHit)>> = Vec::with_capacity(directions.len());
+        let mut hits: Vec<Option<(Entity, f32, LocalHit, f32)>> =
+            Vec::with_capacity(directions.len());
         // The world in the way, as the client has it (colliders that are not proxies, their
         // boxes or our own character).
         let not_a_character =
@@ -391,7 +424,7 @@ pub(crate) fn fire(
                 .as_ref()
                 .and_then(|ctx| ctx.cast_ray(command.origin, *dir, spec.range, true, filter))
                 .map_or(spec.range, |(_, toi)| toi);
-            let mut best: Option<(Entity, f32, LocalHit)> = None;
+            let mut best: Option<(Entity, f32, LocalHit, f32)> = None;
             for target in &targets {
                 let proxy = target.proxy;
                 for &(hit_box, position, rotation) in &target.boxes {
@@ -415,7 +448,14 @@ pub(crate) fn fire(
                                 bone: hit_box.bone.clone(),
                                 headshot: hit_box.is_head,
                                 point,
+                                expected_dead: false,
                             },
+                            hit_box.damage_multiplier
+                                * if hit_box.is_head {
+                                    spec.headshot_multiplier
+                                } else {
+                                    1.0
+                                },
                         ));
                     }
                 }
@@ -491,6 +531,42 @@ pub(crate) fn fire(
             traffic.send_counted::<UnreliableChannel, _>(&mut sender, request.clone());
             resend.push((request, FIRE_COPIES - 1));
         }
+        // Targets this client's unanswered shots are expected to have killed; then this
+        // shot's own damage joins them.
+        armory.in_flight.retain(|f| now - f.at <= IN_FLIGHT_SECONDS);
+        let expected_dead = |armory: &Armory, target: Entity| {
+            health.get(target).is_ok_and(|h| {
+                let owed: f32 = armory
+                    .in_flight
+                    .iter()
+                    .filter(|f| f.target == target)
+                    .map(|f| f.damage)
+                    .sum();
+                h.0 - owed <= 0.0
+            })
+        };
+        let dead_before: Vec<Entity> = hits
+            .iter()
+            .flatten()
+            .map(|h| h.0)
+            .filter(|t| expected_dead(&armory, *t))
+            .collect();
+        for (target, _, _, multiplier) in hits.iter().flatten() {
+            let damage = spec.damage * multiplier;
+            match armory
+                .in_flight
+                .iter_mut()
+                .find(|f| f.fire_index == fire_index && f.target == *target)
+            {
+                Some(f) => f.damage += damage,
+                None => armory.in_flight.push(InFlight {
+                    fire_index,
+                    target: *target,
+                    damage,
+                    at: now,
+                }),
+            }
+        }
         local.write(LocalFire {
             weapon: command.weapon,
             fire_index,
@@ -508,7 +584,10 @@ pub(crate) fn fire(
                             .find(|t| t.proxy == *target)
                             .is_none_or(|t| !t.pose.kind.is_stale())
                     })
-                    .map(|(_, _, hit)| hit)
+                    .map(|(target, _, hit, _)| LocalHit {
+                        expected_dead: dead_before.contains(&target),
+                        ..hit
+                    })
                 })
                 .collect(),
             view_time,
@@ -526,12 +605,25 @@ pub(crate) fn receive_results(
     mut echoes: Query<&mut MessageReceiver<CosmeticFires>, With<Client>>,
     mut confirmed: MessageWriter<ShotConfirmed>,
     mut remote: MessageWriter<RemoteFire>,
+    mut health: Query<&mut ProxyHealth>,
 ) {
     let Some(mut armory) = armory else {
         return;
     };
     for mut receiver in &mut results {
         for result in receiver.receive() {
+            // Answered: its damage is the server's now, and a kill is known at once (the
+            // game's next news of health confirms it).
+            armory
+                .in_flight
+                .retain(|f| f.fire_index != result.fire_index);
+            if let Ok(hits) = &result.outcome {
+                for hit in hits.iter().filter(|h| h.killed) {
+                    if let Ok(mut h) = health.get_mut(hit.target) {
+                        h.0 = 0.0;
+                    }
+                }
+            }
             if let Some(w) = armory.weapons.get_mut(usize::from(result.weapon)) {
                 w.ammo.on_server(result.fire_index, result.ammo);
             }

@@ -37,7 +37,8 @@ mod server;
 mod weapons;
 
 pub use client::{
-    Armory, FIRE_COPIES, FireCommand, LocalFire, LocalHit, ReloadCommand, RemoteFire, ShotConfirmed,
+    Armory, FIRE_COPIES, FireCommand, LocalFire, LocalHit, ProxyHealth, ReloadCommand, RemoteFire,
+    ShotConfirmed,
 };
 pub use projectile::{ClientProjectile, OwnProjectiles, Projectile, ProjectileExploded};
 pub use protocol::{

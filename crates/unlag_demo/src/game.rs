@@ -626,15 +626,27 @@ fn receive_news(
     mut kills: Query<&mut MessageReceiver<KillNotice>, With<lightyear::prelude::client::Client>>,
     mut board: ResMut<Scoreboard>,
     mut feed: ResMut<KillFeed>,
+    mut commands: Commands,
 ) {
     for mut receiver in &mut statuses {
         if let Some(latest) = receiver.receive().last() {
             board.fighters = latest.fighters;
             board.received += 1;
+            // The combat client's news of health: its hits on a body it expects dead (its own
+            // earlier shot killed it) promise nothing.
+            for f in &board.fighters {
+                let hp = if f.alive { f.health } else { 0.0 };
+                commands
+                    .entity(f.entity)
+                    .try_insert(unlag::combat::ProxyHealth(hp));
+            }
         }
     }
     for mut receiver in &mut kills {
         for kill in receiver.receive() {
+            commands
+                .entity(kill.victim)
+                .try_insert(unlag::combat::ProxyHealth(0.0));
             feed.entries.push_back((time.elapsed_secs_f64(), kill));
             while feed.entries.len() > KillFeed::KEEP {
                 feed.entries.pop_front();

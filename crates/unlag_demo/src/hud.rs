@@ -33,8 +33,15 @@ pub struct Hud {
     pub markers: Vec<HitMarker>,
     /// Shots fired (each weapon trigger pull, pellets together).
     pub shots: u64,
-    /// Shots whose local trace hit someone.
+    /// Shots whose local trace hit someone it did not expect dead (a hit marker: a promise).
     pub local_hits: u64,
+    /// Of those, the shots the server confirmed on someone.
+    pub seen_confirmed: u64,
+    /// Of those, the shots fired after the player died, before hearing of it (answered, never
+    /// granted: the marker could not know).
+    pub seen_posthumous: u64,
+    /// Fire indices of the latest shots that showed a hit marker (the last 256).
+    marked: std::collections::VecDeque<u32>,
     /// Shots (and projectiles) the server confirmed on someone.
     pub confirmed_hits: u64,
     /// Confirmed headshots.
@@ -95,17 +102,33 @@ fn track(
     };
     for shot in fired.read() {
         hud.shots += 1;
-        if shot.hits.iter().any(Option::is_some) {
+        // A hit on a body this client's earlier shot is expected to have killed promises
+        // nothing: its marker waits for the verdict.
+        if shot.hits.iter().flatten().any(|h| !h.expected_dead) {
             hud.local_hits += 1;
+            if hud.marked.len() == 256 {
+                hud.marked.pop_front();
+            }
+            hud.marked.push_back(shot.fire_index);
             mark(&mut hud, MarkerKind::Local);
         }
     }
     for verdict in verdicts.read() {
         match &verdict.outcome {
-            Ok(hits) if !hits.is_empty() => confirm(&mut hud, hits),
+            Ok(hits) if !hits.is_empty() => {
+                if hud.marked.contains(&verdict.fire_index) {
+                    hud.seen_confirmed += 1;
+                }
+                confirm(&mut hud, hits);
+            }
             Ok(_) => {}
             // Fired while dead, before hearing of it: nothing was refused.
-            Err(Rejection::ShooterDead) => hud.posthumous += 1,
+            Err(Rejection::ShooterDead) => {
+                hud.posthumous += 1;
+                if hud.marked.contains(&verdict.fire_index) {
+                    hud.seen_posthumous += 1;
+                }
+            }
             Err(reason) => {
                 hud.rejected += 1;
                 hud.last_rejection = Some(*reason);

@@ -957,7 +957,15 @@ fn agree(ledger: &Ledger, weapon: u8, a: &mut Agreement) {
             }
         };
         let mut seen: Vec<(Entity, u64, bool)> = Vec::new();
-        for hit in shot.hits.iter().flatten() {
+        // Hits on a body the shooter expected dead promise nothing (nor are they misses).
+        let unpromised: Vec<Entity> = shot
+            .hits
+            .iter()
+            .flatten()
+            .filter(|h| h.expected_dead)
+            .map(|h| h.target)
+            .collect();
+        for hit in shot.hits.iter().flatten().filter(|h| !h.expected_dead) {
             match seen.iter_mut().find(|s| s.0 == hit.target) {
                 Some(s) => {
                     s.1 += 1;
@@ -978,7 +986,7 @@ fn agree(ledger: &Ledger, weapon: u8, a: &mut Agreement) {
             }
         }
         for c in &confirmed {
-            if !seen.iter().any(|s| s.0 == c.target) {
+            if !seen.iter().any(|s| s.0 == c.target) && !unpromised.contains(&c.target) {
                 a.misses_confirmed += u64::from(c.pellets);
             }
         }
