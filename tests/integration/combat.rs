@@ -967,6 +967,45 @@ fn shoot_torso(
     }
 }
 
+/// Client: fires the rifle straight ahead every 25 frames, from the moment its App starts.
+fn fire_from_the_start(mut frame: Local<u64>, mut fire: MessageWriter<FireCommand>) {
+    *frame += 1;
+    if frame.is_multiple_of(25) {
+        fire.write(FireCommand {
+            weapon: 0,
+            origin: EYE,
+            aim: Vec3::NEG_Z,
+        });
+    }
+}
+
+/// A player pressing fire while connecting, before the clock is synced (there is no view time
+/// to stamp a shot with yet) or before its character exists: nothing is sent, so nothing is
+/// refused; once both are there the shots go and are judged.
+#[test]
+fn shots_before_the_clock_and_the_character_are_not_sent() {
+    let mut tb = combat_testbed(150, default(), 1, 1e9, |app| {
+        app.init_resource::<Ledger>().add_systems(
+            Update,
+            (
+                fire_from_the_start.before(unlag::combat::CombatSystems::Client),
+                keep.after(unlag::combat::CombatSystems::Client),
+            ),
+        );
+    });
+    tb.run_for(Duration::from_secs(1));
+    let stats = tb.server_world().resource::<CombatStats>();
+    let ledger = tb.client_world(0).resource::<Ledger>();
+    println!(
+        "{} shots fired, {} answered, server {:?}",
+        ledger.seen.len(),
+        ledger.verdicts.len(),
+        stats.rejected
+    );
+    assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
+    assert!(stats.accepted >= 5, "{stats:?}");
+}
+
 /// One rifle shot kills (25 hit points): the shots the client fires in the round trip before
 /// it hears of the kill hit a corpse on the server. With the target's health known
 /// ([`unlag::combat::ProxyHealth`]) the client expects it dead after its first hit and

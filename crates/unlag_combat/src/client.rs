@@ -210,7 +210,9 @@ pub(crate) fn reload(
     mut link: Query<(&mut MessageSender<ReloadRequest>, &mut LinkTraffic), With<Client>>,
     mut resend: Local<Vec<(ReloadRequest, u8, f64)>>,
 ) {
-    let (Some(mut armory), Some(table)) = (armory, &weapons.table) else {
+    // Before the clock is synced there is no view time to stamp a request with (the server
+    // would read it as seconds in the past): a command then does nothing.
+    let (Some(mut armory), Some(table), true) = (armory, &weapons.table, clock.synced) else {
         commands.clear();
         return;
     };
@@ -294,7 +296,12 @@ pub(crate) fn fire(
     smoothing: Option<Res<SmoothingSettings>>,
     trail: Query<&unlag_net::MoveTrail, With<unlag_net::AutonomousProxy>>,
 ) {
-    let (Some(mut armory), Some(table)) = (armory, &weapons.table) else {
+    // Before the clock is synced there is no view time to stamp a shot with (the server would
+    // refuse it as seconds old), and before the player has a character nobody fires: a
+    // command then does nothing.
+    let (Some(mut armory), Some(table), true, false) =
+        (armory, &weapons.table, clock.synced, own.is_empty())
+    else {
         commands.clear();
         return;
     };

@@ -241,6 +241,8 @@ pub struct RewindBroadPhase {
     entities: Vec<Entity>,
     bounds: Vec<Aabb>,
     window: Option<(f64, f64)>,
+    /// Where the judged span starts, seconds (`None` when rebuilt over whole histories).
+    judged_from: Option<f64>,
     /// The characters the tree was built over, and refits since.
     built_for: Vec<Entity>,
     refits: u32,
@@ -271,6 +273,7 @@ impl RewindBroadPhase {
         self.entities.clear();
         self.bounds.clear();
         self.window = None;
+        self.judged_from = since.is_finite().then_some(since);
         for (entity, history) in characters {
             if let Some((oldest, newest)) = history.poses().span() {
                 let oldest = oldest.max(since.min(newest));
@@ -298,6 +301,14 @@ impl RewindBroadPhase {
     /// the oldest is too old for every character.
     pub fn window(&self) -> Option<(f64, f64)> {
         self.window
+    }
+
+    /// Where the span shots may be judged in starts, seconds, when it was rebuilt over one
+    /// ([`RewindBroadPhase::rebuild_since`]): a time older than it is too old, while one
+    /// within it but before every recorded frame (the server, or every character, had just
+    /// started) finds nobody there.
+    pub fn judged_from(&self) -> Option<f64> {
+        self.judged_from
     }
 
     /// Characters in it.

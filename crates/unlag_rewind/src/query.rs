@@ -275,7 +275,13 @@ impl<H: Histories> RewindScene<'_, H> {
         mut debug: Option<&mut Vec<RewindDebugEntry>>,
     ) -> Result<Vec<Option<RewindHit>>, RewindError> {
         Self::validate(rays, max_distance, radius, time)?;
-        if let Some((oldest, _)) = self.broad.window()
+        // Older than the judged span, or (rebuilt over whole histories) than every recorded
+        // frame. Within the span, a character younger than the time has no pose then.
+        let oldest = self
+            .broad
+            .judged_from()
+            .or(self.broad.window().map(|w| w.0));
+        if let Some(oldest) = oldest
             && time < oldest
         {
             return Err(RewindError::TooOld {
