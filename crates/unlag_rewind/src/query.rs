@@ -775,10 +775,11 @@ impl RewindQuery<'_, '_> {
     /// runs on the newest it has (extrapolated for up to
     /// [`RewindSettings::max_claimed_extrapolation`], then held); when newer ones arrive it
     /// eases from there back onto the curve. The states tried are those a client could have
-    /// been starved on then: extrapolated at most that long, or held through up to two of
-    /// their intervals (a state lost between). The curve is tried between neighbouring sent
-    /// states and across one lost between them; in `Extrapolate` mode, the dead reckoning of a
-    /// newer state. So an honest offset lies on one of a few lines fixed by how the target
+    /// been starved on then: extrapolated at most that long, held through up to two of their
+    /// intervals (a state lost between), or through the gap between the claim's own two states
+    /// (which shows the client had none between them). The curve is tried between any two
+    /// sent states around the moment that such a spell could leave a client with; in
+    /// `Extrapolate` mode, the dead reckoning of one of the three newest states. So an honest offset lies on one of a few lines fixed by how the target
     /// really moved, and a client cannot pick its direction to pull a hit box onto its ray
     /// (a magnet): the combat server judges an unexplained ease as none, on the curve.
     /// (An ease left over from a mode switch, which the server does not see, or from two
