@@ -558,7 +558,18 @@ pub(crate) fn fire(
             .map(|h| h.0)
             .filter(|t| expected_dead(&armory, *t))
             .collect();
+        // A proxy held past its extrapolation shows the past: the server grants no hit there,
+        // and none is promised (below).
+        let stale = |target: Entity| {
+            targets
+                .iter()
+                .find(|t| t.proxy == target)
+                .is_some_and(|t| t.pose.kind.is_stale())
+        };
         for (target, _, _, multiplier) in hits.iter().flatten() {
+            if stale(*target) {
+                continue;
+            }
             let damage = spec.damage * multiplier;
             match armory
                 .in_flight
@@ -585,16 +596,11 @@ pub(crate) fn fire(
             hits: hits
                 .into_iter()
                 .map(|h| {
-                    h.filter(|(target, ..)| {
-                        targets
-                            .iter()
-                            .find(|t| t.proxy == *target)
-                            .is_none_or(|t| !t.pose.kind.is_stale())
-                    })
-                    .map(|(target, _, hit, _)| LocalHit {
-                        expected_dead: dead_before.contains(&target),
-                        ..hit
-                    })
+                    h.filter(|(target, ..)| !stale(*target))
+                        .map(|(target, _, hit, _)| LocalHit {
+                            expected_dead: dead_before.contains(&target),
+                            ..hit
+                        })
                 })
                 .collect(),
             view_time,
