@@ -820,8 +820,9 @@ impl RewindQuery<'_, '_> {
             reach.max(2.0 * interval).max(gap)
         };
         let longest = (0..states.len()).map(held_for).fold(reach, f64::max);
+        // Where a client starved on `s` draws it at `t` (as the smoothing plugin does).
         let run_on = |s: &unlag_core::ProxyState, t: f64| {
-            s.position + s.velocity * (t - s.time).clamp(0.0, reach) as f32
+            unlag_core::replay(view.mode, s, s, (t - s.time).clamp(0.0, reach) as f32).0
         };
         let explains = |jump: Vec3| {
             let squared = jump.length_squared();

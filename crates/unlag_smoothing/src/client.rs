@@ -372,10 +372,10 @@ pub(crate) fn place_proxies(
                     // stop of one frame, and an offset the server cannot tell from a magnet).
                     // After a mode switch there is no old one: ease from where it was drawn.
                     let before = proxy.blend.and_then(|(tick, o)| {
-                        proxy.buffer.get(tick).map(|s| {
-                            let ahead = (present - s.time).clamp(0.0, settings.max_extrapolation);
-                            (s.position + s.velocity * ahead as f32, o)
-                        })
+                        proxy
+                            .buffer
+                            .get(tick)
+                            .map(|s| (run_on(s, present, settings.max_extrapolation), o))
                     });
                     let o = match (before, proxy.last_rendered) {
                         _ if newest.teleport => VisualOffset::default(),
@@ -434,10 +434,7 @@ pub(crate) fn place_proxies(
             let starved_now = proxy
                 .last_starved_on
                 .and_then(|tick| proxy.buffer.get(tick))
-                .map(|s| {
-                    let ahead = (view_time - s.time).clamp(0.0, settings.max_extrapolation);
-                    s.position + s.velocity * ahead as f32
-                });
+                .map(|s| run_on(s, view_time, settings.max_extrapolation));
             match (starved_now, proxy.last_rendered) {
                 (Some(was), _) => {
                     proxy.ease.on_correction(position - was, &offset_settings);
@@ -504,6 +501,14 @@ pub(crate) fn place_proxies(
     }
     clock.proxy_delay = shortest;
     clock.proxy_view_time = shortest.map(|d| clock.server_time - clock.one_way() - d);
+}
+
+/// Where a proxy starved on state `s` is drawn at `time` (server seconds): `s` run on by its
+/// velocity for at most `max_extrapolation` seconds, then held ([`unlag_core::replay`] of one
+/// state, as the server rebuilds it).
+fn run_on(s: &unlag_core::ProxyState, time: f64, max_extrapolation: f64) -> Vec3 {
+    let ahead = (time - s.time).clamp(0.0, max_extrapolation.max(0.0)) as f32;
+    unlag_core::replay(SmoothingMode::Hermite, s, s, ahead).0
 }
 
 impl RenderedPose {
