@@ -569,23 +569,22 @@ fn run_cheat(
     // The held cheat: state A of the old pose, extrapolated to the end and held there.
     let held = match s.cheat {
         Cheat::HeldClaim(_) => {
-            let Some(a) = buffers
+            let Some((claim, stands)) = buffers
                 .get(proxy)
                 .ok()
-                .and_then(|b| b.buffer.get(pose.from).copied())
+                .and_then(|b| unlag_report::cheat::held_claim(proxy, b, &pose, torso))
             else {
                 return;
             };
-            let stands = a.position + a.velocity * 0.25;
-            aim = (stands + (torso - pose.position) - eye).normalize();
-            Some(a.tick)
+            aim = (stands - eye).normalize();
+            Some(claim)
         }
         _ => None,
     };
     // The magnet: the ray passes beside the torso; the claimed pose moves it onto the ray.
     let magnet = match s.cheat {
         Cheat::EaseMagnet(by) => {
-            let side = aim.cross(Vec3::Y).normalize() * by;
+            let side = unlag_report::cheat::magnet(aim, by);
             aim = (torso + side - eye).normalize();
             side
         }
@@ -619,14 +618,7 @@ fn run_cheat(
             claim.from += 1;
             claim.to += 1;
         }
-        Cheat::HeldClaim(_) => {
-            let tick = held.expect("set above");
-            claim.from = tick;
-            claim.to = tick;
-            claim.alpha = 0.25;
-            claim.ease = Vec3::ZERO;
-            claim.mode = unlag::core::SmoothingMode::Hermite;
-        }
+        Cheat::HeldClaim(_) => claim = held.expect("set above"),
         _ => {}
     }
     let mut claims = vec![claim.clone()];

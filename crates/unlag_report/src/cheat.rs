@@ -159,6 +159,33 @@ impl Cheater {
     }
 }
 
+/// The held-claim cheat's claim on `proxy`, drawn with `pose`: state A of the pose (as
+/// `smoothing` buffers it) run on for the whole extrapolation a claim may carry and held there,
+/// and where `point` (a box's centre as drawn with `pose`) stands on that held pose. `None` when
+/// the buffer no longer holds the state. (The combat tests' held-claim cheat takes it too.)
+pub fn held_claim(
+    proxy: Entity,
+    smoothing: &unlag::smoothing::ProxySmoothing,
+    pose: &RenderedPose,
+    point: Vec3,
+) -> Option<(WireClaim, Vec3)> {
+    const HELD_AHEAD: f32 = 0.25;
+    let a = smoothing.buffer.get(pose.from)?;
+    let stands = a.position + a.velocity * HELD_AHEAD;
+    let mut claim = WireClaim::drawn(proxy, pose, true);
+    claim.from = a.tick;
+    claim.to = a.tick;
+    claim.alpha = HELD_AHEAD;
+    claim.ease = Vec3::ZERO;
+    claim.mode = unlag::core::SmoothingMode::Hermite;
+    Some((claim, stands + (point - pose.position)))
+}
+
+/// The ease-magnet cheat's offset: `by` metres to the right of `aim`, level.
+pub fn magnet(aim: Vec3, by: f32) -> Vec3 {
+    aim.cross(Vec3::Y).normalize_or_zero() * by
+}
+
 /// Starts the link cheats: on client 0's App its reports, on the server's the RTT its held
 /// pongs make it read.
 pub fn start_link_cheat(tb: &mut unlag_testbed::Testbed, cheat: Cheat) {
@@ -314,24 +341,18 @@ pub fn cheat(
     let mut claim = WireClaim::drawn(proxy, &pose, true);
     match c.cheat {
         Cheat::HeldClaim => {
-            // State A of the old pose, extrapolated to the end and held there.
-            let Some(a) = buffers
+            let Some((held, stands)) = buffers
                 .get(proxy)
                 .ok()
-                .and_then(|b| b.buffer.get(pose.from).copied())
+                .and_then(|b| held_claim(proxy, b, &pose, centre))
             else {
                 return;
             };
-            let stands = a.position + a.velocity * 0.25;
-            aim = (stands + (centre - pose.position) - eye).normalize_or_zero();
-            claim.from = a.tick;
-            claim.to = a.tick;
-            claim.alpha = 0.25;
-            claim.ease = Vec3::ZERO;
-            claim.mode = unlag::core::SmoothingMode::Hermite;
+            aim = (stands - eye).normalize_or_zero();
+            claim = held;
         }
         Cheat::EaseMagnet => {
-            let side = aim.cross(Vec3::Y).normalize_or_zero() * MAGNET;
+            let side = magnet(aim, MAGNET);
             aim = (centre + side - eye).normalize_or_zero();
             claim.ease += side;
         }
