@@ -474,9 +474,15 @@ fn overtaken_view_reports_widen_the_range_to_the_links_slow_trips() {
     let (least, most) = remote.view_lag_range(now + 0.01, 1.0 / 60.0).unwrap();
     assert!((most - 0.25).abs() < 1e-9, "most {most}");
     assert!((least - 0.18).abs() < 1e-9, "least {least}");
-    // A delay beyond the cap counts as the cap (this report then lags 0.55 s, not 0.25), and
-    // the most stays under the median-based cap; garbage is refused.
+    // A delay beyond the compensated cap is the client's to draw with: the lag is taken with
+    // it (0.25 s, a trip of the link); only its shots' judged time moves
+    // (`unlag::net::delay_shortfall`).
     assert!(remote.record_overtaken_view_lag(now + 0.02, now + 0.02 - 0.25 - 0.5, 0.5));
+    let (_, most) = remote.view_lag_range(now + 0.025, 1.0 / 60.0).unwrap();
+    assert!((most - 0.25).abs() < 1e-9, "most {most}");
+    // A report that lagged 0.55 s lifts the most no further than the median-based cap;
+    // garbage is refused.
+    assert!(remote.record_overtaken_view_lag(now + 0.025, now + 0.025 - 0.55 - 0.1, 0.1));
     let (_, most) = remote.view_lag_range(now + 0.03, 1.0 / 60.0).unwrap();
     let cap =
         0.2 + unlag::net::VIEW_LAG_JITTER_FACTOR * 0.02 + unlag::net::VIEW_LAG_SLACK + 1.0 / 60.0;

@@ -363,10 +363,15 @@ pub(crate) fn fire(
         armory.last_fire_index = fire_index;
         let directions = shot_directions(spec, fire_index, aim);
         // Above the rewind cap the server judges the shot later than it was drawn, by the
-        // part of the trip it does not rewind: the shot is traced, and claims, where the
-        // proxies are on their curves then, so a hit marker promises what the server grants.
-        // By the server's own measure of the round trip (from its beats), so both sides agree.
-        let lead = settings.rewind_shortfall(clock.server_rtt.unwrap_or(clock.rtt));
+        // part of the trip it does not rewind, and by the part of the delay it does not
+        // compensate: the shot is traced, and claims, where the proxies are on their curves
+        // then, so a hit marker promises what the server grants. By the server's own measure
+        // of the round trip and its cap on the delay (from its beats), so both sides agree.
+        let lead = settings.shot_lead(
+            clock.server_rtt.unwrap_or(clock.rtt),
+            clock.interpolation_delay,
+            clock.server_delay_cap,
+        );
         let max_extrapolation = smoothing.as_ref().map_or(0.25, |s| s.max_extrapolation);
         let targets: Vec<Target> = proxies
             .iter()

@@ -144,6 +144,21 @@ impl CombatSettings {
         }
     }
 
+    /// How much later than its view time a shot is judged, seconds, from a client at round-trip
+    /// time `rtt` drawing with an interpolation delay of `delay`, whose delay the server
+    /// compensates up to `delay_cap` (seconds; `None` when unknown): the
+    /// [`rewind_shortfall`](Self::rewind_shortfall) above the rewind cap plus the part of the
+    /// delay beyond the cap ([`unlag_net::delay_shortfall`]); 0 when the server does not rewind
+    /// (it judges the present then). The client traces and claims its shot at that time, the
+    /// server judges it there, so a hit marker promises what the server grants.
+    pub fn shot_lead(&self, rtt: f64, delay: f64, delay_cap: Option<f64>) -> f64 {
+        if self.rewind {
+            self.rewind_shortfall(rtt) + unlag_net::delay_shortfall(delay, delay_cap)
+        } else {
+            0.0
+        }
+    }
+
     /// Most a copy of a shot may be stamped after the shot, seconds, for a client whose frames
     /// last `frame` seconds: [`max_copy_age`](Self::max_copy_age), or the frames the copies
     /// span ([`FIRE_COPIES`] − 1) and 2 ms, whichever is longer. The server refuses older

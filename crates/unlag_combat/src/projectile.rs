@@ -55,8 +55,10 @@ pub struct Projectile {
 }
 
 impl Projectile {
-    /// A projectile launched for an accepted shot: `request_view_time` is the shot's view
-    /// time, `rtt` the shooter's round trip (seconds), `now` the server time.
+    /// A projectile launched for an accepted shot: `judged_time` is the time the shot is
+    /// judged at (its view time, later above the rewind cap or the compensated delay:
+    /// [`CombatSettings::shot_lead`], checked before), `rtt` the shooter's round trip
+    /// (seconds), `now` the server time.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch(
         settings: &CombatSettings,
@@ -67,7 +69,7 @@ impl Projectile {
         fire_index: u32,
         origin: Vec3,
         direction: Vec3,
-        request_view_time: f64,
+        judged_time: f64,
         rtt: f64,
         now: f64,
     ) -> Option<Self> {
@@ -95,9 +97,7 @@ impl Projectile {
             flight: launch,
             launch_time: now - prediction,
             age: 0.0,
-            seen_from: settings
-                .rewind
-                .then_some(request_view_time + settings.rewind_shortfall(rtt) + hold),
+            seen_from: settings.rewind.then_some(judged_time + hold),
             announced: false,
         })
     }

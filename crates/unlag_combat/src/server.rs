@@ -191,8 +191,8 @@ pub struct CombatStats {
     /// Shots judged against current poses because rewinding was off
     /// ([`CombatSettings::rewind`]).
     pub unrewound: u64,
-    /// Shots rewound only part of the way, their shooter's ping being above the cap
-    /// ([`CombatSettings::rewind_shortfall`]).
+    /// Shots rewound only part of the way, their shooter's ping being above the cap or its
+    /// interpolation delay longer than the server compensates ([`CombatSettings::shot_lead`]).
     pub partly_rewound: u64,
     /// Projectiles launched.
     pub projectiles: u64,
@@ -406,12 +406,16 @@ fn check(
         return Err(Rejection::BadViewTime);
     }
     // Judged later than drawn only by the part of the trip the server does not rewind, as
-    // the server measures it: the two sides' smoothed RTTs differ by a few milliseconds plus
-    // the link's jitter (honest clients at 500 ms: ±5 ms at 20 ms of jitter, ±18 ms at 60 ms);
-    // never earlier. A client claiming a fuller rewind gains at most that slack.
+    // the server measures it, and the part of the delay it does not compensate (the delay the
+    // copy carries, held by the lag check below: one claimed shorter than drawn lags longer):
+    // the two sides' smoothed RTTs differ by a few milliseconds plus the link's jitter (honest
+    // clients at 500 ms: ±5 ms at 20 ms of jitter, ±18 ms at 60 ms), and the cap the client
+    // heard of last by what the jitter moved it since; never earlier. A client claiming a
+    // fuller rewind gains at most that slack.
     let lead = request.judged_time - request.view_time;
     let lead_slack = LEAD_SLACK + remote.jitter;
-    if lead < 0.0 || (lead - settings.rewind_shortfall(remote.rtt)).abs() > lead_slack {
+    let owed = settings.shot_lead(remote.rtt, request.sent_delay, Some(remote.delay_cap));
+    if lead < 0.0 || (lead - owed).abs() > lead_slack {
         return Err(Rejection::BadViewTime);
     }
     // Tighter, and free of the clock estimates: the copy may not arrive later after the view
@@ -851,7 +855,7 @@ pub(crate) fn judge_shots(
                 stats.accepted += 1;
                 if !rewound {
                     stats.unrewound += 1;
-                } else if !settings.rewinds(remote.rtt) {
+                } else if request.judged_time > request.view_time {
                     stats.partly_rewound += 1;
                 }
             }
@@ -962,8 +966,8 @@ pub(crate) fn judge_shots(
         .flatten()
         .map(|h| {
             let link = &h.arrival.link;
-            let allowed =
-                link.view_lag_range.map_or(1.0, |(_, most)| most) + link.delay_cap.max(0.0) + 0.25;
+            let delay = link.interpolation_delay.max(link.delay_cap).max(0.0);
+            let allowed = link.view_lag_range.map_or(1.0, |(_, most)| most) + delay + 0.25;
             let at = h.request.view_time.min(h.request.judged_time);
             (at, h.arrival.time - at <= allowed)
         })
@@ -1129,7 +1133,7 @@ fn judge(
             request.fire_index,
             request.origin,
             request.directions[0],
-            request.view_time,
+            request.judged_time,
             remote.rtt,
             present,
         )

@@ -54,6 +54,17 @@ pub struct DelayPolicy {
     /// How fast the delay in effect may shrink towards its target, in seconds per second: view
     /// time then runs this much faster than real time (default 0.05).
     pub max_decrease_rate: f64,
+    /// Share (0–1) of frames the delay may leave without a newer state to move towards, judged
+    /// on the recent frames' [`StateStaleness`] (default 0.005: half of the 1 % a player
+    /// starts to see). Where loss comes in bursts, or states arrive in pairs from a slow listen
+    /// host, the delay grows past one bridged interval until no more frames than this would
+    /// have starved.
+    #[serde(default = "default_starved_share")]
+    pub starved_share: f64,
+}
+
+fn default_starved_share() -> f64 {
+    0.005
 }
 
 impl Default for DelayPolicy {
@@ -65,6 +76,7 @@ impl Default for DelayPolicy {
             max_delay: 2.5,
             max_increase_rate: 0.1,
             max_decrease_rate: 0.05,
+            starved_share: default_starved_share(),
         }
     }
 }
@@ -100,6 +112,157 @@ impl DelayPolicy {
         let send_interval = clean(send_interval);
         (send_interval + self.bridge(send_interval, clean(loss)) + clean(margin))
             .clamp(self.min_delay, self.max_delay.max(self.min_delay))
+    }
+
+    /// [`DelayPolicy::target_with_margin`] for a proxy sent every `send_interval` seconds,
+    /// made long enough to cover the link's measured outages: `covering` is how much staler
+    /// than their own interval the client's proxies' newest states were in all but
+    /// [`DelayPolicy::starved_share`] of the recent frames ([`StateStaleness::covering`]). A
+    /// delay of the interval plus that would have starved no more frames than the share: where
+    /// a loss burst outlasts the bridged interval, or states arrive in pairs, the delay grows to
+    /// it, whatever the proxy's rate.
+    pub fn target_covering(
+        &self,
+        send_interval: f64,
+        margin: f64,
+        loss: f64,
+        covering: Option<f64>,
+    ) -> f64 {
+        let own = self.target_with_margin(send_interval, margin, loss);
+        let needed = covering
+            .filter(|c| c.is_finite() && send_interval.is_finite())
+            .map_or(0.0, |c| send_interval.max(0.0) + c);
+        own.max(needed)
+            .clamp(self.min_delay, self.max_delay.max(self.min_delay))
+    }
+}
+
+/// How long [`StateStaleness`] remembers, seconds: each sample's weight falls by e over this
+/// time. Long enough to have seen several of the loss bursts a bad link has (at 10 % loss in
+/// bursts of 10 packets, one every couple of seconds), so that a quiet spell does not shrink
+/// the delay before the next one comes.
+pub const STALENESS_MEMORY: f64 = 20.0;
+
+/// Width of one bin of [`StateStaleness`], seconds: its answers are rounded up to it.
+pub const STALENESS_BIN: f64 = 0.002;
+
+/// Least and most excess staleness [`StateStaleness`] tells apart, seconds (less counts as the
+/// least, more as the most).
+const STALENESS_RANGE: (f64, f64) = (-0.2, 3.0);
+
+/// How often the weights decay, seconds of the caller's clock.
+const DECAY_STEP: f64 = 0.25;
+
+/// Less weight in hand than this (about a second of one proxy at 16 fps) and
+/// [`StateStaleness::covering`] has no answer.
+const MIN_STALENESS_WEIGHT: f32 = 16.0;
+
+/// How stale each proxy's newest state is, frame by frame, beyond its own update interval: the
+/// present the client can know (its estimate of the server's time less the one-way trip) less
+/// the newest state's time, less the interval at which that proxy's states are sent, seconds.
+/// A proxy drawn with an interpolation delay shorter than its interval plus that has no newer
+/// state to move towards: it is held or extrapolated. [`StateStaleness::covering`] is the least
+/// such excess that would have starved no more than a given share of the recent proxy frames.
+///
+/// Loss bursts, late states, a listen host's states arriving in pairs and the client's own
+/// frame pacing are all in that one figure, measured rather than modelled; it does not depend
+/// on the delay chosen, so choosing by it does not feed back. Proxies are sent on their own
+/// phases (each from its spawn), so a lost packet starves some and not others: every proxy
+/// counts, frame by frame. Kept as a histogram of [`STALENESS_BIN`] bins whose weights decay
+/// over [`STALENESS_MEMORY`]: fixed memory and constant cost per sample, whatever the number of
+/// proxies and the frame rate.
+#[derive(Clone, Debug)]
+pub struct StateStaleness {
+    /// Decaying weight per bin.
+    bins: Vec<f32>,
+    /// Sum of `bins`.
+    total: f32,
+    /// Caller's time of the last decay.
+    decayed_at: Option<f64>,
+    /// The last answer: (share asked, caller's time, excess).
+    cached: Option<(f64, f64, f64)>,
+}
+
+impl Default for StateStaleness {
+    fn default() -> Self {
+        let bins = ((STALENESS_RANGE.1 - STALENESS_RANGE.0) / STALENESS_BIN).ceil() as usize;
+        Self {
+            bins: vec![0.0; bins],
+            total: 0.0,
+            decayed_at: None,
+            cached: None,
+        }
+    }
+}
+
+impl StateStaleness {
+    /// Records one proxy frame at `now` (any steady clock, seconds) whose newest state was
+    /// `excess` seconds staler than that proxy's update interval. Non-finite values are
+    /// ignored; values outside −0.2–3 s count as the nearest end.
+    pub fn observe(&mut self, now: f64, excess: f64) {
+        if !(now.is_finite() && excess.is_finite()) {
+            return;
+        }
+        self.decay(now);
+        let last = self.bins.len() - 1;
+        let i = ((excess - STALENESS_RANGE.0) / STALENESS_BIN)
+            .floor()
+            .clamp(0.0, last as f64);
+        self.bins[i as usize] += 1.0;
+        self.total += 1.0;
+    }
+
+    /// Lets the weights fall by the time passed since the last decay (in steps of a quarter
+    /// second, so the cost does not grow with the number of samples).
+    fn decay(&mut self, now: f64) {
+        let Some(at) = self.decayed_at else {
+            self.decayed_at = Some(now);
+            return;
+        };
+        let passed = now - at;
+        if passed < DECAY_STEP {
+            return;
+        }
+        let factor = (-passed / STALENESS_MEMORY).exp() as f32;
+        self.bins.iter_mut().for_each(|w| *w *= factor);
+        self.total = self.bins.iter().sum();
+        self.decayed_at = Some(now);
+    }
+
+    /// The weight in hand: about the number of proxy frames of the last
+    /// [`STALENESS_MEMORY`].
+    pub fn weight(&self) -> f32 {
+        self.total
+    }
+
+    /// The least excess staleness, seconds, that would have left no more than `share` (0–1)
+    /// of the recent proxy frames without a newer state, as of `now` (the clock of
+    /// [`StateStaleness::observe`]): the `1 − share` quantile, rounded up to a bin. Taken again
+    /// at most every quarter second. `None` with too little in hand or a `share` outside 0–1.
+    pub fn covering(&mut self, now: f64, share: f64) -> Option<f64> {
+        if self.total < MIN_STALENESS_WEIGHT || !(0.0..1.0).contains(&share) {
+            return None;
+        }
+        if let Some((asked, at, value)) = self.cached
+            && asked == share
+            && (0.0..DECAY_STEP).contains(&(now - at))
+        {
+            return Some(value);
+        }
+        // From the stalest down, until more than the share allowed lies above.
+        let allowed = self.total * share as f32;
+        let mut above = 0.0;
+        let mut edge = 0;
+        for (i, w) in self.bins.iter().enumerate().rev() {
+            if above + w > allowed {
+                edge = i + 1;
+                break;
+            }
+            above += w;
+        }
+        let value = STALENESS_RANGE.0 + edge as f64 * STALENESS_BIN;
+        self.cached = Some((share, now, value));
+        Some(value)
     }
 }
 
@@ -213,6 +376,78 @@ mod tests {
         let p = DelayPolicy::default();
         assert_eq!(p.target(2.0, 0.0, 0.5), 2.5);
         assert_eq!(p.target(f64::NAN, -1.0, f64::INFINITY), 0.0);
+    }
+
+    #[test]
+    fn covering_leaves_at_most_the_share_starved() {
+        let mut s = StateStaleness::default();
+        assert_eq!(s.covering(0.0, 0.005), None, "nothing in hand, no answer");
+        // 1000 frames at 100 fps of one proxy: the excess climbs 0..40 ms between states,
+        // and 2 % of the frames sit in outages of 200..350 ms.
+        let mut stale = Vec::new();
+        for i in 0..1000 {
+            let x = if i % 100 >= 98 {
+                0.2 + 0.15 * f64::from(i % 100 - 98)
+            } else {
+                0.01 * f64::from(i % 5)
+            };
+            stale.push(x);
+            s.observe(0.0, x);
+        }
+        let d = s.covering(1.0, 0.01).unwrap();
+        let starved = stale.iter().filter(|x| **x > d).count();
+        assert!(starved <= 10, "{starved} frames above {d}");
+        assert!((0.2..=0.2 + STALENESS_BIN + 1e-9).contains(&d), "{d}");
+        // Half a percent: the longer outages too.
+        let d = s.covering(1.0, 0.005).unwrap();
+        assert!((0.35..=0.35 + STALENESS_BIN + 1e-9).contains(&d), "{d}");
+        // A fifth: the stream's own cadence only.
+        let d = s.covering(1.0, 0.2).unwrap();
+        assert!((0.04..=0.042 + 1e-9).contains(&d), "{d}");
+        // Garbage is ignored, and the extremes count at the ends.
+        s.observe(1.0, f64::NAN);
+        s.observe(f64::INFINITY, 1.0);
+        assert!((s.weight() - 1000.0).abs() < 1e-3);
+        for _ in 0..100 {
+            s.observe(1.0, 99.0);
+        }
+        assert!(s.covering(2.0, 0.05).unwrap() > 2.9);
+        assert_eq!(s.covering(2.0, 1.5), None);
+    }
+
+    #[test]
+    fn staleness_is_forgotten_over_its_memory() {
+        let mut s = StateStaleness::default();
+        for i in 0..1000 {
+            s.observe(f64::from(i) * 0.01, if i % 50 == 0 { 0.5 } else { 0.0 });
+        }
+        assert!(s.covering(10.0, 0.005).unwrap() >= 0.5);
+        // A clean minute later the old outages weigh less than the share.
+        for i in 0..6000 {
+            s.observe(10.0 + f64::from(i) * 0.01, 0.0);
+        }
+        assert!(s.covering(70.0, 0.005).unwrap() < 0.01);
+        assert!(
+            s.weight() < (STALENESS_MEMORY * 100.0 * 1.2) as f32,
+            "{}",
+            s.weight()
+        );
+    }
+
+    #[test]
+    fn an_outage_beyond_the_bridge_lengthens_every_proxys_delay() {
+        let p = DelayPolicy::default();
+        let nominal = p.target_with_margin(0.05, 0.01, 0.1);
+        // Nothing measured, or outages the bridge covers: as before.
+        assert_eq!(p.target_covering(0.05, 0.01, 0.1, None), nominal);
+        assert_eq!(p.target_covering(0.05, 0.01, 0.1, Some(0.03)), nominal);
+        // A 200-ms excess: a 20-Hz proxy and a 1-Hz one each get their interval plus that.
+        let d = p.target_covering(0.05, 0.01, 0.1, Some(0.2));
+        assert!((d - 0.25).abs() < 1e-12, "{d}");
+        let slow = p.target_covering(1.0, 0.01, 0.1, Some(0.4));
+        assert!((slow - 1.4).abs() < 1e-12, "{slow}");
+        assert_eq!(p.target_covering(0.05, 0.01, 0.1, Some(f64::NAN)), nominal);
+        assert_eq!(p.target_covering(0.05, 0.01, 0.1, Some(9.0)), p.max_delay);
     }
 
     #[test]

@@ -37,7 +37,9 @@ pub use combat::{
 };
 pub use conditions::{ConditionsError, LinkConditions, MAX_BURST};
 pub use correction::{CorrectionThrottle, SmoothingSettings, VisualOffset};
-pub use delay::{DelayController, DelayPolicy, repeat_after};
+pub use delay::{
+    DelayController, DelayPolicy, STALENESS_BIN, STALENESS_MEMORY, StateStaleness, repeat_after,
+};
 pub use discrepancy::{MoveTime, TimeDiscrepancy, TimeDiscrepancySettings};
 pub use history::{FramePair, LookupError, PoseHistory, RecordError};
 pub use linksim::{LinkSimulator, LinkSimulatorStats, PathConditions};

@@ -38,16 +38,35 @@ use unlag_core::{
 /// see [`plausible_delay`]).
 pub const MAX_REPORTED_DELAY: f64 = 3.0;
 
+/// How much of an interpolation delay of `delay` seconds the server does not compensate, when
+/// it compensates at most `cap` seconds ([`RemoteClientClock::delay_cap`], announced to the
+/// client in each [`NetBeat`]): a shot drawn with that delay is judged this much later than its
+/// view time, and its shooter traces it there too. 0 when either is unknown or not finite.
+///
+/// A client needs a longer delay than the server's evidence of its link justifies when its
+/// downlink loses states in bursts or its states arrive late in ways the server cannot see:
+/// it still draws every frame on states (no starved frames, no pops), and is compensated as
+/// far as the cap, as a client above the rewind cap is. A client that reports a longer delay
+/// than it draws, to have its shots judged further in the past, gains nothing by it.
+pub fn delay_shortfall(delay: f64, cap: Option<f64>) -> f64 {
+    match cap {
+        Some(cap) if delay.is_finite() && cap.is_finite() => {
+            (delay.min(MAX_REPORTED_DELAY) - cap.max(0.0)).max(0.0)
+        }
+        _ => 0.0,
+    }
+}
+
 /// How fast the server lets the longest plausible delay shrink after its update rate went up,
 /// seconds per second: as fast as a client's delay may shrink (`DelayPolicy`'s default
 /// `max_decrease_rate`), so an honest client's delay stays plausible while it adapts.
 pub const PLAUSIBLE_DELAY_DECAY: f64 = 0.05;
 
-/// The longest interpolation delay an honest client needs, seconds: two and a half of the
+/// The longest interpolation delay the server compensates, seconds: two and a half of the
 /// server's update intervals (one interval, one more under loss, and slack for late states),
-/// four times the link's jitter and 50 ms, at most [`MAX_REPORTED_DELAY`]. The server clamps
-/// reported delays to it, so a client cannot report a long delay to get its shots judged
-/// further in the past.
+/// four times the link's jitter and 50 ms, at most [`MAX_REPORTED_DELAY`]. A shot drawn with
+/// a longer delay is judged later than drawn by the difference ([`delay_shortfall`]), so a
+/// client cannot report a long delay to get its shots judged further in the past.
 pub fn plausible_delay(update_interval: f64, jitter: f64) -> f64 {
     (2.5 * update_interval + 4.0 * jitter + 0.05).min(MAX_REPORTED_DELAY)
 }
@@ -112,6 +131,10 @@ pub struct NetClock {
     /// (`None` until one says): a rule both sides apply to the RTT (the shots' lead above the
     /// rewind cap) takes this one, so they agree.
     pub server_rtt: Option<f64>,
+    /// On a client: the longest interpolation delay the server compensates for it, from the
+    /// last beat, seconds (`None` until one says): shots drawn with a longer delay are judged
+    /// later by the rest ([`delay_shortfall`]), and traced there.
+    pub server_delay_cap: Option<f64>,
     /// Whether the frame before this one hitched: it took far longer than the usual
     /// ([`unlag_core::FramePace::hitched`]). What arrived meanwhile was read only now, and what
     /// was drawn before it is as old as the hitch.
@@ -159,14 +182,17 @@ pub struct RemoteClientClock {
     /// The interpolation delay the client last reported, seconds (clamped to
     /// [`MAX_REPORTED_DELAY`]).
     pub interpolation_delay: f64,
-    /// The longest interpolation delay the server accepted at the last report, seconds
-    /// ([`plausible_delay`] for the update rate and jitter then): shots carrying their own
-    /// delay are held to it too.
+    /// The longest interpolation delay the server compensated at the last report, seconds
+    /// ([`plausible_delay`] for the update rate and jitter then): shots drawn with a longer
+    /// delay are judged later than drawn by the rest ([`delay_shortfall`]). Announced to the
+    /// client in every [`NetBeat`].
     pub delay_cap: f64,
+    /// Reports of a delay longer than [`RemoteClientClock::delay_cap`] (the client's shots are
+    /// then compensated only up to the cap).
+    pub reports_above_cap: u64,
     /// Whether the client has reported its delay at least once.
     pub reported: bool,
-    /// Reports dropped (malformed, stale, or lagging more than the link allows) or clamped
-    /// (a delay longer than [`plausible_delay`]).
+    /// Reports dropped (malformed, stale, or lagging more than the link allows).
     pub rejected_reports: u64,
     /// Server time of the first view report, seconds.
     pub first_report: Option<f64>,
@@ -228,11 +254,13 @@ pub struct RemoteClockAt {
 
 impl RemoteClockAt {
     /// How late a packet that left when the client's view time was `sent_view_time` with an
-    /// interpolation delay of `delay` (the client's word, held to
-    /// [`RemoteClockAt::delay_cap`]) arrived at server time `now`, seconds: measured as the
-    /// view reports' lags are, for [`RemoteClockAt::view_lag_range`].
+    /// interpolation delay of `delay` (the client's word, at most [`MAX_REPORTED_DELAY`])
+    /// arrived at server time `now`, seconds: measured as the view reports' lags are, for
+    /// [`RemoteClockAt::view_lag_range`]. A delay claimed shorter than drawn shows as a longer
+    /// lag; one claimed longer only moves the shot's judged time later
+    /// ([`delay_shortfall`]).
     pub fn lag_of(&self, now: f64, sent_view_time: f64, delay: f64) -> f64 {
-        now - sent_view_time - delay.clamp(0.0, self.delay_cap.max(0.0))
+        now - sent_view_time - delay.clamp(0.0, MAX_REPORTED_DELAY)
     }
 
     /// The span of the view reports' lags (most − least), seconds; 0 without a range.
@@ -438,12 +466,12 @@ impl RemoteClientClock {
     }
 
     /// Records the lag of a view report that a newer one overtook on the way: stamped
-    /// `view_time` with an interpolation delay of `delay` (held to
-    /// [`RemoteClientClock::delay_cap`]), arrived at server time `now`, seconds. Only the lag
-    /// is taken (the newer report set the delay). False, and nothing recorded, for garbage.
+    /// `view_time` with an interpolation delay of `delay` (at most [`MAX_REPORTED_DELAY`]),
+    /// arrived at server time `now`, seconds. Only the lag is taken (the newer report set the
+    /// delay). False, and nothing recorded, for garbage.
     pub fn record_overtaken_view_lag(&mut self, now: f64, view_time: f64, delay: f64) -> bool {
         let delay = if delay.is_finite() {
-            delay.clamp(0.0, self.delay_cap.max(0.0))
+            delay.clamp(0.0, MAX_REPORTED_DELAY)
         } else {
             self.interpolation_delay
         };
@@ -537,6 +565,11 @@ pub struct NetBeat {
     /// second; 0 until measured): what it judges this client's shots by
     /// ([`NetClock::server_rtt`]).
     pub rtt_us: u32,
+    /// The longest interpolation delay the server compensates for this client
+    /// ([`RemoteClientClock::delay_cap`]), whole microseconds (at most [`MAX_REPORTED_DELAY`];
+    /// 0 until it has a report): a shot drawn with a longer delay is judged later by the rest
+    /// ([`delay_shortfall`]; [`NetClock::server_delay_cap`]).
+    pub delay_cap_us: u32,
 }
 
 /// Longest server frame a [`NetBeat`] may state, microseconds.
@@ -584,6 +617,8 @@ pub(crate) struct ClientClockState {
     server_frame: f64,
     /// The round trip the server measures to this client, from its last beat, seconds.
     server_rtt: Option<f64>,
+    /// The longest delay the server compensates for this client, from its last beat, seconds.
+    server_delay_cap: Option<f64>,
     /// The frame times the last few reports claimed, seconds, newest last.
     reported_frames: std::collections::VecDeque<f64>,
 }
@@ -603,6 +638,7 @@ impl ClientClockState {
             frames: FramePace::default(),
             server_frame: 0.0,
             server_rtt: None,
+            server_delay_cap: None,
             reported_frames: std::collections::VecDeque::new(),
         }
     }
@@ -657,6 +693,7 @@ fn valid_beat(beat: &NetBeat) -> bool {
         && beat.server_time >= 0.0
         && beat.frame_us <= MAX_BEAT_FRAME_US
         && beat.rtt_us <= MAX_BEAT_RTT_US
+        && f64::from(beat.delay_cap_us) <= MAX_REPORTED_DELAY * 1e6
 }
 
 /// Longest round trip a [`NetBeat`] may state, microseconds.
@@ -683,6 +720,7 @@ pub(crate) fn update_client_clock(
     state.frames.observe(real.delta_secs_f64());
     clock.usual_frame = state.frames.usual();
     clock.server_rtt = state.server_rtt;
+    clock.server_delay_cap = state.server_delay_cap;
     clock.least_reported_frame = state
         .reported_frames
         .iter()
@@ -722,6 +760,8 @@ pub(crate) fn update_client_clock(
         state.update_rate_hz = beat.update_rate_hz;
         state.server_frame = f64::from(beat.frame_us) / 1e6;
         state.server_rtt = (beat.rtt_us > 0).then(|| f64::from(beat.rtt_us) / 1e6);
+        state.server_delay_cap =
+            (beat.delay_cap_us > 0).then(|| f64::from(beat.delay_cap_us) / 1e6);
         match previous {
             // A late beat was already counted as lost, and its stamp is stale.
             Some(p) if n <= p => continue,
@@ -965,6 +1005,7 @@ pub(crate) fn server_beats(
                 .round()
                 .clamp(0.0, f64::from(MAX_BEAT_FRAME_US)) as u32,
             rtt_us: 0,
+            delay_cap_us: 0,
         }
     });
     for (mut remote, mut reports, receiver, mut sender, mut traffic) in &mut clients {
@@ -979,7 +1020,7 @@ pub(crate) fn server_beats(
                     remote.rejected_reports += 1;
                     continue;
                 }
-                let delay = f64::from(report.delay_us) / 1e6;
+                let delay = (f64::from(report.delay_us) / 1e6).min(MAX_REPORTED_DELAY);
                 let overtaken = reports
                     .last
                     .is_some_and(|last| !report.seq.is_newer_than(last));
@@ -1003,8 +1044,10 @@ pub(crate) fn server_beats(
                 }
                 reports.last = Some(report.seq);
                 reports.remember(report.seq);
-                // No more delay than the server's update rate and the link's jitter call for:
-                // a longer one would let shots claim older view times (an interp cheat).
+                // Compensated no further than the server's update rate and the link's jitter
+                // call for: a longer delay would let shots claim older view times (an interp
+                // cheat). A longer one is the client's to draw with; its shots are judged later
+                // by the rest (`delay_shortfall`).
                 let mut most = plausible_delay(interval, remote.jitter);
                 if let Some((since, old)) = slower {
                     let shrinking =
@@ -1012,12 +1055,16 @@ pub(crate) fn server_beats(
                     most = most.max(shrinking);
                 }
                 if delay > most {
-                    remote.rejected_reports += 1;
-                    if remote.rejected_reports % 100 == 1 {
-                        warn!("clamped a reported interpolation delay of {delay} s to {most} s");
+                    remote.reports_above_cap += 1;
+                    if remote.reports_above_cap % 1000 == 1 {
+                        info!(
+                            "a client draws with a {delay:.3}-s delay, {most:.3} s compensated \
+                             ({} such reports)",
+                            remote.reports_above_cap
+                        );
                     }
                 }
-                remote.interpolation_delay = delay.min(most);
+                remote.interpolation_delay = delay;
                 remote.delay_cap = most;
                 remote.reported = true;
                 if remote.record_view_lag(clock.server_time, report.view_time) {
@@ -1035,10 +1082,16 @@ pub(crate) fn server_beats(
             } else {
                 0
             };
+            let delay_cap_us = if remote.reported && remote.delay_cap.is_finite() {
+                (remote.delay_cap.clamp(0.0, MAX_REPORTED_DELAY) * 1e6).round() as u32
+            } else {
+                0
+            };
             traffic.send_counted::<UnreliableChannel, _>(
                 &mut sender,
                 NetBeat {
                     rtt_us,
+                    delay_cap_us,
                     ..beat.clone()
                 },
             );

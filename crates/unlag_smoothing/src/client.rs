@@ -6,7 +6,7 @@ use bevy::prelude::*;
 use lightyear::prelude::*;
 use unlag_core::{
     DelayController, SampleKind, SmoothingMode, SmoothingSettings as OffsetSettings, StateBuffer,
-    StateRejected, StateShown, VisualOffset,
+    StateRejected, StateShown, StateStaleness, VisualOffset,
 };
 use unlag_net::{AutonomousProxy, NetClock};
 
@@ -156,10 +156,15 @@ pub struct RenderedPose {
 /// present it can know (server time less the one-way trip) when the frame before the one that
 /// read it started, minus the state's time, over the last 256 states. Its 99th percentile is the margin each proxy's delay keeps for late states,
 /// measured rather than guessed from the RTT jitter.
+///
+/// It also follows how stale each proxy's newest state is, frame by frame, beyond its interval
+/// ([`StateStaleness`]): what the delay must cover for frames not to starve when loss comes in
+/// bursts.
 #[derive(Resource, Clone, Debug, Default)]
 pub struct ArrivalLateness {
     samples: std::collections::VecDeque<f64>,
     p99: Option<f64>,
+    staleness: StateStaleness,
 }
 
 impl ArrivalLateness {
@@ -175,6 +180,14 @@ impl ArrivalLateness {
             self.samples.push_back(lateness);
             self.p99 = None;
         }
+    }
+
+    /// How much staler than their interval proxies' newest states were in all but `share`
+    /// (0–1) of the recent proxy frames, seconds ([`StateStaleness::covering`]; `now` is the
+    /// frame's time, seconds): a delay of a proxy's interval plus that would have starved no
+    /// more of them.
+    pub fn covering(&mut self, now: f64, share: f64) -> Option<f64> {
+        self.staleness.covering(now, share)
     }
 
     /// The 99th percentile of lateness, seconds, once enough states arrived.
@@ -311,6 +324,10 @@ pub(crate) fn place_proxies(
         teleport_distance: settings.teleport_distance,
     };
     let late = lateness.p99();
+    // What the delay must cover beyond each proxy's interval for no more than the share of
+    // frames to starve, from the frames before this one.
+    let now = time.elapsed_secs_f64();
+    let covering = lateness.covering(now, settings.delay_policy.starved_share);
     // The shortest delay in use: the proxies at the full update rate (slower ones wait longer).
     let mut shortest: Option<f64> = None;
     for (entity, mut proxy, mut transform, pose) in &mut proxies {
@@ -329,15 +346,23 @@ pub(crate) fn place_proxies(
                 }
             })
             .unwrap_or(clock.send_interval);
-        match late {
-            // The measured lateness of states, once there is enough of it.
-            Some(margin) => proxy.delay.set_target(
-                settings
-                    .delay_policy
-                    .target_with_margin(interval, margin, clock.loss),
-            ),
-            None => proxy.delay.set_inputs(interval, clock.jitter, clock.loss),
+        // How stale its newest state is this frame, beyond its interval: a frame drawn with a
+        // delay shorter than the interval plus that starves.
+        if proxy.buffer.states().len() >= 3
+            && let Some(newest) = proxy.buffer.newest()
+        {
+            let present = clock.server_time - clock.one_way();
+            lateness
+                .staleness
+                .observe(now, present - newest.time - interval);
         }
+        // The measured lateness of states once there is enough of it, else a margin from the
+        // jitter; and long enough for the outages the recent frames met.
+        let policy = &settings.delay_policy;
+        let margin = late.unwrap_or(policy.jitter_multiplier * clock.jitter);
+        proxy
+            .delay
+            .set_target(policy.target_covering(interval, margin, clock.loss, covering));
         // Until its interval is known nothing has been shown that could jump.
         if proxy.buffer.states().len() < 3 {
             proxy.delay.snap_to_target();
