@@ -178,6 +178,7 @@ fn setup() -> Bench {
                     directions: shot_directions(spec, 1, aim),
                     view_time: VIEW,
                     judged_time: VIEW,
+                    delay_cap: None,
                     move_seq: None,
                     sent_view_time: VIEW,
                     sent_delay: DELAY,

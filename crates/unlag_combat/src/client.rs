@@ -531,6 +531,7 @@ pub(crate) fn fire(
             directions: directions.clone(),
             view_time,
             judged_time,
+            delay_cap: clock.server_delay_cap,
             move_seq: trail.single().ok().and_then(|t| t.newest()).map(|s| s.0),
             sent_view_time: now,
             sent_delay: clock.interpolation_delay,

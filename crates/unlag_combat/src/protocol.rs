@@ -75,9 +75,14 @@ pub struct FireRequest {
     /// The view time the shot was fired at, server seconds.
     pub view_time: f64,
     /// The server time the shot is judged at, seconds: its view time, or later by
-    /// [`CombatSettings::rewind_shortfall`](crate::CombatSettings::rewind_shortfall) above the
-    /// rewind cap; the claims show the targets at that time.
+    /// [`CombatSettings::shot_lead`](crate::CombatSettings::shot_lead) above the rewind cap or
+    /// the compensated delay; the claims show the targets at that time.
     pub judged_time: f64,
+    /// The longest interpolation delay the shooter's client had heard the server compensates
+    /// when it fired ([`NetClock::server_delay_cap`](unlag_net::NetClock::server_delay_cap)),
+    /// seconds, which its lead counts on; `None` before a beat said. The server accepts any cap
+    /// it announced to this client lately, none larger, and counts on its own without one.
+    pub delay_cap: Option<f64>,
     /// The newest move the shooter's client had simulated when it fired (its
     /// [`MoveTrail`](unlag_net::MoveTrail)), if it moves by the movement plugin: the server
     /// holds the shot until it has processed that move (at most

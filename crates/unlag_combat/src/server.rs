@@ -412,10 +412,24 @@ fn check(
     // clients at 500 ms: ±5 ms at 20 ms of jitter, ±18 ms at 60 ms), and the cap the client
     // heard of last by what the jitter moved it since; never earlier. A client claiming a
     // fuller rewind gains at most that slack.
+    // The cap the client counted on: one the server announced to it lately (it heard the last
+    // of them a trip ago), none larger; without one, the server's own.
+    let cap = match request.delay_cap {
+        None => remote.delay_cap,
+        Some(cap)
+            if cap.is_finite()
+                && cap >= 0.0
+                && remote.announced_cap.is_some_and(|most| cap <= most + 1e-6) =>
+        {
+            cap
+        }
+        Some(_) => return Err(Rejection::BadViewTime),
+    };
     let lead = request.judged_time - request.view_time;
     let lead_slack = LEAD_SLACK + remote.jitter;
-    let owed = settings.shot_lead(remote.rtt, request.sent_delay, Some(remote.delay_cap));
-    if lead < 0.0 || (lead - owed).abs() > lead_slack {
+    let owed = settings.shot_lead(remote.rtt, request.sent_delay, Some(cap));
+    // Without rewinding the present is judged, whatever the shot's judged time.
+    if settings.rewind && (lead < 0.0 || (lead - owed).abs() > lead_slack) {
         return Err(Rejection::BadViewTime);
     }
     // Tighter, and free of the clock estimates: the copy may not arrive later after the view

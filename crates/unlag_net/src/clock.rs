@@ -62,13 +62,47 @@ pub fn delay_shortfall(delay: f64, cap: Option<f64>) -> f64 {
 /// `max_decrease_rate`), so an honest client's delay stays plausible while it adapts.
 pub const PLAUSIBLE_DELAY_DECAY: f64 = 0.05;
 
-/// The longest interpolation delay the server compensates, seconds: two and a half of the
-/// server's update intervals (one interval, one more under loss, and slack for late states),
-/// four times the link's jitter and 50 ms, at most [`MAX_REPORTED_DELAY`]. A shot drawn with
-/// a longer delay is judged later than drawn by the difference ([`delay_shortfall`]), so a
-/// client cannot report a long delay to get its shots judged further in the past.
-pub fn plausible_delay(update_interval: f64, jitter: f64) -> f64 {
-    (2.5 * update_interval + 4.0 * jitter + 0.05).min(MAX_REPORTED_DELAY)
+/// Slack of [`plausible_delay`] beyond what the server's evidence shows, seconds.
+pub const PLAUSIBLE_DELAY_SLACK: f64 = 0.02;
+
+/// The longest interpolation delay the server compensates, seconds, for states sent every
+/// `update_interval` seconds over a link whose trips spread `spread` seconds above their usual
+/// (the server passes twice the pings' jitter or the move stream's spread, whichever is
+/// larger: its own measures) from a server whose frames last `server_frame` seconds: what an
+/// honest client on that link needs (an interval, what bridges a lost state
+/// ([`unlag_core::repeat_after`] or one more interval), the spread, and the frame beyond an
+/// interval by which a slow listen host sends its states in pairs) and
+/// [`PLAUSIBLE_DELAY_SLACK`], at most [`MAX_REPORTED_DELAY`]. Non-finite or negative inputs
+/// count as zero.
+///
+/// A shot drawn with a longer delay is judged later than drawn by the difference
+/// ([`delay_shortfall`]), so a client that reports a longer delay than it draws gains at most
+/// the slack over what its link needs; one whose downlink really needs more (loss in bursts the
+/// server cannot see) draws with it, without a starved frame, and is compensated up to here.
+pub fn plausible_delay(update_interval: f64, spread: f64, server_frame: f64) -> f64 {
+    let clean = |x: f64| if x.is_finite() && x > 0.0 { x } else { 0.0 };
+    let (interval, spread, frame) = (clean(update_interval), clean(spread), clean(server_frame));
+    let bridge = unlag_core::repeat_after(interval).unwrap_or(interval);
+    (interval + bridge + spread + (frame - interval).max(0.0) + PLAUSIBLE_DELAY_SLACK)
+        .min(MAX_REPORTED_DELAY)
+}
+
+/// How much later than usual a client's packets may arrive, as the server measures it,
+/// seconds: twice the pings' jitter, or the spread of its move stream above the median
+/// ([`RemoteClientClock::uplink_spread`]), whichever is larger (the pings' jitter reads a
+/// fraction of a heavily jittered link's spread).
+fn link_spread(remote: &RemoteClientClock) -> f64 {
+    let jitter = if remote.jitter.is_finite() {
+        remote.jitter
+    } else {
+        0.0
+    };
+    let uplink = if remote.uplink_spread.is_finite() {
+        remote.uplink_spread
+    } else {
+        0.0
+    };
+    (2.0 * jitter).max(uplink).max(0.0)
 }
 
 /// Seconds between two [`NetBeat`]s from the server.
@@ -190,6 +224,11 @@ pub struct RemoteClientClock {
     /// Reports of a delay longer than [`RemoteClientClock::delay_cap`] (the client's shots are
     /// then compensated only up to the cap).
     pub reports_above_cap: u64,
+    /// (server time, cap) of every [`RemoteClientClock::delay_cap`] announced to the client in
+    /// a [`NetBeat`] over the last [`VIEW_LAG_WINDOW`], seconds: a shot may count on any of
+    /// them (the client counts on the last it heard), and on no larger one.
+    #[reflect(ignore)]
+    announced_caps: std::collections::VecDeque<(f64, f64)>,
     /// Whether the client has reported its delay at least once.
     pub reported: bool,
     /// Reports dropped (malformed, stale, or lagging more than the link allows).
@@ -245,6 +284,9 @@ pub struct RemoteClockAt {
     /// [`RemoteClientClock::view_lag_range`] then: (least, most) lag of the view reports,
     /// seconds.
     pub view_lag_range: Option<(f64, f64)>,
+    /// [`RemoteClientClock::announced_cap`] then: the largest delay cap announced to the
+    /// client lately, seconds.
+    pub announced_cap: Option<f64>,
     /// The median lag of the view reports then, seconds
     /// ([`RemoteClientClock::view_lags_summary`]).
     pub view_lag_median: Option<f64>,
@@ -541,7 +583,34 @@ impl RemoteClientClock {
             view_lag_range: summary.map(|(least, most, _)| (least, most)),
             view_lag_median: summary.map(|(.., median)| median),
             reporting_since_window: self.reporting_since_window(now),
+            announced_cap: self.announced_cap(now),
         }
+    }
+
+    /// Notes that `cap` (seconds, as the beat carries it) was announced to the client at
+    /// server time `now`, forgetting those older than [`VIEW_LAG_WINDOW`].
+    pub fn announce_cap(&mut self, now: f64, cap: f64) {
+        if !(now.is_finite() && cap.is_finite()) {
+            return;
+        }
+        self.announced_caps.push_back((now, cap));
+        while self
+            .announced_caps
+            .front()
+            .is_some_and(|(t, _)| *t < now - VIEW_LAG_WINDOW)
+        {
+            self.announced_caps.pop_front();
+        }
+    }
+
+    /// The largest delay cap announced to the client over the [`VIEW_LAG_WINDOW`] before
+    /// server time `now`, seconds (`None` if none was): the most a shot may count on.
+    pub fn announced_cap(&self, now: f64) -> Option<f64> {
+        self.announced_caps
+            .iter()
+            .filter(|(t, _)| *t >= now - VIEW_LAG_WINDOW && *t <= now)
+            .map(|(_, cap)| *cap)
+            .reduce(f64::max)
     }
 }
 
@@ -985,8 +1054,8 @@ pub(crate) fn server_beats(
     {
         // Unless an earlier, slower rate still allows more.
         let earlier = state.slower.is_some_and(|(since, old)| {
-            plausible_delay(old, 0.0) - PLAUSIBLE_DELAY_DECAY * (now - since)
-                > plausible_delay(previous, 0.0)
+            plausible_delay(old, 0.0, frame) - PLAUSIBLE_DELAY_DECAY * (now - since)
+                > plausible_delay(previous, 0.0, frame)
         });
         if !earlier {
             state.slower = Some((now, previous));
@@ -1048,10 +1117,11 @@ pub(crate) fn server_beats(
                 // call for: a longer delay would let shots claim older view times (an interp
                 // cheat). A longer one is the client's to draw with; its shots are judged later
                 // by the rest (`delay_shortfall`).
-                let mut most = plausible_delay(interval, remote.jitter);
+                let spread = link_spread(&remote);
+                let mut most = plausible_delay(interval, spread, frame);
                 if let Some((since, old)) = slower {
                     let shrinking =
-                        plausible_delay(old, remote.jitter) - PLAUSIBLE_DELAY_DECAY * (now - since);
+                        plausible_delay(old, spread, frame) - PLAUSIBLE_DELAY_DECAY * (now - since);
                     most = most.max(shrinking);
                 }
                 if delay > most {
@@ -1087,6 +1157,9 @@ pub(crate) fn server_beats(
             } else {
                 0
             };
+            if delay_cap_us > 0 {
+                remote.announce_cap(clock.server_time, f64::from(delay_cap_us) / 1e6);
+            }
             traffic.send_counted::<UnreliableChannel, _>(
                 &mut sender,
                 NetBeat {
