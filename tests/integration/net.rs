@@ -116,6 +116,83 @@ fn view_time_sits_behind_server_time_and_server_knows_it() {
     );
 }
 
+/// The server compensates a client's interpolation delay only as far as its own evidence of
+/// the link shows an honest client needs (`plausible_delay`), tells the client that cap in
+/// its beats, and remembers what it announced: a shot may count on any cap announced over the
+/// last two seconds and on no larger one. The rest of a longer delay is the shooter's
+/// shortfall (`delay_shortfall`): its shots are judged later by it.
+#[test]
+fn the_compensated_delay_is_announced_and_a_longer_one_falls_short() {
+    use unlag::net::{MAX_REPORTED_DELAY, PLAUSIBLE_DELAY_SLACK, delay_shortfall, plausible_delay};
+    let mut tb = testbed(1, conditions(100, 10, 0.01));
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    tb.run_for(Duration::from_secs(4));
+    let clock = tb.client_clock(0).clone();
+    let link = tb.server_link(0).unwrap();
+    let server_time = tb.server_world().resource::<NetClock>().server_time;
+    let remote = tb
+        .server_world()
+        .get::<RemoteClientClock>(link)
+        .unwrap()
+        .clone();
+    // 20 Hz: an interval, a bridging interval, the link's spread and the slack; the spread is
+    // the server's own measure (twice the pings' jitter or the move stream's spread: a few
+    // milliseconds here), and a server at 240 fps adds no frame.
+    let spread = (remote.delay_cap - 0.1 - PLAUSIBLE_DELAY_SLACK).max(0.0);
+    assert!(
+        (remote.delay_cap - plausible_delay(0.05, spread, 1.0 / 240.0)).abs() < 1e-9,
+        "{remote:?}"
+    );
+    assert!(spread <= 0.05, "{remote:?}");
+    // What a client that reports a longer delay than it draws (stamping its shots older by as
+    // much) can buy: the cap over the delay this honest client draws with, 23 ms here at
+    // 1 % loss (the old rule, 2.5 intervals, 4 jitters and 50 ms, allowed 87 ms here, and
+    // 2.59 s at 1 Hz).
+    assert!(
+        remote.delay_cap - clock.interpolation_delay < 0.05,
+        "cap {} over a drawn delay of {}",
+        remote.delay_cap,
+        clock.interpolation_delay
+    );
+    assert!(plausible_delay(1.0, 0.02, 1.0 / 240.0) < 1.3 + 1e-9);
+    // A 10-fps listen host sends its states in pairs: its frame beyond an interval is allowed.
+    assert!(
+        (plausible_delay(0.05, 0.0, 0.1) - plausible_delay(0.05, 0.0, 0.0) - 0.05).abs() < 1e-9
+    );
+    assert_eq!(
+        plausible_delay(f64::NAN, -1.0, f64::INFINITY),
+        PLAUSIBLE_DELAY_SLACK
+    );
+    assert_eq!(plausible_delay(5.0, 0.0, 0.0), MAX_REPORTED_DELAY);
+    // The client heard the cap (to the microsecond the beat carries), and the server
+    // remembers announcing it.
+    let heard = clock.server_delay_cap.expect("a beat announced the cap");
+    assert!(
+        (heard - remote.delay_cap).abs() < 0.01,
+        "{heard} {remote:?}"
+    );
+    let announced = remote.announced_cap(server_time).unwrap();
+    assert!(announced >= heard - 1e-6, "{announced} {heard}");
+    // This honest client draws within it: no shortfall.
+    assert!(clock.interpolation_delay < heard, "{clock:?}");
+    assert_eq!(delay_shortfall(clock.interpolation_delay, Some(heard)), 0.0);
+    // A longer delay falls short by the rest, never by more than the longest reportable.
+    assert!((delay_shortfall(heard + 0.2, Some(heard)) - 0.2).abs() < 1e-12);
+    assert!((delay_shortfall(99.0, Some(0.1)) - (MAX_REPORTED_DELAY - 0.1)).abs() < 1e-12);
+    assert_eq!(delay_shortfall(0.5, None), 0.0);
+    assert_eq!(delay_shortfall(f64::NAN, Some(0.1)), 0.0);
+    // Announced caps are remembered for the window, the largest of them counts.
+    let mut r = RemoteClientClock::default();
+    assert_eq!(r.announced_cap(10.0), None);
+    r.announce_cap(10.0, 0.15);
+    r.announce_cap(10.5, 0.12);
+    r.announce_cap(f64::NAN, 9.0);
+    assert_eq!(r.announced_cap(11.0), Some(0.15));
+    assert_eq!(r.announced_cap(12.2), Some(0.12));
+    r.announce_cap(13.0, 0.13);
+    assert_eq!(r.announced_cap(13.0), Some(0.13));
+}
+
 #[test]
 fn delay_grows_with_loss_and_update_interval() {
     let mut tb = testbed(1, conditions(50, 0, 0.10));
