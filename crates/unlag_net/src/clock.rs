@@ -157,6 +157,10 @@ pub struct NetClock {
     /// The usual length of this client's frames, seconds ([`unlag_core::FramePace`]; 0 on the
     /// server).
     pub usual_frame: f64,
+    /// On a client: the server's usual frame, from its beats, seconds (0 until one says). A
+    /// server whose frames last longer than the update interval (a slow listen host) sends
+    /// the states of a frame together.
+    pub server_frame: f64,
     /// The shortest frame time among this client's last few delay reports, seconds (at most
     /// [`NetClock::usual_frame`]): what the server allows for this client's frames is bounded
     /// by what it was told, so what the client counts on must be too.
@@ -790,6 +794,7 @@ pub(crate) fn update_client_clock(
     clock.usual_frame = state.frames.usual();
     clock.server_rtt = state.server_rtt;
     clock.server_delay_cap = state.server_delay_cap;
+    clock.server_frame = state.server_frame;
     clock.least_reported_frame = state
         .reported_frames
         .iter()

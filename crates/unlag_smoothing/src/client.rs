@@ -360,6 +360,16 @@ pub(crate) fn place_proxies(
         // jitter; and long enough for the outages the recent frames met.
         let policy = &settings.delay_policy;
         let margin = late.unwrap_or(policy.jitter_multiplier * clock.jitter);
+        // A server whose frames outlast the interval (a slow listen host) sends a frame's
+        // states together: at the worst phase of this client's frames against its, the newest
+        // state is that frame less the interval staler, and late by the margin. The phase
+        // drifts, so the covering measured may not have met the worst of it yet.
+        let paired = (clock.server_frame - interval).max(0.0);
+        let covering = if paired > 0.0 {
+            Some(covering.map_or(paired + margin, |c| c.max(paired + margin)))
+        } else {
+            covering
+        };
         proxy
             .delay
             .set_target(policy.target_covering(interval, margin, clock.loss, covering));
