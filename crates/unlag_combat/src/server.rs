@@ -407,13 +407,13 @@ fn check(
     }
     // Judged later than drawn only by the part of the trip the server does not rewind, as
     // the server measures it, and the part of the delay it does not compensate (the delay the
-    // copy carries, held by the lag check below: one claimed shorter than drawn lags longer):
-    // the two sides' smoothed RTTs differ by a few milliseconds plus the link's jitter (honest
-    // clients at 500 ms: ±5 ms at 20 ms of jitter, ±18 ms at 60 ms), and the cap the client
-    // heard of last by what the jitter moved it since; never earlier. A client claiming a
-    // fuller rewind gains at most that slack.
-    // The cap the client counted on: one the server announced to it lately (it heard the last
-    // of them a trip ago), none larger; without one, the server's own.
+    // copy carries, held by the lag check below: one claimed shorter than drawn lags longer),
+    // by the cap the client counted on: one the server announced to it lately (it heard the
+    // last of them a trip ago), none larger; without one, the server's own. The two sides'
+    // smoothed RTTs differ by a few milliseconds plus the link's jitter (honest clients at
+    // 500 ms: ±5 ms at 20 ms of jitter, ±18 ms at 60 ms), and the delay moves a little between
+    // a shot and its copies; never earlier. A client claiming a fuller rewind gains at most
+    // that slack.
     let cap = match request.delay_cap {
         None => remote.delay_cap,
         Some(cap)

@@ -47,7 +47,8 @@ pub const MAX_REPORTED_DELAY: f64 = 3.0;
 /// downlink loses states in bursts or its states arrive late in ways the server cannot see:
 /// it still draws every frame on states (no starved frames, no pops), and is compensated as
 /// far as the cap, as a client above the rewind cap is. A client that reports a longer delay
-/// than it draws, to have its shots judged further in the past, gains nothing by it.
+/// than it draws, to have its shots judged further in the past, gains no more than the cap's
+/// margin over the delay its link needs ([`plausible_delay`]).
 pub fn delay_shortfall(delay: f64, cap: Option<f64>) -> f64 {
     match cap {
         Some(cap) if delay.is_finite() && cap.is_finite() => {
