@@ -30,6 +30,18 @@ fn testbed(clients: usize, c: LinkConditions) -> Testbed {
     })
 }
 
+/// The server's time and its clock of client `i`'s link.
+fn server_view(tb: &Testbed, i: usize) -> (f64, RemoteClientClock) {
+    let link = tb.server_link(i).unwrap();
+    let server_time = tb.server_world().resource::<NetClock>().server_time;
+    let remote = tb
+        .server_world()
+        .get::<RemoteClientClock>(link)
+        .unwrap()
+        .clone();
+    (server_time, remote)
+}
+
 /// Connects under the given conditions and checks sync time, server-time error and RTT.
 fn sync_under(rtt_ms: u64) {
     let jitter = 0.020;
@@ -98,13 +110,7 @@ fn view_time_sits_behind_server_time_and_server_knows_it() {
     );
     let expected = clock.server_time - clock.rtt / 2.0 - clock.interpolation_delay;
     assert!((clock.view_time() - expected).abs() < 1e-9);
-    let link = tb.server_link(0).unwrap();
-    let server_time = tb.server_world().resource::<NetClock>().server_time;
-    let remote = tb
-        .server_world()
-        .get::<RemoteClientClock>(link)
-        .unwrap()
-        .clone();
+    let (server_time, remote) = server_view(&tb, 0);
     assert!(remote.reported);
     assert!((remote.interpolation_delay - clock.interpolation_delay).abs() < 0.01);
     // The server's estimate of the client's view time agrees with the client's own.
@@ -128,13 +134,7 @@ fn the_compensated_delay_is_announced_and_a_longer_one_falls_short() {
     assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
     tb.run_for(Duration::from_secs(4));
     let clock = tb.client_clock(0).clone();
-    let link = tb.server_link(0).unwrap();
-    let server_time = tb.server_world().resource::<NetClock>().server_time;
-    let remote = tb
-        .server_world()
-        .get::<RemoteClientClock>(link)
-        .unwrap()
-        .clone();
+    let (server_time, remote) = server_view(&tb, 0);
     // 20 Hz: an interval, a bridging interval, the link's spread and the slack; the spread is
     // the server's own measure (twice the pings' jitter or the move stream's spread: a few
     // milliseconds here), and a server at 240 fps adds no frame.

@@ -257,6 +257,18 @@ fn cheating_clients_are_caught_and_shown() {
         println!("{}", report.table());
         report
     };
+    // At least 20 cheating shots, 80 % of them refused for `reason`: the report and that count.
+    let mostly_refused = |cheat: Cheat, reason: &str| {
+        let r = with(cheat);
+        let refused = r.rejected.get(reason).copied().unwrap_or(0);
+        assert!(r.cheating_shots >= 20, "{cheat:?}");
+        assert!(
+            refused * 10 >= r.cheating_shots * 8,
+            "{cheat:?}: {:?}",
+            r.rejected
+        );
+        (r, refused)
+    };
     // A fast clock: flagged, and the cheater (client 0) corrected, the honest one not.
     let speed = with(Cheat::Speed);
     assert!(speed.speed_hacks_flagged > 0);
@@ -276,14 +288,7 @@ fn cheating_clients_are_caught_and_shown() {
     // Two poses of one target, or a pose 30 ms newer than drawn called `Extrapolate`:
     // refused as bad claims.
     for cheat in [Cheat::DuplicateClaims, Cheat::FalseExtrapolate] {
-        let r = with(cheat);
-        let refused = r.rejected.get("BadClaim").copied().unwrap_or(0);
-        assert!(r.cheating_shots >= 20, "{cheat:?}");
-        assert!(
-            refused * 10 >= r.cheating_shots * 8,
-            "{cheat:?}: {:?}",
-            r.rejected
-        );
+        mostly_refused(cheat, "BadClaim");
     }
     // Skipping fire indices, or every weapon at its own rate: too fast (the every-weapon
     // cheater never reloads, so its rifle runs dry after 3 s).
@@ -295,14 +300,7 @@ fn cheating_clients_are_caught_and_shown() {
     // Backtracking behind held pongs or slow-looking reports: refused for its view time, and
     // the honest client beside it never.
     for cheat in [Cheat::PongDelay, Cheat::SlowReports] {
-        let r = with(cheat);
-        let refused = r.rejected.get("BadViewTime").copied().unwrap_or(0);
-        assert!(r.cheating_shots >= 20, "{cheat:?}");
-        assert!(
-            refused * 10 >= r.cheating_shots * 8,
-            "{cheat:?}: {:?}",
-            r.rejected
-        );
+        let (r, refused) = mostly_refused(cheat, "BadViewTime");
         assert_eq!(r.rejected.values().sum::<u64>(), refused, "{cheat:?}");
         for a in &r.agreement {
             assert_eq!(a.refused, 0, "{cheat:?}: {a:?}");

@@ -473,13 +473,7 @@ impl RemoteClientClock {
                 self.spacings.push_back((now, spacing));
             }
         }
-        while self
-            .spacings
-            .front()
-            .is_some_and(|(t, _)| *t < now - VIEW_LAG_WINDOW)
-        {
-            self.spacings.pop_front();
-        }
+        forget_before(&mut self.spacings, now - VIEW_LAG_WINDOW);
         self.first_report.get_or_insert(now);
         self.push_view_lag(now, lag, true);
         true
@@ -599,13 +593,7 @@ impl RemoteClientClock {
             return;
         }
         self.announced_caps.push_back((now, cap));
-        while self
-            .announced_caps
-            .front()
-            .is_some_and(|(t, _)| *t < now - VIEW_LAG_WINDOW)
-        {
-            self.announced_caps.pop_front();
-        }
+        forget_before(&mut self.announced_caps, now - VIEW_LAG_WINDOW);
     }
 
     /// The largest delay cap announced to the client over the [`VIEW_LAG_WINDOW`] before
@@ -616,6 +604,13 @@ impl RemoteClientClock {
             .filter(|(t, _)| *t >= now - VIEW_LAG_WINDOW && *t <= now)
             .map(|(_, cap)| *cap)
             .reduce(f64::max)
+    }
+}
+
+/// Drops the entries of a time-ordered window stamped before `since` (seconds).
+fn forget_before<T>(window: &mut std::collections::VecDeque<(f64, T)>, since: f64) {
+    while window.front().is_some_and(|(t, _)| *t < since) {
+        window.pop_front();
     }
 }
 
