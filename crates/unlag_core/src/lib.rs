@@ -45,13 +45,13 @@ pub use history::{FramePair, LookupError, PoseHistory, RecordError};
 pub use linksim::{LinkSimulator, LinkSimulatorStats, PathConditions};
 pub use moves::{SavedMoves, Sequenced};
 pub use ping::{HighPingChange, HighPingMonitor, HighPingSettings};
-pub use playout::{ArrivalSpread, MovePlayout, PlayoutSettings, PlayoutSettingsError};
+pub use playout::{ArrivalSpread, MovePlayout, PACE_WINDOW, PlayoutSettings, PlayoutSettingsError};
 pub use projectile::{Ballistic, fake_projectile_hold, fake_projectile_life};
 pub use raycast::ray_capsule;
 pub use rng::SplitMix64;
 pub use seq::{Seq16, SeqUnwrapper};
 pub use smoothing::{
-    KINK_ACCELERATION, ProxyState, Sample, SampleKind, SmoothingMode, StateBuffer, StateRejected,
-    StateShown, body_blend, evaluate, hermite, replay,
+    KINK_ACCELERATION, MAX_TANGENT_OVER_CHORD, ProxyState, Sample, SampleKind, SmoothingMode,
+    StateBuffer, StateRejected, StateShown, body_blend, evaluate, hermite, replay,
 };
 pub use stats::{Ewma, Summary};

@@ -144,7 +144,15 @@ pub struct MovePlayout {
     late_at: Option<f64>,
     /// Mean wait of played moves between arrival and play, seconds (exponential average).
     wait: f64,
+    /// The clock's advances over the last [`PACE_WINDOW`]: (server time, server seconds
+    /// elapsed, move seconds advanced), oldest first.
+    advances: VecDeque<(f64, f64, f64)>,
 }
+
+/// Over how long [`MovePlayout::pace`] is taken, seconds: longer than the clock's holds
+/// between a slow client's packets (a 10-fps client's moves come 0.1 s at a time), shorter
+/// than a turn or a stop.
+pub const PACE_WINDOW: f64 = 0.1;
 
 impl MovePlayout {
     /// Records an arrival at `now` bringing moves whose oldest new one ends at move time
@@ -205,6 +213,16 @@ impl MovePlayout {
             next = next.max((clock + wanted * elapsed).min(self.catch_up_to));
         }
         let next = next.min(available.max(clock));
+        if elapsed > 0.0 {
+            self.advances.push_back((now, elapsed, next - clock));
+            while self
+                .advances
+                .front()
+                .is_some_and(|(t, ..)| now - t >= PACE_WINDOW)
+            {
+                self.advances.pop_front();
+            }
+        }
         self.clock = Some(next);
         Some(next)
     }
@@ -226,6 +244,19 @@ impl MovePlayout {
     /// The move time played up to, if any move arrived.
     pub fn clock(&self) -> Option<f64> {
         self.clock
+    }
+
+    /// How fast the clock ran over the last [`PACE_WINDOW`], move seconds per server second:
+    /// 1 at the pace the moves were made, below while the buffer grows, above while it catches
+    /// up, 0 after waiting that long for a move that has not arrived. The player's track on
+    /// the server moves at its simulated velocity times this. `None` before the clock has
+    /// advanced.
+    pub fn pace(&self) -> Option<f64> {
+        let (elapsed, advanced) = self
+            .advances
+            .iter()
+            .fold((0.0, 0.0), |(e, a), (_, de, da)| (e + de, a + da));
+        (elapsed > 0.0).then(|| advanced / elapsed)
     }
 }
 
@@ -403,6 +434,39 @@ mod tests {
             "{} s behind",
             now - 0.2 - limit
         );
+    }
+
+    #[test]
+    fn the_pace_is_one_in_a_steady_stream_and_nothing_while_moves_are_missing() {
+        let settings = PlayoutSettings::default();
+        let mut p = MovePlayout::default();
+        assert_eq!(p.pace(), None);
+        // Messages every 1/30 s, 50 ms late, for 3 s: then none for 1 s.
+        let mut paces = Vec::new();
+        for f in 0..(240 * 4) {
+            let now = f as f64 / 240.0;
+            let sent = ((now - 0.05) * 30.0).floor().min(89.0);
+            if sent >= 0.0 && f % 8 == 0 {
+                let made = (2.0 * sent + 2.0) * TICK;
+                p.on_arrival(&settings, now, made - TICK, made);
+            }
+            let available = if sent >= 0.0 {
+                (2.0 * sent + 2.0) * TICK
+            } else {
+                0.0
+            };
+            p.advance(&settings, now, available);
+            paces.push((now, p.pace()));
+        }
+        let settled: Vec<f64> = paces
+            .iter()
+            .filter(|(t, _)| (1.5..2.9).contains(t))
+            .filter_map(|(_, pace)| *pace)
+            .collect();
+        let mean = settled.iter().sum::<f64>() / settled.len() as f64;
+        assert!((mean - 1.0).abs() < 0.02, "mean pace {mean}");
+        // Once the buffer has run dry for a window, the clock (and the track) stands.
+        assert_eq!(paces.last().unwrap().1, Some(0.0));
     }
 
     #[test]

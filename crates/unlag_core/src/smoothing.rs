@@ -160,11 +160,27 @@ pub fn evaluate(mode: SmoothingMode, a: &ProxyState, b: &ProxyState, alpha: f32)
             if (b.velocity - a.velocity).length() > KINK_ACCELERATION * dt {
                 a.position.lerp(b.position, alpha)
             } else {
+                // A tangent far longer than the chord overshoots it: a state's velocity is
+                // the motion of one moment, and across a long interval (states lost, a slow
+                // update rate) or a stop (a stalled player's track) the character did not
+                // keep it. Up to twice the chord a Hermite curve still draws a uniform
+                // acceleration or braking exactly; beyond, the tangent is shortened to that.
+                // Height the same way on its own: a vertical speed lasts a jump or a landing
+                // (gravity, then the floor), so across a second the curve would dive under
+                // the floor or fly over the states; held to twice the height between them, it
+                // stays between their heights.
+                let chord = b.position - a.position;
+                let limit = |m: Vec3| {
+                    let mut m = m.clamp_length_max(MAX_TANGENT_OVER_CHORD * chord.length());
+                    let height = MAX_TANGENT_OVER_CHORD * chord.y.abs();
+                    m.y = m.y.clamp(-height, height);
+                    m
+                };
                 hermite(
                     a.position,
-                    a.velocity * dt,
+                    limit(a.velocity * dt),
                     b.position,
-                    b.velocity * dt,
+                    limit(b.velocity * dt),
                     alpha,
                 )
             }
@@ -195,6 +211,11 @@ pub fn replay(mode: SmoothingMode, a: &ProxyState, b: &ProxyState, alpha: f32) -
     };
     evaluate(mode, a, b, alpha)
 }
+
+/// The longest a Hermite tangent (a state's velocity times the interval) may be against the
+/// chord between the two states, and its vertical part against the chord's: 2, where a curve
+/// from full speed to a standstill still draws a uniform braking exactly.
+pub const MAX_TANGENT_OVER_CHORD: f32 = 2.0;
 
 /// Velocity change between two states above which the motion between them is taken as a kink
 /// (landing, take-off, bump), not a curve, m/s² (walking accelerates at ~30, gravity is ~20).
@@ -441,6 +462,45 @@ mod tests {
                 .length_squared();
         }
         assert!(her * 20.0 < lin, "hermite {her} vs linear {lin}");
+    }
+
+    #[test]
+    fn a_tangent_longer_than_twice_the_chord_is_shortened() {
+        // Uniform braking from 2 m/s to a stop over 0.05 s: drawn exactly (tangent = 2 chords).
+        let a = state(1, 1.0, Vec3::ZERO, Vec3::new(2.0, 0.0, 0.0));
+        let b = state(4, 1.05, Vec3::new(0.05, 0.0, 0.0), Vec3::ZERO);
+        for k in 0..=10 {
+            let s = k as f32 / 10.0;
+            let t = 0.05 * s;
+            let exact = 2.0 * t - 20.0 * t * t;
+            let (p, _) = evaluate(SmoothingMode::Hermite, &a, &b, s);
+            assert!((p.x - exact).abs() < 1e-5, "{s}: {p} vs {exact}");
+        }
+        // A stalled track: running at 6 m/s, then standing 5 cm further for 0.45 s. The
+        // state's velocity would carry the curve 0.45 m past where the character stands.
+        let a = state(1, 1.0, Vec3::ZERO, Vec3::new(6.0, 0.0, 0.0));
+        let b = state(31, 1.5, Vec3::new(0.05, 0.0, 0.0), Vec3::ZERO);
+        let furthest = (0..=100)
+            .map(|k| {
+                evaluate(SmoothingMode::Hermite, &a, &b, k as f32 / 100.0)
+                    .0
+                    .x
+            })
+            .fold(f32::MIN, f32::max);
+        assert!(furthest <= 0.05 + 0.05 * 4.0 / 27.0 + 1e-4, "{furthest}");
+        // A landing a second before the next state (1-Hz updates): falling at 6.7 m/s 5 cm
+        // above the floor. The curve stays above the floor instead of diving half a metre
+        // under it.
+        let a = state(1, 1.0, Vec3::new(0.0, 0.05, 0.0), Vec3::new(4.0, -6.7, 0.0));
+        let b = state(61, 2.0, Vec3::new(4.0, 0.0, 0.0), Vec3::new(4.0, 0.0, 0.0));
+        let lowest = (0..=100)
+            .map(|k| {
+                evaluate(SmoothingMode::Hermite, &a, &b, k as f32 / 100.0)
+                    .0
+                    .y
+            })
+            .fold(f32::MAX, f32::min);
+        assert!(lowest > -0.01, "{lowest}");
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct ServerMovement<M: MovementModel> {
     /// The client's move time at the end of the last processed move: the sum of the durations
     /// of every move processed, seconds.
     move_time: f64,
+    /// How long the last processed move was, seconds.
+    last_move_dt: f64,
     /// Plays the moves out at the pace they were made.
     playout: unlag_core::MovePlayout,
     /// How late the messages arrive after their newest move was made (the up-link's spread).
@@ -63,6 +65,7 @@ impl<M: MovementModel> ServerMovement<M> {
             last: 0,
             held: BTreeMap::new(),
             move_time: 0.0,
+            last_move_dt: 0.0,
             playout: unlag_core::MovePlayout::default(),
             spread: unlag_core::ArrivalSpread::default(),
             processed_ends: VecDeque::new(),
@@ -94,6 +97,31 @@ impl<M: MovementModel> ServerMovement<M> {
     /// seconds (an average; see [`unlag_core::playout`]).
     pub fn playout_wait(&self) -> f64 {
         self.playout.mean_wait()
+    }
+
+    /// How fast the character's track on the server runs against the moves' own time, over
+    /// the last [`unlag_core::PACE_WINDOW`]: 1 when its moves are played at the pace they were
+    /// made, below or above while the playout's buffer grows or catches up (at most
+    /// `max_rate`, though a backlog is played out faster), 0 once the track has waited that
+    /// long for moves that have not arrived, and 0 while the server waits for a missing one.
+    /// Without a playout (`enabled: false`) it is 1. The track moves at the simulated velocity
+    /// times this: proxy states give that velocity, so a stalled player is drawn standing where
+    /// the server has it (and its hit boxes are), not run on, and a catching-up one is drawn
+    /// catching up.
+    pub fn track_pace(&self, settings: &unlag_core::PlayoutSettings) -> f64 {
+        if !settings.enabled {
+            return 1.0;
+        }
+        let (Some(clock), Some(pace)) = (self.playout.clock(), self.playout.pace()) else {
+            return 1.0;
+        };
+        if clock - self.move_time > self.last_move_dt + 1e-6 {
+            // Waiting on a gap: the clock runs on, the track does not.
+            return 0.0;
+        }
+        // A backlog played out at once runs faster than `max_rate` for a moment: a state that
+        // said so would send an extrapolating proxy flying on at that speed once it is over.
+        pace.clamp(0.0, settings.max_rate.max(0.0))
     }
 
     /// How much later than their median this client's messages arrived lately after their
@@ -592,6 +620,7 @@ fn simulate_ready<M: MovementModel>(
             }
         };
         server.move_time += decode_dt(m.dt);
+        server.last_move_dt = decode_dt(m.dt);
         if server.processed_ends.len() >= 256 {
             server.processed_ends.pop_front();
         }
@@ -693,23 +722,27 @@ pub(crate) fn send_acks<M: MovementModel>(
     }
 }
 
-/// PostUpdate: places server characters at their state, with the velocity the model gives.
+/// PostUpdate: places server characters at their state, with the velocity the model gives
+/// (a client's character: times how fast its track runs, [`ServerMovement::track_pace`]).
 pub(crate) fn place_authoritative<M: MovementModel>(
     mut commands: Commands,
+    settings: Res<MovementSettings<M>>,
     mut characters: Query<
         (
             Entity,
             &MovementState<M>,
             &mut Transform,
             Option<&mut unlag_net::SimulatedVelocity>,
+            Option<&ServerMovement<M>>,
         ),
         Or<(With<ServerMovement<M>>, With<crate::ServerDriven>)>,
     >,
 ) {
-    for (entity, state, mut transform, velocity) in &mut characters {
+    for (entity, state, mut transform, velocity, server) in &mut characters {
         transform.translation = M::position(&state.0);
         transform.rotation = M::rotation(&state.0);
-        match (M::velocity(&state.0), velocity) {
+        let pace = server.map_or(1.0, |s| s.track_pace(&settings.playout) as f32);
+        match (M::velocity(&state.0).map(|v| v * pace), velocity) {
             (Some(v), Some(mut velocity)) => velocity.0 = v,
             (Some(v), None) => {
                 commands
