@@ -22,8 +22,10 @@ pub struct AutonomousProxy;
 #[reflect(Component)]
 pub struct SimulatedProxy;
 
-/// On the server: the velocity an entity's own simulation gives it now, metres per second
-/// (written by the movement plugin for the characters it simulates).
+/// On the server: the velocity an entity's track moves at now, metres per second (written by
+/// the movement plugin for the characters it simulates: the simulation's velocity times the
+/// pace the playout plays a player's moves at, over the last 0.1 s, so 0 while the track
+/// waits for moves that have not arrived).
 ///
 /// Proxy states carry it as their velocity instead of the last tick's motion: a player's moves
 /// reach the server a packet at a time, so its track stands still for a tick and then takes
