@@ -31,8 +31,6 @@ pub struct ServerMovement<M: MovementModel> {
     /// The client's move time at the end of the last processed move: the sum of the durations
     /// of every move processed, seconds.
     move_time: f64,
-    /// How long the last processed move was, seconds.
-    last_move_dt: f64,
     /// Plays the moves out at the pace they were made.
     playout: unlag_core::MovePlayout,
     /// How late the messages arrive after their newest move was made (the up-link's spread).
@@ -65,7 +63,6 @@ impl<M: MovementModel> ServerMovement<M> {
             last: 0,
             held: BTreeMap::new(),
             move_time: 0.0,
-            last_move_dt: 0.0,
             playout: unlag_core::MovePlayout::default(),
             spread: unlag_core::ArrivalSpread::default(),
             processed_ends: VecDeque::new(),
@@ -115,8 +112,14 @@ impl<M: MovementModel> ServerMovement<M> {
         let (Some(clock), Some(pace)) = (self.playout.clock(), self.playout.pace()) else {
             return 1.0;
         };
-        if clock - self.move_time > self.last_move_dt + 1e-6 {
-            // Waiting on a gap: the clock runs on, the track does not.
+        // Waiting on a gap: the next move is missing, the clock has reached where it would
+        // end (a missing move counts as long as the next one held), and the track stands.
+        let on_a_gap = !self.held.contains_key(&(self.last + 1))
+            && self
+                .held
+                .first_key_value()
+                .is_some_and(|(_, (m, _))| clock - self.move_time >= decode_dt(m.dt) - 1e-9);
+        if on_a_gap {
             return 0.0;
         }
         // A backlog played out at once runs faster than `max_rate` for a moment: a state that
@@ -620,7 +623,6 @@ fn simulate_ready<M: MovementModel>(
             }
         };
         server.move_time += decode_dt(m.dt);
-        server.last_move_dt = decode_dt(m.dt);
         if server.processed_ends.len() >= 256 {
             server.processed_ends.pop_front();
         }
