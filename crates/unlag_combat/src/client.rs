@@ -23,7 +23,7 @@ pub const NEAR_MISS_MARGIN: f32 = 0.25;
 /// the span its curve guesses (the two states' interval, or the seconds it ran on past one)
 /// at the faster of their speeds. The server judges a proxy the shot did not claim where its
 /// track was, and a pellet that meets it there stops, a miss the shooter never saw: at 1 Hz a
-/// proxy drawn 2 m beside the ray stood in it on the server. Claimed as drawn, it is posed
+/// proxy drawn clear of the ray stood in it on the server. Claimed as drawn, it is posed
 /// where the shooter saw it (0.15 m at 20 Hz and 6 m/s, 3 m at 1 Hz).
 fn off_track(pose: &RenderedPose) -> f32 {
     let span = if pose.from == pose.to {
