@@ -81,12 +81,19 @@ impl Default for DelayPolicy {
     }
 }
 
+/// `x` if it is finite and positive, else 0: how the delay rules (and the server's cap on a
+/// delay, `unlag_net::plausible_delay`) read a duration or share measured over the network,
+/// where a forged or not yet measured figure must count as nothing.
+pub fn finite_non_negative(x: f64) -> f64 {
+    if x.is_finite() && x > 0.0 { x } else { 0.0 }
+}
+
 impl DelayPolicy {
     /// The target interpolation delay, seconds, for states sent every `send_interval` seconds
     /// over a link with `jitter` seconds of jitter and `loss` (0–1) packet loss. Non-finite or
     /// negative inputs count as zero.
     pub fn target(&self, send_interval: f64, jitter: f64, loss: f64) -> f64 {
-        let clean = |x: f64| if x.is_finite() && x > 0.0 { x } else { 0.0 };
+        let clean = finite_non_negative;
         let (send_interval, jitter, loss) = (clean(send_interval), clean(jitter), clean(loss));
         (send_interval + self.bridge(send_interval, loss) + self.jitter_multiplier * jitter)
             .clamp(self.min_delay, self.max_delay.max(self.min_delay))
@@ -108,7 +115,7 @@ impl DelayPolicy {
     /// that arrive up to `margin` seconds later than expected (e.g. the 99th percentile of
     /// measured lateness), over a link losing `loss` (0–1) of its packets.
     pub fn target_with_margin(&self, send_interval: f64, margin: f64, loss: f64) -> f64 {
-        let clean = |x: f64| if x.is_finite() && x > 0.0 { x } else { 0.0 };
+        let clean = finite_non_negative;
         let send_interval = clean(send_interval);
         (send_interval + self.bridge(send_interval, clean(loss)) + clean(margin))
             .clamp(self.min_delay, self.max_delay.max(self.min_delay))

@@ -38,7 +38,8 @@ pub use combat::{
 pub use conditions::{ConditionsError, LinkConditions, MAX_BURST};
 pub use correction::{CorrectionThrottle, SmoothingSettings, VisualOffset};
 pub use delay::{
-    DelayController, DelayPolicy, STALENESS_BIN, STALENESS_MEMORY, StateStaleness, repeat_after,
+    DelayController, DelayPolicy, STALENESS_BIN, STALENESS_MEMORY, StateStaleness,
+    finite_non_negative, repeat_after,
 };
 pub use discrepancy::{MoveTime, TimeDiscrepancy, TimeDiscrepancySettings};
 pub use history::{FramePair, LookupError, PoseHistory, RecordError};

@@ -81,7 +81,7 @@ pub const PLAUSIBLE_DELAY_SLACK: f64 = 0.02;
 /// the slack over what its link needs; one whose downlink really needs more (loss in bursts the
 /// server cannot see) draws with it, without a starved frame, and is compensated up to here.
 pub fn plausible_delay(update_interval: f64, spread: f64, server_frame: f64) -> f64 {
-    let clean = |x: f64| if x.is_finite() && x > 0.0 { x } else { 0.0 };
+    let clean = unlag_core::finite_non_negative;
     let (interval, spread, frame) = (clean(update_interval), clean(spread), clean(server_frame));
     let bridge = unlag_core::repeat_after(interval).unwrap_or(interval);
     (interval + bridge + spread + (frame - interval).max(0.0) + PLAUSIBLE_DELAY_SLACK)
@@ -93,17 +93,8 @@ pub fn plausible_delay(update_interval: f64, spread: f64, server_frame: f64) -> 
 /// ([`RemoteClientClock::uplink_spread`]), whichever is larger (the pings' jitter reads a
 /// fraction of a heavily jittered link's spread).
 fn link_spread(remote: &RemoteClientClock) -> f64 {
-    let jitter = if remote.jitter.is_finite() {
-        remote.jitter
-    } else {
-        0.0
-    };
-    let uplink = if remote.uplink_spread.is_finite() {
-        remote.uplink_spread
-    } else {
-        0.0
-    };
-    (2.0 * jitter).max(uplink).max(0.0)
+    let clean = unlag_core::finite_non_negative;
+    (2.0 * clean(remote.jitter)).max(clean(remote.uplink_spread))
 }
 
 /// Seconds between two [`NetBeat`]s from the server.
