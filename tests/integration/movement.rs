@@ -311,6 +311,15 @@ fn honest_player_is_never_corrected_at_250_ms() {
 }
 
 /// Walk towards +X at full input, facing it.
+fn stand(_n: u32) -> CharacterInput {
+    CharacterInput {
+        accel: [0, 0],
+        yaw: quantize_angle(-core::f32::consts::FRAC_PI_2),
+        pitch: 0,
+        flags: 0,
+    }
+}
+
 fn walk_east(_n: u32) -> CharacterInput {
     CharacterInput {
         accel: quantize_accel(Vec2::X),
@@ -695,13 +704,33 @@ fn through_long_bursts(rtt_ms: u64) {
     );
 }
 
-/// While a player's moves are missing the server's track of it stands (the playout waits for
-/// them), and the velocity its proxy states take ([`unlag::net::SimulatedVelocity`]) says so:
-/// other clients draw the player standing where the server has it (and where its hit boxes
-/// are) instead of running on by the last velocity. While it walks, the velocity is the
+/// Server time, where the server shows client 0's character (its `Transform`: hit boxes and
+/// proxy states come from there), the velocity its proxy states take, and where its moves
+/// took it (the played state).
+fn shown_and_played(tb: &Testbed, entity: Entity) -> (f64, Vec3, Vec3, Vec3) {
+    let world = tb.server_world();
+    (
+        world.resource::<unlag::net::NetClock>().server_time,
+        world.get::<Transform>(entity).unwrap().translation,
+        world
+            .get::<unlag::net::SimulatedVelocity>(entity)
+            .map_or(Vec3::NAN, |v| v.0),
+        world
+            .get::<MovementState<CharacterMovement>>(entity)
+            .unwrap()
+            .0
+            .feet,
+    )
+}
+
+/// While a player's moves are late the server's track of it goes on with its last input for up
+/// to `max_guess` (0.5 s) instead of standing and then rushing through the backlog; the moves
+/// themselves are still played only as they come. Past the guess the track stands, and the
+/// velocity the proxy states take ([`unlag::net::SimulatedVelocity`]) says so. When the moves
+/// arrive, a right guess goes on into them without a step. While it walks, the velocity is the
 /// track's.
 #[test]
-fn a_players_velocity_is_its_tracks_standing_through_a_stall() {
+fn a_late_players_track_goes_on_for_a_while_then_stands_and_meets_its_moves() {
     let base = LinkConditions::new(Duration::from_millis(100), Duration::from_millis(10), 0.0);
     let plugin = MovementTestPlugin {
         level: open_field,
@@ -711,65 +740,141 @@ fn a_players_velocity_is_its_tracks_standing_through_a_stall() {
     set_script(&mut tb, 0, walk_east);
     tb.run_for(Duration::from_secs(2));
     let entity = character_of(&mut tb, 0);
-    let sample = |tb: &Testbed| {
-        let world = tb.server_world();
-        (
-            world.resource::<unlag::net::NetClock>().server_time,
-            world.get::<Transform>(entity).unwrap().translation,
-            world
-                .get::<unlag::net::SimulatedVelocity>(entity)
-                .map_or(Vec3::NAN, |v| v.0),
-        )
-    };
     // Walking: the mean velocity given is the track's mean speed.
     let mut frames = Vec::new();
     while frames.len() < 120 {
         tb.step();
-        frames.push(sample(&tb));
+        frames.push(shown_and_played(&tb, entity));
     }
-    let (t0, p0, _) = frames[0];
-    let (t1, p1, _) = frames[frames.len() - 1];
-    let track_speed = (p1 - p0).length() / (t1 - t0) as f32;
+    let (t0, p0, ..) = frames[0];
+    let (t1, p1, ..) = frames[frames.len() - 1];
+    let walking = (p1 - p0).length() / (t1 - t0) as f32;
     let given: f32 = frames.iter().map(|f| f.2.length()).sum::<f32>() / frames.len() as f32;
-    assert!(track_speed > 3.0, "walking at {track_speed} m/s");
+    assert!(walking > 3.0, "walking at {walking} m/s");
     assert!(
-        (given - track_speed).abs() < 0.1 * track_speed,
-        "velocity given {given} m/s, the track moves at {track_speed} m/s"
+        (given - walking).abs() < 0.1 * walking,
+        "velocity given {given} m/s, the track moves at {walking} m/s"
     );
-    // Nothing arrives for 0.7 s: once the playout has run out of moves the track stands, and
-    // the velocity is nothing.
+    // Nothing arrives for 1.2 s.
     tb.set_client_conditions(0, LinkConditions { loss: 1.0, ..base })
         .unwrap();
-    let start = sample(&tb).0;
-    let mut standing = 0;
+    let start = shown_and_played(&tb, entity).0;
+    let mut stall = Vec::new();
     loop {
         tb.step();
-        let (now, at, velocity) = sample(&tb);
-        if now - start > 0.7 {
+        let frame = shown_and_played(&tb, entity);
+        if frame.0 - start > 1.2 {
             break;
         }
-        if now - start > 0.45 {
-            assert!(
-                velocity.length() < 1e-3,
-                "{:.3} s into the stall: standing, yet given {velocity} m/s",
-                now - start
-            );
-            standing += 1;
-        }
-        frames.push((now, at, velocity));
+        stall.push(frame);
     }
-    assert!(standing > 10, "{standing} frames");
-    let stood_at = frames.last().unwrap().1;
-    let still = frames.iter().rev().take(standing).all(|f| f.1 == stood_at);
-    assert!(still, "the track moved while no move arrived");
-    // The moves arrive: the track catches up and says so.
+    // The moves that had arrived run out within the playout's wait and a one-way trip; the
+    // played state then stands while the shown track goes on walking for the guess.
+    let played_from = stall
+        .iter()
+        .position(|f| f.0 - start > 0.2)
+        .expect("frames");
+    let guessed_to = stall
+        .iter()
+        .position(|f| f.0 - start > 0.55)
+        .expect("frames");
+    let (ta, pa, _, played_a) = stall[played_from];
+    let (tb_, pb, _, played_b) = stall[guessed_to];
+    assert!(
+        played_a.distance(played_b) < 1e-4,
+        "the played state moved {} m with no move arriving",
+        played_a.distance(played_b)
+    );
+    let guessed = (pb - pa).length() / (tb_ - ta) as f32;
+    assert!(
+        guessed > 0.8 * walking,
+        "shown at {guessed} m/s through the first of the stall, walking at {walking}"
+    );
+    // Past the guess the track stands, and the velocity is nothing.
+    let standing: Vec<_> = stall.iter().filter(|f| f.0 - start > 1.0).collect();
+    assert!(standing.len() > 5, "{} frames", standing.len());
+    for (now, at, velocity, _) in &standing {
+        assert!(
+            velocity.length() < 1e-3,
+            "{:.3} s into the stall: standing, yet given {velocity} m/s",
+            now - start
+        );
+        assert_eq!(*at, standing[0].1, "the track moved past its guess");
+    }
+    // The moves arrive: the track goes on from where the guess stood, at most at the
+    // playout's catch-up pace (no step), and the velocity comes back.
     tb.set_client_conditions(0, base).unwrap();
+    let mut last = shown_and_played(&tb, entity);
     let mut moving = false;
     for _ in 0..240 {
         tb.step();
-        moving |= sample(&tb).2.length() > 3.0;
+        let frame = shown_and_played(&tb, entity);
+        let step = frame.1.distance(last.1);
+        let dt = (frame.0 - last.0) as f32;
+        let catch_up = 8.0 * walking * dt + 0.01;
+        assert!(
+            step <= catch_up,
+            "the shown track stepped {step} m in {dt} s (at most {catch_up})"
+        );
+        moving |= frame.2.length() > 3.0;
+        last = frame;
     }
     assert!(moving, "the velocity never came back");
+    let (_, shown, _, played) = last;
+    assert!(
+        shown.distance(played) < 0.01,
+        "shown {shown}, played {played}: the guess never met the moves"
+    );
+}
+
+/// A player who stops while its moves are late is guessed walking on; when its moves arrive,
+/// the shown track eases back onto them (the offset decays with `guess_ease`), never snaps, and
+/// the player itself is not corrected: the guess is only what the server shows.
+#[test]
+fn a_wrong_guess_eases_onto_the_moves_and_corrects_no_one() {
+    let base = LinkConditions::new(Duration::from_millis(100), Duration::from_millis(10), 0.0);
+    let plugin = MovementTestPlugin {
+        level: open_field,
+        ..default()
+    };
+    let mut tb = movement_testbed(1, base, plugin);
+    set_script(&mut tb, 0, walk_east);
+    tb.run_for(Duration::from_secs(2));
+    let entity = character_of(&mut tb, 0);
+    // The player stops, and none of its moves arrive for 0.4 s.
+    tb.set_client_conditions(0, LinkConditions { loss: 1.0, ..base })
+        .unwrap();
+    set_script(&mut tb, 0, stand);
+    tb.run_for(Duration::from_millis(400));
+    tb.set_client_conditions(0, base).unwrap();
+    let mut last = shown_and_played(&tb, entity);
+    let mut farthest: f32 = 0.0;
+    // (Two seconds of the testbed's 240-fps frames.)
+    for _ in 0..480 {
+        tb.step();
+        let frame = shown_and_played(&tb, entity);
+        farthest = farthest.max(frame.1.distance(frame.3));
+        // The played state stands; the shown eases: never more than its offset's decay over
+        // the frame (time constant 0.1 s) plus the walk it guessed.
+        let dt = (frame.0 - last.0) as f32;
+        let ease = last.1.distance(last.3) * (1.0 - (-dt / 0.1).exp()) + 7.0 * dt + 0.01;
+        assert!(
+            frame.1.distance(last.1) <= ease,
+            "the shown track stepped {} m in {dt} s (at most {ease})",
+            frame.1.distance(last.1)
+        );
+        last = frame;
+    }
+    assert!(
+        farthest > 0.3,
+        "guessed {farthest} m past the player: the test did not test a wrong guess"
+    );
+    let (_, shown, _, played) = last;
+    assert!(
+        shown.distance(played) < 0.01,
+        "shown {shown}, played {played}: the guess never eased onto the moves"
+    );
+    assert_eq!(client_stats(&tb, 0).corrections_received, 0);
 }
 
 #[test]

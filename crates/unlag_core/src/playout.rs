@@ -11,8 +11,10 @@
 //! durations). Each arrival shows how far the server's time runs ahead of that move time (the
 //! *offset*); the clock is steered towards `server time − the offset's high quantile` over a
 //! recent window, so a move is played that long after it was made, and nearly every move is
-//! there in time. The clock never runs past the moves that have arrived (a late move holds it,
-//! as the track must), and it changes pace by at most [`PlayoutSettings::max_rate`] and
+//! there in time. The clock runs past the moves that have arrived by at most
+//! [`PlayoutSettings::max_guess`] (the server shows the player going on with its last input
+//! meanwhile; a late move is played when it comes), and it changes pace by at most
+//! [`PlayoutSettings::max_rate`] and
 //! [`PlayoutSettings::min_rate`]: a late packet or a longer buffer is absorbed as a short change
 //! of speed, never as a jump. A player's moves are therefore played out later by the buffer's
 //! wait, about the spread of their arrival (the peeker's advantage counts it); no faster than
@@ -49,6 +51,17 @@ pub struct PlayoutSettings {
     /// How fast the pace follows the buffer's error, per second (default 8: about 0.12 s to
     /// settle).
     pub gain: f64,
+    /// How far the track may run on past the moves that have arrived, seconds of move time
+    /// (default 0.5: a burst of ten lost 20-Hz packets, or most of a 0.6-s hitch). While a
+    /// player's moves are late, the server shows its character going on with its last input
+    /// (the hit boxes are recorded there and the proxies drawn there) instead of standing and
+    /// then rushing; the moves themselves are still simulated exactly as they come. 0 stands
+    /// at once.
+    pub max_guess: f64,
+    /// How fast the shown track eases onto the moves once they arrive, seconds (default 0.1:
+    /// the time constant of the shown offset's decay). A guess that was right leaves nothing
+    /// to ease.
+    pub guess_ease: f64,
 }
 
 impl Default for PlayoutSettings {
@@ -61,6 +74,8 @@ impl Default for PlayoutSettings {
             max_rate: 1.5,
             min_rate: 0.8,
             gain: 8.0,
+            max_guess: 0.5,
+            guess_ease: 0.1,
         }
     }
 }
@@ -94,7 +109,9 @@ impl PlayoutSettings {
         check("max_wait", self.max_wait, 0.0, 2.0)?;
         check("max_rate", self.max_rate, 1.0, 10.0)?;
         check("min_rate", self.min_rate, 0.1, 1.0)?;
-        check("gain", self.gain, 0.0, 1000.0)
+        check("gain", self.gain, 0.0, 1000.0)?;
+        check("max_guess", self.max_guess, 0.0, 2.0)?;
+        check("guess_ease", self.guess_ease, 0.01, 2.0)
     }
 }
 
@@ -556,6 +573,25 @@ mod tests {
         };
         let err = bad.validate().unwrap_err();
         assert!(err.to_string().contains("quantile"), "{err}");
+        for (name, bad) in [
+            (
+                "max_guess",
+                PlayoutSettings {
+                    max_guess: -0.1,
+                    ..Default::default()
+                },
+            ),
+            (
+                "guess_ease",
+                PlayoutSettings {
+                    guess_ease: f64::NAN,
+                    ..Default::default()
+                },
+            ),
+        ] {
+            let err = bad.validate().unwrap_err();
+            assert!(err.to_string().contains(name), "{err}");
+        }
         assert!(PlayoutSettings::default().validate().is_ok());
     }
 }

@@ -423,6 +423,15 @@ impl MovementModel for CharacterMovement {
         }
     }
 
+    /// Goes on walking the way the player was, looking where it looked; a dash is pressed once,
+    /// never guessed again.
+    fn guess_input(last: &CharacterInput) -> CharacterInput {
+        CharacterInput {
+            flags: last.flags & !flags::DASH,
+            ..*last
+        }
+    }
+
     fn urgent(previous: &CharacterInput, next: &CharacterInput) -> bool {
         previous.flags != next.flags
     }

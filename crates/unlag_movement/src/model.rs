@@ -87,6 +87,13 @@ pub trait MovementModel: Resource + Clone + Debug {
     /// adopted).
     fn is_valid(state: &Self::State) -> bool;
 
+    /// The input the server goes on with while a player's moves are late, from the last one it
+    /// played (see [`PlayoutSettings::max_guess`](unlag_core::PlayoutSettings::max_guess)).
+    /// Default: the same input. Models clear what acts once per press (a dash).
+    fn guess_input(last: &Self::Input) -> Self::Input {
+        last.clone()
+    }
+
     /// Whether going from input `previous` to `next` should reach the server at once rather
     /// than wait for the send interval (an ability was used). Default: never.
     fn urgent(previous: &Self::Input, next: &Self::Input) -> bool {

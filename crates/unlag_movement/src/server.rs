@@ -54,8 +54,69 @@ pub struct ServerMovement<M: MovementModel> {
     last_ack_sent: Option<(Seq16, Seq16, f64)>,
     tokens: f64,
     tokens_at: Option<f64>,
+    /// The input and length (seconds) of the last move played: what a guess goes on with.
+    last_played: Option<(M::Input, f64)>,
+    /// While the track runs on past the moves that have arrived: where it has got to.
+    guess: Option<Guess<M>>,
+    /// The shown position less the track's, metres: what is left to ease out after a guess
+    /// met the moves (see [`update_shown`]).
+    offset: Vec3,
+    /// Server time the offset was last eased, seconds.
+    offset_at: Option<f64>,
+    /// What the server shows of the character this frame (its `Transform`, the hit boxes
+    /// recorded there and the proxy states sent from there).
+    shown: Option<Shown>,
     _model: core::marker::PhantomData<fn() -> M>,
 }
+
+/// The track run on past the moves that have arrived, with the last move's input (see
+/// [`PlayoutSettings::max_guess`](unlag_core::PlayoutSettings::max_guess)).
+struct Guess<M: MovementModel> {
+    /// The last move played when the guess started: it goes on from that move's state.
+    base: u64,
+    /// Where that state stood, metres (a state moved by the game restarts the guess).
+    base_position: Vec3,
+    /// The move time the guess has reached, seconds.
+    time: f64,
+    /// The guessed state there.
+    state: M::State,
+    /// The input it goes on with.
+    input: M::Input,
+}
+
+impl<M: MovementModel> Guess<M> {
+    /// Runs the guess on to move time `to`, a server tick at a time.
+    fn run_to(&mut self, model: &M, to: f64, world: &crate::CollisionWorld) {
+        while self.time < to - 1e-9 {
+            let dt = (to - self.time).min(GUESS_STEP);
+            let (after, _) = model.simulate(&self.state, &self.input, dt as f32, world);
+            if M::is_valid(&after) {
+                self.state = after;
+            }
+            self.time += dt;
+        }
+    }
+}
+
+/// What the server shows of a client's character in one frame.
+#[derive(Copy, Clone, Debug)]
+struct Shown {
+    /// The played state's position it was worked out for, metres (when the game has moved
+    /// the character since, the state is shown as it is).
+    real: Vec3,
+    /// Metres.
+    position: Vec3,
+    rotation: Quat,
+    /// Metres per second.
+    velocity: Option<Vec3>,
+}
+
+/// The longest step a guess is simulated in, seconds (a server tick).
+const GUESS_STEP: f64 = 1.0 / 60.0;
+
+/// A guess further than this from the moves it met is not eased but dropped, metres: a slide
+/// across that distance would show more than a snap does (or the game moved the character).
+const SNAP_OFFSET: f32 = 3.0;
 
 impl<M: MovementModel> ServerMovement<M> {
     fn new(settings: &MovementSettings<M>) -> Self {
@@ -76,6 +137,11 @@ impl<M: MovementModel> ServerMovement<M> {
             last_ack_sent: None,
             tokens: settings.max_moves_per_second * 2.0,
             tokens_at: None,
+            last_played: None,
+            guess: None,
+            offset: Vec3::ZERO,
+            offset_at: None,
+            shown: None,
             _model: core::marker::PhantomData,
         }
     }
@@ -101,6 +167,8 @@ impl<M: MovementModel> ServerMovement<M> {
     /// made, below or above while the playout's buffer grows or catches up (at most
     /// `max_rate`, though a backlog is played out faster), 0 once the track has waited that
     /// long for moves that have not arrived, and 0 while the server waits for a missing one.
+    /// (This is the played track's pace; what the server shows runs on by a guess while it
+    /// waits, see [`PlayoutSettings::max_guess`](unlag_core::PlayoutSettings::max_guess).)
     /// Without a playout (`enabled: false`) it is 1. The track moves at the simulated velocity
     /// times this: proxy states give that velocity, so a stalled player is drawn standing where
     /// the server has it (and its hit boxes are), not run on, and a catching-up one is drawn
@@ -588,7 +656,8 @@ fn simulate_ready<M: MovementModel>(
     let mut flagged = false;
     // Up to which move time the playout lets moves be processed now.
     let limit = if settings.playout.enabled {
-        let available = server.available_move_time();
+        // The clock may run on past the moves that arrived, by as far as the track is guessed.
+        let available = server.available_move_time() + settings.playout.max_guess;
         server
             .playout
             .advance(&settings.playout, now, available)
@@ -643,13 +712,119 @@ fn simulate_ready<M: MovementModel>(
             }
         }
         server.last = next;
+        server.last_played = Some((m.input, decode_dt(m.dt)));
         if let Some(trail) = trail.as_deref_mut() {
             trail.push(Seq16(next as u16), M::position(state));
         }
         stats.moves_processed += 1;
         tracing::trace!(target: "unlag::movement", seq = next as u16, dt = verdict.simulate_dt, "move processed");
     }
+    update_shown(model, settings, now, state, server, world);
     flagged
+}
+
+/// Works out what the server shows of a client's character this frame ([`Shown`]).
+///
+/// The track is the state after the last move played. While the playout waits for moves that
+/// have not arrived (late, lost, or a hitch on the client), the track runs on from it with the
+/// last move's input ([`MovementModel::guess_input`]) as far as the playout clock goes, up to
+/// `max_guess` seconds, instead of standing still and then rushing through the backlog: the
+/// others see the player, and hit it, where it most likely is. The moves are still simulated
+/// exactly as they come; only what is shown differs. When the moves arrive, the shown place
+/// eases from the guess onto them (an offset decaying with time constant `guess_ease`),
+/// never jumps. Shown velocities are the track's, times how fast it runs, plus the offset's
+/// decay.
+fn update_shown<M: MovementModel>(
+    model: &M,
+    settings: &MovementSettings<M>,
+    now: f64,
+    state: &M::State,
+    server: &mut ServerMovement<M>,
+    world: &crate::CollisionWorld,
+) {
+    let playout = &settings.playout;
+    let real = M::position(state);
+    let clock = if playout.enabled {
+        server.playout.clock()
+    } else {
+        None
+    };
+    let elapsed = server.offset_at.map_or(0.0, |t| (now - t).max(0.0));
+    server.offset_at = Some(now);
+    server.offset *= (-elapsed / playout.guess_ease.max(1e-3)).exp() as f32;
+    // Whether the track waits for moves: the next one to play is not here and the clock has
+    // reached where it would end (one missing counts as long as the first held, or the last).
+    let waiting = match (clock, &server.last_played) {
+        (Some(clock), Some((_, last_dt))) if playout.max_guess > 0.0 => {
+            let step = server
+                .held
+                .first_key_value()
+                .map_or(*last_dt, |(_, (m, _))| decode_dt(m.dt));
+            clock - server.move_time >= step - 1e-9
+        }
+        _ => false,
+    };
+    let previous = server.guess.take();
+    let mut exhausted = false;
+    let track = match (waiting, clock, &server.last_played) {
+        (true, Some(clock), Some((input, _))) => {
+            let to = clock.min(server.move_time + playout.max_guess);
+            exhausted = clock >= server.move_time + playout.max_guess - 1e-9;
+            let (mut guess, restarted) = match previous {
+                Some(g) if g.base == server.last && g.base_position == real => (g, None),
+                other => (
+                    Guess {
+                        base: server.last,
+                        base_position: real,
+                        time: server.move_time,
+                        state: state.clone(),
+                        input: M::guess_input(input),
+                    },
+                    other,
+                ),
+            };
+            guess.run_to(model, to, world);
+            if let Some(mut old) = restarted {
+                // New moves came and fell short of the clock: a new guess from them. Shown
+                // where the old one would be, eased onto the new.
+                old.run_to(model, to, world);
+                server.offset += M::position(&old.state) - M::position(&guess.state);
+            }
+            server.guess = Some(guess);
+            server.guess.as_ref().map(|g| &g.state)
+        }
+        _ => {
+            if let Some(mut old) = previous {
+                // The moves caught up with the guess: shown where it would be, eased onto them.
+                old.run_to(model, server.move_time, world);
+                server.offset += M::position(&old.state) - real;
+            }
+            None
+        }
+    };
+    if !server.offset.is_finite() || server.offset.length() > SNAP_OFFSET {
+        server.offset = Vec3::ZERO;
+    }
+    let guessing = track.is_some();
+    let track = track.unwrap_or(state);
+    let pace = if exhausted {
+        0.0
+    } else if guessing {
+        server
+            .playout
+            .pace()
+            .unwrap_or(1.0)
+            .clamp(0.0, playout.max_rate.max(0.0))
+    } else {
+        server.track_pace(playout)
+    } as f32;
+    let easing = -server.offset / playout.guess_ease.max(1e-3) as f32;
+    server.shown = Some(Shown {
+        real,
+        position: M::position(track) + server.offset,
+        rotation: M::rotation(track),
+        velocity: M::velocity(track).map(|v| v * pace + easing),
+    });
 }
 
 /// Update (after processing): batched acknowledgements, and the initial state or a lost
@@ -724,8 +899,9 @@ pub(crate) fn send_acks<M: MovementModel>(
     }
 }
 
-/// PostUpdate: places server characters at their state, with the velocity the model gives
-/// (a client's character: times how fast its track runs, [`ServerMovement::track_pace`]).
+/// PostUpdate: places server characters where the server shows them: a client's character on
+/// its track (run on by a guess while its moves are late, see [`update_shown`]) with the
+/// velocity the model gives times how fast the track runs; others at their state.
 pub(crate) fn place_authoritative<M: MovementModel>(
     mut commands: Commands,
     settings: Res<MovementSettings<M>>,
@@ -741,10 +917,22 @@ pub(crate) fn place_authoritative<M: MovementModel>(
     >,
 ) {
     for (entity, state, mut transform, velocity, server) in &mut characters {
-        transform.translation = M::position(&state.0);
-        transform.rotation = M::rotation(&state.0);
-        let pace = server.map_or(1.0, |s| s.track_pace(&settings.playout) as f32);
-        match (M::velocity(&state.0).map(|v| v * pace), velocity) {
+        // What the server shows (a guess while the player's moves are late), unless the game
+        // moved the character since it was worked out.
+        let shown = server
+            .and_then(|s| s.shown)
+            .filter(|shown| shown.real == M::position(&state.0));
+        let velocity_shown = if let Some(shown) = shown {
+            transform.translation = shown.position;
+            transform.rotation = shown.rotation;
+            shown.velocity
+        } else {
+            transform.translation = M::position(&state.0);
+            transform.rotation = M::rotation(&state.0);
+            let pace = server.map_or(1.0, |s| s.track_pace(&settings.playout) as f32);
+            M::velocity(&state.0).map(|v| v * pace)
+        };
+        match (velocity_shown, velocity) {
             (Some(v), Some(mut velocity)) => velocity.0 = v,
             (Some(v), None) => {
                 commands

@@ -36,7 +36,7 @@ pub struct PeekFigures {
     /// Peeks measured.
     pub peeks: usize,
     /// From the peeker's screen showing the holder to the holder's screen showing the peeker,
-    /// milliseconds of true time.
+    /// milliseconds of true time (negative in a peek the holder saw first).
     pub advantage_ms: Stat,
     /// Part: the peeker's moves travelling to the server (half the RTT), milliseconds.
     pub one_way_up_ms: f64,
@@ -209,10 +209,11 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         ));
     }
     tb.run_for(Duration::from_secs(3));
-    let mut seen = [false, false];
-    // Peeks count from a moment when neither sees the other.
-    let mut armed = false;
-    let mut peeker_saw: Option<f64> = None;
+    // One peek: from a moment when neither sees the other to when both do; (when the peeker
+    // first saw the holder, when the holder first saw the peeker). Either may come first:
+    // while the peeker's own screen is frozen by a hitch, the server shows it stepping out
+    // (its moves are late, the track goes on with them) and the holder may see it first.
+    let mut peek: Option<(Option<f64>, Option<f64>)> = None;
     let mut advantages = Vec::new();
     let mut delays = Vec::new();
     let mut waits = Vec::new();
@@ -222,19 +223,18 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         tb.step();
         let now = tb.now().as_secs_f64();
         let sees = [0, 1].map(|i| tb.client_world(i).resource::<Sight>().0);
-        armed |= !sees[0] && !sees[1];
-        if !armed {
-            seen = sees;
+        if !sees[0] && !sees[1] {
+            peek = Some((None, None));
             continue;
         }
-        if sees[0] && !seen[0] {
-            peeker_saw = Some(now);
+        let Some((peeker_saw, holder_saw)) = peek.as_mut() else {
+            continue;
+        };
+        if sees[0] && peeker_saw.is_none() {
+            *peeker_saw = Some(now);
         }
-        if sees[1]
-            && !seen[1]
-            && let Some(t) = peeker_saw.take()
-        {
-            advantages.push(now - t);
+        if sees[1] && holder_saw.is_none() {
+            *holder_saw = Some(now);
             delays.push(
                 tb.client_world(1)
                     .resource::<NetClock>()
@@ -246,7 +246,10 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
                 waits.push(movement.playout_wait());
             }
         }
-        seen = sees;
+        if let Some((Some(p), Some(h))) = peek {
+            advantages.push(h - p);
+            peek = None;
+        }
     }
     let one_way = options.rtt_ms / 2.0;
     let mut figures = PeekFigures {
