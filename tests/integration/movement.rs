@@ -724,7 +724,7 @@ fn shown_and_played(tb: &Testbed, entity: Entity) -> (f64, Vec3, Vec3, Vec3) {
 }
 
 /// While a player's moves are late the server's track of it goes on with its last input for up
-/// to `max_guess` (0.5 s) instead of standing and then rushing through the backlog; the moves
+/// to `max_guess` (1 s) instead of standing and then rushing through the backlog; the moves
 /// themselves are still played only as they come. Past the guess the track stands, and the
 /// velocity the proxy states take ([`unlag::net::SimulatedVelocity`]) says so. When the moves
 /// arrive, a right guess goes on into them without a step. While it walks, the velocity is the
@@ -755,7 +755,7 @@ fn a_late_players_track_goes_on_for_a_while_then_stands_and_meets_its_moves() {
         (given - walking).abs() < 0.1 * walking,
         "velocity given {given} m/s, the track moves at {walking} m/s"
     );
-    // Nothing arrives for 1.2 s.
+    // Nothing arrives for 1.6 s.
     tb.set_client_conditions(0, LinkConditions { loss: 1.0, ..base })
         .unwrap();
     let start = shown_and_played(&tb, entity).0;
@@ -763,7 +763,7 @@ fn a_late_players_track_goes_on_for_a_while_then_stands_and_meets_its_moves() {
     loop {
         tb.step();
         let frame = shown_and_played(&tb, entity);
-        if frame.0 - start > 1.2 {
+        if frame.0 - start > 1.6 {
             break;
         }
         stall.push(frame);
@@ -776,7 +776,7 @@ fn a_late_players_track_goes_on_for_a_while_then_stands_and_meets_its_moves() {
         .expect("frames");
     let guessed_to = stall
         .iter()
-        .position(|f| f.0 - start > 0.55)
+        .position(|f| f.0 - start > 0.9)
         .expect("frames");
     let (ta, pa, _, played_a) = stall[played_from];
     let (tb_, pb, _, played_b) = stall[guessed_to];
@@ -791,7 +791,7 @@ fn a_late_players_track_goes_on_for_a_while_then_stands_and_meets_its_moves() {
         "shown at {guessed} m/s through the first of the stall, walking at {walking}"
     );
     // Past the guess the track stands, and the velocity is nothing.
-    let standing: Vec<_> = stall.iter().filter(|f| f.0 - start > 1.0).collect();
+    let standing: Vec<_> = stall.iter().filter(|f| f.0 - start > 1.4).collect();
     assert!(standing.len() > 5, "{} frames", standing.len());
     for (now, at, velocity, _) in &standing {
         assert!(
@@ -828,8 +828,9 @@ fn a_late_players_track_goes_on_for_a_while_then_stands_and_meets_its_moves() {
 }
 
 /// A player who stops while its moves are late is guessed walking on; when its moves arrive,
-/// the shown track eases back onto them (the offset decays with `guess_ease`), never snaps, and
-/// the player itself is not corrected: the guess is only what the server shows.
+/// the shown track goes on from the guess and bends back onto them (a spring with time
+/// constant `guess_ease`), never snaps nor runs faster than twice a walk, and the player itself
+/// is not corrected: the guess is only what the server shows.
 #[test]
 fn a_wrong_guess_eases_onto_the_moves_and_corrects_no_one() {
     let base = LinkConditions::new(Duration::from_millis(100), Duration::from_millis(10), 0.0);
@@ -854,13 +855,12 @@ fn a_wrong_guess_eases_onto_the_moves_and_corrects_no_one() {
         tb.step();
         let frame = shown_and_played(&tb, entity);
         farthest = farthest.max(frame.1.distance(frame.3));
-        // The played state stands; the shown eases: never more than its offset's decay over
-        // the frame (time constant 0.1 s) plus the walk it guessed.
+        // The played state stands; the shown bends back no faster than twice a walk.
         let dt = (frame.0 - last.0) as f32;
-        let ease = last.1.distance(last.3) * (1.0 - (-dt / 0.1).exp()) + 7.0 * dt + 0.01;
+        let most = 12.0 * dt + 0.002;
         assert!(
-            frame.1.distance(last.1) <= ease,
-            "the shown track stepped {} m in {dt} s (at most {ease})",
+            frame.1.distance(last.1) <= most,
+            "the shown track stepped {} m in {dt} s (at most {most})",
             frame.1.distance(last.1)
         );
         last = frame;

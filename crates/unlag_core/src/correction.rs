@@ -106,9 +106,107 @@ impl VisualOffset {
     }
 }
 
+/// An offset that eases out as a critically damped spring: it starts from a place *and a
+/// velocity*, so the pose it is added to keeps moving on smoothly (no kink in its speed), and
+/// settles on zero without overshooting (to 1 % in about 6.6 time constants).
+///
+/// The server shows a late player's guessed track with one (see `MovementSettings::playout`):
+/// when the moves arrive, the shown place starts where the guess was, moving as the guess
+/// moved, and bends onto the moves.
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct SpringOffset {
+    offset: Vec3,
+    velocity: Vec3,
+}
+
+impl SpringOffset {
+    /// Adds a jump of `offset` metres moving at `velocity` metres per second (the place and
+    /// motion the pose had less those it now has).
+    pub fn add(&mut self, offset: Vec3, velocity: Vec3) {
+        self.offset += offset;
+        self.velocity += velocity;
+        if !self.offset.is_finite() || !self.velocity.is_finite() {
+            self.clear();
+        }
+    }
+
+    /// Drops the offset (a snap).
+    pub fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    /// The offset, metres.
+    pub fn offset(&self) -> Vec3 {
+        self.offset
+    }
+
+    /// How fast the offset changes, metres per second.
+    pub fn velocity(&self) -> Vec3 {
+        self.velocity
+    }
+
+    /// Advances by `dt` seconds with time constant `time_constant` seconds (exactly: the
+    /// spring's closed form, whatever the step).
+    pub fn advance(&mut self, dt: f32, time_constant: f32) {
+        if !(dt.is_finite() && dt > 0.0) {
+            return;
+        }
+        let omega = 1.0 / time_constant.max(1e-3);
+        // x(t) = (A + B t) e^(-ωt), A = x0, B = v0 + ω x0.
+        let b = self.velocity + self.offset * omega;
+        let decay = (-omega * dt).exp();
+        self.offset = (self.offset + b * dt) * decay;
+        self.velocity = (self.velocity - b * (omega * dt)) * decay;
+        if self.offset.length() < 1e-6 && self.velocity.length() < 1e-5 {
+            self.clear();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spring_offset_starts_with_its_velocity_and_settles_without_overshoot() {
+        // A guess 1 m east, still walking east at 6 m/s against a player that stands.
+        let mut o = SpringOffset::default();
+        o.add(Vec3::new(1.0, 0.0, 0.0), Vec3::new(6.0, 0.0, 0.0));
+        let tau = 0.07;
+        let dt = 1.0 / 240.0;
+        let mut last = o.offset();
+        let mut last_velocity = o.velocity();
+        let mut peak: f32 = 0.0;
+        for k in 0..(240 * 2) {
+            o.advance(dt, tau);
+            let step = (o.offset() - last) / dt;
+            if k == 0 {
+                // It goes on as the guess went: no kink (an exponential ease would start at
+                // 6 - 1/0.07 = -8.3 m/s).
+                assert!((step.x - 6.0).abs() < 1.0, "{step}");
+            }
+            // The closed form agrees with its own velocity.
+            let mean = (last_velocity + o.velocity()) / 2.0;
+            assert!((step - mean).length() < 0.05, "{step} {mean}");
+            last_velocity = o.velocity();
+            // Never past zero.
+            assert!(o.offset().x >= 0.0, "{:?}", o.offset());
+            peak = peak.max(o.offset().x);
+            last = o.offset();
+        }
+        assert!(peak < 1.5, "{peak}");
+        assert!(o.offset().length() < 1e-4, "{:?}", o.offset());
+        // One step as long as many: the same place (a closed form, not an integration).
+        let mut a = SpringOffset::default();
+        let mut b = SpringOffset::default();
+        a.add(Vec3::X, Vec3::Y);
+        b.add(Vec3::X, Vec3::Y);
+        a.advance(0.1, tau);
+        for _ in 0..10 {
+            b.advance(0.01, tau);
+        }
+        assert!((a.offset() - b.offset()).length() < 1e-5);
+    }
 
     #[test]
     fn throttle_spacing() {

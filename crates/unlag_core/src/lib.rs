@@ -36,7 +36,7 @@ pub use combat::{
     spread_seed, within_cone,
 };
 pub use conditions::{ConditionsError, LinkConditions, MAX_BURST};
-pub use correction::{CorrectionThrottle, SmoothingSettings, VisualOffset};
+pub use correction::{CorrectionThrottle, SmoothingSettings, SpringOffset, VisualOffset};
 pub use delay::{
     DelayController, DelayPolicy, STALENESS_BIN, STALENESS_MEMORY, StateStaleness,
     finite_non_negative, repeat_after,

@@ -169,11 +169,28 @@ pub fn evaluate(mode: SmoothingMode, a: &ProxyState, b: &ProxyState, alpha: f32)
                 // (gravity, then the floor), so across a second the curve would dive under
                 // the floor or fly over the states; held to twice the height between them, it
                 // stays between their heights.
+                // Unless the states say the motion between them was a steady acceleration
+                // (the chord is the mean of the two velocities over the interval, as in a
+                // jump's arc or a uniform braking): the curve is then that motion exactly, a
+                // parabola, and nothing is limited (an arc between two states at one height
+                // would be flattened to nothing).
                 let chord = b.position - a.position;
+                let mean = (a.velocity + b.velocity) * (0.5 * dt);
+                let steady = (chord - mean).length() <= STEADY_TOLERANCE;
+                // (Heights within a share of the vertical speeds: a player's track runs at the
+                // playout's pace, 0.8-1.5 times its own, which bends its arc a little.)
+                let vertical = (a.velocity.y.abs() + b.velocity.y.abs()) * dt;
+                let steady_height =
+                    (chord.y - mean.y).abs() <= STEADY_TOLERANCE + STEADY_SHARE * vertical;
                 let limit = |m: Vec3| {
+                    if steady {
+                        return m;
+                    }
                     let mut m = m.clamp_length_max(MAX_TANGENT_OVER_CHORD * chord.length());
-                    let height = MAX_TANGENT_OVER_CHORD * chord.y.abs();
-                    m.y = m.y.clamp(-height, height);
+                    if !steady_height {
+                        let height = MAX_TANGENT_OVER_CHORD * chord.y.abs();
+                        m.y = m.y.clamp(-height, height);
+                    }
                     m
                 };
                 hermite(
@@ -216,6 +233,16 @@ pub fn replay(mode: SmoothingMode, a: &ProxyState, b: &ProxyState, alpha: f32) -
 /// chord between the two states, and its vertical part against the chord's: 2, where a curve
 /// from full speed to a standstill still draws a uniform braking exactly.
 pub const MAX_TANGENT_OVER_CHORD: f32 = 2.0;
+
+/// How far the chord between two states may be from the mean of their velocities over the
+/// interval for the motion between them to count as a steady acceleration (drawn exactly,
+/// tangents not limited), metres: a few steps of the states' quantisation.
+pub const STEADY_TOLERANCE: f32 = 0.02;
+
+/// For the height alone, the share of the vertical speeds' travel over the interval by which
+/// the chord may also differ from their mean and still count as a steady acceleration (a jump's
+/// arc drawn whole): 0.1.
+pub const STEADY_SHARE: f32 = 0.1;
 
 /// Velocity change between two states above which the motion between them is taken as a kink
 /// (landing, take-off, bump), not a curve, m/s² (walking accelerates at ~30, gravity is ~20).
@@ -501,6 +528,33 @@ mod tests {
             })
             .fold(f32::MAX, f32::min);
         assert!(lowest > -0.01, "{lowest}");
+    }
+
+    #[test]
+    fn a_jumps_arc_between_two_states_at_one_height_is_drawn_whole() {
+        // Rising at 5 m/s, falling at 5 m/s half a second later at the same height (gravity
+        // 20 m/s²): the apex is 0.3125 m up. Limiting the height of the tangents to twice the
+        // (zero) height between the states would draw it flat.
+        let a = state(1, 1.0, Vec3::ZERO, Vec3::new(4.0, 5.0, 0.0));
+        let b = state(31, 1.5, Vec3::new(2.0, 0.0, 0.0), Vec3::new(4.0, -5.0, 0.0));
+        for k in 0..=10 {
+            let s = k as f32 / 10.0;
+            let t = 0.5 * s;
+            let exact = Vec3::new(4.0 * t, 5.0 * t - 10.0 * t * t, 0.0);
+            let (p, _) = evaluate(SmoothingMode::Hermite, &a, &b, s);
+            assert!((p - exact).length() < 1e-4, "{s}: {p} vs {exact}");
+        }
+        // The same jump seen from a walk that stays on the ground (no vertical speed at the
+        // second state): not steady, its height limited as before.
+        let b = state(31, 1.5, Vec3::new(2.0, 0.0, 0.0), Vec3::new(4.0, 0.0, 0.0));
+        let highest = (0..=100)
+            .map(|k| {
+                evaluate(SmoothingMode::Hermite, &a, &b, k as f32 / 100.0)
+                    .0
+                    .y
+            })
+            .fold(f32::MIN, f32::max);
+        assert!(highest.abs() < 1e-6, "{highest}");
     }
 
     #[test]

@@ -58,9 +58,9 @@ pub struct ServerMovement<M: MovementModel> {
     last_played: Option<(M::Input, f64)>,
     /// While the track runs on past the moves that have arrived: where it has got to.
     guess: Option<Guess<M>>,
-    /// The shown position less the track's, metres: what is left to ease out after a guess
-    /// met the moves (see [`update_shown`]).
-    offset: Vec3,
+    /// The shown place less the track's: what is left to ease out after a guess met the
+    /// moves (see [`update_shown`]).
+    offset: unlag_core::SpringOffset,
     /// Server time the offset was last eased, seconds.
     offset_at: Option<f64>,
     /// What the server shows of the character this frame (its `Transform`, the hit boxes
@@ -82,6 +82,9 @@ struct Guess<M: MovementModel> {
     state: M::State,
     /// The input it goes on with.
     input: M::Input,
+    /// How fast it ran lately, move seconds per server second (0 once it has gone as far as
+    /// it may).
+    pace: f32,
 }
 
 impl<M: MovementModel> Guess<M> {
@@ -114,9 +117,10 @@ struct Shown {
 /// The longest step a guess is simulated in, seconds (a server tick).
 const GUESS_STEP: f64 = 1.0 / 60.0;
 
-/// A guess further than this from the moves it met is not eased but dropped, metres: a slide
-/// across that distance would show more than a snap does (or the game moved the character).
-const SNAP_OFFSET: f32 = 3.0;
+/// A guess further than this from the moves it met is not eased but dropped, metres: further
+/// than a second's guess at a sprint can be wrong, so a teleport (a move by the game is
+/// dropped in any case).
+const SNAP_OFFSET: f32 = 10.0;
 
 impl<M: MovementModel> ServerMovement<M> {
     fn new(settings: &MovementSettings<M>) -> Self {
@@ -139,7 +143,7 @@ impl<M: MovementModel> ServerMovement<M> {
             tokens_at: None,
             last_played: None,
             guess: None,
-            offset: Vec3::ZERO,
+            offset: unlag_core::SpringOffset::default(),
             offset_at: None,
             shown: None,
             _model: core::marker::PhantomData,
@@ -731,9 +735,10 @@ fn simulate_ready<M: MovementModel>(
 /// `max_guess` seconds, instead of standing still and then rushing through the backlog: the
 /// others see the player, and hit it, where it most likely is. The moves are still simulated
 /// exactly as they come; only what is shown differs. When the moves arrive, the shown place
-/// eases from the guess onto them (an offset decaying with time constant `guess_ease`),
-/// never jumps. Shown velocities are the track's, times how fast it runs, plus the offset's
-/// decay.
+/// goes on from where the guess was, as the guess moved, and bends onto them
+/// ([`unlag_core::SpringOffset`] with time constant `guess_ease`): never a jump, nor a kink
+/// in its speed. Shown velocities are the track's, times how fast it runs, plus the
+/// offset's.
 fn update_shown<M: MovementModel>(
     model: &M,
     settings: &MovementSettings<M>,
@@ -751,7 +756,15 @@ fn update_shown<M: MovementModel>(
     };
     let elapsed = server.offset_at.map_or(0.0, |t| (now - t).max(0.0));
     server.offset_at = Some(now);
-    server.offset *= (-elapsed / playout.guess_ease.max(1e-3)).exp() as f32;
+    let ease = playout.guess_ease as f32;
+    server.offset.advance(elapsed as f32, ease);
+    // How fast the guess runs: as the clock does (not faster than `max_rate`).
+    let clock_pace = server
+        .playout
+        .pace()
+        .unwrap_or(1.0)
+        .clamp(0.0, playout.max_rate.max(0.0)) as f32;
+    let velocity_of = |g: &Guess<M>| M::velocity(&g.state).unwrap_or(Vec3::ZERO) * g.pace;
     // Whether the track waits for moves: the next one to play is not here and the clock has
     // reached where it would end (one missing counts as long as the first held, or the last).
     let waiting = match (clock, &server.last_played) {
@@ -764,14 +777,22 @@ fn update_shown<M: MovementModel>(
         }
         _ => false,
     };
-    let previous = server.guess.take();
-    let mut exhausted = false;
-    let track = match (waiting, clock, &server.last_played) {
+    let mut previous = server.guess.take();
+    if previous
+        .as_ref()
+        .is_some_and(|g| g.base == server.last && g.base_position != real)
+    {
+        // The game moved the character (a teleport): shown where it is now.
+        previous = None;
+        server.offset.clear();
+    }
+    let track_pace = server.track_pace(playout) as f32;
+    let (track, pace) = match (waiting, clock, &server.last_played) {
         (true, Some(clock), Some((input, _))) => {
             let to = clock.min(server.move_time + playout.max_guess);
-            exhausted = clock >= server.move_time + playout.max_guess - 1e-9;
+            let exhausted = clock >= server.move_time + playout.max_guess - 1e-9;
             let (mut guess, restarted) = match previous {
-                Some(g) if g.base == server.last && g.base_position == real => (g, None),
+                Some(g) if g.base == server.last => (g, None),
                 other => (
                     Guess {
                         base: server.last,
@@ -779,51 +800,48 @@ fn update_shown<M: MovementModel>(
                         time: server.move_time,
                         state: state.clone(),
                         input: M::guess_input(input),
+                        pace: clock_pace,
                     },
                     other,
                 ),
             };
             guess.run_to(model, to, world);
+            // Past the guess the track stands.
+            guess.pace = if exhausted { 0.0 } else { clock_pace };
             if let Some(mut old) = restarted {
-                // New moves came and fell short of the clock: a new guess from them. Shown
-                // where the old one would be, eased onto the new.
+                // New moves came and fell short of the clock: a new guess from them, shown
+                // going on from where the old one would be.
                 old.run_to(model, to, world);
-                server.offset += M::position(&old.state) - M::position(&guess.state);
+                server.offset.add(
+                    M::position(&old.state) - M::position(&guess.state),
+                    velocity_of(&old) - velocity_of(&guess),
+                );
             }
+            let pace = guess.pace;
             server.guess = Some(guess);
-            server.guess.as_ref().map(|g| &g.state)
+            (server.guess.as_ref().map(|g| &g.state), pace)
         }
         _ => {
             if let Some(mut old) = previous {
-                // The moves caught up with the guess: shown where it would be, eased onto them.
+                // The moves caught up with the guess: shown going on from where it would be.
                 old.run_to(model, server.move_time, world);
-                server.offset += M::position(&old.state) - real;
+                server.offset.add(
+                    M::position(&old.state) - real,
+                    velocity_of(&old) - M::velocity(state).unwrap_or(Vec3::ZERO) * track_pace,
+                );
             }
-            None
+            (None, track_pace)
         }
     };
-    if !server.offset.is_finite() || server.offset.length() > SNAP_OFFSET {
-        server.offset = Vec3::ZERO;
+    if server.offset.offset().length() > SNAP_OFFSET {
+        server.offset.clear();
     }
-    let guessing = track.is_some();
     let track = track.unwrap_or(state);
-    let pace = if exhausted {
-        0.0
-    } else if guessing {
-        server
-            .playout
-            .pace()
-            .unwrap_or(1.0)
-            .clamp(0.0, playout.max_rate.max(0.0))
-    } else {
-        server.track_pace(playout)
-    } as f32;
-    let easing = -server.offset / playout.guess_ease.max(1e-3) as f32;
     server.shown = Some(Shown {
         real,
-        position: M::position(track) + server.offset,
+        position: M::position(track) + server.offset.offset(),
         rotation: M::rotation(track),
-        velocity: M::velocity(track).map(|v| v * pace + easing),
+        velocity: M::velocity(track).map(|v| v * pace + server.offset.velocity()),
     });
 }
 
