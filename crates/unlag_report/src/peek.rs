@@ -25,8 +25,13 @@ const HOLDER: Vec3 = Vec3::new(8.0, 0.0, 0.0);
 /// Where the peeker waits behind the wall, and where it steps out to.
 const HIDDEN: Vec3 = Vec3::new(-1.0, 0.0, 1.5);
 const EXPOSED: Vec3 = Vec3::new(-1.0, 0.0, 6.0);
-/// Seconds between two peeks (half out, half back in).
-const PERIOD: f64 = 3.0;
+/// Seconds between two peeks (half out, half back in): each half longer than the longest
+/// interpolation delay a holder may draw with (2.5 s) and the trips, so that the holder sees a
+/// peek before the peeker steps out for the next one (a 3-s period paired a 2-s delay's sight
+/// with the next peek). Not a whole number of state intervals nor of ticks (6 s + 1/6 s +
+/// half a tick): the peeks fall at different phases of a 1-Hz proxy's states (a sixth apart)
+/// and of the server's ticks, instead of all at one.
+const PERIOD: f64 = 6.0 + 1.0 / 6.0 + 1.0 / 120.0;
 /// Eye height, metres.
 const EYE: f32 = 1.6;
 
