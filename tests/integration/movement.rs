@@ -759,6 +759,7 @@ fn a_late_players_track_goes_on_for_a_while_then_stands_and_meets_its_moves() {
     tb.set_client_conditions(0, LinkConditions { loss: 1.0, ..base })
         .unwrap();
     let start = shown_and_played(&tb, entity).0;
+    let steps_before = tb.server_world().resource::<MovementStats>().guess_steps;
     let mut stall = Vec::new();
     loop {
         tb.step();
@@ -768,6 +769,13 @@ fn a_late_players_track_goes_on_for_a_while_then_stands_and_meets_its_moves() {
         }
         stall.push(frame);
     }
+    // The guess runs on a step a frame, not again from its start.
+    let steps = tb.server_world().resource::<MovementStats>().guess_steps - steps_before;
+    assert!(
+        steps > 0 && steps <= stall.len() as u64 + 20,
+        "{steps} guess steps over {} frames",
+        stall.len()
+    );
     // The moves that had arrived run out within the playout's wait and a one-way trip; the
     // played state then stands while the shown track goes on walking for the guess.
     let played_from = stall

@@ -67,6 +67,9 @@ pub struct MovementStats {
     pub duplicate_moves: u64,
     /// Server: moves lost in every copy, simulated with the next move's input.
     pub missing_moves_filled: u64,
+    /// Server: steps simulated to show late players' tracks going on (guesses), each at most a
+    /// tick: the cost of the guess, beside `moves_processed`.
+    pub guess_steps: u64,
     /// Server: acknowledgements sent (corrections included).
     pub acks_sent: u64,
     /// Server: corrections sent.
