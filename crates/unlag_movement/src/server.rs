@@ -130,6 +130,11 @@ const GUESS_STEP: f64 = 1.0 / 60.0;
 /// and simulate it from the new moves up to the clock again, every tick.
 const GUESS_RESTART_SPACING: f64 = 0.1;
 
+/// How far the played state may have moved since what is shown was worked out for the shown
+/// place still to follow it, metres: `accept_client_position` adopts a client's position
+/// within the error limit (1.7 cm by default); a game's teleport is further.
+const SHOWN_DRIFT: f32 = 0.05;
+
 /// A guess further than this from the moves it met is not eased but dropped, metres: further
 /// than a second's guess at a sprint can be wrong, so a teleport (a move by the game is
 /// dropped in any case).
@@ -956,12 +961,14 @@ pub(crate) fn place_authoritative<M: MovementModel>(
 ) {
     for (entity, state, mut transform, velocity, server) in &mut characters {
         // What the server shows (a guess while the player's moves are late), unless the game
-        // moved the character since it was worked out.
+        // moved the character since it was worked out (a client position adopted within
+        // the error limit moves what is shown with it).
+        let real = M::position(&state.0);
         let shown = server
             .and_then(|s| s.shown)
-            .filter(|shown| shown.real == M::position(&state.0));
+            .filter(|shown| shown.real.distance(real) <= SHOWN_DRIFT);
         let velocity_shown = if let Some(shown) = shown {
-            transform.translation = shown.position;
+            transform.translation = shown.position + (real - shown.real);
             transform.rotation = shown.rotation;
             shown.velocity
         } else {
