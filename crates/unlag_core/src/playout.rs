@@ -52,8 +52,9 @@ pub struct PlayoutSettings {
     /// settle).
     pub gain: f64,
     /// How far the track may run on past the moves that have arrived, seconds of move time
-    /// (default 1: a burst of ten lost packets from a 10-fps client, or a 0.6-s hitch and the
-    /// trip after it; 0.5 left a third more pops in the report's grid). While a
+    /// (default 1, at most 2: a burst of ten lost packets from a 10-fps client, or a 0.6-s
+    /// hitch and the trip after it; with 0.5, 5 of the report's grid cells had pops, with 1,
+    /// 3). While a
     /// player's moves are late, the server shows its character going on with its last input
     /// (the hit boxes are recorded there and the proxies drawn there) instead of standing and
     /// then rushing; the moves themselves are still simulated exactly as they come. 0 stands
