@@ -778,12 +778,6 @@ fn update_shown<M: MovementModel>(
     server.offset_at = Some(now);
     let ease = playout.guess_ease as f32;
     server.offset.advance(elapsed as f32, ease);
-    // How fast the guess runs: as the clock does (not faster than `max_rate`).
-    let clock_pace = server
-        .playout
-        .pace()
-        .unwrap_or(1.0)
-        .clamp(0.0, playout.max_rate.max(0.0)) as f32;
     let velocity_of = |g: &Guess<M>| M::velocity(&g.state).unwrap_or(Vec3::ZERO) * g.pace;
     // Whether the track waits for moves: the next one to play is not here and the clock has
     // reached where it would end (one missing counts as long as the first held, or the last).
@@ -806,9 +800,14 @@ fn update_shown<M: MovementModel>(
         previous = None;
         server.offset.clear();
     }
-    let track_pace = server.track_pace(playout) as f32;
     let (track, pace) = match (waiting, clock, &server.last_played) {
         (true, Some(clock), Some((input, _))) => {
+            // How fast the guess runs: as the clock does (not faster than `max_rate`).
+            let clock_pace = server
+                .playout
+                .pace()
+                .unwrap_or(1.0)
+                .clamp(0.0, playout.max_rate.max(0.0)) as f32;
             let to = clock.min(server.move_time + playout.max_guess);
             let exhausted = clock >= server.move_time + playout.max_guess - 1e-9;
             let (mut guess, restarted) = match previous {
@@ -846,6 +845,7 @@ fn update_shown<M: MovementModel>(
             (server.guess.as_ref().map(|g| &g.state), pace)
         }
         _ => {
+            let track_pace = server.track_pace(playout) as f32;
             if let Some(mut old) = previous {
                 // The moves caught up with the guess: shown going on from where it would be.
                 steps += old.run_to(model, server.move_time, world);
