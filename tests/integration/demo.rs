@@ -615,7 +615,10 @@ fn karts_race_round_the_track_without_corrections() {
     assert!(drawn.iter().all(|(m, _)| *m == SmoothingMode::Snap));
     let mut biggest = 0.0f32;
     let mut previous: Vec<Vec3> = drawn.iter().map(|d| d.1).collect();
-    for _ in 0..120 {
+    // Two seconds of frames: at least one new state, whatever the phase of the 1-Hz grid
+    // against the delay.
+    let frames = (2.0 * tb.config().frame_rate_hz).ceil() as usize;
+    for _ in 0..frames {
         tb.step();
         let world = tb.client_world_mut(0);
         let now: Vec<Vec3> = q.iter(world).map(|(_, p)| p.position).collect();

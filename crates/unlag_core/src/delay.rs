@@ -273,6 +273,74 @@ impl StateStaleness {
     }
 }
 
+/// Fewer states in hand than this (decayed, about the last [`STALENESS_MEMORY`]) and
+/// [`StateLoss::share`] has no answer.
+const MIN_STATE_LOSS_WEIGHT: f64 = 32.0;
+
+/// Most states one gap between two received states counts as lost: a longer pause (a proxy
+/// the server stopped sending, a link that was down) says nothing more about the loss to come.
+pub const MAX_COUNTED_GAP: u32 = 32;
+
+/// The share of proxy states lost on the way to this client, over about the last
+/// [`STALENESS_MEMORY`] seconds: every proxy's states come on its own grid (one every
+/// interval), so a gap of several intervals between two received states is states lost.
+///
+/// The server's beats (10 a second) measure loss too, but at 1 % they see a loss every ten
+/// seconds or so, which leaves the delay without its bridge for most of a short match while
+/// the states it is there for are being lost. Each proxy's states are another, denser sample
+/// of the same link, and the very packets whose loss starves a frame. Like [`StateStaleness`],
+/// it remembers long enough that a quiet spell between two losses does not drop the bridge.
+#[derive(Clone, Debug, Default)]
+pub struct StateLoss {
+    lost: f64,
+    total: f64,
+    decayed_at: Option<f64>,
+}
+
+impl StateLoss {
+    /// Records a state received at `now` (any steady clock, seconds) `gap` seconds after the
+    /// one before it of the same proxy, whose states come every `interval` seconds: the
+    /// intervals the gap holds beyond one are states lost (at most [`MAX_COUNTED_GAP`]).
+    /// Non-finite or non-positive figures count the state as received with none lost.
+    pub fn observe(&mut self, now: f64, gap: f64, interval: f64) {
+        if !now.is_finite() {
+            return;
+        }
+        self.decay(now);
+        let lost = if gap.is_finite() && interval.is_finite() && gap > 0.0 && interval > 0.0 {
+            ((gap / interval).round() - 1.0).clamp(0.0, f64::from(MAX_COUNTED_GAP))
+        } else {
+            0.0
+        };
+        self.lost += lost;
+        self.total += lost + 1.0;
+    }
+
+    fn decay(&mut self, now: f64) {
+        let Some(at) = self.decayed_at else {
+            self.decayed_at = Some(now);
+            return;
+        };
+        let passed = now - at;
+        if passed < DECAY_STEP {
+            return;
+        }
+        let factor = (-passed / STALENESS_MEMORY).exp();
+        self.lost *= factor;
+        self.total *= factor;
+        self.decayed_at = Some(now);
+    }
+
+    /// Share (0–1) of the recent states lost; 0 until enough states came to tell.
+    pub fn share(&self) -> f64 {
+        if self.total < MIN_STATE_LOSS_WEIGHT {
+            0.0
+        } else {
+            self.lost / self.total
+        }
+    }
+}
+
 /// The interpolation delay in effect, moved smoothly towards its target so that view time never
 /// jumps: it only runs a little slower or faster than real time while the delay changes.
 #[derive(Clone, Debug)]
@@ -348,6 +416,45 @@ impl DelayController {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_loss_counts_the_intervals_a_gap_holds_and_remembers_them() {
+        let mut loss = StateLoss::default();
+        // 200 states at 20 Hz, one of them lost: 1 of 200.
+        let mut now = 0.0;
+        for i in 0..199 {
+            now += 0.05;
+            let gap = if i == 100 { 0.1 } else { 0.05 };
+            loss.observe(now, gap, 0.05);
+        }
+        assert!(
+            (loss.share() - 1.0 / 200.0).abs() < 1e-3,
+            "{}",
+            loss.share()
+        );
+        // Jittered arrivals are not losses; a long pause counts at most MAX_COUNTED_GAP.
+        let mut clean = StateLoss::default();
+        for i in 0..100 {
+            clean.observe(f64::from(i) * 0.05, 0.05 + 0.02 * f64::from(i % 2), 0.05);
+        }
+        assert_eq!(clean.share(), 0.0);
+        clean.observe(10.0, 100.0, 0.05);
+        assert!(clean.lost <= f64::from(MAX_COUNTED_GAP), "{}", clean.lost);
+        // Garbage counts as a state received.
+        clean.observe(10.0, f64::NAN, 0.05);
+        clean.observe(f64::INFINITY, 0.1, 0.05);
+        assert!(clean.share().is_finite());
+        // Too little in hand: no answer yet.
+        let mut few = StateLoss::default();
+        few.observe(0.0, 0.1, 0.05);
+        assert_eq!(few.share(), 0.0);
+        // Ten quiet seconds later the loss still counts (a 20-s memory), if less.
+        let before = loss.share();
+        for i in 1..=200 {
+            loss.observe(now + f64::from(i) * 0.05, 0.05, 0.05);
+        }
+        assert!(loss.share() > 0.3 * before && loss.share() < before);
+    }
 
     #[test]
     fn target_is_one_interval_plus_jitter_margin_without_loss() {

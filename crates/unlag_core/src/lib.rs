@@ -38,8 +38,8 @@ pub use combat::{
 pub use conditions::{ConditionsError, LinkConditions, MAX_BURST};
 pub use correction::{CorrectionThrottle, SmoothingSettings, SpringOffset, VisualOffset};
 pub use delay::{
-    DelayController, DelayPolicy, STALENESS_BIN, STALENESS_MEMORY, StateStaleness,
-    finite_non_negative, repeat_after,
+    DelayController, DelayPolicy, MAX_COUNTED_GAP, STALENESS_BIN, STALENESS_MEMORY, StateLoss,
+    StateStaleness, finite_non_negative, repeat_after,
 };
 pub use discrepancy::{MoveTime, TimeDiscrepancy, TimeDiscrepancySettings};
 pub use history::{FramePair, LookupError, PoseHistory, RecordError};

@@ -234,6 +234,10 @@ pub fn accept(options: &ReportOptions, report: &Report) -> Acceptance {
         },
         failures: Vec::new(),
     };
+    if report.disconnects > 0 {
+        a.failures
+            .push(format!("{} clients disconnected", report.disconnects));
+    }
     if a.refused > 0 {
         a.failures
             .push(format!("{} refused {:?}", a.refused, report.rejected));

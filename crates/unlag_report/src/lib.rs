@@ -211,6 +211,9 @@ pub struct Report {
     pub projectiles: Projectiles,
     /// Shots refused by the server, by reason.
     pub rejected: BTreeMap<String, u64>,
+    /// Clients whose connection dropped during the match (a netcode timeout: nothing heard
+    /// for longer than the connect token's timeout); their figures end where it dropped.
+    pub disconnects: usize,
     /// Moves or messages the server's movement checks rejected.
     pub movement_rejected: u64,
     /// The clients' estimate of the server's time less the true one, per client frame, over
@@ -731,6 +734,7 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
     tb.run_for(Duration::from_secs_f64(COOL_DOWN));
 
     let mut report = Report {
+        disconnects: measures.iter().filter(|m| !m.connected).count(),
         seconds: options.seconds,
         simulated_per_wall_second: options.seconds / wall_seconds.max(1e-9),
         ..default()
@@ -1123,6 +1127,7 @@ impl Report {
                 p.launched, p.impacts, p.direct_hits, p.splash_hits
             ),
         );
+        row("clients disconnected", self.disconnects.to_string());
         row(
             "rejected shots by reason",
             if self.rejected.is_empty() {

@@ -6,7 +6,7 @@ use bevy::prelude::*;
 use lightyear::prelude::*;
 use unlag_core::{
     DelayController, SampleKind, SmoothingMode, SmoothingSettings as OffsetSettings, StateBuffer,
-    StateRejected, StateShown, StateStaleness, VisualOffset,
+    StateLoss, StateRejected, StateShown, StateStaleness, VisualOffset,
 };
 use unlag_net::{AutonomousProxy, NetClock};
 
@@ -165,6 +165,7 @@ pub struct ArrivalLateness {
     samples: std::collections::VecDeque<f64>,
     p99: Option<f64>,
     staleness: StateStaleness,
+    state_loss: StateLoss,
 }
 
 impl ArrivalLateness {
@@ -188,6 +189,11 @@ impl ArrivalLateness {
     /// more of them.
     pub fn covering(&mut self, now: f64, share: f64) -> Option<f64> {
         self.staleness.covering(now, share)
+    }
+
+    /// Share (0–1) of the proxy states lost on the way here recently ([`StateLoss`]).
+    pub fn state_loss(&self) -> f64 {
+        self.state_loss.share()
     }
 
     /// The 99th percentile of lateness, seconds, once enough states arrived.
@@ -264,7 +270,29 @@ pub(crate) fn receive_states(
             };
             let state = wire.to_state(update.tick, time);
             let result = match existing {
-                Some(mut smoothing) => smoothing.buffer.push(state, clock.server_time),
+                Some(mut smoothing) => {
+                    let newest = smoothing.buffer.newest().map(|s| s.time);
+                    // The longer of the grid its states came on and the server's announced
+                    // rate: after the rate falls, the old grid's gaps are not losses.
+                    let interval = smoothing
+                        .buffer
+                        .recent_interval()
+                        .map(|i| i.max(clock.send_interval));
+                    let result = smoothing.buffer.push(state, clock.server_time);
+                    // A state newer than the newest, on a known grid: the gap tells how many
+                    // were lost on the way (a repeat stands in for its lost original).
+                    if result.is_ok()
+                        && let (Some(newest), Some(interval)) = (newest, interval)
+                        && time > newest
+                    {
+                        lateness.state_loss.observe(
+                            real.elapsed_secs_f64(),
+                            time - newest,
+                            interval,
+                        );
+                    }
+                    result
+                }
                 None => {
                     let at = match fresh.iter().position(|(e, _)| *e == wire.entity) {
                         Some(i) => i,
@@ -328,6 +356,9 @@ pub(crate) fn place_proxies(
     // frames to starve, from the frames before this one.
     let now = time.elapsed_secs_f64();
     let covering = lateness.covering(now, settings.delay_policy.starved_share);
+    // Loss as the beats measure it, or as the proxies' own states do, whichever is more: the
+    // states are the denser sample, and the packets whose loss the bridge is for.
+    let loss = unlag_core::finite_non_negative(clock.loss).max(lateness.state_loss());
     // The shortest delay in use: the proxies at the full update rate (slower ones wait longer).
     let mut shortest: Option<f64> = None;
     for (entity, mut proxy, mut transform, pose) in &mut proxies {
@@ -372,7 +403,7 @@ pub(crate) fn place_proxies(
         };
         proxy
             .delay
-            .set_target(policy.target_covering(interval, margin, clock.loss, covering));
+            .set_target(policy.target_covering(interval, margin, loss, covering));
         // Until its interval is known nothing has been shown that could jump.
         if proxy.buffer.states().len() < 3 {
             proxy.delay.snap_to_target();

@@ -13,7 +13,7 @@ use lightyear::prelude::server::{NetcodeServer, Start};
 use lightyear::prelude::*;
 use unlag_net::{NetClock, with_net_clock_at};
 
-use crate::{PRIVATE_KEY, PROTOCOL_ID};
+use crate::{CLIENT_TIMEOUT_SECS, PRIVATE_KEY, PROTOCOL_ID};
 
 /// A server App and N client Apps in one process: what [`Testbed`](crate::Testbed) and
 /// [`UdpSession`](crate::UdpSession) share (both dereference to it).
@@ -170,8 +170,8 @@ pub fn finish_app(app: &mut App) {
 }
 
 /// Spawns client number `client_id` in `world` (a client App's), over `transport`, and starts connecting it to
-/// the netcode server at `server_addr` (with this crate's [`PROTOCOL_ID`] and
-/// [`PRIVATE_KEY`]). Returns the client's link entity.
+/// the netcode server at `server_addr` (with this crate's [`PROTOCOL_ID`], [`PRIVATE_KEY`] and
+/// [`CLIENT_TIMEOUT_SECS`]). Returns the client's link entity.
 pub fn connect_client(
     world: &mut World,
     transport: impl Bundle,
@@ -190,7 +190,14 @@ pub fn connect_client(
             transport,
             ReplicationSender,
             ReplicationReceiver,
-            NetcodeClient::new(auth, ClientNetcodeConfig::default()).expect("netcode client"),
+            NetcodeClient::new(
+                auth,
+                ClientNetcodeConfig {
+                    client_timeout_secs: CLIENT_TIMEOUT_SECS,
+                    ..default()
+                },
+            )
+            .expect("netcode client"),
         ))
         .id();
     world.trigger(Connect { entity });

@@ -46,6 +46,10 @@ pub struct ClientMeasures {
     pub down_by_kind: Vec<KindRate>,
     /// Malformed datagrams dropped by the client and by the server's link to it.
     pub malformed_dropped: u64,
+    /// Whether the client was still connected at the end of the span: its own link says so
+    /// and the server still has its link. A link that dropped (a netcode timeout) leaves the
+    /// traffic figures covering only the time until then.
+    pub connected: bool,
 }
 
 /// The server's time now, seconds (see [`unlag_net::server_time_of_world`]).
@@ -58,6 +62,15 @@ fn client_traffic(client: &World) -> LinkTraffic {
         .try_query_filtered::<&LinkTraffic, With<Client>>()
         .expect("LinkTraffic registered");
     q.iter(client).next().cloned().unwrap_or_default()
+}
+
+/// Whether the client's link is connected, and the server's link to it (if any) still there.
+fn still_connected(client: &World, server: Option<(&World, Entity)>) -> bool {
+    let client_side = client
+        .try_query_filtered::<(), (With<Client>, With<Connected>)>()
+        .is_some_and(|mut q| q.iter(client).next().is_some());
+    let server_side = server.is_none_or(|(w, e)| w.get::<LinkTraffic>(e).is_some());
+    client_side && server_side
 }
 
 fn link_traffic(server: Option<(&World, Entity)>) -> LinkTraffic {
@@ -74,8 +87,8 @@ fn rates(now: &LinkTraffic, base: &LinkTraffic, seconds: f64) -> Vec<KindRate> {
             let b = base.sent_by_kind.get(kind).copied().unwrap_or_default();
             KindRate {
                 kind,
-                messages_per_sec: (t.messages - b.messages) as f64 / seconds,
-                bytes_per_sec: (t.bytes - b.bytes) as f64 / seconds,
+                messages_per_sec: t.messages.saturating_sub(b.messages) as f64 / seconds,
+                bytes_per_sec: t.bytes.saturating_sub(b.bytes) as f64 / seconds,
             }
         })
         .collect();
@@ -130,15 +143,25 @@ impl Recorder {
             rtt_over_time: Summary::of(&self.rtts),
             jitter: clock.jitter,
             server_time_error: Summary::of(&self.errors),
-            bytes_up_per_sec: (up.bytes_sent - self.client_base.bytes_sent) as f64 / seconds,
-            bytes_down_per_sec: (down.bytes_sent - self.server_base.bytes_sent) as f64 / seconds,
-            datagrams_up_per_sec: (up.datagrams_sent - self.client_base.datagrams_sent) as f64
+            // A link that dropped and came back counts afresh: never below zero.
+            bytes_up_per_sec: up.bytes_sent.saturating_sub(self.client_base.bytes_sent) as f64
                 / seconds,
-            datagrams_down_per_sec: (down.datagrams_sent - self.server_base.datagrams_sent) as f64
+            bytes_down_per_sec: down.bytes_sent.saturating_sub(self.server_base.bytes_sent) as f64
+                / seconds,
+            datagrams_up_per_sec: up
+                .datagrams_sent
+                .saturating_sub(self.client_base.datagrams_sent)
+                as f64
+                / seconds,
+            datagrams_down_per_sec: down
+                .datagrams_sent
+                .saturating_sub(self.server_base.datagrams_sent)
+                as f64
                 / seconds,
             up_by_kind: rates(&up, &self.client_base, seconds),
             down_by_kind: rates(&down, &self.server_base, seconds),
             malformed_dropped: up.malformed_dropped + down.malformed_dropped,
+            connected: still_connected(client, server),
         }
     }
 }
