@@ -425,18 +425,26 @@ fn check(
         }
         Some(_) => return Err(Rejection::BadViewTime),
     };
-    let lead = request.judged_time - request.view_time;
-    let lead_slack = LEAD_SLACK + remote.jitter;
-    let owed = settings.shot_lead(remote.rtt, request.sent_delay, Some(cap));
-    // Without rewinding the present is judged, whatever the shot's judged time.
-    if settings.rewind && (lead < 0.0 || (lead - owed).abs() > lead_slack) {
-        return Err(Rejection::BadViewTime);
-    }
     // Tighter, and free of the clock estimates: the copy may not arrive later after the view
     // time it stamps than the client's view reports do, and the shot is at most a few frames
     // older than its copy (never newer).
     let age = request.sent_view_time - request.view_time;
     if !(-1e-6..=settings.copy_age_allowed(remote.recent_client_frame)).contains(&age) {
+        return Err(Rejection::BadViewTime);
+    }
+    let lead = request.judged_time - request.view_time;
+    let lead_slack = LEAD_SLACK + remote.jitter;
+    // The copy carries the delay when it left; the shot was led by the delay when it was
+    // fired, which moved since by no more than the delay may move in the copy's age (a slow
+    // client's copy follows its shot by a frame or two: 0.1 s and more with a hitch).
+    let (grown, shrunk) = delay_movement(age);
+    let owed = |delay: f64| settings.shot_lead(remote.rtt, delay, Some(cap));
+    let (least, most) = (
+        owed(request.sent_delay - grown),
+        owed(request.sent_delay + shrunk),
+    );
+    // Without rewinding the present is judged, whatever the shot's judged time.
+    if settings.rewind && (lead < 0.0 || lead < least - lead_slack || lead > most + lead_slack) {
         return Err(Rejection::BadViewTime);
     }
     match remote.view_lag_range {
@@ -517,6 +525,20 @@ pub const SHOT_LAG_DRIFT: f64 = 0.04;
 /// Fixed part of the slack on a shot's lead above the rewind cap, seconds (the jitter is
 /// added): the client's and the server's smoothed RTTs differ by this much on a steady link.
 const LEAD_SLACK: f64 = 0.01;
+
+/// How far a client's interpolation delay may have grown and shrunk, seconds, over the span in
+/// which its view time advanced `age` seconds, at the delay's default rates
+/// ([`unlag_core::DelayPolicy`]): while it grows, view time runs that much slower than real
+/// time, so the span is longer than `age`.
+fn delay_movement(age: f64) -> (f64, f64) {
+    let policy = unlag_core::DelayPolicy::default();
+    let age = unlag_core::finite_non_negative(age);
+    let span = age / (1.0 - policy.max_increase_rate).max(0.5);
+    (
+        policy.max_increase_rate * span,
+        policy.max_decrease_rate * span,
+    )
+}
 
 /// How far the first claim's shown time may be from the shot's view time, seconds: rounding
 /// (the blend travels as an `f32`) and the delay report's microseconds.
