@@ -475,6 +475,60 @@ fn unlag_plugins_build_on_client_and_server_alike() {
     assert!(!bare.world().contains_resource::<NetClock>());
 }
 
+/// A shot copy that arrives with a view report stamped as it is lags exactly as that report
+/// (`RemoteClientClock::witnessed`); one stamped older, one that did not come with it, and one
+/// vouched for by a report stamped back in time or held back to arrive with it are not.
+#[test]
+fn a_copy_is_witnessed_only_by_a_steady_report_that_came_with_it() {
+    let mut remote = unlag::net::RemoteClientClock::default();
+    remote.rtt = 0.1;
+    remote.jitter = 0.005;
+    remote.server_frame = 0.1;
+    remote.interpolation_delay = 0.05;
+    // A 10-fps client read by a 10-fps host: its reports wait either almost nothing or almost
+    // a frame to be read, and the lag swings by a frame (the host's).
+    let lag_of = |now: f64, view: f64| now - view - 0.05;
+    let mut now = 10.0;
+    for k in 0..20 {
+        let view = now - 0.15 - if k % 4 < 2 { 0.0 } else { 0.09 };
+        assert!(remote.record_view_lag(now, view));
+        now += 0.1;
+    }
+    // This frame's report, then a copy stamped with the same view time, read together.
+    let view = now - 0.24;
+    assert!(remote.record_view_lag(now, view));
+    let median = remote.at(now, 0.1).view_lag_median;
+    assert!(median.is_some_and(|m| (m - 0.1).abs() < 0.1), "{median:?}");
+    assert!(remote.witnessed(now, lag_of(now, view), median));
+    // Stamped 40 ms older than its frame's report: no witness.
+    assert!(!remote.witnessed(now, lag_of(now, view - 0.04), median));
+    // The same stamp read a frame later is not the report's datagram.
+    assert!(!remote.witnessed(now + 0.1, lag_of(now + 0.1, view), median));
+    // A report stamped back in time vouches for nothing.
+    now += 0.1;
+    assert!(remote.record_view_lag(now, view - 0.2));
+    assert!(!remote.witnessed(now, lag_of(now, view - 0.2), median));
+    // The next frame's report held back 0.25 s to arrive with a shot as old (the ones after
+    // it held too): its lag jumps by the hold, no witness.
+    now += 0.1;
+    let steady = now - 0.15;
+    assert!(remote.record_view_lag(now, steady));
+    now += 0.1 + 0.25;
+    let held = steady + 0.1;
+    assert!(remote.record_view_lag(now, held));
+    assert!(!remote.witnessed(now, lag_of(now, held), median));
+    // The same report sent on time would have been one.
+    let mut on_time = remote.clone();
+    on_time.record_view_lag(now + 0.1, now + 0.1 - 0.15);
+    assert!(on_time.witnessed(now + 0.1, lag_of(now + 0.1, now + 0.1 - 0.15), median));
+    // Nor is a report that crept more than the host's frame above the reports' median, nor
+    // anything without a median.
+    assert!(!remote.witnessed(now, lag_of(now, held), Some(0.0)));
+    assert!(!on_time.witnessed(now + 0.1, lag_of(now + 0.1, now + 0.1 - 0.15), None));
+    // Garbage is never witnessed.
+    assert!(!remote.witnessed(now, f64::NAN, median));
+}
+
 /// A client's frame as the server allows for it, from reports arriving every `spacing` seconds
 /// and claiming `claimed` seconds.
 fn allowed_frame(spacing: f64, claimed: f64, reports: usize) -> f64 {

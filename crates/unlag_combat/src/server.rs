@@ -448,6 +448,8 @@ fn check(
         return Err(Rejection::BadViewTime);
     }
     match remote.view_lag_range {
+        // It lagged as a report the checks accepted did, arriving with it.
+        _ if arrival.witnessed => {}
         Some((least, most)) => {
             let lag = remote.lag_of(now, request.sent_view_time, request.sent_delay);
             lags.push_back(lag - most);
@@ -591,6 +593,10 @@ pub struct Arrival {
     /// Where the move the shot names ([`FireRequest::move_seq`]) left the shooter on the
     /// server, metres, once processed.
     pub moved_to: Option<Vec3>,
+    /// Whether the copy came with a view report stamped as it is
+    /// ([`RemoteClientClock::witnessed`]): it lags exactly as the reports the view-time checks
+    /// accepted, so it is held to them rather than to their spread.
+    pub witnessed: bool,
 }
 
 /// Everything the server needs to judge a shot, as a read-only system parameter: the settings,
@@ -623,11 +629,17 @@ impl ShotJudge<'_, '_> {
         stats: &mut CombatStats,
     ) -> Result<ShotVerdict, Rejection> {
         let (time, frame) = (self.clock.server_time, self.time.delta_secs_f64());
+        let link_then = remote.at(time, frame);
         let arrival = Arrival {
             time,
             frame,
-            link: remote.at(time, frame),
+            link: link_then,
             moved_to: None,
+            witnessed: remote.witnessed(
+                time,
+                link_then.lag_of(time, request.sent_view_time, request.sent_delay),
+                link_then.view_lag_median,
+            ),
         };
         self.judge_arrived(request, shooter, link, armory, position, arrival, stats)
     }
@@ -791,19 +803,20 @@ pub(crate) fn judge_shots(
         for request in requests.receive() {
             let (now, frame) = (clock.server_time, time.delta_secs_f64());
             let link_then = *link_now.get_or_insert_with(|| remote.at(now, frame));
+            let lag = link_then.lag_of(now, request.sent_view_time, request.sent_delay);
             let arrival = Arrival {
                 time: now,
                 frame,
                 link: link_then,
                 moved_to: None,
+                witnessed: remote.witnessed(now, lag, link_then.view_lag_median),
             };
             // Outside the reports' range on either side: a copy can land in either tail of
             // the up-link's spread that the reports of the window have not sampled yet.
-            let late = link_then.view_lag_range.is_some_and(|range| {
-                let lag =
-                    link_then.lag_of(arrival.time, request.sent_view_time, request.sent_delay);
-                outside_lag_range(&settings, range, lag)
-            });
+            let late = !arrival.witnessed
+                && link_then
+                    .view_lag_range
+                    .is_some_and(|range| outside_lag_range(&settings, range, lag));
             // (Among the newest few: copies arrive within frames of each other, and a flood
             // costs no more than that per request.)
             if let Some(waiting) = queue
@@ -1088,9 +1101,14 @@ fn judge(
         return Err(Rejection::ShooterDead);
     }
     let remote = &arrival.link;
-    // How much later than the reports' median this copy arrived after the present it stamps.
+    // How much later than the reports' median this copy arrived after the present it stamps;
+    // none beyond the reports for one that came with a report stamped as it is.
     let drift = remote.view_lag_median.map(|centre| {
-        remote.lag_of(arrival.time, request.sent_view_time, request.sent_delay) - centre
+        if arrival.witnessed {
+            0.0
+        } else {
+            remote.lag_of(arrival.time, request.sent_view_time, request.sent_delay) - centre
+        }
     });
     let checked = check(
         request,

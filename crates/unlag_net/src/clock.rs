@@ -250,6 +250,17 @@ pub struct RemoteClientClock {
     /// Server time of the previous report's arrival.
     #[reflect(ignore)]
     last_arrival: Option<f64>,
+    /// (server time of arrival, lag) of the last [`WITNESS_REPORTS`] view reports that came
+    /// in order and stamped a later view time than every report before them: what a shot copy
+    /// that arrived with one of them is measured against ([`RemoteClientClock::witnessed`]).
+    #[reflect(ignore)]
+    witnesses: std::collections::VecDeque<(f64, f64)>,
+    /// The latest view time an in-order report stamped, seconds, and that report's lag.
+    #[reflect(ignore)]
+    latest_stamp: Option<(f64, f64)>,
+    /// The server's usual frame when the last report was taken, seconds (set by the server
+    /// before it records a report): its reads of a packet wait up to that long.
+    pub server_frame: f64,
     /// How much later than their median the client's moves arrived lately, after the moment
     /// each was made, seconds: the up-link's spread as the move stream shows it (set by the
     /// movement plugin; 0 without it). Its timing is held by the time-discrepancy check, so a
@@ -333,6 +344,22 @@ pub const MIN_VIEW_LAG_SAMPLES: usize = 8;
 /// losses leaves fewer in the window, seconds: what the link was shown to do a moment ago is
 /// still the best evidence, and a client that stops reporting for longer is refused.
 pub const VIEW_LAG_MEMORY: f64 = 10.0;
+
+/// View reports kept as witnesses ([`RemoteClientClock::witnessed`]): those of the last frame
+/// or two that a shot's copies could have come with.
+pub const WITNESS_REPORTS: usize = 8;
+
+/// How far a copy's lag may be from its witness's, seconds: the report carries its delay in
+/// whole microseconds.
+const WITNESS_TOLERANCE: f64 = 2e-6;
+
+/// Beyond the server's frame (and, against its predecessor, twice the jitter), how much more
+/// than its predecessor and than the reports' median a witness may lag, seconds.
+pub const WITNESS_STEP_SLACK: f64 = 0.005;
+
+fn finite_or_zero(x: f64) -> f64 {
+    unlag_core::finite_non_negative(x)
+}
 
 /// Most view lags kept, whatever the report rate (a flood of reports costs no more).
 const MAX_VIEW_LAGS: usize = 512;
@@ -467,7 +494,58 @@ impl RemoteClientClock {
         forget_before(&mut self.spacings, now - VIEW_LAG_WINDOW);
         self.first_report.get_or_insert(now);
         self.push_view_lag(now, lag, true);
+        // A witness only if the view on screen moved forward (an honest client's drawn view
+        // time never goes back: a report stamped older than the last could only be meant to
+        // vouch for a shot stamped as old), and if it lags its predecessor by no more than
+        // the server's read wait and the link's jitter: a report held back to arrive with a
+        // shot stamped as old shows as a lag that jumps by the time it was held.
+        let forward = self
+            .latest_stamp
+            .is_none_or(|(latest, _)| view_time > latest);
+        if forward {
+            let step = finite_or_zero(self.server_frame)
+                + 2.0 * finite_or_zero(self.jitter)
+                + WITNESS_STEP_SLACK;
+            let steady = self
+                .latest_stamp
+                .is_some_and(|(_, previous)| lag <= previous + step);
+            self.latest_stamp = Some((view_time, lag));
+            if steady {
+                if self.witnesses.len() == WITNESS_REPORTS {
+                    self.witnesses.pop_front();
+                }
+                self.witnesses.push_back((now, lag));
+            }
+        }
         true
+    }
+
+    /// Whether a view report arrived at server time `now` with exactly the lag `lag` (a shot
+    /// copy's, [`RemoteClockAt::lag_of`]), as one of the witnesses kept, and that lag is no
+    /// more than the reports' `median` lag ([`RemoteClockAt::view_lag_median`]) plus the
+    /// server's frame and [`WITNESS_STEP_SLACK`]: the copy and the report left in one frame,
+    /// stamped with one view time and delay, and came in one datagram, read after a wait the
+    /// server's own frames explain.
+    ///
+    /// Such a copy lags as the reports the view-time checks already accepted, whatever the
+    /// server's frames did to both: a slow listen host reads a slow client's packets either at
+    /// once or almost a frame late, for a second at a time, so lags measured against a median
+    /// over the window swing by a frame. A backtracking client's copies are stamped older than
+    /// its frame's report, so none matches; holding reports back to arrive with them shows as
+    /// a jump in the reports' lags, and creeping up to it leaves them more than a frame above
+    /// their median.
+    pub fn witnessed(&self, now: f64, lag: f64, median: Option<f64>) -> bool {
+        let Some(median) = median.filter(|m| m.is_finite()) else {
+            return false;
+        };
+        lag.is_finite()
+            && lag <= median + finite_or_zero(self.server_frame) + WITNESS_STEP_SLACK
+            && self
+                .witnesses
+                .iter()
+                .rev()
+                .take_while(|(t, _)| *t >= now)
+                .any(|(t, l)| *t == now && (l - lag).abs() <= WITNESS_TOLERANCE)
     }
 
     /// Whether a report's lag can be a trip of this link: finite, and no more than
@@ -1129,6 +1207,7 @@ pub(crate) fn server_beats(
                 remote.interpolation_delay = delay;
                 remote.delay_cap = most;
                 remote.reported = true;
+                remote.server_frame = frame;
                 if remote.record_view_lag(clock.server_time, report.view_time) {
                     remote.record_client_frame(f64::from(report.frame_us) / 1e6);
                 } else {
