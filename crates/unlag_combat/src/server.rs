@@ -448,8 +448,6 @@ fn check(
         return Err(Rejection::BadViewTime);
     }
     match remote.view_lag_range {
-        // It lagged as a report the checks accepted did, arriving with it.
-        _ if arrival.witnessed => {}
         Some((least, most)) => {
             let lag = remote.lag_of(now, request.sent_view_time, request.sent_delay);
             lags.push_back(lag - most);
@@ -594,8 +592,9 @@ pub struct Arrival {
     /// server, metres, once processed.
     pub moved_to: Option<Vec3>,
     /// Whether the copy came with a view report stamped as it is
-    /// ([`RemoteClientClock::witnessed`]): it lags exactly as the reports the view-time checks
-    /// accepted, so it is held to them rather than to their spread.
+    /// ([`RemoteClientClock::witnessed`]): it lags exactly as a report the view-time checks
+    /// accepted, so it shows no lag beyond the reports' over shots (it is still held to
+    /// their range).
     pub witnessed: bool,
 }
 
@@ -638,7 +637,6 @@ impl ShotJudge<'_, '_> {
             witnessed: remote.witnessed(
                 time,
                 link_then.lag_of(time, request.sent_view_time, request.sent_delay),
-                link_then.view_lag_median,
             ),
         };
         self.judge_arrived(request, shooter, link, armory, position, arrival, stats)
@@ -809,14 +807,13 @@ pub(crate) fn judge_shots(
                 frame,
                 link: link_then,
                 moved_to: None,
-                witnessed: remote.witnessed(now, lag, link_then.view_lag_median),
+                witnessed: remote.witnessed(now, lag),
             };
             // Outside the reports' range on either side: a copy can land in either tail of
             // the up-link's spread that the reports of the window have not sampled yet.
-            let late = !arrival.witnessed
-                && link_then
-                    .view_lag_range
-                    .is_some_and(|range| outside_lag_range(&settings, range, lag));
+            let late = link_then
+                .view_lag_range
+                .is_some_and(|range| outside_lag_range(&settings, range, lag));
             // (Among the newest few: copies arrive within frames of each other, and a flood
             // costs no more than that per request.)
             if let Some(waiting) = queue

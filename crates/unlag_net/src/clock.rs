@@ -353,8 +353,8 @@ pub const WITNESS_REPORTS: usize = 8;
 /// whole microseconds.
 const WITNESS_TOLERANCE: f64 = 2e-6;
 
-/// Beyond the server's frame (and, against its predecessor, twice the jitter), how much more
-/// than its predecessor and than the reports' median a witness may lag, seconds.
+/// Beyond the server's frame and twice the jitter, how much more than its predecessor a
+/// witness may lag, seconds.
 pub const WITNESS_STEP_SLACK: f64 = 0.005;
 
 fn finite_or_zero(x: f64) -> f64 {
@@ -521,25 +521,20 @@ impl RemoteClientClock {
     }
 
     /// Whether a view report arrived at server time `now` with exactly the lag `lag` (a shot
-    /// copy's, [`RemoteClockAt::lag_of`]), as one of the witnesses kept, and that lag is no
-    /// more than the reports' `median` lag ([`RemoteClockAt::view_lag_median`]) plus the
-    /// server's frame and [`WITNESS_STEP_SLACK`]: the copy and the report left in one frame,
-    /// stamped with one view time and delay, and came in one datagram, read after a wait the
-    /// server's own frames explain.
+    /// copy's, [`RemoteClockAt::lag_of`]), as one of the witnesses kept: the copy and the
+    /// report left in one frame, stamped with one view time and delay, and came in one
+    /// datagram.
     ///
-    /// Such a copy lags as the reports the view-time checks already accepted, whatever the
-    /// server's frames did to both: a slow listen host reads a slow client's packets either at
-    /// once or almost a frame late, for a second at a time, so lags measured against a median
-    /// over the window swing by a frame. A backtracking client's copies are stamped older than
-    /// its frame's report, so none matches; holding reports back to arrive with them shows as
-    /// a jump in the reports' lags, and creeping up to it leaves them more than a frame above
-    /// their median.
-    pub fn witnessed(&self, now: f64, lag: f64, median: Option<f64>) -> bool {
-        let Some(median) = median.filter(|m| m.is_finite()) else {
-            return false;
-        };
+    /// Such a copy lags exactly as a report the view-time checks accepted, whatever the link
+    /// and the server's frames did to both: a slow listen host reads a slow client's packets
+    /// either at once or almost a frame late, for a second at a time, so lags measured against
+    /// a median over the window swing by a frame; and the shots of a client that hitches
+    /// cluster in the frames after its hitches, whose reports lag most. A backtracking
+    /// client's copies are stamped older than their frame's report, so none matches; holding
+    /// a report back to travel with such a copy shows as a jump in the reports' lags beyond
+    /// the server's frame and twice the jitter, and makes it no witness.
+    pub fn witnessed(&self, now: f64, lag: f64) -> bool {
         lag.is_finite()
-            && lag <= median + finite_or_zero(self.server_frame) + WITNESS_STEP_SLACK
             && self
                 .witnesses
                 .iter()
