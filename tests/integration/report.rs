@@ -651,3 +651,28 @@ fn a_slow_listen_hosts_clients_are_judged_by_the_reports_their_shots_came_with()
     assert_eq!(a.refused, 0, "{:?}", report.rejected);
     assert!(a.hits_confirmed_percent >= 99.5, "{a:?}");
 }
+
+/// A 7-fps listen host, as the shooter runs on a software renderer: the server allows any
+/// client's frame at most `MAX_CLIENT_FRAME` (0.1 s) for a copy's age, and the client sent its
+/// third copy two of its own 0.143-s frames after the shot, older than that: with this seed the
+/// only copy to arrive was that one, and the shot was refused. The client now counts on no
+/// more than the server allows.
+#[test]
+fn a_client_below_ten_frames_a_second_sends_no_copy_older_than_the_server_takes() {
+    let options = ReportOptions {
+        bots: 8,
+        clients: 2,
+        seconds: 30.0,
+        seed: 6,
+        rtt_ms: 150.0,
+        jitter_ms: 20.0,
+        loss_percent: 5.0,
+        client_fps: Some(7.0),
+        frame_jitter_percent: 10.0,
+        listen: true,
+        ..Default::default()
+    };
+    let report = run(&options, &mut |_| {}).unwrap();
+    assert!(report.rejected.is_empty(), "{:?}", report.rejected);
+    assert_eq!(report.disconnects, 0);
+}

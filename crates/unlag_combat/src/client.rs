@@ -342,7 +342,14 @@ pub(crate) fn fire(
     // it is dropped, and the shot stands on the copies already sent.
     // The server allows for the frames this client reported, and a frame can run longer
     // than the usual one: count on no more than the shortest frame reported lately.
-    let allowed = settings.copy_age_allowed(clock.least_reported_frame.min(clock.usual_frame));
+    // (No more than the server allows for any client's frame, `MAX_CLIENT_FRAME`: below
+    // 10 fps a shot's third copy would come older than the server takes, and be refused.)
+    let allowed = settings.copy_age_allowed(
+        clock
+            .least_reported_frame
+            .min(clock.usual_frame)
+            .min(unlag_net::MAX_CLIENT_FRAME),
+    );
     resend.retain(|(request, _)| now - request.view_time <= allowed);
     // Copies spread over the age the server allows rather than over consecutive frames: at
     // 240 frames/s three frames span 8 ms, and a short burst of losses takes every copy.
