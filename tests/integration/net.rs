@@ -536,6 +536,41 @@ fn allowed_frame(spacing: f64, claimed: f64, reports: usize) -> f64 {
     remote.client_frame
 }
 
+/// Below 10 fps a client's frame counts only as far as its move stream shows it: a 7-fps game
+/// sends a report and its moves every 0.143 s and gets its frame; one that sends its moves 30
+/// times a second and its reports every 0.143 s gets no more than `MAX_CLIENT_FRAME`.
+#[test]
+fn a_frame_beyond_a_tenth_of_a_second_needs_the_move_stream_to_show_it() {
+    let frame = |move_spacing: f64| {
+        let mut remote = unlag::net::RemoteClientClock::default();
+        remote.rtt = 0.1;
+        remote.move_spacing = move_spacing;
+        for k in 0..30 {
+            let now = 10.0 + f64::from(k) / 7.0;
+            assert!(remote.record_view_lag(now, now - 0.2));
+            remote.record_client_frame(1.0 / 7.0);
+        }
+        remote.client_frame
+    };
+    assert!(
+        (frame(1.0 / 7.0) - 1.0 / 7.0).abs() < 1e-9,
+        "{}",
+        frame(1.0 / 7.0)
+    );
+    assert_eq!(frame(0.0), unlag::net::MAX_CLIENT_FRAME);
+    assert_eq!(frame(1.0 / 30.0), unlag::net::MAX_CLIENT_FRAME);
+    // However slow its moves, never beyond MAX_PROVEN_CLIENT_FRAME.
+    let mut remote = unlag::net::RemoteClientClock::default();
+    remote.rtt = 0.1;
+    remote.move_spacing = 1.0;
+    for k in 0..30 {
+        let now = 10.0 + f64::from(k);
+        assert!(remote.record_view_lag(now, now - 0.2));
+        remote.record_client_frame(1.0);
+    }
+    assert_eq!(remote.client_frame, unlag::net::MAX_PROVEN_CLIENT_FRAME);
+}
+
 #[test]
 fn a_claimed_client_frame_is_held_to_what_its_reports_show() {
     // Honest: 20 fps, a report a frame.

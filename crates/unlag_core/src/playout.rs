@@ -300,6 +300,30 @@ impl ArrivalSpread {
         self.samples.push(now, offset, window);
     }
 
+    /// How far apart the client sends its messages by its own clock, seconds: the median step
+    /// between the newest move times of the window's messages (distinct, in order), `None`
+    /// before eight. A client sends one message a frame at most (two moves a message at 60 fps),
+    /// so this bounds the frame it may claim, by evidence a client cannot fake without really
+    /// sending its own moves that late: the move times are held to real time by the
+    /// time-discrepancy check.
+    pub fn send_spacing(&self) -> Option<f64> {
+        if self.samples.0.len() < 8 {
+            return None;
+        }
+        let mut newest: Vec<f64> = self.samples.0.iter().map(|(now, o)| now - o).collect();
+        newest.sort_by(f64::total_cmp);
+        let mut steps: Vec<f64> = newest
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .filter(|d| *d > 1e-6)
+            .collect();
+        if steps.len() < 4 {
+            return None;
+        }
+        steps.sort_by(f64::total_cmp);
+        Some(steps[steps.len() / 2])
+    }
+
     /// How much later than their median the messages of the window arrived, seconds: the
     /// up-link's upper spread. The few latest (one in 20, up to 3) are left out: a stall's
     /// backlog comes in up to three messages of old moves. `None` before eight.
@@ -316,6 +340,24 @@ impl ArrivalSpread {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn send_spacing_is_the_median_step_of_the_newest_moves_whatever_the_jitter() {
+        let mut s = ArrivalSpread::default();
+        assert_eq!(s.send_spacing(), None);
+        // A message every 0.15 s by the client's clock, arriving with up to 60 ms of jitter,
+        // some twice (a resend brings the same newest move).
+        for k in 0..40 {
+            let made = f64::from(k) * 0.15;
+            let jitter = 0.06 * f64::from((k * 7) % 5) / 4.0;
+            s.record(made + 0.1 + jitter, made, 10.0);
+            if k % 6 == 0 {
+                s.record(made + 0.2, made, 10.0);
+            }
+        }
+        let spacing = s.send_spacing().unwrap();
+        assert!((spacing - 0.15).abs() < 1e-9, "{spacing}");
+    }
 
     const TICK: f64 = 1.0 / 60.0;
 

@@ -223,6 +223,12 @@ impl<M: MovementModel> ServerMovement<M> {
         self.spread.upper_spread()
     }
 
+    /// How far apart this client sends its messages by its own move clock, seconds (see
+    /// [`unlag_core::ArrivalSpread::send_spacing`]).
+    pub fn send_spacing(&self) -> Option<f64> {
+        self.spread.send_spacing()
+    }
+
     /// The move time at the end of move number `n` (extended), if it is processed and kept or
     /// held (a missing one counted as long as `fallback`), seconds.
     fn end_time_of(&self, n: u64, fallback: f64) -> Option<f64> {
@@ -432,8 +438,14 @@ pub(crate) fn process_moves<M: MovementModel>(
             continue;
         };
         // The up-link's spread as the move stream shows it: evidence for the view checks.
-        if let (Some(mut remote), Some(spread)) = (remote, server.uplink_spread()) {
-            remote.uplink_spread = spread;
+        if let Some(mut remote) = remote {
+            if let Some(spread) = server.uplink_spread() {
+                remote.uplink_spread = spread;
+            }
+            // How often it really sends: the most of a frame the view checks allow it.
+            if let Some(spacing) = server.send_spacing() {
+                remote.move_spacing = spacing;
+            }
         }
         if flagged {
             stats.speed_hacks_flagged += 1;

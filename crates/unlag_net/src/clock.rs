@@ -268,6 +268,12 @@ pub struct RemoteClientClock {
     /// beside the pings' jitter (lightyear's estimate, which drops overtaken pongs and reads a
     /// tenth of a ±125-ms link's spread) for how late a view report or a shot copy may come.
     pub uplink_spread: f64,
+    /// How far apart the client sends its move messages by its own move clock, seconds (set
+    /// by the movement plugin; 0 without it): a client sends at most one message a frame, and
+    /// its move times are held to real time by the time-discrepancy check, so a frame claimed
+    /// longer than this is not its own. With it, a frame up to [`MAX_PROVEN_CLIENT_FRAME`] is
+    /// allowed ([`RemoteClientClock::record_client_frame`]).
+    pub move_spacing: f64,
 }
 
 /// A client's link as the server knew it at one moment ([`RemoteClientClock::at`]).
@@ -329,6 +335,11 @@ impl RemoteClockAt {
 /// no more slack (each frame of slack is as much backtracking a client could buy by pretending
 /// to be slow).
 pub const MAX_CLIENT_FRAME: f64 = 0.1;
+
+/// Longest client frame the view-time checks allow for, seconds, when the client's move stream
+/// shows frames that long ([`RemoteClientClock::move_spacing`]): a game at 4 fps. A client that
+/// pretends to be slow must send its own moves that late, and plays at that much more ping.
+pub const MAX_PROVEN_CLIENT_FRAME: f64 = 0.25;
 
 /// A report whose view time is further than this from the server's time is dropped, seconds.
 const MAX_VIEW_LAG: f64 = 5.0;
@@ -590,7 +601,8 @@ impl RemoteClientClock {
 
     /// Takes the frame time a report claims, seconds: [`RemoteClientClock::client_frame`]
     /// becomes it, bounded by the median spacing of the window's report arrivals (plus 2 ms)
-    /// and [`MAX_CLIENT_FRAME`]; zero until a few reports have arrived, and kept while too few
+    /// and [`MAX_CLIENT_FRAME`], or beyond it up to [`MAX_PROVEN_CLIENT_FRAME`] as far as its
+    /// move stream's spacing ([`RemoteClientClock::move_spacing`]) shows; zero until a few reports have arrived, and kept while too few
     /// arrive in the window to bound a new claim (a burst of losses).
     pub fn record_client_frame(&mut self, claimed: f64) {
         let mut spacings: Vec<f64> = self.spacings.iter().map(|s| s.1).collect();
@@ -605,7 +617,16 @@ impl RemoteClientClock {
         }
         spacings.sort_by(f64::total_cmp);
         let shown = spacings[spacings.len() / 2] + 0.002;
-        self.client_frame = claimed.clamp(0.0, shown.min(MAX_CLIENT_FRAME));
+        // Beyond MAX_CLIENT_FRAME only as far as the move stream shows it (a 7-fps game on a
+        // software renderer sends a report and its moves every 0.14 s, and stamps each a
+        // whole frame before it leaves).
+        let moves = unlag_core::finite_non_negative(self.move_spacing);
+        let most = if moves > 0.0 {
+            (moves + 0.002).clamp(MAX_CLIENT_FRAME, MAX_PROVEN_CLIENT_FRAME)
+        } else {
+            MAX_CLIENT_FRAME
+        };
+        self.client_frame = claimed.clamp(0.0, shown.min(most));
         if self.recent_frames.len() == RECENT_FRAMES {
             self.recent_frames.pop_front();
         }

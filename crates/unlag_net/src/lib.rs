@@ -16,10 +16,10 @@ mod work;
 #[cfg(feature = "cheats")]
 pub use clock::NetCheats;
 pub use clock::{
-    BEAT_INTERVAL, DelayReport, MAX_CLIENT_FRAME, MAX_FRAME_SLACK, MAX_REPORTED_DELAY,
-    MIN_REPORT_GAP, MIN_VIEW_LAG_SAMPLES, NetBeat, NetClock, PLAUSIBLE_DELAY_DECAY,
-    PLAUSIBLE_DELAY_SLACK, REPORT_INTERVAL, RemoteClientClock, RemoteClockAt,
-    VIEW_LAG_CENTER_SLACK, VIEW_LAG_JITTER_FACTOR, VIEW_LAG_MEMORY, VIEW_LAG_SLACK,
+    BEAT_INTERVAL, DelayReport, MAX_CLIENT_FRAME, MAX_FRAME_SLACK, MAX_PROVEN_CLIENT_FRAME,
+    MAX_REPORTED_DELAY, MIN_REPORT_GAP, MIN_VIEW_LAG_SAMPLES, NetBeat, NetClock,
+    PLAUSIBLE_DELAY_DECAY, PLAUSIBLE_DELAY_SLACK, REPORT_INTERVAL, RemoteClientClock,
+    RemoteClockAt, VIEW_LAG_CENTER_SLACK, VIEW_LAG_JITTER_FACTOR, VIEW_LAG_MEMORY, VIEW_LAG_SLACK,
     VIEW_LAG_WINDOW, delay_shortfall, plausible_delay, server_time_now, server_time_of_world,
 };
 pub use conditions::NetConditions;
