@@ -331,9 +331,10 @@ impl RemoteClockAt {
     }
 }
 
-/// Longest client frame the view-time checks allow for, seconds: a client below 10 fps gets
-/// no more slack (each frame of slack is as much backtracking a client could buy by pretending
-/// to be slow).
+/// Longest client frame the view-time checks allow for on the client's word and its reports'
+/// spacing, seconds: each frame of slack is as much backtracking a client could buy by
+/// pretending to be slow, and reports are cheap to send slowly. Beyond it only as far as the
+/// client's move stream shows ([`MAX_PROVEN_CLIENT_FRAME`]).
 pub const MAX_CLIENT_FRAME: f64 = 0.1;
 
 /// Longest client frame the view-time checks allow for, seconds, when the client's move stream
@@ -602,8 +603,9 @@ impl RemoteClientClock {
     /// Takes the frame time a report claims, seconds: [`RemoteClientClock::client_frame`]
     /// becomes it, bounded by the median spacing of the window's report arrivals (plus 2 ms)
     /// and [`MAX_CLIENT_FRAME`], or beyond it up to [`MAX_PROVEN_CLIENT_FRAME`] as far as its
-    /// move stream's spacing ([`RemoteClientClock::move_spacing`]) shows; zero until a few reports have arrived, and kept while too few
-    /// arrive in the window to bound a new claim (a burst of losses).
+    /// move stream's spacing ([`RemoteClientClock::move_spacing`]) shows; zero until a few
+    /// reports have arrived, and kept while too few arrive in the window to bound a new claim
+    /// (a burst of losses).
     pub fn record_client_frame(&mut self, claimed: f64) {
         let mut spacings: Vec<f64> = self.spacings.iter().map(|s| s.1).collect();
         if !claimed.is_finite() {
