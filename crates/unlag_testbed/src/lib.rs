@@ -52,10 +52,11 @@ pub const PROTOCOL_ID: u64 = 0x0075_6E6C_6167; // "unlag"
 /// Private key of testbed connections (tests only: real games keep theirs secret).
 pub const PRIVATE_KEY: [u8; 32] = [7; 32];
 /// Seconds without a packet after which either end drops a connection (netcode's timeout, in
-/// each connect token). lightyear's default is 3: a link losing 20 % of its packets in bursts
-/// of 10, from a 10-fps client with hitches, goes that long without a packet through often
-/// enough to drop a player in one match of ten, where the game itself rides it out (the server
-/// guesses the player's track, the client predicts). Source's `cl_timeout` is 30.
+/// each connect token; the testbed's clients and the shooter's use it). lightyear's default
+/// is 3: a link losing 20 % of its packets in bursts of 10, from a 10-fps client with hitches,
+/// went that long without a packet through and dropped a player (the report's grid, seed 3),
+/// where the game itself rides the silence out (the server guesses the player's track, the
+/// client predicts). Source's `cl_timeout` is 30.
 pub const CLIENT_TIMEOUT_SECS: i32 = 10;
 
 /// How a [`Testbed`] is set up.
