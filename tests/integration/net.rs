@@ -526,8 +526,15 @@ fn a_copy_is_witnessed_only_by_a_steady_report_that_came_with_it() {
 /// A client's frame as the server allows for it, from reports arriving every `spacing` seconds
 /// and claiming `claimed` seconds.
 fn allowed_frame(spacing: f64, claimed: f64, reports: usize) -> f64 {
+    allowed_frame_moving(spacing, claimed, reports, 0.0)
+}
+
+/// [`allowed_frame`] for a client whose move stream shows messages `move_spacing` seconds apart
+/// (0: no move stream).
+fn allowed_frame_moving(spacing: f64, claimed: f64, reports: usize, move_spacing: f64) -> f64 {
     let mut remote = unlag::net::RemoteClientClock::default();
     remote.rtt = 0.1;
+    remote.move_spacing = move_spacing;
     for k in 0..reports {
         let now = 10.0 + k as f64 * spacing;
         assert!(remote.record_view_lag(now, now - 0.1));
@@ -541,17 +548,7 @@ fn allowed_frame(spacing: f64, claimed: f64, reports: usize) -> f64 {
 /// times a second and its reports every 0.143 s gets no more than `MAX_CLIENT_FRAME`.
 #[test]
 fn a_frame_beyond_a_tenth_of_a_second_needs_the_move_stream_to_show_it() {
-    let frame = |move_spacing: f64| {
-        let mut remote = unlag::net::RemoteClientClock::default();
-        remote.rtt = 0.1;
-        remote.move_spacing = move_spacing;
-        for k in 0..30 {
-            let now = 10.0 + f64::from(k) / 7.0;
-            assert!(remote.record_view_lag(now, now - 0.2));
-            remote.record_client_frame(1.0 / 7.0);
-        }
-        remote.client_frame
-    };
+    let frame = |move_spacing: f64| allowed_frame_moving(1.0 / 7.0, 1.0 / 7.0, 30, move_spacing);
     assert!(
         (frame(1.0 / 7.0) - 1.0 / 7.0).abs() < 1e-9,
         "{}",
@@ -560,15 +557,10 @@ fn a_frame_beyond_a_tenth_of_a_second_needs_the_move_stream_to_show_it() {
     assert_eq!(frame(0.0), unlag::net::MAX_CLIENT_FRAME);
     assert_eq!(frame(1.0 / 30.0), unlag::net::MAX_CLIENT_FRAME);
     // However slow its moves, never beyond MAX_PROVEN_CLIENT_FRAME.
-    let mut remote = unlag::net::RemoteClientClock::default();
-    remote.rtt = 0.1;
-    remote.move_spacing = 1.0;
-    for k in 0..30 {
-        let now = 10.0 + f64::from(k);
-        assert!(remote.record_view_lag(now, now - 0.2));
-        remote.record_client_frame(1.0);
-    }
-    assert_eq!(remote.client_frame, unlag::net::MAX_PROVEN_CLIENT_FRAME);
+    assert_eq!(
+        allowed_frame_moving(1.0, 1.0, 30, 1.0),
+        unlag::net::MAX_PROVEN_CLIENT_FRAME
+    );
 }
 
 #[test]

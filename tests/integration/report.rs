@@ -603,26 +603,33 @@ fn the_reduced_grid_refuses_nothing_and_agrees_on_every_shot() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// The grid cell `name` as `report --grid --seconds 10 --bots 10 --clients 3 --seed SEED`
+/// runs it: its report and its acceptance.
+fn grid_cell(name: &str, seed: u64) -> (unlag_report::Report, unlag_report::grid::Acceptance) {
+    use unlag_report::grid::{accept, cells};
+    let base = ReportOptions {
+        bots: 10,
+        clients: 3,
+        seconds: 10.0,
+        seed,
+        ..Default::default()
+    };
+    let cell = cells(&base)
+        .into_iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no grid cell {name}"));
+    let report = run(&cell.options, &mut |_| {}).unwrap();
+    let a = accept(&cell.options, &report);
+    (report, a)
+}
+
 /// The grid's corner of 20 % loss in bursts of 10 against a 10-fps client with hitches, with
 /// the seed that found two faults: a client dropped by netcode's 3-s timeout while the game
 /// rode the silence out, and a shot refused because its copy left 0.17 s after it (a hitch),
 /// carrying a delay that had grown since the shot was led by it.
 #[test]
 fn a_slow_client_on_a_bursty_link_stays_connected_and_its_late_copies_are_judged_as_fired() {
-    use unlag_report::grid::{accept, cells};
-    let base = ReportOptions {
-        bots: 10,
-        clients: 3,
-        seconds: 10.0,
-        seed: 3,
-        ..Default::default()
-    };
-    let cell = cells(&base)
-        .into_iter()
-        .find(|c| c.name == "corner: loss=20/10 × fps=10+hitches")
-        .expect("the grid has the corner");
-    let report = run(&cell.options, &mut |_| {}).unwrap();
-    let a = accept(&cell.options, &report);
+    let (report, a) = grid_cell("corner: loss=20/10 × fps=10+hitches", 3);
     assert_eq!(report.disconnects, 0, "{a:?}");
     assert_eq!(a.refused, 0, "{:?}", report.rejected);
     assert!(a.hits_confirmed_percent >= 99.5, "{a:?}");
@@ -634,20 +641,7 @@ fn a_slow_client_on_a_bursty_link_stays_connected_and_its_late_copies_are_judged
 /// with its frame's report is held to that report.
 #[test]
 fn a_slow_listen_hosts_clients_are_judged_by_the_reports_their_shots_came_with() {
-    use unlag_report::grid::{accept, cells};
-    let base = ReportOptions {
-        bots: 10,
-        clients: 3,
-        seconds: 10.0,
-        seed: 2,
-        ..Default::default()
-    };
-    let cell = cells(&base)
-        .into_iter()
-        .find(|c| c.name == "listen fps=10")
-        .expect("the grid has the cell");
-    let report = run(&cell.options, &mut |_| {}).unwrap();
-    let a = accept(&cell.options, &report);
+    let (report, a) = grid_cell("listen fps=10", 2);
     assert_eq!(a.refused, 0, "{:?}", report.rejected);
     assert!(a.hits_confirmed_percent >= 99.5, "{a:?}");
 }

@@ -164,6 +164,23 @@ const DECAY_STEP: f64 = 0.25;
 /// [`StateStaleness::covering`] has no answer.
 const MIN_STALENESS_WEIGHT: f32 = 16.0;
 
+/// The factor by which weights kept over [`STALENESS_MEMORY`] fall at `now` (any steady
+/// clock, seconds) since `decayed_at`, once at least [`DECAY_STEP`] has passed (so the cost
+/// does not grow with the number of samples), and `decayed_at` moves to `now`; `None` until
+/// then (the first call only starts the clock).
+fn decay_due(decayed_at: &mut Option<f64>, now: f64) -> Option<f64> {
+    let Some(at) = *decayed_at else {
+        *decayed_at = Some(now);
+        return None;
+    };
+    let passed = now - at;
+    if passed < DECAY_STEP {
+        return None;
+    }
+    *decayed_at = Some(now);
+    Some((-passed / STALENESS_MEMORY).exp())
+}
+
 /// How stale each proxy's newest state is, frame by frame, beyond its own update interval: the
 /// present the client can know (its estimate of the server's time less the one-way trip) less
 /// the newest state's time, less the interval at which that proxy's states are sent, seconds.
@@ -222,18 +239,11 @@ impl StateStaleness {
     /// Lets the weights fall by the time passed since the last decay (in steps of a quarter
     /// second, so the cost does not grow with the number of samples).
     fn decay(&mut self, now: f64) {
-        let Some(at) = self.decayed_at else {
-            self.decayed_at = Some(now);
-            return;
-        };
-        let passed = now - at;
-        if passed < DECAY_STEP {
-            return;
+        if let Some(factor) = decay_due(&mut self.decayed_at, now) {
+            let factor = factor as f32;
+            self.bins.iter_mut().for_each(|w| *w *= factor);
+            self.total = self.bins.iter().sum();
         }
-        let factor = (-passed / STALENESS_MEMORY).exp() as f32;
-        self.bins.iter_mut().for_each(|w| *w *= factor);
-        self.total = self.bins.iter().sum();
-        self.decayed_at = Some(now);
     }
 
     /// The weight in hand: about the number of proxy frames of the last
@@ -317,18 +327,10 @@ impl StateLoss {
     }
 
     fn decay(&mut self, now: f64) {
-        let Some(at) = self.decayed_at else {
-            self.decayed_at = Some(now);
-            return;
-        };
-        let passed = now - at;
-        if passed < DECAY_STEP {
-            return;
+        if let Some(factor) = decay_due(&mut self.decayed_at, now) {
+            self.lost *= factor;
+            self.total *= factor;
         }
-        let factor = (-passed / STALENESS_MEMORY).exp();
-        self.lost *= factor;
-        self.total *= factor;
-        self.decayed_at = Some(now);
     }
 
     /// Share (0–1) of the recent states lost; 0 until enough states came to tell.

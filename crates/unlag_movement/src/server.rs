@@ -35,6 +35,9 @@ pub struct ServerMovement<M: MovementModel> {
     playout: unlag_core::MovePlayout,
     /// How late the messages arrive after their newest move was made (the up-link's spread).
     spread: unlag_core::ArrivalSpread,
+    /// Whether `spread` took a message since its figures were last passed to the link's
+    /// clock: they change only then, and each takes a sort of its window.
+    spread_changed: bool,
     /// The move time at the end of each of the last processed moves: (extended number, move
     /// time), oldest first, at most 256 (a late message's newest move was made then).
     processed_ends: VecDeque<(u64, f64)>,
@@ -148,6 +151,7 @@ impl<M: MovementModel> ServerMovement<M> {
             move_time: 0.0,
             playout: unlag_core::MovePlayout::default(),
             spread: unlag_core::ArrivalSpread::default(),
+            spread_changed: false,
             processed_ends: VecDeque::new(),
             gap_since: None,
             reports: VecDeque::new(),
@@ -437,8 +441,11 @@ pub(crate) fn process_moves<M: MovementModel>(
         else {
             continue;
         };
-        // The up-link's spread as the move stream shows it: evidence for the view checks.
-        if let Some(mut remote) = remote {
+        // The up-link's spread as the move stream shows it: evidence for the view checks
+        // (taken again only when a message came).
+        if let Some(mut remote) = remote
+            && core::mem::take(&mut server.spread_changed)
+        {
             if let Some(spread) = server.uplink_spread() {
                 remote.uplink_spread = spread;
             }
@@ -610,6 +617,7 @@ fn take_in<M: MovementModel>(
         ) && made >= known - OVERTAKEN_SPAN
         {
             server.spread.record(now, made, settings.playout.window);
+            server.spread_changed = true;
         }
     };
     if newest <= last {

@@ -369,10 +369,6 @@ const WITNESS_TOLERANCE: f64 = 2e-6;
 /// witness may lag, seconds.
 pub const WITNESS_STEP_SLACK: f64 = 0.005;
 
-fn finite_or_zero(x: f64) -> f64 {
-    unlag_core::finite_non_negative(x)
-}
-
 /// Most view lags kept, whatever the report rate (a flood of reports costs no more).
 const MAX_VIEW_LAGS: usize = 512;
 
@@ -515,9 +511,8 @@ impl RemoteClientClock {
             .latest_stamp
             .is_none_or(|(latest, _)| view_time > latest);
         if forward {
-            let step = finite_or_zero(self.server_frame)
-                + 2.0 * finite_or_zero(self.jitter)
-                + WITNESS_STEP_SLACK;
+            let clean = unlag_core::finite_non_negative;
+            let step = clean(self.server_frame) + 2.0 * clean(self.jitter) + WITNESS_STEP_SLACK;
             let steady = self
                 .latest_stamp
                 .is_some_and(|(_, previous)| lag <= previous + step);
