@@ -8,5 +8,6 @@ mod movement;
 mod net;
 mod report;
 mod rewind;
+mod settings;
 mod smoothing;
 mod udp;

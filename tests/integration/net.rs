@@ -829,3 +829,77 @@ fn a_hitching_listen_host_keeps_its_server_clock_whole() {
     let error = tb.measures(0).server_time_error;
     assert!(error.mean.abs() < 0.15, "{error:?}");
 }
+
+/// A lightyear 0.30 fragment packet (before encryption): header, channel, message id, then the
+/// fragment's index and the count it claims (8-byte varints), and a few bytes of payload.
+fn fragment_packet(index: u64, count: u64) -> Vec<u8> {
+    let mut packet = vec![1u8];
+    packet.extend_from_slice(&[0; 12]);
+    packet.push(3); // channel id
+    packet.extend_from_slice(&[0, 9]); // message id
+    for v in [index, count] {
+        packet.extend_from_slice(&(v | (3 << 62)).to_be_bytes());
+    }
+    packet.extend_from_slice(&[0; 8]);
+    packet
+}
+
+#[test]
+fn fragment_headers_are_read_as_lightyear_writes_them() {
+    use unlag::net::{FragmentHeader, fragment_header};
+    assert_eq!(
+        fragment_header(&fragment_packet(2, 1 << 40)),
+        FragmentHeader::Fragment {
+            index: 2,
+            count: 1 << 40
+        }
+    );
+    let mut short = fragment_packet(0, 5);
+    short.truncate(20);
+    assert_eq!(fragment_header(&short), FragmentHeader::Truncated);
+    assert_eq!(fragment_header(&[1, 0, 0]), FragmentHeader::Truncated);
+    let mut whole = fragment_packet(0, 5);
+    whole[0] = 0;
+    assert_eq!(fragment_header(&whole), FragmentHeader::Whole);
+    assert_eq!(fragment_header(&[]), FragmentHeader::Whole);
+    // One-byte varints: index 1 of 3.
+    let mut small = vec![3u8];
+    small.extend_from_slice(&[0; 12]);
+    small.extend_from_slice(&[0x02, 0, 1, 0x01, 0x03]);
+    assert_eq!(
+        fragment_header(&small),
+        FragmentHeader::Fragment { index: 1, count: 3 }
+    );
+}
+
+/// lightyear 0.30.1 sizes a message's reassembly buffer from the fragment count a packet
+/// claims: a connected client claiming a huge count would make the server allocate that many
+/// fragments (2^40 aborts the process). The server refuses such packets before lightyear reads
+/// them, and the client (and everything else it sends) carries on.
+#[test]
+fn a_clients_oversized_fragment_is_refused_before_lightyear_reads_it() {
+    use unlag::net::ServerLinkStats;
+    let mut tb = testbed(1, conditions(40, 0, 0.0));
+    tb.run_until(Duration::from_secs(5), |tb| tb.server_link(0).is_some());
+    tb.run_for(Duration::from_millis(500));
+    let client = tb.client_entity(0).unwrap();
+    for count in [1u64 << 20, 1 << 40, 3] {
+        tb.client_world_mut(0)
+            .get_mut::<Link>(client)
+            .unwrap()
+            .send
+            .push(fragment_packet(0, count).into());
+    }
+    tb.run_for(Duration::from_millis(500));
+    let stats = tb.server_world().resource::<ServerLinkStats>();
+    assert_eq!(stats.fragments_refused, 3, "every fragment refused");
+    // The link lives on: the client's clock keeps being measured.
+    let rtt_before = server_view(&tb, 0).1.rtt;
+    tb.run_for(Duration::from_secs(1));
+    assert!(
+        tb.server_world()
+            .get::<Connected>(tb.server_link(0).unwrap())
+            .is_some()
+    );
+    assert!(server_view(&tb, 0).1.rtt > 0.0 && rtt_before > 0.0);
+}

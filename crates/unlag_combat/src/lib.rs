@@ -56,7 +56,10 @@ use bevy::ecs::schedule::common_conditions::any_with_component;
 use bevy::prelude::*;
 use lightyear::prelude::server::Server;
 use lightyear::prelude::*;
-use unlag_net::{NetDirection, NetMessageAppExt, NetSystems};
+use unlag_core::Fields;
+use unlag_net::{
+    NetDirection, NetMessageAppExt, NetSystems, SettingsError, Validate, ValidatedSettingsAppExt,
+};
 
 /// Settings of [`CombatPlugin`] (a resource, the same on both sides).
 #[derive(Resource, Clone, Debug, Reflect)]
@@ -190,6 +193,45 @@ impl Default for CombatSettings {
     }
 }
 
+impl Validate for CombatSettings {
+    fn validate(&self) -> Result<(), SettingsError> {
+        let f = Fields::new("CombatSettings");
+        f.within("max_rewind_ping", self.max_rewind_ping, 0.0, 10.0, "s")?;
+        let allowance = self.fire_interval_allowance;
+        f.within("fire_interval_allowance", allowance, 0.0, 1.0, "s")?;
+        f.within(
+            "view_time_tolerance",
+            self.view_time_tolerance,
+            0.0,
+            1.0,
+            "s",
+        )?;
+        let factor = self.view_time_jitter_factor;
+        f.within("view_time_jitter_factor", factor, 0.0, 20.0, "")?;
+        f.within("view_lag_margin", self.view_lag_margin, 0.0, 1.0, "s")?;
+        let ahead = self.view_lag_ahead_margin;
+        f.within("view_lag_ahead_margin", ahead, 0.0, 1.0, "s")?;
+        f.within("max_copy_age", self.max_copy_age, 0.0, 1.0, "s")?;
+        let origin = f64::from(self.max_origin_error);
+        f.within("max_origin_error", origin, 0.0, 10.0, "m")?;
+        f.within("max_shot_hold", self.max_shot_hold, 0.0, 5.0, "s")?;
+        f.within(
+            "pellet_slack",
+            f64::from(self.pellet_slack),
+            0.0,
+            0.5,
+            "rad",
+        )?;
+        f.within("projectile_fudge", self.projectile_fudge, 0.0, 1.0, "s")?;
+        let prediction = self.max_prediction_ping;
+        f.within("max_prediction_ping", prediction, 0.0, 10.0, "s")?;
+        if self.weapons_path.as_deref() == Some("") {
+            return Err(f.error("weapons_path", "\"\"", "an asset path, or None"));
+        }
+        Ok(())
+    }
+}
+
 /// The weapon table in use (a resource): filled from the asset at
 /// [`CombatSettings::weapons_path`] once loaded, or inserted by hand.
 #[derive(Resource, Clone, Debug, Default)]
@@ -230,7 +272,7 @@ pub struct CombatPlugin {
 
 impl Plugin for CombatPlugin {
     fn build(&self, app: &mut App) {
-        app.insert_resource(self.settings.clone())
+        app.insert_validated(self.settings.clone())
             .init_resource::<Weapons>()
             .init_resource::<CombatStats>()
             .add_message::<FireCommand>()

@@ -102,11 +102,16 @@ impl Projectile {
         })
     }
 
-    /// The server time whose hit boxes a step ending at age `age` is judged against, seconds.
+    /// The server time whose hit boxes a step ending at age `age` is judged against, seconds:
+    /// never before `oldest` (a history shorter than a tick makes `oldest` the present).
     fn judged_at(&self, age: f32, now: f64, oldest: f64) -> f64 {
-        self.seen_from
-            .map_or(now, |t| (t + f64::from(age)).clamp(oldest, now))
+        judged_time(self.seen_from, age, now, oldest)
     }
+}
+
+/// [`Projectile::judged_at`] for a projectile seen from `seen_from` (`None`: no rewind).
+fn judged_time(seen_from: Option<f64>, age: f32, now: f64, oldest: f64) -> f64 {
+    seen_from.map_or(now, |t| (t + f64::from(age)).clamp(oldest.min(now), now))
 }
 
 /// Flies the server's projectiles to the present: announces new ones to every client, sweeps
@@ -598,5 +603,24 @@ pub(crate) fn client_projectiles(
         if let Some(forward) = projectile.launch.velocity_after(age).try_normalize() {
             transform.look_to(forward, Vec3::Y);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::judged_time;
+
+    /// A history shorter than a tick puts the oldest judged time after the present: this used
+    /// to panic (a clamp with crossed bounds) on the first rewound projectile.
+    #[test]
+    fn a_history_shorter_than_a_tick_judges_the_present() {
+        let now = 10.0;
+        let oldest = now - 0.001 + 1.0 / 60.0;
+        assert_eq!(judged_time(Some(9.8), 0.05, now, oldest), now);
+        assert_eq!(
+            judged_time(Some(9.8), 0.05, now, 9.0),
+            9.8 + f64::from(0.05f32)
+        );
+        assert_eq!(judged_time(None, 0.05, now, 9.0), now);
     }
 }

@@ -120,11 +120,7 @@ impl ServerArmory {
                 })
                 .collect(),
             gate: SharedFireGate::new(allowance),
-            shortest_interval: table
-                .iter()
-                .map(|w| f64::from(w.fire_interval))
-                .fold(f64::INFINITY, f64::min)
-                .min(1.0),
+            shortest_interval: shortest_interval(table),
             skipped: 0,
             last_fire_index: 0,
             reloaded: Vec::new(),
@@ -132,10 +128,37 @@ impl ServerArmory {
         }
     }
 
+    /// Fits the armory to a weapon table that replaced the one it was made for (the game may
+    /// swap tables at run time): weapons the table added start with a full magazine, weapons
+    /// it dropped are forgotten, and no weapon holds more than its new magazine.
+    pub(crate) fn fit(&mut self, table: &[WeaponSpec]) {
+        self.weapons.truncate(table.len());
+        for spec in &table[self.weapons.len()..] {
+            self.weapons.push(ServerWeapon {
+                ammo: spec.magazine,
+                reloading: None,
+                last_reload_request: f64::NEG_INFINITY,
+            });
+        }
+        for (weapon, spec) in self.weapons.iter_mut().zip(table) {
+            weapon.ammo = weapon.ammo.min(spec.magazine);
+        }
+        self.shortest_interval = shortest_interval(table);
+    }
+
     /// Rounds left in weapon `weapon`.
     pub fn ammo(&self, weapon: u8) -> Option<u32> {
         self.weapons.get(usize::from(weapon)).map(|w| w.ammo)
     }
+}
+
+/// The shortest fire interval of the table's weapons, seconds (at most 1).
+fn shortest_interval(table: &[WeaponSpec]) -> f64 {
+    table
+        .iter()
+        .map(|w| f64::from(w.fire_interval))
+        .fold(f64::INFINITY, f64::min)
+        .min(1.0)
 }
 
 /// One accepted hitscan or shotgun shot, as the server judged it (see [`ShotLog`]).
@@ -221,10 +244,16 @@ pub(crate) fn arm_characters(
     settings: Res<CombatSettings>,
     weapons: Res<Weapons>,
     characters: Query<Entity, (With<Authority>, With<ControlledBy>, Without<ServerArmory>)>,
+    mut armed: Query<&mut ServerArmory>,
 ) {
     let Some(table) = &weapons.table else {
         return;
     };
+    if weapons.is_changed() {
+        for mut armory in &mut armed {
+            armory.fit(&table.weapons);
+        }
+    }
     for entity in &characters {
         commands.entity(entity).insert(ServerArmory::new(
             &table.weapons,
@@ -268,13 +297,12 @@ pub(crate) fn reloads(
             let expected = remote.view_time(now - remote.rtt / 2.0);
             let tolerance =
                 view_time_tolerance(&settings, (remote.jitter, remote.client_frame, 0.0), frame);
-            let started = if request.view_time.is_finite() {
-                request
-                    .view_time
-                    .clamp(expected - tolerance, expected + tolerance)
-            } else {
-                expected
-            };
+            if !(expected.is_finite() && request.view_time.is_finite()) {
+                continue;
+            }
+            let started = request
+                .view_time
+                .clamp(expected - tolerance, expected + tolerance);
             let Some(w) = armory.weapons.get_mut(usize::from(request.weapon)) else {
                 continue;
             };
@@ -299,7 +327,7 @@ pub(crate) fn reloads(
         for (id, w) in armory.weapons.iter_mut().enumerate() {
             if w.reloading.is_some_and(|(_, until)| view >= until) {
                 w.reloading = None;
-                w.ammo = table.weapons[id].magazine;
+                w.ammo = table.weapons.get(id).map_or(0, |spec| spec.magazine);
                 armory.reloaded.push((id as u8, last));
             }
         }
@@ -307,7 +335,7 @@ pub(crate) fn reloads(
             if let Ok(mut sender) = done.get_mut(controlled.owner) {
                 sender.send::<ReliableChannel>(ReloadDone {
                     weapon,
-                    ammo: table.weapons[usize::from(weapon)].magazine,
+                    ammo: table.get(weapon).map_or(0, |spec| spec.magazine),
                     fire_index,
                 });
             }
@@ -350,10 +378,14 @@ fn view_time_tolerance(
     (jitter, client_frame, spread): (f64, f64, f64),
     frame: f64,
 ) -> f64 {
-    settings.view_time_tolerance
-        + (settings.view_time_jitter_factor * jitter).max(spread)
-        + 2.0 * frame
-        + 2.0 * client_frame
+    // Settings are validated, but a NaN or negative sum must still never cross a clamp's
+    // bounds: it counts as no tolerance (strict, never open).
+    unlag_core::finite_non_negative(
+        settings.view_time_tolerance
+            + (settings.view_time_jitter_factor * jitter).max(spread)
+            + 2.0 * frame
+            + 2.0 * client_frame,
+    )
 }
 
 /// [`view_time_tolerance`] for a shot, from its link as the server knew it at its arrival
@@ -1137,7 +1169,10 @@ fn judge(
             return Err(Rejection::BadViewTime);
         }
     }
-    let weapon = &mut armory.weapons[usize::from(request.weapon)];
+    let weapon = armory
+        .weapons
+        .get_mut(usize::from(request.weapon))
+        .ok_or(Rejection::UnknownWeapon)?;
     // A shot fired (by its checked view time) after the reload's end finishes it: the client
     // showed a full magazine then.
     if weapon
@@ -1148,7 +1183,10 @@ fn judge(
         weapon.ammo = spec.magazine;
         armory.reloaded.push((request.weapon, previous));
     }
-    let weapon = &mut armory.weapons[usize::from(request.weapon)];
+    let weapon = armory
+        .weapons
+        .get_mut(usize::from(request.weapon))
+        .ok_or(Rejection::UnknownWeapon)?;
     // A shot fired before the reload started (it may arrive after the reload request) spends
     // a round of the old magazine.
     let reloading = weapon
@@ -1168,7 +1206,10 @@ fn judge(
         return Err(Rejection::TooFast);
     }
     armory.skipped = 0;
-    let weapon = &mut armory.weapons[usize::from(request.weapon)];
+    let weapon = armory
+        .weapons
+        .get_mut(usize::from(request.weapon))
+        .ok_or(Rejection::UnknownWeapon)?;
     // A projectile claims nothing (it has not hit yet): it is launched, and its flight judged
     // as it goes.
     if matches!(spec.kind, WeaponKind::Projectile { .. }) {
@@ -1349,7 +1390,38 @@ fn judge(
             return Err(Rejection::ThroughWall);
         }
     }
-    armory.weapons[usize::from(request.weapon)].ammo -= 1;
+    if let Some(weapon) = armory.weapons.get_mut(usize::from(request.weapon)) {
+        weapon.ammo = weapon.ammo.saturating_sub(1);
+    }
     stats.corpse_pellets += corpse_hits;
     Ok(ShotVerdict::Hits { hits: tally, ends })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ServerArmory;
+    use crate::WeaponTable;
+
+    fn table(text: &str) -> WeaponTable {
+        WeaponTable::from_ron(text, "test.ron").unwrap()
+    }
+
+    /// A weapon table swapped at run time used to index armories out of bounds.
+    #[test]
+    fn an_armory_fits_a_table_that_replaced_its_own() {
+        let shipped = include_str!("../../../assets/weapons.ron");
+        let full = table(shipped);
+        let one = WeaponTable {
+            weapons: full.weapons[..1].to_vec(),
+        };
+        let mut armory = ServerArmory::new(&one.weapons, 0.01);
+        assert_eq!(armory.ammo(1), None);
+        armory.fit(&full.weapons);
+        for (id, spec) in full.weapons.iter().enumerate() {
+            assert_eq!(armory.ammo(id as u8), Some(spec.magazine));
+        }
+        armory.fit(&one.weapons);
+        assert_eq!(armory.ammo(1), None);
+        assert_eq!(armory.ammo(0), Some(one.weapons[0].magazine));
+    }
 }

@@ -1,5 +1,6 @@
 //! Server-side pacing of corrections and client-side smoothing of their visual jump.
 
+use crate::settings::{Fields, SettingsError, Validate};
 use glam::Vec3;
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +57,37 @@ impl Default for SmoothingSettings {
             max_smooth_distance: 2.56,
             teleport_distance: 3.84,
         }
+    }
+}
+
+impl Validate for CorrectionThrottle {
+    fn validate(&self) -> Result<(), SettingsError> {
+        let f = Fields::new("CorrectionThrottle");
+        f.within("min_interval", self.min_interval, 0.0, 10.0, "s")?;
+        f.within(
+            "min_interval_large",
+            self.min_interval_large,
+            0.0,
+            10.0,
+            "s",
+        )?;
+        f.within("large_error", f64::from(self.large_error), 0.0, 100.0, "m")
+    }
+}
+
+impl Validate for SmoothingSettings {
+    fn validate(&self) -> Result<(), SettingsError> {
+        let f = Fields::new("SmoothingSettings (correction)");
+        f.within("smooth_time", f64::from(self.smooth_time), 0.0, 5.0, "s")?;
+        let distance = f64::from(self.max_smooth_distance);
+        f.within("max_smooth_distance", distance, 0.0, 1000.0, "m")?;
+        f.within(
+            "teleport_distance",
+            f64::from(self.teleport_distance),
+            0.0,
+            1000.0,
+            "m",
+        )
     }
 }
 

@@ -16,6 +16,7 @@
 //! link loses packets (one more interval, or for slow proxies, whose states are sent twice, the
 //! time to the repeat: [`repeat_after`]), plus a margin for late packets.
 
+use crate::settings::{Fields, SettingsError, Validate};
 use serde::{Deserialize, Serialize};
 
 /// Proxies whose states are sent this far apart or further (seconds: 10 Hz and slower) get
@@ -81,6 +82,25 @@ impl Default for DelayPolicy {
     }
 }
 
+impl Validate for DelayPolicy {
+    fn validate(&self) -> Result<(), SettingsError> {
+        let f = Fields::new("DelayPolicy");
+        f.within("jitter_multiplier", self.jitter_multiplier, 0.0, 20.0, "")?;
+        f.within(
+            "bridge_loss_threshold",
+            self.bridge_loss_threshold,
+            0.0,
+            1.0,
+            "",
+        )?;
+        f.within("min_delay", self.min_delay, 0.0, 10.0, "s")?;
+        f.within("max_delay", self.max_delay, self.min_delay, 10.0, "s")?;
+        f.within("max_increase_rate", self.max_increase_rate, 0.0, 1.0, "s/s")?;
+        f.within("max_decrease_rate", self.max_decrease_rate, 0.0, 1.0, "s/s")?;
+        f.within("starved_share", self.starved_share, 0.0, 1.0, "")
+    }
+}
+
 /// `x` if it is finite and positive, else 0: how the delay rules (and the server's cap on a
 /// delay, `unlag_net::plausible_delay`) read a duration or share measured over the network,
 /// where a forged or not yet measured figure must count as nothing.
@@ -89,6 +109,24 @@ pub fn finite_non_negative(x: f64) -> f64 {
 }
 
 impl DelayPolicy {
+    /// The smallest delay as the rules use it, seconds: [`min_delay`](Self::min_delay), or 0
+    /// when it is not a finite non-negative number ([`Validate`] refuses such policies; a
+    /// policy changed by hand afterwards must still not panic a clamp).
+    fn lowest(&self) -> f64 {
+        finite_non_negative(self.min_delay)
+    }
+
+    /// The largest delay as the rules use it, seconds: [`max_delay`](Self::max_delay), at
+    /// least [`lowest`](Self::lowest); NaN counts as the default 2.5.
+    fn highest(&self) -> f64 {
+        let max = if self.max_delay.is_nan() {
+            2.5
+        } else {
+            self.max_delay
+        };
+        max.max(self.lowest())
+    }
+
     /// The target interpolation delay, seconds, for states sent every `send_interval` seconds
     /// over a link with `jitter` seconds of jitter and `loss` (0–1) packet loss. Non-finite or
     /// negative inputs count as zero.
@@ -96,7 +134,7 @@ impl DelayPolicy {
         let clean = finite_non_negative;
         let (send_interval, jitter, loss) = (clean(send_interval), clean(jitter), clean(loss));
         (send_interval + self.bridge(send_interval, loss) + self.jitter_multiplier * jitter)
-            .clamp(self.min_delay, self.max_delay.max(self.min_delay))
+            .clamp(self.lowest(), self.highest())
     }
 
     /// What bridges a lost state, seconds: nothing on a clean link; else the state's repeat
@@ -118,7 +156,7 @@ impl DelayPolicy {
         let clean = finite_non_negative;
         let send_interval = clean(send_interval);
         (send_interval + self.bridge(send_interval, clean(loss)) + clean(margin))
-            .clamp(self.min_delay, self.max_delay.max(self.min_delay))
+            .clamp(self.lowest(), self.highest())
     }
 
     /// [`DelayPolicy::target_with_margin`] for a proxy sent every `send_interval` seconds,
@@ -139,8 +177,7 @@ impl DelayPolicy {
         let needed = covering
             .filter(|c| c.is_finite() && send_interval.is_finite())
             .map_or(0.0, |c| send_interval.max(0.0) + c);
-        own.max(needed)
-            .clamp(self.min_delay, self.max_delay.max(self.min_delay))
+        own.max(needed).clamp(self.lowest(), self.highest())
     }
 }
 
@@ -355,7 +392,7 @@ pub struct DelayController {
 impl DelayController {
     /// A controller that starts at (and targets) `initial` seconds.
     pub fn new(policy: DelayPolicy, initial: f64) -> Self {
-        let initial = initial.clamp(policy.min_delay, policy.max_delay.max(policy.min_delay));
+        let initial = initial.clamp(policy.lowest(), policy.highest());
         Self {
             policy,
             current: initial,
@@ -381,10 +418,7 @@ impl DelayController {
     /// Sets the target directly, seconds (clamped to the policy's bounds).
     pub fn set_target(&mut self, target: f64) {
         if target.is_finite() {
-            self.target = target.clamp(
-                self.policy.min_delay,
-                self.policy.max_delay.max(self.policy.min_delay),
-            );
+            self.target = target.clamp(self.policy.lowest(), self.policy.highest());
         }
     }
 

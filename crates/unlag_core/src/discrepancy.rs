@@ -27,6 +27,7 @@
 //!   `max_time_margin + anchor_slack + drift_allowance × span` of movement, plus the first
 //!   arrival's forgiven time (at most `anchor_time`, once).
 
+use crate::settings::{Fields, SettingsError, Validate};
 use serde::{Deserialize, Serialize};
 
 /// Settings of the time-discrepancy check. On by default (UE ships it off).
@@ -69,6 +70,19 @@ impl Default for TimeDiscrepancySettings {
             anchor_time: 0.5,
             anchor_slack: 0.05,
         }
+    }
+}
+
+impl Validate for TimeDiscrepancySettings {
+    fn validate(&self) -> Result<(), SettingsError> {
+        let f = Fields::new("TimeDiscrepancySettings");
+        f.within("max_time_margin", self.max_time_margin, 0.0, 10.0, "s")?;
+        f.within("min_time_margin", self.min_time_margin, -60.0, 0.0, "s")?;
+        f.within("catch_up_window", self.catch_up_window, 0.0, 60.0, "s")?;
+        f.within("drift_allowance", self.drift_allowance, 0.0, 0.5, "")?;
+        f.within("resolution_rate", self.resolution_rate, 0.0, 1.0, "")?;
+        f.within("anchor_time", self.anchor_time, 0.0, 60.0, "s")?;
+        f.within("anchor_slack", self.anchor_slack, 0.0, 1.0, "s")
     }
 }
 

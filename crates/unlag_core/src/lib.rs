@@ -25,6 +25,7 @@ pub mod quantize;
 pub mod raycast;
 pub mod rng;
 pub mod seq;
+pub mod settings;
 pub mod smoothing;
 pub mod stats;
 
@@ -46,11 +47,14 @@ pub use history::{FramePair, LookupError, PoseHistory, RecordError};
 pub use linksim::{LinkSimulator, LinkSimulatorStats, PathConditions};
 pub use moves::{SavedMoves, Sequenced};
 pub use ping::{HighPingChange, HighPingMonitor, HighPingSettings};
-pub use playout::{ArrivalSpread, MovePlayout, PACE_WINDOW, PlayoutSettings, PlayoutSettingsError};
+#[allow(deprecated)]
+pub use playout::PlayoutSettingsError;
+pub use playout::{ArrivalSpread, MovePlayout, PACE_WINDOW, PlayoutSettings};
 pub use projectile::{Ballistic, fake_projectile_hold, fake_projectile_life};
 pub use raycast::ray_capsule;
 pub use rng::SplitMix64;
 pub use seq::{Seq16, SeqUnwrapper};
+pub use settings::{Fields, SettingsError, Validate};
 pub use smoothing::{
     KINK_ACCELERATION, MAX_TANGENT_OVER_CHORD, ProxyState, Sample, SampleKind, SmoothingMode,
     StateBuffer, StateRejected, StateShown, body_blend, evaluate, hermite, replay,

@@ -1,5 +1,6 @@
 //! The high-ping warning of seed 000, as a pure state machine.
 
+use crate::settings::{Fields, SettingsError, Validate};
 use serde::{Deserialize, Serialize};
 
 /// Settings of the high-ping warning.
@@ -27,6 +28,16 @@ impl Default for HighPingSettings {
             display_time: 5.0,
             max_rewind_ping: 0.4,
         }
+    }
+}
+
+impl Validate for HighPingSettings {
+    fn validate(&self) -> Result<(), SettingsError> {
+        let f = Fields::new("HighPingSettings");
+        f.above("check_interval", self.check_interval, 0.0, 3600.0, "s")?;
+        f.within("threshold", self.threshold, 0.0, 10.0, "s")?;
+        f.within("display_time", self.display_time, 0.0, 3600.0, "s")?;
+        f.within("max_rewind_ping", self.max_rewind_ping, 0.0, 10.0, "s")
     }
 }
 

@@ -28,6 +28,7 @@
 //! played out, and the pace cap resumes. Moves that arrive early (a fast clock) never open
 //! that exception.
 
+use crate::settings::{Fields, SettingsError, Validate};
 use std::collections::VecDeque;
 
 /// How a client's moves are played out on the server.
@@ -82,38 +83,22 @@ impl Default for PlayoutSettings {
     }
 }
 
-/// Why [`PlayoutSettings`] are not usable: the field and its range.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PlayoutSettingsError(pub String);
+/// Why [`PlayoutSettings`] are not usable: now the [`SettingsError`] every settings struct
+/// reports.
+#[deprecated(note = "use unlag_core::SettingsError, which every settings struct reports")]
+pub type PlayoutSettingsError = SettingsError;
 
-impl core::fmt::Display for PlayoutSettingsError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "invalid playout settings: {}", self.0)
-    }
-}
-
-impl std::error::Error for PlayoutSettingsError {}
-
-impl PlayoutSettings {
-    /// Checks every field's range (a NaN fails), naming the first that is out of it.
-    pub fn validate(&self) -> Result<(), PlayoutSettingsError> {
-        let check = |name: &str, v: f64, lo: f64, hi: f64| {
-            if (lo..=hi).contains(&v) {
-                Ok(())
-            } else {
-                Err(PlayoutSettingsError(format!(
-                    "{name} = {v} is outside {lo}..={hi}"
-                )))
-            }
-        };
-        check("quantile", self.quantile, 0.5, 1.0)?;
-        check("window", self.window, 0.1, 60.0)?;
-        check("max_wait", self.max_wait, 0.0, 2.0)?;
-        check("max_rate", self.max_rate, 1.0, 10.0)?;
-        check("min_rate", self.min_rate, 0.1, 1.0)?;
-        check("gain", self.gain, 0.0, 1000.0)?;
-        check("max_guess", self.max_guess, 0.0, 2.0)?;
-        check("guess_ease", self.guess_ease, 0.01, 2.0)
+impl Validate for PlayoutSettings {
+    fn validate(&self) -> Result<(), SettingsError> {
+        let f = Fields::new("PlayoutSettings");
+        f.within("quantile", self.quantile, 0.5, 1.0, "")?;
+        f.within("window", self.window, 0.1, 60.0, "s")?;
+        f.within("max_wait", self.max_wait, 0.0, 2.0, "s")?;
+        f.within("max_rate", self.max_rate, 1.0, 10.0, "")?;
+        f.within("min_rate", self.min_rate, 0.1, 1.0, "")?;
+        f.within("gain", self.gain, 0.0, 1000.0, "/s")?;
+        f.within("max_guess", self.max_guess, 0.0, 2.0, "s")?;
+        f.within("guess_ease", self.guess_ease, 0.01, 2.0, "s")
     }
 }
 
@@ -226,7 +211,11 @@ impl MovePlayout {
         self.last_now = Some(now);
         let error = (now - target) - clock;
         let wanted = 1.0 + settings.gain * error;
-        let mut next = clock + wanted.clamp(settings.min_rate, settings.max_rate) * elapsed;
+        // Settings changed by hand past `validate` must not panic the clamp: crossed or NaN
+        // rates pace at 1.
+        let (lo, hi) = (settings.min_rate, settings.max_rate);
+        let rate = if lo <= hi { wanted.clamp(lo, hi) } else { 1.0 };
+        let mut next = clock + rate * elapsed;
         if clock < self.catch_up_to {
             // A late arrival's backlog (see the module docs).
             next = next.max((clock + wanted * elapsed).min(self.catch_up_to));

@@ -35,6 +35,11 @@ pub fn ray_capsule(
     radius: f32,
     max_distance: f32,
 ) -> Option<(f32, Vec3)> {
+    // A shape built by hand may carry a negative or NaN size: such a capsule has no volume
+    // (a clamp with crossed bounds would panic).
+    if !(half_height >= 0.0 && radius >= 0.0 && half_height.is_finite() && radius.is_finite()) {
+        return None;
+    }
     let axis_point = |p: Vec3| Vec3::new(0.0, p.y.clamp(-half_height, half_height), 0.0);
     if origin.distance_squared(axis_point(origin)) <= radius * radius {
         return Some((0.0, Vec3::ZERO));

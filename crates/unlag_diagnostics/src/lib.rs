@@ -109,6 +109,21 @@ impl Default for NetGraphSettings {
     }
 }
 
+impl unlag_net::Validate for NetGraphSettings {
+    fn validate(&self) -> Result<(), unlag_net::SettingsError> {
+        let f = unlag_net::Fields::new("NetGraphSettings");
+        f.above("window", self.window, 0.0, 3600.0, "s")?;
+        // At least a millisecond: the graph keeps window / sample_interval samples a series.
+        f.within(
+            "sample_interval",
+            self.sample_interval,
+            1e-3,
+            self.window,
+            "s",
+        )
+    }
+}
+
 /// The last [`NetGraphSettings::window`] seconds of every [`NetSeries`], sampled every
 /// [`NetGraphSettings::sample_interval`] on the App's clock.
 #[derive(Resource, Debug, Default)]
@@ -190,7 +205,7 @@ pub struct NetGraphPlugin {
 
 impl Plugin for NetGraphPlugin {
     fn build(&self, app: &mut App) {
-        app.insert_resource(self.settings.clone())
+        unlag_net::ValidatedSettingsAppExt::insert_validated(app, self.settings.clone())
             .init_resource::<NetGraph>()
             .add_systems(
                 PostUpdate,

@@ -291,6 +291,40 @@ impl MovementModel for CharacterMovement {
     type Input = CharacterInput;
     type State = CharacterState;
 
+    fn validate(&self) -> Result<(), unlag_core::SettingsError> {
+        let f = unlag_core::Fields::new("CharacterMovement");
+        let metres =
+            |name: &str, v: f32, lo: f64, hi: f64| f.within(name, f64::from(v), lo, hi, "m");
+        metres("radius", self.radius, 0.01, 10.0)?;
+        metres("half_height", self.half_height, 0.0, 10.0)?;
+        metres(
+            "crouched_half_height",
+            self.crouched_half_height,
+            0.0,
+            f64::from(self.half_height),
+        )?;
+        metres("step_height", self.step_height, 0.0, 10.0)?;
+        let speed = |name: &str, v: f32| f.within(name, f64::from(v), 0.0, 1000.0, "m/s");
+        speed("max_walk_speed", self.max_walk_speed)?;
+        speed("max_crouch_speed", self.max_crouch_speed)?;
+        speed("jump_speed", self.jump_speed)?;
+        speed("dash_speed", self.dash_speed)?;
+        let accel = |name: &str, v: f32| f.within(name, f64::from(v), 0.0, 1e4, "m/s²");
+        accel("max_acceleration", self.max_acceleration)?;
+        accel("braking_deceleration", self.braking_deceleration)?;
+        accel("gravity", self.gravity)?;
+        let friction = f64::from(self.ground_friction);
+        f.within("ground_friction", friction, 0.0, 1000.0, "1/s")?;
+        f.within("air_control", f64::from(self.air_control), 0.0, 1.0, "")?;
+        let seconds = |name: &str, v: f32| f.within(name, f64::from(v), 0.0, 60.0, "s");
+        seconds("dash_duration", self.dash_duration)?;
+        seconds("dash_cooldown", self.dash_cooldown)?;
+        f.within("max_step", f64::from(self.max_step), 1e-3, 1.0, "s")?;
+        f.count("max_iterations", u64::from(self.max_iterations), 1, 64)?;
+        let slope = f64::from(self.max_slope);
+        f.within("max_slope", slope, 0.0, core::f64::consts::FRAC_PI_2, "rad")
+    }
+
     fn simulate(
         &self,
         state: &CharacterState,

@@ -48,6 +48,9 @@ impl Default for KartMovement {
     }
 }
 
+/// Most sub-steps of one kart move (a 0.125-s move at the default 0.05-s step takes 3).
+pub const MAX_KART_SUBSTEPS: u32 = 64;
+
 /// The whole state of a kart.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, Reflect)]
 pub struct KartState {
@@ -100,6 +103,35 @@ impl MovementModel for KartMovement {
     type Input = KartInput;
     type State = KartState;
 
+    fn validate(&self) -> Result<(), unlag_core::SettingsError> {
+        let f = unlag_core::Fields::new("KartMovement");
+        f.above("mass", f64::from(self.mass), 0.0, 1e6, "kg")?;
+        let force = f64::from(self.max_driving_force);
+        f.within("max_driving_force", force, 0.0, 1e8, "N")?;
+        let drag = f64::from(self.drag_coefficient);
+        f.within("drag_coefficient", drag, 0.0, 1e4, "kg/m")?;
+        let rolling = f64::from(self.rolling_resistance);
+        f.within("rolling_resistance", rolling, 0.0, 10.0, "")?;
+        let radius = f64::from(self.min_turning_radius);
+        f.above("min_turning_radius", radius, 0.0, 1e4, "m")?;
+        for (axis, v) in [
+            ("x", self.half_extents.x),
+            ("y", self.half_extents.y),
+            ("z", self.half_extents.z),
+        ] {
+            f.above(
+                &format!("half_extents.{axis}"),
+                f64::from(v),
+                0.0,
+                100.0,
+                "m",
+            )?;
+        }
+        f.within("gravity", f64::from(self.gravity), 0.0, 1000.0, "m/s²")?;
+        // At least a millisecond: a 0.125-s move then takes at most MAX_KART_SUBSTEPS.
+        f.within("max_step", f64::from(self.max_step), 1e-3, 1.0, "s")
+    }
+
     fn simulate(
         &self,
         state: &KartState,
@@ -115,7 +147,9 @@ impl MovementModel for KartMovement {
         let steering = dequantize_unit(input.steering);
         let shape = Cuboid::new(self.half_extents);
         let controller = self.controller();
-        let steps = (dt / self.max_step).ceil().max(1.0) as u32;
+        // A hand-set step of 0 or NaN must not hang the server in sub-steps: at most
+        // `MAX_KART_SUBSTEPS`, longer steps beyond.
+        let steps = ((dt / self.max_step).ceil().max(1.0) as u32).min(MAX_KART_SUBSTEPS);
         let step = dt / steps as f32;
         for _ in 0..steps {
             let forward = Quat::from_rotation_y(s.yaw) * Vec3::NEG_Z;

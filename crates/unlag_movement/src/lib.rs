@@ -61,7 +61,7 @@ use bevy_rapier3d::prelude::PhysicsSet;
 use core::marker::PhantomData;
 use lightyear::prelude::server::Server;
 use lightyear::prelude::*;
-use unlag_net::{NetDirection, NetMessageAppExt, NetSystems};
+use unlag_net::{NetDirection, NetMessageAppExt, NetSystems, ValidatedSettingsAppExt};
 
 /// The movement state of a character of model `M`: authoritative on the server, predicted on
 /// the owning client. Spawn it on the server with lightyear's `Replicate` and `ControlledBy`;
@@ -206,8 +206,13 @@ impl<M: MovementModel> MovementPredictionPlugin<M> {
 
 impl<M: MovementModel + Default> Plugin for MovementPredictionPlugin<M> {
     fn build(&self, app: &mut App) {
-        app.init_resource::<M>()
-            .insert_resource(self.settings.clone())
+        app.init_resource::<M>();
+        if let Err(e) = MovementModel::validate(app.world().resource::<M>()) {
+            panic!("{e}");
+        }
+        app.insert_resource(LastValidModel(app.world().resource::<M>().clone()))
+            .add_systems(First, keep_model_valid::<M>)
+            .insert_validated(self.settings.clone())
             .init_resource::<MovementStats>()
             .add_message::<MovementEvent>()
             .add_message::<SpeedHackDetected>()
@@ -289,5 +294,36 @@ impl<M: MovementModel + Default> Plugin for MovementPredictionPlugin<M> {
                     .in_set(MovementPredictionSystems::Place),
             ),
         );
+    }
+}
+
+/// The last movement model `M` that validated, restored when a run-time change does not.
+#[derive(Resource, Clone, Debug)]
+struct LastValidModel<M>(M);
+
+/// Undoes a change of the model's parameters that does not validate (see
+/// [`MovementModel::validate`]): a kart with a zero step would hang the server in sub-steps.
+fn keep_model_valid<M: MovementModel>(
+    mut commands: Commands,
+    model: Res<M>,
+    mut last: ResMut<LastValidModel<M>>,
+    mut refused: Local<u64>,
+) {
+    if !model.is_changed() {
+        return;
+    }
+    match MovementModel::validate(&*model) {
+        Ok(()) => last.0 = model.clone(),
+        Err(e) => {
+            *refused += 1;
+            if refused.is_power_of_two() {
+                error!(
+                    "{e}: the change was undone ({} such changes so far)",
+                    *refused
+                );
+            }
+            // Commands, not `ResMut`: a model may be an immutable resource.
+            commands.insert_resource(last.0.clone());
+        }
     }
 }

@@ -83,6 +83,13 @@ pub trait MovementModel: Resource + Clone + Debug {
     /// within tolerance, and for teleports by the game).
     fn with_position(state: &Self::State, position: Vec3) -> Self::State;
 
+    /// Checks the model's own parameters (a resource the game may change), naming the first
+    /// field out of range. The movement plugin calls it when built and undoes run-time
+    /// changes that fail it. Default: nothing to check.
+    fn validate(&self) -> Result<(), unlag_core::SettingsError> {
+        Ok(())
+    }
+
     /// Whether every number in the state is finite and in range (a corrupted state is never
     /// adopted).
     fn is_valid(state: &Self::State) -> bool;

@@ -2,7 +2,10 @@
 
 use bevy::prelude::*;
 use core::marker::PhantomData;
-use unlag_core::{CorrectionThrottle, PlayoutSettings, SmoothingSettings, TimeDiscrepancySettings};
+use unlag_core::{
+    CorrectionThrottle, Fields, PlayoutSettings, SettingsError, SmoothingSettings,
+    TimeDiscrepancySettings, Validate,
+};
 
 /// Whether characters block each other.
 ///
@@ -116,5 +119,37 @@ impl<M> Default for MovementSettings<M> {
             show_prediction: true,
             _model: PhantomData,
         }
+    }
+}
+
+/// Longest [`MovementSettings::max_seq_gap`], moves: half the 16-bit sequence space, beyond
+/// which a sequence number's unwrapping is ambiguous.
+pub const MAX_SEQ_GAP: u32 = 16_384;
+
+impl<M> Validate for MovementSettings<M> {
+    fn validate(&self) -> Result<(), SettingsError> {
+        let f = Fields::new("MovementSettings");
+        f.count("max_saved_moves", self.max_saved_moves as u64, 1, 16_384)?;
+        let most = crate::MAX_MOVES_PER_MESSAGE as u64;
+        f.count("redundancy", self.redundancy as u64, 0, most)?;
+        f.at_least("resend_all_above_loss", self.resend_all_above_loss, 0.0, "")?;
+        f.within("send_interval", self.send_interval, 0.0, 1.0, "s")?;
+        let error = f64::from(self.max_position_error_sq);
+        f.within("max_position_error_sq", error, 0.0, 100.0, "m²")?;
+        f.above("max_move_delta", self.max_move_delta, 0.0, 1.0, "s")?;
+        f.nested("throttle", &self.throttle)?;
+        f.nested("smoothing", &self.smoothing)?;
+        f.above("ack_interval", self.ack_interval, 0.0, 5.0, "s")?;
+        f.nested("time_discrepancy", &self.time_discrepancy)?;
+        let rate = self.max_moves_per_second;
+        f.above("max_moves_per_second", rate, 0.0, 10_000.0, "moves/s")?;
+        f.count(
+            "max_seq_gap",
+            u64::from(self.max_seq_gap),
+            1,
+            u64::from(MAX_SEQ_GAP),
+        )?;
+        f.within("max_gap_wait", self.max_gap_wait, 0.0, 5.0, "s")?;
+        f.nested("playout", &self.playout)
     }
 }

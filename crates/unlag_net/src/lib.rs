@@ -10,6 +10,7 @@ mod link;
 mod ping;
 mod protocol;
 mod roles;
+mod settings;
 mod time_source;
 mod work;
 
@@ -24,8 +25,8 @@ pub use clock::{
 };
 pub use conditions::NetConditions;
 pub use link::{
-    KindTraffic, LinkBirth, LinkShaper, LinkTraffic, PeerLead, ServerLinkStats,
-    plausible_netcode_datagram,
+    FragmentHeader, KindTraffic, LinkBirth, LinkShaper, LinkTraffic, PeerLead, ServerLinkStats,
+    fragment_header, plausible_netcode_datagram,
 };
 pub use ping::{HighPing, PingMonitor};
 pub use protocol::{
@@ -35,8 +36,13 @@ pub use protocol::{
 pub use roles::{
     Authority, AutonomousProxy, HeldShotsOldest, MoveTrail, SimulatedProxy, SimulatedVelocity,
 };
+pub use settings::{
+    LastValidSettings, RefusedSettingsChanges, ValidatedSettingsAppExt, check_at_build,
+};
 pub use time_source::{NetTimeSource, lightyear_clock_is_mocked, real_elapsed, with_net_clock_at};
-pub use unlag_core::{ConditionsError, DelayPolicy, HighPingSettings, LinkConditions};
+pub use unlag_core::{
+    ConditionsError, DelayPolicy, Fields, HighPingSettings, LinkConditions, SettingsError, Validate,
+};
 pub use work::{ServerWork, WorkPart, WorkTimer};
 
 use bevy::ecs::schedule::common_conditions::any_with_component;
@@ -47,6 +53,7 @@ use lightyear::core::timeline::TimelineSystems;
 use lightyear::link::LinkSystems;
 use lightyear::prelude::server::{ClientOf, Server};
 use lightyear::prelude::*;
+use lightyear::transport::plugin::TransportSystems;
 use lightyear_sync::ping::plugin::PingSystems;
 use lightyear_sync::timeline::input::InputTimelineConfig;
 use lightyear_sync::timeline::sync::SyncConfig;
@@ -120,6 +127,13 @@ pub struct UnlagNetPlugin {
     /// On the server, seconds after which a link that has not completed netcode's handshake is
     /// despawned (default 10 s). See [`ServerLinkStats`].
     pub unconnected_link_timeout: f64,
+    /// On the server, the most fragments a client's message may be split into (default 0:
+    /// unlag's client messages fit in one packet, and any fragment from a client is refused
+    /// before lightyear reads it; see [`ServerLinkStats::fragments_refused`]). lightyear 0.30.1
+    /// allocates a message's reassembly buffer from the count a packet claims, unchecked, and
+    /// never frees an incomplete one on a reliable channel: a game whose clients send messages
+    /// over ~1.1 KB raises this and accepts up to this many × 1.2 KB per message id.
+    pub max_client_fragments: u64,
 }
 
 impl Default for UnlagNetPlugin {
@@ -129,6 +143,7 @@ impl Default for UnlagNetPlugin {
             high_ping: HighPingSettings::default(),
             time_source: NetTimeSource::default(),
             unconnected_link_timeout: 10.0,
+            max_client_fragments: 0,
         }
     }
 }
@@ -138,6 +153,13 @@ impl Plugin for UnlagNetPlugin {
         assert!(
             app.world().contains_resource::<TickDuration>(),
             "UnlagNetPlugin needs lightyear's ClientPlugins or ServerPlugins to be added first"
+        );
+        check_at_build(&self.delay_policy);
+        check_at_build(&self.high_ping);
+        assert!(
+            self.unconnected_link_timeout > 0.0,
+            "invalid UnlagNetPlugin: unconnected_link_timeout = {} (must be > 0 s)",
+            self.unconnected_link_timeout
         );
         app.insert_resource(self.time_source)
             .init_resource::<NetConditions>()
@@ -150,6 +172,7 @@ impl Plugin for UnlagNetPlugin {
             .init_resource::<ServerLinkStats>()
             .init_resource::<PeerLead>()
             .insert_resource(link::UnconnectedLinkTimeout(self.unconnected_link_timeout))
+            .insert_resource(link::MaxClientFragments(self.max_client_fragments))
             .register_type::<(NetClock, LinkTraffic, RemoteClientClock)>();
         app.register_required_components::<Link, LinkTraffic>()
             .register_required_components::<ClientOf, RemoteClientClock>()
@@ -216,6 +239,13 @@ impl Plugin for UnlagNetPlugin {
                     .run_if(any_with_component::<Server>)
                     .in_set(NetSystems::Clock),
             ),
+        )
+        .add_systems(
+            PreUpdate,
+            link::refuse_client_fragments
+                .run_if(any_with_component::<Server>)
+                .after(ConnectionSystems::Receive)
+                .before(TransportSystems::Receive),
         )
         .add_systems(
             Update,

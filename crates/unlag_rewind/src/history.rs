@@ -379,8 +379,16 @@ fn claim_margin(conditions: Option<&unlag_net::NetConditions>) -> f64 {
 }
 
 /// Frames a history needs to cover `max_record_time` at this tick length, plus one beyond.
+/// The span is taken within `0..=MAX_RECORD_TIME` (a hand-set infinite or NaN time must not
+/// overflow or allocate without end).
 pub(crate) fn frames_for(settings: &RewindSettings, tick: &TickDuration) -> usize {
-    (settings.max_record_time / tick.0.as_secs_f64()).ceil() as usize + 2
+    let time = settings.max_record_time;
+    let span = if time.is_nan() {
+        0.0
+    } else {
+        time.clamp(0.0, crate::MAX_RECORD_TIME)
+    };
+    (span / tick.0.as_secs_f64().max(1e-4)).ceil() as usize + 2
 }
 
 /// Gives every character with authority and hit boxes a history sized for the window.
@@ -459,4 +467,31 @@ pub(crate) fn record_frames(
         new.memory_bytes += history.memory_bytes();
     }
     *stats = new;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::frames_for;
+    use crate::RewindSettings;
+    use core::time::Duration;
+    use lightyear::core::tick::TickDuration;
+
+    /// An infinite or NaN history set by hand used to overflow the frame count.
+    #[test]
+    fn frames_stay_bounded_whatever_the_record_time() {
+        let tick = TickDuration(Duration::from_secs_f64(1.0 / 60.0));
+        let frames = |t: f64| {
+            frames_for(
+                &RewindSettings {
+                    max_record_time: t,
+                    ..Default::default()
+                },
+                &tick,
+            )
+        };
+        assert_eq!(frames(1.0), 62);
+        assert_eq!(frames(f64::INFINITY), 3602);
+        assert_eq!(frames(f64::NAN), 2);
+        assert_eq!(frames(-1.0), 2);
+    }
 }

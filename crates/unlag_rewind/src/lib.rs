@@ -60,8 +60,25 @@ pub enum HitShape {
 }
 
 impl HitShape {
-    /// Radius of a sphere around the shape's centre that contains it, metres.
+    /// Whether every size of the shape is finite and not negative (a hand-built shape may be
+    /// neither; queries skip such shapes rather than panic in the geometry).
+    pub fn is_solid(&self) -> bool {
+        let ok = |v: f32| v.is_finite() && v >= 0.0;
+        match *self {
+            HitShape::Cuboid { half_extents } => half_extents.to_array().into_iter().all(ok),
+            HitShape::Capsule {
+                half_height,
+                radius,
+            } => ok(half_height) && ok(radius),
+        }
+    }
+
+    /// Radius of a sphere around the shape's centre that contains it, metres (0 for a shape
+    /// that is not [solid](Self::is_solid)).
     pub fn bounding_radius(&self) -> f32 {
+        if !self.is_solid() {
+            return 0.0;
+        }
         match *self {
             HitShape::Cuboid { half_extents } => half_extents.length(),
             HitShape::Capsule {
@@ -150,6 +167,45 @@ impl Default for RewindSettings {
     }
 }
 
+/// Longest [`RewindSettings::max_record_time`], seconds: a minute of history at 60 Hz is
+/// 3600 frames per character.
+pub const MAX_RECORD_TIME: f64 = 60.0;
+
+impl unlag_net::Validate for RewindSettings {
+    fn validate(&self) -> Result<(), unlag_net::SettingsError> {
+        let f = unlag_core::Fields::new("RewindSettings");
+        // Above 0: a history must hold at least the frame being judged (to switch lag
+        // compensation off, set `CombatSettings::rewind` to false).
+        f.above(
+            "max_record_time",
+            self.max_record_time,
+            0.0,
+            MAX_RECORD_TIME,
+            "s",
+        )?;
+        f.within(
+            "min_window",
+            self.min_window,
+            0.0,
+            self.max_record_time,
+            "s",
+        )?;
+        let teleport = f64::from(self.teleport_distance);
+        f.above("teleport_distance", teleport, 0.0, 1000.0, "m")?;
+        let ease = f64::from(self.max_claimed_ease);
+        f.within("max_claimed_ease", ease, 0.0, 100.0, "m")?;
+        f.within(
+            "max_ease_time",
+            f64::from(self.max_ease_time),
+            0.0,
+            5.0,
+            "s",
+        )?;
+        let extrapolation = f64::from(self.max_claimed_extrapolation);
+        f.within("max_claimed_extrapolation", extrapolation, 0.0, 5.0, "s")
+    }
+}
+
 /// System sets of lag compensation.
 #[derive(SystemSet, Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum RewindSystems {
@@ -168,7 +224,7 @@ pub struct LagCompensationPlugin {
 
 impl Plugin for LagCompensationPlugin {
     fn build(&self, app: &mut App) {
-        app.insert_resource(self.settings.clone())
+        unlag_net::ValidatedSettingsAppExt::insert_validated(app, self.settings.clone())
             .init_resource::<RewindBroadPhase>()
             .init_resource::<RewindStats>()
             .init_resource::<RewindDebug>()

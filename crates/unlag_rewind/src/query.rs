@@ -188,6 +188,11 @@ fn shape_hit(
     max: f32,
     radius: f32,
 ) -> Option<(f32, Vec3, Vec3)> {
+    // A shape built by hand with a negative or NaN size has no volume: nothing to hit (parry
+    // would panic or answer nonsense).
+    if !shape.is_solid() {
+        return None;
+    }
     if radius <= 0.0 {
         let (toi, normal) = match shape {
             HitShape::Cuboid { half_extents } => {

@@ -33,7 +33,9 @@ use bevy::prelude::*;
 use bevy::transform::TransformSystems;
 use lightyear::prelude::server::Server;
 use lightyear::prelude::*;
-use unlag_net::{NetDirection, NetMessageAppExt, NetSystems};
+use unlag_net::{
+    NetDirection, NetMessageAppExt, NetSystems, SettingsError, Validate, ValidatedSettingsAppExt,
+};
 
 /// Settings of [`ProxySmoothingPlugin`] (a resource).
 #[derive(Resource, Clone, Debug, Reflect)]
@@ -65,6 +67,19 @@ impl Default for SmoothingSettings {
             extrapolation_smooth_time: 0.1,
             delay_policy: unlag_core::DelayPolicy::default(),
         }
+    }
+}
+
+impl Validate for SmoothingSettings {
+    fn validate(&self) -> Result<(), SettingsError> {
+        let f = unlag_core::Fields::new("SmoothingSettings (proxies)");
+        f.count("buffer_len", self.buffer_len as u64, 2, 1024)?;
+        f.within("max_extrapolation", self.max_extrapolation, 0.0, 5.0, "s")?;
+        let teleport = f64::from(self.teleport_distance);
+        f.above("teleport_distance", teleport, 0.0, 1000.0, "m")?;
+        let smooth = f64::from(self.extrapolation_smooth_time);
+        f.within("extrapolation_smooth_time", smooth, 0.0, 5.0, "s")?;
+        f.nested("delay_policy", &self.delay_policy)
     }
 }
 
@@ -132,7 +147,7 @@ pub struct ProxySmoothingPlugin {
 
 impl Plugin for ProxySmoothingPlugin {
     fn build(&self, app: &mut App) {
-        app.insert_resource(self.settings.clone())
+        app.insert_validated(self.settings.clone())
             .init_resource::<SmoothingStats>()
             .init_resource::<ArrivalLateness>()
             .init_resource::<SmoothingDebug>()
