@@ -80,6 +80,8 @@ fn parse() -> Result<Options, String> {
 fn main() -> AppExit {
     let options = cli::options_or_exit("karts", parse());
     let plugins = KartPlugins { bots: options.bots };
+    cli::require_display_or_exit("karts");
+    cli::explain_startup_failures("karts");
     let mut server = session::server_app();
     server.add_plugins(plugins.clone());
     let mut app = App::new();

@@ -58,7 +58,7 @@ use unlag::movement::{
 };
 use unlag::net::AutonomousProxy;
 use unlag_demo::game::{EYE_HEIGHT, Scoreboard, ShooterPlugins, ShooterSettings, eye_height};
-use unlag_demo::{NetPanel, session};
+use unlag_demo::{NetPanel, key, session};
 
 /// How the example runs.
 #[derive(Clone, Debug)]
@@ -77,6 +77,8 @@ struct Options {
     seconds: Option<f64>,
     window: (u32, u32),
     net_graph: bool,
+    /// `--key-file`: the netcode key of a dedicated server (see `unlag_demo::key`).
+    key_file: Option<std::path::PathBuf>,
 }
 
 fn parse() -> Result<Options, String> {
@@ -88,6 +90,7 @@ fn parse() -> Result<Options, String> {
         seconds: None,
         window: (1280, 720),
         net_graph: false,
+        key_file: None,
     };
     let mut args = std::env::args().skip(1).peekable();
     while let Some(flag) = args.next() {
@@ -119,8 +122,18 @@ fn parse() -> Result<Options, String> {
                         .map_err(|e| format!("--client: {addr:?}: {e}"))?,
                 );
             }
+            "--key-file" => {
+                o.key_file = Some(args.next().ok_or("--key-file needs a path")?.into());
+            }
+            "--new-key" => {
+                match key::new_key() {
+                    Ok(hex) => println!("{hex}"),
+                    Err(e) => return Err(format!("--new-key: /dev/urandom: {e}")),
+                }
+                std::process::exit(0);
+            }
             "-h" | "--help" => return Err(
-                "usage: shooter [--server [ADDR] | --client ADDR] [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rewind-gizmos] [--net-graph] [--autopilot] [--window WxH] [--seconds S]".into(),
+                "usage: shooter [--server [ADDR] | --client ADDR] [--key-file PATH] [--new-key] [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rewind-gizmos] [--net-graph] [--autopilot] [--window WxH] [--seconds S]".into(),
             ),
             other => return Err(format!("unknown option {other} (try --help)")),
         }
@@ -139,13 +152,14 @@ fn main() -> AppExit {
     };
     match options.mode.clone() {
         Mode::Server(addr) => {
+            let key = server_key_or_exit(&options, addr);
             let mut server = session::server_app();
             server
                 .add_plugins(bevy::log::LogPlugin::default())
                 .add_plugins(plugins)
                 .insert_resource(options.panel.clone());
             cli::quit_after(&mut server, options.seconds);
-            session::serve_udp(server, addr)
+            session::serve_udp(server, addr, key)
         }
         Mode::Listen => {
             let mut server = session::server_app();
@@ -155,6 +169,7 @@ fn main() -> AppExit {
             app.run()
         }
         Mode::Client(addr) => {
+            let key = server_key_or_exit(&options, addr);
             let mut app = player_app(&options, plugins);
             // A number no other client of the server picks: the clock and this process's id,
             // mixed (two clients started in the same nanosecond on one machine still differ).
@@ -163,14 +178,29 @@ fn main() -> AppExit {
                 .map_or(7, |d| d.as_nanos() as u64);
             let id = unlag::core::SplitMix64::new(nanos ^ (u64::from(std::process::id()) << 40))
                 .next_u64();
-            session::join_udp(&mut app, addr, id);
+            session::join_udp(&mut app, addr, id, &key);
             app.run()
         }
     }
 }
 
+/// The netcode key for a server on (or a client of) `addr` (`--key-file`, `$UNLAG_SERVER_KEY_FILE`,
+/// `$UNLAG_SERVER_KEY`, or the examples' public key on loopback), or one line and exit code 2.
+fn server_key_or_exit(options: &Options, addr: SocketAddr) -> key::ServerKey {
+    let var = |name: &str| std::env::var(name).ok();
+    let found = key::load_key(
+        options.key_file.as_deref(),
+        var(key::KEY_FILE_ENV),
+        var(key::KEY_ENV),
+        addr,
+    );
+    cli::options_or_exit("shooter", found)
+}
+
 /// The player's windowed App.
 fn player_app(options: &Options, plugins: ShooterPlugins) -> App {
+    cli::require_display_or_exit("shooter");
+    cli::explain_startup_failures("shooter");
     let mut app = App::new();
     app.add_plugins(cli::window_plugins("unlag — shooter", options.window));
     session::client_net(&mut app, 11);

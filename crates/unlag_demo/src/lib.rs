@@ -13,9 +13,11 @@
 //! - [`shooter`]: the arena ([`spawn_arena`](shooter::spawn_arena)) and its server-driven bots
 //!   ([`BotBrain`](shooter::BotBrain), [`ShooterBotsPlugin`](shooter::ShooterBotsPlugin)).
 
+pub mod display;
 pub mod game;
 pub mod hud;
 pub mod karts;
+pub mod key;
 pub mod panel;
 pub mod session;
 pub mod shooter;

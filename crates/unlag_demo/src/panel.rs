@@ -135,7 +135,13 @@ impl Plugin for NetPanelPlugin {
                 apply_on_server
                     .run_if(any_with_component::<Server>)
                     .run_if(resource_changed::<NetPanel>),
-            ),
+            )
+                // A change applies to the frame it is made in: before the moves are checked
+                // and the shots judged or fired (unordered, a shot judged in that frame could
+                // take the old switch or the new one, as the scheduler happened to order them).
+                .before(unlag::net::NetSystems::Moves)
+                .before(unlag::combat::CombatSystems::Client)
+                .before(unlag::combat::CombatSystems::Server),
         );
     }
 }

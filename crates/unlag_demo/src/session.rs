@@ -16,7 +16,8 @@ use std::sync::Mutex;
 use unlag::net::{LinkConditions, NetConditions, UnlagNetPlugin};
 use unlag::rewind::{RewindDebug, RewindDebugLog};
 use unlag_testbed::{
-    PRIVATE_KEY, PROTOCOL_ID, connect_client, finish_app, link_crossbeam, start_crossbeam_server,
+    PROTOCOL_ID, connect_client, connect_client_with_key, finish_app, link_crossbeam,
+    start_crossbeam_server,
 };
 
 use crate::NetPanel;
@@ -146,15 +147,18 @@ fn step_hosted_server(world: &mut World) {
     world.insert_non_send(hosted);
 }
 
-/// Starts `server` (from [`server_app`], with the game's plugins) listening on UDP `addr` and
-/// runs it until the process ends. Needs no display.
-pub fn serve_udp(mut server: App, addr: SocketAddr) -> AppExit {
+/// Starts `server` (from [`server_app`], with the game's plugins) listening on UDP `addr`,
+/// sealing connect tokens with `key` (see [`crate::key`]), and runs it until the process ends.
+/// Needs no display.
+pub fn serve_udp(mut server: App, addr: SocketAddr, key: crate::key::ServerKey) -> AppExit {
+    let source = key.source.to_string();
+    let private_key = key.bytes;
     server.add_systems(Startup, move |mut commands: Commands| {
         let netcode = commands
             .spawn((
                 NetcodeServer::new(ServerNetcodeConfig {
                     protocol_id: PROTOCOL_ID,
-                    private_key: PRIVATE_KEY,
+                    private_key,
                     ..default()
                 }),
                 LocalAddr(addr),
@@ -162,21 +166,24 @@ pub fn serve_udp(mut server: App, addr: SocketAddr) -> AppExit {
             ))
             .id();
         commands.trigger(Start { entity: netcode });
-        info!("serving on udp {addr}");
+        info!("serving on udp {addr} (key: {source})");
     });
     server.run()
 }
 
 /// Makes `client` join the server at UDP `addr` when it starts, as client `id` (any number,
-/// different for each client of one server).
-pub fn join_udp(client: &mut App, addr: SocketAddr, id: u64) {
+/// different for each client of one server), minting its connect token with the server's
+/// `key`.
+pub fn join_udp(client: &mut App, addr: SocketAddr, id: u64, key: &crate::key::ServerKey) {
+    let private_key = key.bytes;
     client.add_systems(Startup, move |world: &mut World| {
         let local = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0);
-        connect_client(
+        connect_client_with_key(
             world,
             (LocalAddr(local), PeerAddr(addr), UdpIo::default()),
             addr,
             id,
+            private_key,
         );
         info!("joining udp {addr} as client {id}");
     });

@@ -178,10 +178,22 @@ pub fn connect_client(
     server_addr: SocketAddr,
     client_id: u64,
 ) -> Entity {
+    connect_client_with_key(world, transport, server_addr, client_id, PRIVATE_KEY)
+}
+
+/// [`connect_client`] minting its connect token with `private_key` (the server's own key)
+/// instead of the testbed's.
+pub fn connect_client_with_key(
+    world: &mut World,
+    transport: impl Bundle,
+    server_addr: SocketAddr,
+    client_id: u64,
+    private_key: [u8; 32],
+) -> Entity {
     let auth = Authentication::Manual {
         server_addr,
         client_id,
-        private_key: PRIVATE_KEY,
+        private_key,
         protocol_id: PROTOCOL_ID,
     };
     let entity = world

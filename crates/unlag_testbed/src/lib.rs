@@ -28,7 +28,10 @@ mod physics;
 mod udp;
 mod wire;
 
-pub use apps::{NetApps, connect_client, finish_app, link_crossbeam, start_crossbeam_server};
+pub use apps::{
+    NetApps, connect_client, connect_client_with_key, finish_app, link_crossbeam,
+    start_crossbeam_server,
+};
 pub use exclusive::RealTimeTurn;
 pub use physics::RapierFixedPlugin;
 

@@ -1,0 +1,190 @@
+//! The dedicated server's netcode key: from the environment or a file, never from the source.
+//!
+//! netcode's connect tokens are sealed with a 32-byte private key; whoever holds it can mint
+//! tokens and join. The examples' fixed key ([`unlag_testbed::PRIVATE_KEY`]) is public, so it
+//! is used only for a server on a loopback address (a local test). A server reachable from
+//! other machines needs a key from [`KEY_ENV`] (64 hex digits) or from a file (`--key-file`,
+//! or [`KEY_FILE_ENV`]), and refuses to start without one.
+//!
+//! The example's `--client` joins with [`lightyear`]'s manual authentication, which mints its
+//! token from the same key, so it must hold the key too: fine between one's own machines. A
+//! public deployment hands out tokens from a backend (lightyear's `Authentication::Token`);
+//! the server then is the only process that reads the key.
+
+use std::path::{Path, PathBuf};
+
+/// Environment variable holding the key as 64 hex digits.
+pub const KEY_ENV: &str = "UNLAG_SERVER_KEY";
+/// Environment variable naming a file that holds the key as 64 hex digits.
+pub const KEY_FILE_ENV: &str = "UNLAG_SERVER_KEY_FILE";
+
+/// Where a key came from (said in the server's log, never the key itself).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeySource {
+    /// The `--key-file` option or [`KEY_FILE_ENV`].
+    File(PathBuf),
+    /// [`KEY_ENV`].
+    Environment,
+    /// The examples' public key, on a loopback address only.
+    Example,
+}
+
+impl core::fmt::Display for KeySource {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            KeySource::File(path) => write!(f, "file {}", path.display()),
+            KeySource::Environment => write!(f, "${KEY_ENV}"),
+            KeySource::Example => write!(f, "the examples' public key (loopback only)"),
+        }
+    }
+}
+
+/// A netcode private key and where it came from.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServerKey {
+    /// The 32 bytes.
+    pub bytes: [u8; 32],
+    /// Where they came from.
+    pub source: KeySource,
+}
+
+impl core::fmt::Debug for ServerKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // Never the bytes: a key must not end up in a log.
+        f.debug_struct("ServerKey")
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads a key written as 64 hex digits (surrounding whitespace ignored); `what` names where
+/// the text came from in the error.
+pub fn parse_key(text: &str, what: &str) -> Result<[u8; 32], String> {
+    let hex = text.trim();
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "{what}: a key is 64 hex digits (32 bytes), found {} characters",
+            hex.chars().count()
+        ));
+    }
+    let mut key = [0u8; 32];
+    for (i, byte) in key.iter_mut().enumerate() {
+        *byte =
+            u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|e| format!("{what}: {e}"))?;
+    }
+    if key == unlag_testbed::PRIVATE_KEY {
+        return Err(format!(
+            "{what}: that is the examples' public key; make one with `--new-key`"
+        ));
+    }
+    Ok(key)
+}
+
+/// The key for a server on (or a client of) `addr`: from `file` (the `--key-file` option),
+/// else the file named by `env_file` ([`KEY_FILE_ENV`]'s value), else `env_key`
+/// ([`KEY_ENV`]'s value), else the examples' public key when `addr` is a loopback address.
+/// The environment's values are passed in so the caller reads the process environment once.
+pub fn load_key(
+    file: Option<&Path>,
+    env_file: Option<String>,
+    env_key: Option<String>,
+    addr: core::net::SocketAddr,
+) -> Result<ServerKey, String> {
+    let env_file = env_file.filter(|f| !f.is_empty()).map(PathBuf::from);
+    if let Some(path) = file.map(Path::to_path_buf).or(env_file) {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("key file {}: {e}", path.display()))?;
+        let bytes = parse_key(&text, &format!("key file {}", path.display()))?;
+        return Ok(ServerKey {
+            bytes,
+            source: KeySource::File(path),
+        });
+    }
+    if let Some(text) = env_key.filter(|k| !k.is_empty()) {
+        return Ok(ServerKey {
+            bytes: parse_key(&text, &format!("${KEY_ENV}"))?,
+            source: KeySource::Environment,
+        });
+    }
+    if addr.ip().is_loopback() {
+        return Ok(ServerKey {
+            bytes: unlag_testbed::PRIVATE_KEY,
+            source: KeySource::Example,
+        });
+    }
+    Err(format!(
+        "{addr} is reachable from other machines, and the examples' key is public: give the \
+         server its own key in ${KEY_ENV} (64 hex digits) or a file (--key-file PATH or \
+         ${KEY_FILE_ENV}); `--new-key` prints a new one"
+    ))
+}
+
+/// A new random key as 64 hex digits, from the operating system's randomness.
+pub fn new_key() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(text: &str) -> core::net::SocketAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn a_public_address_needs_a_key_of_its_own() {
+        let err = load_key(None, None, None, addr("0.0.0.0:5888")).unwrap_err();
+        assert!(err.contains(KEY_ENV) && err.contains("--key-file"), "{err}");
+        let local = load_key(None, None, None, addr("127.0.0.1:5888")).unwrap();
+        assert_eq!(local.source, KeySource::Example);
+        let hex = new_key().unwrap();
+        let key = load_key(None, None, Some(hex.clone()), addr("0.0.0.0:5888")).unwrap();
+        assert_eq!(key.source, KeySource::Environment);
+        assert_eq!(format!("{:02x}", key.bytes[0]), hex[..2]);
+        assert!(
+            !format!("{key:?}").contains(&hex[..8]),
+            "the key is never printed"
+        );
+    }
+
+    #[test]
+    fn a_key_file_is_read_and_wins_over_the_environment() {
+        let dir = std::env::temp_dir().join(format!("unlag-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("server.key");
+        let hex = new_key().unwrap();
+        std::fs::write(&path, format!("{hex}\n")).unwrap();
+        let other = new_key().unwrap();
+        let key = load_key(Some(&path), None, Some(other), addr("10.0.0.1:5888")).unwrap();
+        assert_eq!(key.source, KeySource::File(path.clone()));
+        assert_eq!(format!("{:02x}", key.bytes[31]), hex[62..]);
+        let missing = dir.join("missing.key");
+        let err = load_key(Some(&missing), None, None, addr("10.0.0.1:5888")).unwrap_err();
+        assert!(err.contains("missing.key"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bad_keys_are_refused_saying_what_is_wrong() {
+        assert!(
+            parse_key("abc", "$K")
+                .unwrap_err()
+                .contains("64 hex digits")
+        );
+        let not_hex = "zz".repeat(32);
+        assert!(parse_key(&not_hex, "$K").is_err());
+        let example: String = unlag_testbed::PRIVATE_KEY
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert!(
+            parse_key(&example, "$K")
+                .unwrap_err()
+                .contains("public key")
+        );
+    }
+}
