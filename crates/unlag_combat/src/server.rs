@@ -949,20 +949,28 @@ pub(crate) fn judge_shots(
                     stats.posthumous += 1;
                     Err(Rejection::ShooterDead)
                 }
+                // Counted always, logged at the 1st, 2nd, 4th, 8th, ... of each reason: a
+                // flood of bad shots must not flood the log.
                 Err(Rejection::StaleFireIndex) => {
-                    *stats.rejected.entry(Rejection::StaleFireIndex).or_default() += 1;
-                    warn!(
-                        "stale shot {} from client {link} dropped",
-                        request.fire_index
-                    );
+                    let count = stats.rejected.entry(Rejection::StaleFireIndex).or_default();
+                    *count += 1;
+                    if count.is_power_of_two() {
+                        warn!(
+                            "stale shot {} from client {link} dropped ({count} so far)",
+                            request.fire_index
+                        );
+                    }
                     continue;
                 }
                 Err(reason) => {
-                    *stats.rejected.entry(reason).or_default() += 1;
-                    warn!(
-                        "shot {} of client {link} refused: {reason:?}",
-                        request.fire_index
-                    );
+                    let count = stats.rejected.entry(reason).or_default();
+                    *count += 1;
+                    if count.is_power_of_two() {
+                        warn!(
+                            "shot {} of client {link} refused: {reason:?} ({count} so far)",
+                            request.fire_index
+                        );
+                    }
                     Err(reason)
                 }
                 Ok(ShotVerdict::Launch(projectile)) => {
