@@ -207,11 +207,8 @@ impl<M: MovementModel> MovementPredictionPlugin<M> {
 impl<M: MovementModel + Default> Plugin for MovementPredictionPlugin<M> {
     fn build(&self, app: &mut App) {
         app.init_resource::<M>();
-        if let Err(e) = MovementModel::validate(app.world().resource::<M>()) {
-            panic!("{e}");
-        }
-        app.insert_resource(LastValidModel(app.world().resource::<M>().clone()))
-            .add_systems(First, keep_model_valid::<M>)
+        let model = app.world().resource::<M>().clone();
+        app.insert_checked(model, M::validate)
             .insert_validated(self.settings.clone())
             .init_resource::<MovementStats>()
             .add_message::<MovementEvent>()
@@ -294,36 +291,5 @@ impl<M: MovementModel + Default> Plugin for MovementPredictionPlugin<M> {
                     .in_set(MovementPredictionSystems::Place),
             ),
         );
-    }
-}
-
-/// The last movement model `M` that validated, restored when a run-time change does not.
-#[derive(Resource, Clone, Debug)]
-struct LastValidModel<M>(M);
-
-/// Undoes a change of the model's parameters that does not validate (see
-/// [`MovementModel::validate`]): a kart with a zero step would hang the server in sub-steps.
-fn keep_model_valid<M: MovementModel>(
-    mut commands: Commands,
-    model: Res<M>,
-    mut last: ResMut<LastValidModel<M>>,
-    mut refused: Local<u64>,
-) {
-    if !model.is_changed() {
-        return;
-    }
-    match MovementModel::validate(&*model) {
-        Ok(()) => last.0 = model.clone(),
-        Err(e) => {
-            *refused += 1;
-            if refused.is_power_of_two() {
-                error!(
-                    "{e}: the change was undone ({} such changes so far)",
-                    *refused
-                );
-            }
-            // Commands, not `ResMut`: a model may be an immutable resource.
-            commands.insert_resource(last.0.clone());
-        }
     }
 }

@@ -2,7 +2,6 @@
 //! the game changes them at run time (a change that does not validate is logged, rate-limited,
 //! and undone, so a typo in a debug panel cannot switch a check off or panic a system).
 
-use bevy::ecs::component::Mutable;
 use bevy::prelude::*;
 use unlag_core::{SettingsError, Validate};
 
@@ -23,24 +22,42 @@ pub trait ValidatedSettingsAppExt {
     /// # Panics
     /// When `settings` themselves do not validate: they are the game's code, and a plugin
     /// cannot run with them. The message names the struct, the field and its range.
-    fn insert_validated<T: Resource<Mutability = Mutable> + Validate + Clone>(
+    fn insert_validated<T: Resource + Validate + Clone>(&mut self, settings: T) -> &mut Self {
+        self.insert_checked(settings, T::validate)
+    }
+
+    /// [`insert_validated`](Self::insert_validated) with `check` in place of [`Validate`] (for
+    /// resources that check themselves through another trait, such as a movement model).
+    fn insert_checked<T: Resource + Clone>(
         &mut self,
         settings: T,
+        check: fn(&T) -> Result<(), SettingsError>,
     ) -> &mut Self;
 }
 
 impl ValidatedSettingsAppExt for App {
-    fn insert_validated<T: Resource<Mutability = Mutable> + Validate + Clone>(
+    fn insert_checked<T: Resource + Clone>(
         &mut self,
         settings: T,
+        check: fn(&T) -> Result<(), SettingsError>,
     ) -> &mut Self {
-        check_at_build(&settings);
+        if let Err(e) = check(&settings) {
+            panic!("{e}");
+        }
         let first = !self.world().contains_resource::<LastValidSettings<T>>();
         self.insert_resource(LastValidSettings(settings.clone()))
             .insert_resource(settings)
             .init_resource::<RefusedSettingsChanges>();
         if first {
-            self.add_systems(First, keep_valid::<T>);
+            self.add_systems(
+                First,
+                move |commands: Commands,
+                      settings: Res<T>,
+                      last: ResMut<LastValidSettings<T>>,
+                      refused: ResMut<RefusedSettingsChanges>| {
+                    keep_valid(commands, settings, last, refused, check)
+                },
+            );
         }
         self
     }
@@ -54,27 +71,29 @@ pub fn check_at_build(settings: &impl Validate) {
     }
 }
 
-/// Undoes a change of `T` that does not validate.
-fn keep_valid<T: Resource<Mutability = Mutable> + Validate + Clone>(
-    mut settings: ResMut<T>,
+/// Undoes a change of `T` that fails `check`. Through Commands, not `ResMut`: a resource
+/// may be immutable (a movement model can be).
+fn keep_valid<T: Resource + Clone>(
+    mut commands: Commands,
+    settings: Res<T>,
     mut last: ResMut<LastValidSettings<T>>,
     mut refused: ResMut<RefusedSettingsChanges>,
+    check: fn(&T) -> Result<(), SettingsError>,
 ) {
     if !settings.is_changed() {
         return;
     }
-    match settings.validate() {
+    match check(&settings) {
         Ok(()) => last.0 = settings.clone(),
         Err(e) => {
             refused.0 += 1;
             if refused.0.is_power_of_two() {
-                warn_refused(&e, refused.0);
+                error!(
+                    "{e}: the change was undone ({} settings changes refused so far)",
+                    refused.0
+                );
             }
-            *settings = last.0.clone();
+            commands.insert_resource(last.0.clone());
         }
     }
-}
-
-fn warn_refused(e: &SettingsError, count: u64) {
-    error!("{e}: the change was undone ({count} settings changes refused so far)");
 }
