@@ -985,6 +985,62 @@ fn a_copy_from_before_the_first_move_is_a_duplicate() {
     assert!(unlag::core::Seq16(server_last(&mut tb, 0)).is_newer_than(unlag::core::Seq16(last)));
 }
 
+/// A message naming a move `max_seq_gap` ahead opens a gap the server fills with guessed moves
+/// once it has waited for them: those moves cost the move rate like moves that came, so one
+/// message cannot bring ten seconds of movement (75 s at the longest move) with the
+/// time-discrepancy check and the playout off.
+#[test]
+fn a_gap_filled_with_guessed_moves_costs_the_move_rate() {
+    use unlag::movement::encode_dt;
+    let mut settings = MovementSettings::<CharacterMovement>::default();
+    settings.time_discrepancy.enabled = false;
+    // (The playout paces moves by their own clock: without it, nothing else does.)
+    settings.playout.enabled = false;
+    let plugin = MovementTestPlugin {
+        settings: settings.clone(),
+        ..default()
+    };
+    let conditions = LinkConditions::new(Duration::from_millis(40), Duration::ZERO, 0.0);
+    let mut tb = movement_testbed(1, conditions, plugin);
+    tb.run_for(Duration::from_secs(1));
+    stop_scripts(&mut tb);
+    tb.run_for(Duration::from_secs(1));
+    let last = server_last(&mut tb, 0);
+    let gap = u16::try_from(settings.max_seq_gap).unwrap();
+    inject(
+        &mut tb,
+        payload(1, last.wrapping_add(gap), encode_dt(1.0 / 60.0)),
+    );
+    tb.run_for(Duration::from_millis(100));
+    // Then nothing more comes from the client (as from a cheater who sends no move between):
+    // the server gives up waiting and fills the gap with guesses.
+    let silent = LinkConditions::new(Duration::from_millis(40), Duration::ZERO, 1.0);
+    tb.set_client_conditions(0, silent).unwrap();
+    let before = server_stats(&tb);
+    let span = 0.5;
+    tb.run_for(Duration::from_secs_f64(span));
+    let after = server_stats(&tb);
+    let processed = after.moves_processed - before.moves_processed;
+    // The bucket holds two seconds of moves and refills at the rate: no more than that, in
+    // guessed and real moves together.
+    let allowed = settings.max_moves_per_second * (2.0 + span) + 2.0;
+    assert!(
+        (processed as f64) <= allowed,
+        "{processed} moves processed in {span} s (at most {allowed})"
+    );
+    assert!(
+        after.missing_moves_filled > before.missing_moves_filled,
+        "the gap was filled"
+    );
+    // And the gap keeps filling at the rate, not at once.
+    tb.run_for(Duration::from_secs(1));
+    let later = server_stats(&tb).moves_processed - after.moves_processed;
+    assert!(
+        (later as f64) <= settings.max_moves_per_second * 1.0 + 2.0,
+        "{later}"
+    );
+}
+
 #[test]
 fn bad_moves_are_rejected_counted_and_change_nothing() {
     use unlag::movement::{RejectReason, encode_dt};
@@ -1112,6 +1168,48 @@ fn replaying_moves_in_one_pass_matches_simulating_them_one_by_one() {
         replayed.feet.distance(start.feet) > 5.0,
         "the moves went somewhere"
     );
+}
+
+#[test]
+fn a_client_position_is_adopted_only_where_the_body_can_go_straight() {
+    use bevy_rapier3d::rapier::prelude::{ColliderBuilder, PhysicsWorld, QueryFilter, Vector};
+    use unlag::movement::{CollisionWorld, KartMovement, KartState, MovementModel};
+    let mut physics = PhysicsWorld::new();
+    physics.insert_collider(
+        ColliderBuilder::cuboid(50.0, 0.5, 50.0).translation(Vector::new(0.0, -0.5, 0.0)),
+        None,
+    );
+    // A wall 1 cm thick, its near face 1 cm beyond the capsule's reach at x = 0.
+    let radius = CharacterMovement::default().radius;
+    let face = radius + 0.01;
+    physics.insert_collider(
+        ColliderBuilder::cuboid(0.005, 2.0, 5.0).translation(Vector::new(face + 0.005, 2.0, 0.0)),
+        None,
+    );
+    physics.step();
+    let world = CollisionWorld::new(
+        physics.query_pipeline_with_filter(QueryFilter::default().exclude_sensors()),
+    );
+    let model = CharacterMovement::default();
+    let state = CharacterState {
+        feet: Vec3::new(0.0, 0.01, 0.0),
+        ..default()
+    };
+    // Along the wall, or back from it: clear.
+    assert!(model.may_move_to(&state, Vec3::new(0.0, 0.01, 0.015), &world));
+    assert!(model.may_move_to(&state, Vec3::new(-0.015, 0.01, 0.0), &world));
+    // Into it by less than the error allowance (1.7 cm): refused, whatever the error.
+    assert!(!model.may_move_to(&state, Vec3::new(0.016, 0.01, 0.0), &world));
+    // Through it altogether: refused.
+    assert!(!model.may_move_to(&state, Vec3::new(face + 0.5, 0.01, 0.0), &world));
+    assert!(!model.may_move_to(&state, Vec3::NAN, &world));
+    // A model without its own sweep: the segment between the two places is checked.
+    let kart = KartState {
+        position: Vec3::new(face - 0.01, 1.0, 0.0),
+        ..default()
+    };
+    assert!(KartMovement::default().may_move_to(&kart, Vec3::new(face - 0.02, 1.0, 0.0), &world));
+    assert!(!KartMovement::default().may_move_to(&kart, Vec3::new(face + 0.02, 1.0, 0.0), &world));
 }
 
 /// Two players walk straight at each other and through each other's path.

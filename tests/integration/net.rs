@@ -903,3 +903,127 @@ fn a_clients_oversized_fragment_is_refused_before_lightyear_reads_it() {
     );
     assert!(server_view(&tb, 0).1.rtt > 0.0 && rtt_before > 0.0);
 }
+
+/// The server takes a client's delay reports up to twice the honest rate, with a burst for a
+/// jittery link and a whole long frame's worth on a slow server; a flood beyond is dropped
+/// before it costs anything, counted, and changes nothing.
+#[test]
+fn delay_reports_beyond_the_rate_cap_are_dropped_and_counted() {
+    use unlag::net::{
+        DelayReport, MAX_REPORT_RATE, MIN_REPORT_GAP, REPORT_BURST, RemoteClientClock,
+        ReportContext, ReportRefusal, ReportState,
+    };
+    use unlag_core::Seq16;
+    let report = |seq: u16, server_time: f64| DelayReport {
+        seq: Seq16(seq),
+        delay_us: 100_000,
+        view_time: server_time - 0.05 - 0.1,
+        frame_us: 16_667,
+    };
+    let at = |server_time: f64, real_time: f64, frame: f64| ReportContext {
+        server_time,
+        real_time,
+        frame,
+        interval: 0.05,
+        slower: None,
+    };
+    let fresh = || {
+        (
+            {
+                let mut remote = RemoteClientClock::default();
+                remote.rtt = 0.1;
+                remote.jitter = 0.005;
+                remote
+            },
+            ReportState::default(),
+        )
+    };
+
+    // An honest client at its fastest (one report per MIN_REPORT_GAP), read by a 60-fps
+    // server and by a 6-fps listen host: every report taken.
+    for frame in [1.0 / 60.0, 1.0 / 6.0] {
+        let (mut remote, mut state) = fresh();
+        let mut seq = 0u16;
+        let (mut sent, mut now) = (10.0, 10.0);
+        for _ in 0..(5.0 / frame) as usize {
+            now += frame;
+            while sent + MIN_REPORT_GAP <= now {
+                sent += MIN_REPORT_GAP;
+                seq = seq.wrapping_add(1);
+                assert_eq!(
+                    state.take(&mut remote, &report(seq, now), at(now, now, frame)),
+                    Ok(())
+                );
+            }
+        }
+        assert_eq!(
+            (state.over_rate, remote.rejected_reports),
+            (0, 0),
+            "{frame}"
+        );
+    }
+
+    // A flood in one frame: the burst is taken, the rest dropped unread.
+    let (mut remote, mut state) = fresh();
+    let mut taken = 0;
+    for seq in 1..=1000u16 {
+        let before = remote.clone();
+        match state.take(&mut remote, &report(seq, 10.0), at(10.0, 10.0, 1.0 / 60.0)) {
+            Ok(()) => taken += 1,
+            Err(reason) => {
+                assert_eq!(reason, ReportRefusal::OverRate);
+                assert_eq!(remote.interpolation_delay, before.interpolation_delay);
+            }
+        }
+    }
+    assert_eq!(taken, REPORT_BURST as u64);
+    assert_eq!(state.over_rate, 1000 - taken);
+    assert_eq!(remote.rejected_reports, 1000 - taken);
+    // Kept up for a second: the rate, no more.
+    let mut taken = 0;
+    for k in 1..=6000u32 {
+        let now = 10.0 + f64::from(k) / 6000.0;
+        let seq = 1000u16.wrapping_add(k as u16);
+        if state
+            .take(&mut remote, &report(seq, now), at(now, now, 1.0 / 60.0))
+            .is_ok()
+        {
+            taken += 1;
+        }
+    }
+    assert!((taken as f64) <= MAX_REPORT_RATE + 1.0, "{taken}");
+    assert!((taken as f64) >= MAX_REPORT_RATE - 1.0, "{taken}");
+}
+
+/// A report whose lag no trip of the link can have is refused whole: the delay it claims is
+/// not taken either (a refused report changes nothing; found by the delay_report fuzz target's
+/// property).
+#[test]
+fn a_report_with_an_implausible_lag_changes_nothing() {
+    use unlag::net::{DelayReport, RemoteClientClock, ReportContext, ReportRefusal, ReportState};
+    let mut remote = RemoteClientClock::default();
+    remote.rtt = 0.1;
+    let mut state = ReportState::default();
+    let before = remote.clone();
+    let garbage = DelayReport {
+        seq: unlag_core::Seq16(1),
+        delay_us: 2_000_000,
+        view_time: 10.0 - 4.0,
+        frame_us: 16_667,
+    };
+    let at = ReportContext {
+        server_time: 10.0,
+        real_time: 10.0,
+        frame: 1.0 / 60.0,
+        interval: 0.05,
+        slower: None,
+    };
+    assert_eq!(
+        state.take(&mut remote, &garbage, at),
+        Err(ReportRefusal::ImplausibleLag)
+    );
+    assert_eq!(remote.interpolation_delay, before.interpolation_delay);
+    assert_eq!(remote.delay_cap, before.delay_cap);
+    assert!(!remote.reported);
+    assert_eq!(remote.rejected_reports, 1);
+}

@@ -146,6 +146,43 @@ impl ServerArmory {
         self.shortest_interval = shortest_interval(table);
     }
 
+    /// Takes a client's [`ReloadRequest`] against weapon table `table`: `expected` is the
+    /// server's estimate of the client's view time when it was sent and `tolerance` how far
+    /// the claimed view time may be from it (seconds; the start is clamped into that range).
+    /// Starts the reload if the weapon is not full and not reloading already. Copies and
+    /// resends (a view time not after the last request's) and garbage (an unknown weapon,
+    /// a non-finite time) are ignored and change nothing: returns whether the request was
+    /// taken.
+    pub fn take_reload_request(
+        &mut self,
+        request: &ReloadRequest,
+        table: &crate::WeaponTable,
+        expected: f64,
+        tolerance: f64,
+    ) -> bool {
+        let Some(spec) = table.get(request.weapon) else {
+            return false;
+        };
+        if !(expected.is_finite() && tolerance.is_finite() && request.view_time.is_finite()) {
+            return false;
+        }
+        let Some(w) = self.weapons.get_mut(usize::from(request.weapon)) else {
+            return false;
+        };
+        if request.view_time <= w.last_reload_request {
+            return false;
+        }
+        let tolerance = tolerance.max(0.0);
+        let started = request
+            .view_time
+            .clamp(expected - tolerance, expected + tolerance);
+        w.last_reload_request = request.view_time;
+        if w.reloading.is_none() && w.ammo < spec.magazine {
+            w.reloading = Some((started, started + f64::from(spec.reload_time)));
+        }
+        true
+    }
+
     /// Rounds left in weapon `weapon`.
     pub fn ammo(&self, weapon: u8) -> Option<u32> {
         self.weapons.get(usize::from(weapon)).map(|w| w.ammo)
@@ -272,7 +309,7 @@ pub(crate) fn reloads(
     mut requests: Query<(Entity, &mut MessageReceiver<ReloadRequest>), With<ClientOf>>,
     clocks: Query<&RemoteClientClock, With<ClientOf>>,
     mut done: Query<&mut MessageSender<ReloadDone>, With<ClientOf>>,
-    mut armories: Query<(&ControlledBy, &mut ServerArmory)>,
+    mut armories: Query<(Entity, &ControlledBy, &mut ServerArmory)>,
     work: Option<Res<unlag_net::ServerWork>>,
 ) {
     let _work = work.as_deref().map(|w| w.time(unlag_net::WorkPart::Shots));
@@ -281,41 +318,41 @@ pub(crate) fn reloads(
     };
     let now = clock.server_time;
     let frame = time.delta_secs_f64();
+    // Each link's character, found once per frame and only when a request came (not by a
+    // search of every armory per request: a flood of requests would cost players × requests).
+    let mut by_link: Option<HashMap<Entity, Entity>> = None;
     for (link, mut receiver) in &mut requests {
+        if !receiver.has_messages() {
+            continue;
+        }
         let Ok(remote) = clocks.get(link) else {
+            receiver.receive().for_each(drop);
             continue;
         };
+        let by_link = by_link.get_or_insert_with(|| {
+            armories
+                .iter()
+                .map(|(character, controlled, _)| (controlled.owner, character))
+                .collect()
+        });
+        let Some(mut armory) = by_link
+            .get(&link)
+            .and_then(|character| armories.get_mut(*character).ok())
+            .map(|(.., armory)| armory)
+        else {
+            receiver.receive().for_each(drop);
+            continue;
+        };
+        // The reload runs on the client's view clock, like its shots: it started at the view
+        // time it claims, held to the tolerance around our estimate of it.
+        let expected = remote.view_time(now - remote.rtt / 2.0);
+        let tolerance =
+            view_time_tolerance(&settings, (remote.jitter, remote.client_frame, 0.0), frame);
         for request in receiver.receive() {
-            let (Some(spec), Some((_, mut armory))) = (
-                table.get(request.weapon),
-                armories.iter_mut().find(|(c, _)| c.owner == link),
-            ) else {
-                continue;
-            };
-            // The reload runs on the client's view clock, like its shots: it started at the
-            // view time it claims, held to the tolerance around our estimate of it.
-            let expected = remote.view_time(now - remote.rtt / 2.0);
-            let tolerance =
-                view_time_tolerance(&settings, (remote.jitter, remote.client_frame, 0.0), frame);
-            if !(expected.is_finite() && request.view_time.is_finite()) {
-                continue;
-            }
-            let started = request
-                .view_time
-                .clamp(expected - tolerance, expected + tolerance);
-            let Some(w) = armory.weapons.get_mut(usize::from(request.weapon)) else {
-                continue;
-            };
-            if !request.view_time.is_finite() || request.view_time <= w.last_reload_request {
-                continue;
-            }
-            w.last_reload_request = request.view_time;
-            if w.reloading.is_none() && w.ammo < spec.magazine {
-                w.reloading = Some((started, started + f64::from(spec.reload_time)));
-            }
+            armory.take_reload_request(&request, table, expected, tolerance);
         }
     }
-    for (controlled, mut armory) in &mut armories {
+    for (_, controlled, mut armory) in &mut armories {
         // Done once the client's view clock is past the end (a shot fired after it may
         // finish it sooner: see `judge`).
         let Ok(remote) = clocks.get(controlled.owner) else {

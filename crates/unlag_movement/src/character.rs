@@ -457,6 +457,19 @@ impl MovementModel for CharacterMovement {
         }
     }
 
+    /// The capsule swept from where the state stands to `position` touches nothing (the
+    /// controller keeps it 1 cm off every surface, so an honest end position is clear).
+    fn may_move_to(&self, state: &CharacterState, position: Vec3, world: &CollisionWorld) -> bool {
+        let motion = position - state.feet;
+        if !(state.feet.is_finite() && motion.is_finite()) {
+            return false;
+        }
+        let centre = state.feet + self.centre_offset(state.crouched);
+        world
+            .cast_shape(&self.capsule(state.crouched), centre, motion)
+            .is_none()
+    }
+
     /// Goes on walking the way the player was, looking where it looked; a dash is pressed once,
     /// never guessed again.
     fn guess_input(last: &CharacterInput) -> CharacterInput {

@@ -83,6 +83,15 @@ pub trait MovementModel: Resource + Clone + Debug {
     /// within tolerance, and for teleports by the game).
     fn with_position(state: &Self::State, position: Vec3) -> Self::State;
 
+    /// Whether the state may be moved straight to `position` without passing through the
+    /// world: the server adopts a client's end position
+    /// ([`MovementSettings::accept_client_position`](crate::MovementSettings)) only then, so a
+    /// client cannot creep through a wall by its error allowance a move at a time. Default: the
+    /// segment between the two positions crosses nothing. Models with a body sweep it.
+    fn may_move_to(&self, state: &Self::State, position: Vec3, world: &CollisionWorld) -> bool {
+        world.segment_clear(Self::position(state), position)
+    }
+
     /// Checks the model's own parameters (a resource the game may change), naming the first
     /// field out of range. The movement plugin calls it when built and undoes run-time
     /// changes that fail it. Default: nothing to check.

@@ -497,8 +497,17 @@ pub(crate) fn process_moves<M: MovementModel>(
         let wrong = error * error > settings.max_position_error_sq
             || (server.time.resolving() && settings.force_corrections_during_resolution);
         if !wrong {
-            if settings.accept_client_position && client_end.is_finite() {
+            // Adopted only where the body can go straight from our place (never through a
+            // wall); else ours stands, within the error allowed, and nothing is sent.
+            if settings.accept_client_position
+                && client_end.is_finite()
+                && with_collision_world(&rapier, &empty, filter, |world| {
+                    model.may_move_to(&state.0, client_end, world)
+                })
+            {
                 state.0 = M::with_position(&state.0, client_end);
+            } else if settings.accept_client_position {
+                stats.client_positions_refused += 1;
             }
             continue;
         }
@@ -723,13 +732,23 @@ fn simulate_ready<M: MovementModel>(
                 let (m, arrived) = server.held.remove(&n).expect("present");
                 (m, arrived, true)
             }
-            Some((_, (first, first_arrived))) => {
+            Some(_) => {
                 let since = *server.gap_since.get_or_insert(now);
                 if now - since < gap_wait {
                     break;
                 }
-                // Given up on the missing move: the next one's input is the best guess.
+                // Given up on the missing move: the next one's input is the best guess. It
+                // costs the move rate like a move that came (a message naming a move far
+                // ahead must not bring `max_seq_gap` moves for free): without the allowance,
+                // the gap waits.
+                server.refill(now, settings);
+                if server.tokens < 1.0 {
+                    break;
+                }
+                server.tokens -= 1.0;
                 stats.missing_moves_filled += 1;
+                let (_, (first, first_arrived)) =
+                    server.held.first_key_value().expect("checked above");
                 (first.clone(), *first_arrived, false)
             }
         };

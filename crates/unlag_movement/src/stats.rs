@@ -67,6 +67,10 @@ pub struct MovementStats {
     pub duplicate_moves: u64,
     /// Server: moves lost in every copy, simulated with the next move's input.
     pub missing_moves_filled: u64,
+    /// Server: client end positions within the error allowed that were not adopted
+    /// ([`MovementSettings::accept_client_position`](crate::MovementSettings)) because the
+    /// body could not go straight there from the server's place (through a wall).
+    pub client_positions_refused: u64,
     /// Server: steps simulated to show late players' tracks going on (guesses), each at most a
     /// tick: the cost of the guess, beside `moves_processed`.
     pub guess_steps: u64,

@@ -118,6 +118,20 @@ impl<'a> CollisionWorld<'a> {
             .is_some()
     }
 
+    /// Whether the straight segment from `from` to `to` (metres) crosses nothing; false for
+    /// non-finite ends.
+    pub fn segment_clear(&self, from: Vec3, to: Vec3) -> bool {
+        let motion = to - from;
+        if !(from.is_finite() && motion.is_finite()) {
+            return false;
+        }
+        if motion.length_squared() == 0.0 {
+            return true;
+        }
+        let ray = bevy_rapier3d::rapier::geometry::Ray::new(from, motion);
+        self.query.cast_ray(&ray, 1.0, true).is_none()
+    }
+
     /// Sweeps `shape` from `position` along `motion` (metres); returns the fraction of the
     /// motion (0–1) before the first contact, if any, and the contact normal.
     pub fn cast_shape(

@@ -836,15 +836,22 @@ pub fn server_time_of_world(world: &World) -> f64 {
     )
 }
 
-fn valid_beat(beat: &NetBeat) -> bool {
-    beat.update_rate_hz.is_finite()
-        && (unlag_core::conditions::MIN_UPDATE_RATE_HZ..=unlag_core::conditions::MAX_UPDATE_RATE_HZ)
-            .contains(&beat.update_rate_hz)
-        && beat.server_time.is_finite()
-        && beat.server_time >= 0.0
-        && beat.frame_us <= MAX_BEAT_FRAME_US
-        && beat.rtt_us <= MAX_BEAT_RTT_US
-        && f64::from(beat.delay_cap_us) <= MAX_REPORTED_DELAY * 1e6
+impl NetBeat {
+    /// Whether every figure is within what a server sends: a rate within the allowed range,
+    /// a finite, non-negative time, a frame and RTT of at most a second and a delay cap of at
+    /// most [`MAX_REPORTED_DELAY`]. A client drops other beats.
+    pub fn is_valid(&self) -> bool {
+        let beat = self;
+        beat.update_rate_hz.is_finite()
+            && (unlag_core::conditions::MIN_UPDATE_RATE_HZ
+                ..=unlag_core::conditions::MAX_UPDATE_RATE_HZ)
+                .contains(&beat.update_rate_hz)
+            && beat.server_time.is_finite()
+            && beat.server_time >= 0.0
+            && beat.frame_us <= MAX_BEAT_FRAME_US
+            && beat.rtt_us <= MAX_BEAT_RTT_US
+            && f64::from(beat.delay_cap_us) <= MAX_REPORTED_DELAY * 1e6
+    }
 }
 
 /// Longest round trip a [`NetBeat`] may state, microseconds.
@@ -895,7 +902,7 @@ pub(crate) fn update_client_clock(
         .into_iter()
         .flat_map(|mut b| b.receive().collect::<Vec<_>>())
     {
-        if !valid_beat(&beat) {
+        if !beat.is_valid() {
             state.rejected_beats += 1;
             if state.rejected_beats % 100 == 1 {
                 warn!(
@@ -1051,15 +1058,177 @@ pub(crate) fn send_delay_reports(
     }
 }
 
-/// Per-client state of delay reports on the server.
-#[derive(Component, Default)]
-pub(crate) struct ReportState {
+/// Per-client state of [`DelayReport`]s on the server (on each client's link entity, beside
+/// its [`RemoteClientClock`]): which reports were taken, and how many more it may send.
+#[derive(Component, Clone, Debug, Default)]
+pub struct ReportState {
     last: Option<Seq16>,
     /// The sequence numbers of the last [`REPORTS_REMEMBERED`] reports taken.
     seen: std::collections::VecDeque<Seq16>,
+    /// Reports this client may still send before the rate cap ([`MAX_REPORT_RATE`]) drops
+    /// them, and the real time (seconds) it was last topped up.
+    allowance: Option<(f64, f64)>,
+    /// Reports dropped for coming faster than [`MAX_REPORT_RATE`].
+    pub over_rate: u64,
+}
+
+/// Most [`DelayReport`]s a second a client may send, on average: twice what an honest one
+/// sends at most (one per [`MIN_REPORT_GAP`]). Beyond, reports are dropped before they cost
+/// anything: a flood of valid reports would otherwise make the server walk the client's
+/// window of lags once per report.
+pub const MAX_REPORT_RATE: f64 = 2.0 / MIN_REPORT_GAP;
+
+/// Reports a client may send at once (its burst, above [`MAX_REPORT_RATE`] × the server's
+/// frame): a jittery link bunches an honest client's reports.
+pub const REPORT_BURST: f64 = 16.0;
+
+/// What the server knows when it takes a [`DelayReport`] ([`ReportState::take`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReportContext {
+    /// The server's time ([`NetClock::server_time`]), seconds.
+    pub server_time: f64,
+    /// The server's real time, seconds (the rate cap runs on it).
+    pub real_time: f64,
+    /// The server's usual frame, seconds.
+    pub frame: f64,
+    /// The proxy update interval now, seconds.
+    pub interval: f64,
+    /// When the update rate last went up (real time, seconds) and the slower interval before
+    /// it (seconds): clients' delays shrink from it gradually.
+    pub slower: Option<(f64, f64)>,
+}
+
+/// Why the server did not take a [`DelayReport`] ([`ReportState::take`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportRefusal {
+    /// Beyond [`MAX_REPORT_RATE`]: dropped unread.
+    OverRate,
+    /// A view time that is not finite, or further than a few seconds from the server's.
+    Garbage,
+    /// A copy or replay of a report taken, or one overtaken too long ago to tell from one.
+    Replayed,
+    /// A lag no trip of this link can have.
+    ImplausibleLag,
 }
 
 impl ReportState {
+    /// Takes one delay report from the client whose clock figures are `remote`, arrived as
+    /// `at` says: the client's interpolation delay, the delay the server compensates for it,
+    /// and one more sample of how late its packets arrive after the view time they stamp.
+    /// A refused report is counted ([`RemoteClientClock::rejected_reports`], and
+    /// [`ReportState::over_rate`] for a flood) and changes nothing else.
+    pub fn take(
+        &mut self,
+        remote: &mut RemoteClientClock,
+        report: &DelayReport,
+        at: ReportContext,
+    ) -> Result<(), ReportRefusal> {
+        let verdict = self.take_counted(remote, report, at);
+        if verdict.is_err() {
+            remote.rejected_reports += 1;
+        }
+        if verdict == Err(ReportRefusal::OverRate) {
+            self.over_rate += 1;
+        }
+        verdict
+    }
+
+    fn take_counted(
+        &mut self,
+        remote: &mut RemoteClientClock,
+        report: &DelayReport,
+        at: ReportContext,
+    ) -> Result<(), ReportRefusal> {
+        if !self.spend_allowance(at.real_time, at.frame) {
+            return Err(ReportRefusal::OverRate);
+        }
+        // A view time further than a few seconds from ours is garbage: the whole report goes.
+        if !(report.view_time.is_finite()
+            && (at.server_time - report.view_time).abs() < MAX_VIEW_LAG)
+        {
+            return Err(ReportRefusal::Garbage);
+        }
+        if self.seen.contains(&report.seq) {
+            return Err(ReportRefusal::Replayed);
+        }
+        let delay = (f64::from(report.delay_us) / 1e6).min(MAX_REPORTED_DELAY);
+        let overtaken = self
+            .last
+            .is_some_and(|last| !report.seq.is_newer_than(last));
+        if overtaken {
+            // A report that a newer one overtook (jitter reorders packets) says nothing new of
+            // the delay, but its lag is one of the link's: dropping the late ones would leave
+            // the window only the quicker trips, and shots (which travel apart) would land past
+            // its most. Too old to be told from a replay: dropped.
+            if !self.remembers_since(report.seq) {
+                self.remember(report.seq);
+                return Err(ReportRefusal::Replayed);
+            }
+            self.remember(report.seq);
+            return if remote.record_overtaken_view_lag(at.server_time, report.view_time, delay) {
+                Ok(())
+            } else {
+                Err(ReportRefusal::ImplausibleLag)
+            };
+        }
+        // Garbage lag (with the delay it reports): refused whole, its delay not taken.
+        if !remote.plausible_lag(at.server_time - report.view_time - delay) {
+            self.remember(report.seq);
+            return Err(ReportRefusal::ImplausibleLag);
+        }
+        self.last = Some(report.seq);
+        self.remember(report.seq);
+        // Compensated no further than the server's update rate and the link's jitter call
+        // for: a longer delay would let shots claim older view times (an interp cheat). A
+        // longer one is the client's to draw with; its shots are judged later by the rest
+        // (`delay_shortfall`).
+        let spread = link_spread(remote);
+        let mut most = plausible_delay(at.interval, spread, at.frame);
+        if let Some((since, old)) = at.slower {
+            let shrinking = plausible_delay(old, spread, at.frame)
+                - PLAUSIBLE_DELAY_DECAY * (at.real_time - since);
+            most = most.max(shrinking);
+        }
+        if delay > most {
+            remote.reports_above_cap += 1;
+            if remote.reports_above_cap.is_power_of_two() {
+                info!(
+                    "a client draws with a {delay:.3}-s delay, {most:.3} s compensated \
+                     ({} such reports)",
+                    remote.reports_above_cap
+                );
+            }
+        }
+        remote.interpolation_delay = delay;
+        remote.delay_cap = most;
+        remote.reported = true;
+        remote.server_frame = at.frame;
+        // (Plausible: checked above with this delay.)
+        remote.record_view_lag(at.server_time, report.view_time);
+        remote.record_client_frame(f64::from(report.frame_us) / 1e6);
+        Ok(())
+    }
+
+    /// Spends one report of the client's allowance at real time `now` (seconds; `frame` is
+    /// the server's usual frame): false when it has none left. The allowance refills at
+    /// [`MAX_REPORT_RATE`] and holds at most a burst of [`REPORT_BURST`], or a whole frame's
+    /// worth when the server's frames are long (a listen host at 6 fps reads 17 reports of an
+    /// honest client at once).
+    fn spend_allowance(&mut self, now: f64, frame: f64) -> bool {
+        let now = if now.is_finite() { now } else { 0.0 };
+        let frame = unlag_core::finite_non_negative(frame).min(1.0);
+        let cap = REPORT_BURST.max(2.0 * MAX_REPORT_RATE * frame);
+        let (tokens, at) = self.allowance.unwrap_or((cap, now));
+        let elapsed = (now - at).clamp(0.0, 1.0);
+        let tokens = (tokens + elapsed * MAX_REPORT_RATE).min(cap.max(elapsed * MAX_REPORT_RATE));
+        if tokens < 1.0 {
+            self.allowance = Some((tokens, now));
+            return false;
+        }
+        self.allowance = Some((tokens - 1.0, now));
+        true
+    }
+
     /// Whether `seq`, older than the newest report taken, is still among those remembered
     /// (else it cannot be told from a replay).
     fn remembers_since(&self, seq: Seq16) -> bool {
@@ -1162,69 +1331,21 @@ pub(crate) fn server_beats(
     });
     for (mut remote, mut reports, receiver, mut sender, mut traffic) in &mut clients {
         if let Some(mut receiver) = receiver {
+            let at = ReportContext {
+                server_time: clock.server_time,
+                real_time: now,
+                frame,
+                interval,
+                slower,
+            };
             for report in receiver.receive() {
-                // A view time further than a few seconds from ours is garbage: the whole
-                // report goes.
-                if !(report.view_time.is_finite()
-                    && (clock.server_time - report.view_time).abs() < MAX_VIEW_LAG)
-                    || reports.seen.contains(&report.seq)
+                if reports.take(&mut remote, &report, at) == Err(ReportRefusal::OverRate)
+                    && reports.over_rate.is_power_of_two()
                 {
-                    remote.rejected_reports += 1;
-                    continue;
-                }
-                let delay = (f64::from(report.delay_us) / 1e6).min(MAX_REPORTED_DELAY);
-                let overtaken = reports
-                    .last
-                    .is_some_and(|last| !report.seq.is_newer_than(last));
-                if overtaken {
-                    // A report that a newer one overtook (jitter reorders packets) says nothing
-                    // new of the delay, but its lag is one of the link's: dropping the late
-                    // ones would leave the window only the quicker trips, and shots (which
-                    // travel apart) would land past its most. Too old to be told from a
-                    // replay: dropped.
-                    if !(reports.remembers_since(report.seq)
-                        && remote.record_overtaken_view_lag(
-                            clock.server_time,
-                            report.view_time,
-                            delay,
-                        ))
-                    {
-                        remote.rejected_reports += 1;
-                    }
-                    reports.remember(report.seq);
-                    continue;
-                }
-                reports.last = Some(report.seq);
-                reports.remember(report.seq);
-                // Compensated no further than the server's update rate and the link's jitter
-                // call for: a longer delay would let shots claim older view times (an interp
-                // cheat). A longer one is the client's to draw with; its shots are judged later
-                // by the rest (`delay_shortfall`).
-                let spread = link_spread(&remote);
-                let mut most = plausible_delay(interval, spread, frame);
-                if let Some((since, old)) = slower {
-                    let shrinking =
-                        plausible_delay(old, spread, frame) - PLAUSIBLE_DELAY_DECAY * (now - since);
-                    most = most.max(shrinking);
-                }
-                if delay > most {
-                    remote.reports_above_cap += 1;
-                    if remote.reports_above_cap % 1000 == 1 {
-                        info!(
-                            "a client draws with a {delay:.3}-s delay, {most:.3} s compensated \
-                             ({} such reports)",
-                            remote.reports_above_cap
-                        );
-                    }
-                }
-                remote.interpolation_delay = delay;
-                remote.delay_cap = most;
-                remote.reported = true;
-                remote.server_frame = frame;
-                if remote.record_view_lag(clock.server_time, report.view_time) {
-                    remote.record_client_frame(f64::from(report.frame_us) / 1e6);
-                } else {
-                    remote.rejected_reports += 1;
+                    warn!(
+                        "delay reports of a client over the rate cap dropped ({} so far)",
+                        reports.over_rate
+                    );
                 }
             }
         }
