@@ -1,0 +1,93 @@
+//! A fire request as lightyear hands it to the server (postcard), judged by the server's own
+//! [`ShotJudge`] in a real match: decoding never panics; a request that decodes re-encodes to
+//! the same bytes; judging never panics; a refused shot leaves the shooter's armory (ammo, fire
+//! rate, fire index, reloads) exactly as it was; an accepted one deals finite, non-negative
+//! damage, from at most as many pellets as the weapon fires, to characters that exist.
+#![no_main]
+
+use bevy::ecs::system::SystemState;
+use bevy::prelude::*;
+use libfuzzer_sys::fuzz_target;
+use std::cell::RefCell;
+use unlag_combat::{CombatStats, FireRequest, ServerArmory, ShotJudge, ShotVerdict, Weapons};
+use unlag_fuzz::Match;
+use unlag_net::RemoteClientClock;
+
+struct Harness {
+    game: Match,
+    judge: SystemState<ShotJudge<'static, 'static>>,
+}
+
+thread_local! {
+    static HARNESS: RefCell<Option<Harness>> = const { RefCell::new(None) };
+}
+
+fn harness() -> Harness {
+    let mut game = Match::start();
+    let judge = SystemState::new(game.tb.server_world_mut());
+    Harness { game, judge }
+}
+
+fuzz_target!(|data: &[u8]| {
+    // Capturing (`fuzz/run.sh --capture`): the match is played whatever the input.
+    if std::env::var_os("UNLAG_FUZZ_CAPTURE").is_some() {
+        HARNESS.with_borrow_mut(|h| {
+            h.get_or_insert_with(harness);
+        });
+    }
+    let Ok(request) = postcard::from_bytes::<FireRequest>(data) else {
+        return;
+    };
+    let bytes = postcard::to_allocvec(&request).expect("a decoded request encodes");
+    let again: FireRequest = postcard::from_bytes(&bytes).expect("re-encoded bytes decode");
+    assert_eq!(postcard::to_allocvec(&again).expect("encodes"), bytes);
+    HARNESS.with_borrow_mut(|harness| {
+        let Harness { game, judge } = harness.get_or_insert_with(self::harness);
+        let (link, shooter) = (game.link, game.shooter);
+        let world = game.tb.server_world_mut();
+        let remote = world
+            .get::<RemoteClientClock>(link)
+            .cloned()
+            .expect("the link has its clock");
+        let mut armory = world
+            .get::<ServerArmory>(shooter)
+            .cloned()
+            .expect("the shooter is armed");
+        let position = world.get::<Transform>(shooter).expect("placed").translation;
+        let pellets_most = world
+            .resource::<Weapons>()
+            .table
+            .as_ref()
+            .and_then(|t| t.get(request.weapon))
+            .map_or(0, |w| w.pellets());
+        let before = format!("{armory:?}");
+        let mut stats = CombatStats::default();
+        let verdict = judge.get(world).expect("the judge's resources are there").judge(
+            &request,
+            shooter,
+            link,
+            &remote,
+            &mut armory,
+            position,
+            &mut stats,
+        );
+        match verdict {
+            Err(_) => assert_eq!(format!("{armory:?}"), before, "a refused shot changed state"),
+            Ok(ShotVerdict::Hits { hits, ends }) => {
+                assert!(ends.len() <= pellets_most);
+                assert!(ends.iter().all(|e| e.is_finite()));
+                let pellets: usize = hits.iter().map(|h| usize::from(h.pellets)).sum();
+                assert!(pellets <= pellets_most);
+                for hit in &hits {
+                    assert!(hit.damage.is_finite() && hit.damage >= 0.0);
+                    assert!(world.get_entity(hit.target).is_ok());
+                }
+            }
+            Ok(ShotVerdict::Launch(projectile)) => {
+                let launch = projectile.launch;
+                assert!(launch.position.is_finite() && launch.velocity.is_finite());
+                assert!(projectile.launch_time.is_finite());
+            }
+        }
+    });
+});

@@ -1,0 +1,61 @@
+//! Proxy updates as lightyear hands them to a client (postcard): decoding never panics; every
+//! state is either refused by the client's buffer or sampled to a finite pose in every
+//! smoothing mode; a state's quantised values round-trip within their step.
+#![no_main]
+
+use bevy::prelude::*;
+use libfuzzer_sys::fuzz_target;
+use std::collections::HashMap;
+use unlag_core::{SmoothingMode, StateBuffer};
+use unlag_smoothing::{ProxyUpdates, WireProxyState};
+
+const TICK: f64 = 1.0 / 60.0;
+
+fuzz_target!(|data: &[u8]| {
+    let mut buffers: HashMap<Entity, StateBuffer> = HashMap::new();
+    let mut rest = data;
+    let mut server_now = 0.0_f64;
+    while let Ok((updates, tail)) = postcard::take_from_bytes::<ProxyUpdates>(rest) {
+        rest = tail;
+        let time = f64::from(updates.tick) * TICK;
+        server_now = server_now.max(time);
+        for wire in updates.states.iter().take(64) {
+            let state = wire.to_state(updates.tick, time);
+            if state.is_valid() && state.position.abs().max_element() < 4096.0 {
+                let again = WireProxyState::new(
+                    wire.entity,
+                    state.position,
+                    state.rotation,
+                    state.velocity,
+                    state.flags,
+                    state.teleport,
+                );
+                assert_eq!(again.position, wire.position);
+                assert_eq!(again.velocity, wire.velocity);
+                assert_eq!(again.flags, wire.flags);
+                let back = again.to_state(updates.tick, time);
+                assert!(back.rotation.dot(state.rotation).abs() > 1.0 - 1e-3);
+            }
+            if buffers.len() >= 8 && !buffers.contains_key(&wire.entity) {
+                continue;
+            }
+            let buffer = buffers.entry(wire.entity).or_insert_with(|| StateBuffer::new(8));
+            let _ = buffer.push(state, server_now);
+        }
+        for buffer in buffers.values() {
+            for view in [time - 0.2, time - 0.05, time, time + 0.1, time + 5.0] {
+                for mode in [
+                    SmoothingMode::Snap,
+                    SmoothingMode::Linear,
+                    SmoothingMode::Hermite,
+                    SmoothingMode::Extrapolate,
+                ] {
+                    if let Some(sample) = buffer.sample(view, mode, 0.25) {
+                        assert!(sample.position.is_finite(), "{mode:?} at {view}: {sample:?}");
+                        assert!(sample.rotation.is_finite());
+                    }
+                }
+            }
+        }
+    }
+});

@@ -1,0 +1,28 @@
+//! The RON asset loaders (hit-box layouts and weapon tables) on any text: never a panic; an
+//! error names the file; what loads is valid (finite sizes, at least one shape or weapon).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use unlag_combat::WeaponTable;
+use unlag_rewind::HitBoxLayout;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match HitBoxLayout::from_ron(text, "fuzz.hitboxes.ron") {
+        Ok(layout) => assert!(!format!("{layout:?}").contains("NaN")),
+        Err(e) => assert!(e.to_string().contains("fuzz.hitboxes.ron"), "{e}"),
+    }
+    match WeaponTable::from_ron(text, "fuzz.weapons.ron") {
+        Ok(table) => {
+            assert!(!table.weapons.is_empty());
+            for w in &table.weapons {
+                assert!(w.pellets() >= 1);
+                assert!(w.spread().is_finite() && w.spread() >= 0.0);
+                assert!(w.fire_interval.is_finite() && w.fire_interval > 0.0);
+            }
+        }
+        Err(e) => assert!(e.to_string().contains("fuzz.weapons.ron"), "{e}"),
+    }
+});
