@@ -52,9 +52,9 @@ trap 'rm -rf "$scratch"' EXIT
 for t in "${TARGETS[@]}"; do
     mkdir -p "$scratch/$t" "fuzz/corpus/$t"
     log="$scratch/$t.log"
-    # -timeout: one input taking 10 s is a hang; -rss_limit_mb: a leak or a runaway allocation.
+    # -timeout: one input taking 60 s is a hang (the first input of fire_request plays the match); -rss_limit_mb: a leak or a runaway allocation.
     if cargo +nightly fuzz run "${build[@]}" "$t" "$scratch/$t" "fuzz/corpus/$t" -- \
-        "${limit[@]}" -timeout=10 -rss_limit_mb=4096 -detect_leaks=1 -print_final_stats=1 \
+        "${limit[@]}" -timeout=60 -rss_limit_mb=4096 -detect_leaks=1 -print_final_stats=1 \
         >"$log" 2>&1; then
         verdict=ok
     else
