@@ -67,6 +67,13 @@ for t in "${TARGETS[@]}"; do
     printf '%-15s %-6s %12s inputs %9s/s  %s\n' "$t" "$verdict" "${runs:-0}" "${speed:-0}" "$cov"
     if [ "$verdict" = FAILED ]; then
         grep -E "ERROR|panicked|SUMMARY|Test unit written" "$log" | head -20 || tail -30 "$log"
+        grep -A3 "panicked" "$log" | head -12 || true
+        # The input itself, so a failure on a machine one cannot reach reproduces here:
+        # echo ... | base64 -d > x && cargo +nightly fuzz run TARGET x
+        unit=$(grep -o 'Test unit written to [^ ]*' "$log" | head -1 | sed 's/Test unit written to //' || true)
+        if [ -n "$unit" ] && [ -f "$unit" ] && [ "$(stat -c %s "$unit")" -le 4096 ]; then
+            echo "input (base64): $(base64 -w0 "$unit")"
+        fi
     fi
 done
 exit "$failed"

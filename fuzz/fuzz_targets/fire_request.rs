@@ -1,8 +1,9 @@
 //! A fire request as lightyear hands it to the server (postcard), judged by the server's own
 //! [`ShotJudge`] in a real match: decoding never panics; a request that decodes re-encodes to
-//! the same bytes; judging never panics; a refused shot leaves the shooter's armory (ammo, fire
-//! rate, fire index, reloads) exactly as it was; an accepted one deals finite, non-negative
-//! damage, from at most as many pellets as the weapon fires, to characters that exist.
+//! the same bytes; judging never panics; a refusal keeps the contract [`ShotJudge::judge`]
+//! documents (garbage, copies and replays change nothing; a refused shot never spends a round
+//! or starts a reload); an accepted one deals finite, non-negative damage, from at most as
+//! many pellets as the weapon fires, to characters that exist.
 #![no_main]
 
 use bevy::ecs::system::SystemState;
@@ -54,25 +55,69 @@ fuzz_target!(|data: &[u8]| {
             .cloned()
             .expect("the shooter is armed");
         let position = world.get::<Transform>(shooter).expect("placed").translation;
-        let pellets_most = world
-            .resource::<Weapons>()
-            .table
+        let table = world.resource::<Weapons>().table.clone();
+        let pellets_most = table
             .as_ref()
             .and_then(|t| t.get(request.weapon))
             .map_or(0, |w| w.pellets());
-        let before = format!("{armory:?}");
+        let magazines: Vec<u32> = table
+            .as_ref()
+            .map(|t| t.weapons.iter().map(|w| w.magazine).collect())
+            .unwrap_or_default();
+        let (before, previous) = (format!("{armory:?}"), armory.clone());
         let mut stats = CombatStats::default();
-        let verdict = judge.get(world).expect("the judge's resources are there").judge(
-            &request,
-            shooter,
-            link,
-            &remote,
-            &mut armory,
-            position,
-            &mut stats,
-        );
+        let verdict = judge
+            .get(world)
+            .expect("the judge's resources are there")
+            .judge(
+                &request,
+                shooter,
+                link,
+                &remote,
+                &mut armory,
+                position,
+                &mut stats,
+            );
+        let garbage = !(request.origin.is_finite()
+            && request.aim.is_finite()
+            && request.view_time.is_finite()
+            && request.judged_time.is_finite());
+        if garbage {
+            assert!(verdict.is_err(), "a non-finite shot was judged");
+            assert_eq!(armory.last_fire_index(), previous.last_fire_index());
+        }
         match verdict {
-            Err(_) => assert_eq!(format!("{armory:?}"), before, "a refused shot changed state"),
+            Err(_) if armory.last_fire_index() == previous.last_fire_index() => {
+                // Refused before its fire index was taken: garbage, a copy or a replay.
+                assert_eq!(
+                    format!("{armory:?}"),
+                    before,
+                    "a dropped shot changed state"
+                );
+            }
+            Err(rejection) => {
+                assert!(
+                    request.fire_index > previous.last_fire_index(),
+                    "{rejection:?}: a copy or replay took an index"
+                );
+                assert_eq!(armory.last_fire_index(), request.fire_index);
+                for (w, &magazine) in magazines.iter().enumerate() {
+                    let w = w as u8;
+                    let (now, was) = (armory.ammo(w), previous.ammo(w));
+                    assert!(now >= was, "{rejection:?}: a refused shot spent a round");
+                    if now > was {
+                        // Only a reload the shot's view time is past refills a magazine.
+                        assert_eq!(previous.is_reloading(w), Some(true));
+                        assert_eq!(armory.is_reloading(w), Some(false));
+                        assert_eq!(now, Some(magazine));
+                    }
+                    assert!(
+                        armory.is_reloading(w) != Some(true)
+                            || previous.is_reloading(w) == Some(true),
+                        "{rejection:?}: a refused shot started a reload"
+                    );
+                }
+            }
             Ok(ShotVerdict::Hits { hits, ends }) => {
                 assert!(ends.len() <= pellets_most);
                 assert!(ends.iter().all(|e| e.is_finite()));

@@ -187,6 +187,19 @@ impl ServerArmory {
     pub fn ammo(&self, weapon: u8) -> Option<u32> {
         self.weapons.get(usize::from(weapon)).map(|w| w.ammo)
     }
+
+    /// Whether weapon `weapon` is reloading (`None` for a weapon the armory does not have).
+    pub fn is_reloading(&self, weapon: u8) -> Option<bool> {
+        self.weapons
+            .get(usize::from(weapon))
+            .map(|w| w.reloading.is_some())
+    }
+
+    /// The newest fire index judged (0 before the first): a request at or below it is a copy
+    /// or a replay, dropped unjudged.
+    pub fn last_fire_index(&self) -> u32 {
+        self.last_fire_index
+    }
 }
 
 /// The shortest fire interval of the table's weapons, seconds (at most 1).
@@ -685,6 +698,14 @@ impl ShotJudge<'_, '_> {
     /// character `shooter` at `position` with `armory`, spends its round and judges it: the
     /// verdict, or why it was refused (copies of a shot already judged come back as
     /// [`Rejection::Duplicate`]). Nothing is applied: damage is the caller's.
+    ///
+    /// What a refusal leaves behind: garbage (non-finite or oversized fields, an unknown
+    /// weapon), copies and replays change nothing. A shot refused after that was still fired
+    /// by its client: it uses up its fire index (its later copies are duplicates), owes its
+    /// weapon's fire rate once it got through the gate (so refused shots cannot buy rewinds
+    /// faster than the weapon fires), counts as evidence of its lateness when it came late,
+    /// and finishes a reload its checked view time is past. It never spends a round, starts a
+    /// reload or touches health.
     #[allow(clippy::too_many_arguments)]
     pub fn judge(
         &self,
