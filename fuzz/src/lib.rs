@@ -92,8 +92,13 @@ fn add_capture(tb: &mut Testbed) {
             capture_server_messages.after(MessageSystems::Receive),
         ),
     );
-    tb.client(0)
-        .add_systems(PreUpdate, capture_client_messages.after(MessageSystems::Receive));
+    // Before the clock, which drains the beats.
+    tb.client(0).add_systems(
+        PreUpdate,
+        capture_client_messages
+            .after(MessageSystems::Receive)
+            .before(unlag_net::NetSystems::Clock),
+    );
 }
 
 fn capture_datagrams(mut links: Query<&mut Link, With<ClientOf>>, mut count: Local<usize>) {

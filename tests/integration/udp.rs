@@ -1,6 +1,7 @@
 //! Real UDP sockets on loopback in real time: the measured RTT matches the configured one
-//! whatever clock the build compiled in, garbage sent to the sockets changes nothing, and links
-//! that never connect are cleaned up.
+//! whatever clock the build compiled in, garbage sent to the sockets changes nothing, links that
+//! never connect are cleaned up with their addresses, and a flood of connection requests opens
+//! links only within the server socket's limits.
 
 use bevy::prelude::*;
 use core::time::Duration;
@@ -8,7 +9,10 @@ use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
 use std::net::UdpSocket;
 use unlag::core::SplitMix64;
-use unlag::net::{LinkConditions, ServerLinkStats, lightyear_clock_is_mocked};
+use unlag::net::{
+    CONNECTION_REQUEST_BYTES, LinkConditions, ServerLinkStats, ServerUdpSocket, UdpServerLimits,
+    is_connection_request, lightyear_clock_is_mocked,
+};
 use unlag_testbed::{UdpSession, UdpSessionConfig};
 
 /// Links on the server that are not (yet) a connected client.
@@ -16,6 +20,36 @@ fn unconnected_links(session: &mut UdpSession) -> usize {
     let world = session.server_world_mut();
     let mut q = world.query_filtered::<(), (With<LinkOf>, Without<ClientOf>)>();
     q.iter(world).count()
+}
+
+/// Remote addresses the server's socket keeps.
+fn server_addresses(session: &mut UdpSession) -> usize {
+    let world = session.server_world_mut();
+    let mut q = world.query::<&ServerUdpSocket>();
+    q.single(world).expect("one server socket").addresses()
+}
+
+/// A datagram shaped as a netcode connection request whose token is random bytes.
+fn forged_request(rng: &mut SplitMix64) -> Vec<u8> {
+    let mut datagram: Vec<u8> = (0..CONNECTION_REQUEST_BYTES)
+        .map(|_| rng.next_u64() as u8)
+        .collect();
+    datagram[0] = 0;
+    datagram[1..14].copy_from_slice(b"NETCODE 1.02\0");
+    assert!(is_connection_request(&datagram));
+    datagram
+}
+
+/// The server socket's limits in this test: tighter than the defaults, so the flood meets
+/// them.
+const LIMITS: UdpServerLimits = UdpServerLimits {
+    new_links_per_second: 20.0,
+    new_link_burst: 30.0,
+    max_unconnected_links: 40,
+};
+
+fn session_now() -> Duration {
+    unlag::net::real_elapsed()
 }
 
 #[test]
@@ -28,6 +62,7 @@ fn real_time_rtt_and_garbage_datagrams() {
         conditions: LinkConditions::new(Duration::from_millis(150), Duration::ZERO, 0.0),
         frame_rate_hz: 500.0,
         unconnected_link_timeout: 1.0,
+        udp_limits: LIMITS,
         ..Default::default()
     });
     assert!(
@@ -61,8 +96,7 @@ fn real_time_rtt_and_garbage_datagrams() {
             session.step();
         }
     }
-    // A flood from many source addresses: each gets a link entity on the server, which goes
-    // away when it does not connect.
+    // Junk from many source addresses opens no link (only a connection request can).
     let flooders: Vec<UdpSocket> = (0..40)
         .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
         .collect();
@@ -74,14 +108,77 @@ fn real_time_rtt_and_garbage_datagrams() {
         }
     }
     session.run_for(Duration::from_millis(200));
-    assert!(unconnected_links(&mut session) >= 40, "flood not seen");
+    assert_eq!(unconnected_links(&mut session), 0, "junk opened links");
+    let stats = session.server_world().resource::<ServerLinkStats>().clone();
+    assert!(stats.udp_strangers_dropped >= 120, "{stats:?}");
+    // Connection requests with forged tokens: each opens a link, which goes away when it does
+    // not connect, and its address is forgotten.
+    for socket in &flooders[..25] {
+        socket
+            .send_to(&forged_request(&mut rng), session.server_addr())
+            .unwrap();
+    }
+    session.run_for(Duration::from_millis(200));
+    assert_eq!(
+        unconnected_links(&mut session),
+        25,
+        "forged requests not seen"
+    );
     session.run_for(Duration::from_secs(2));
     assert_eq!(unconnected_links(&mut session), 0, "unconnected links left");
-    let despawned = session
-        .server_world()
-        .resource::<ServerLinkStats>()
-        .unconnected_links_despawned;
-    assert!(despawned >= 41, "{despawned}");
+    let stats = session.server_world().resource::<ServerLinkStats>().clone();
+    assert!(stats.unconnected_links_despawned >= 25, "{stats:?}");
+    assert!(stats.udp_addresses_forgotten >= 25, "{stats:?}");
+    assert_eq!(
+        server_addresses(&mut session),
+        2,
+        "addresses of gone links kept"
+    );
+
+    // A flood of forged requests from 200 addresses over a second: links open at the rate
+    // (after the burst) until the cap of links handshaking is reached, never beyond either.
+    let refused_before = stats.udp_links_refused;
+    let many: Vec<UdpSocket> = (0..200)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let started = std::time::Instant::now();
+    let mut sent = 0.0;
+    let mut opened = 0.0;
+    for batch in many.chunks(10) {
+        for socket in batch {
+            socket
+                .send_to(&forged_request(&mut rng), session.server_addr())
+                .unwrap();
+            sent += 1.0;
+        }
+        let until = session_now() + Duration::from_millis(50);
+        while session_now() < until {
+            session.step();
+            let handshaking = unconnected_links(&mut session);
+            assert!(handshaking <= LIMITS.max_unconnected_links, "{handshaking}");
+        }
+        let refused = session
+            .server_world()
+            .resource::<ServerLinkStats>()
+            .udp_links_refused
+            - refused_before;
+        opened = sent - refused as f64;
+        let elapsed = started.elapsed().as_secs_f64();
+        let most = LIMITS.new_link_burst + LIMITS.new_links_per_second * elapsed;
+        assert!(
+            opened <= most,
+            "{opened} links opened in {elapsed:.2} s (at most {most:.0})"
+        );
+    }
+    // The cap was what stopped the last ones.
+    assert!(opened >= LIMITS.max_unconnected_links as f64, "{opened}");
+    session.run_for(Duration::from_secs(2));
+    assert_eq!(unconnected_links(&mut session), 0, "unconnected links left");
+    assert_eq!(
+        server_addresses(&mut session),
+        2,
+        "addresses of gone links kept"
+    );
     assert!(session.all_synced(), "clients lost their connection");
     for i in 0..2 {
         let rtt = session.client_clock(i).rtt;

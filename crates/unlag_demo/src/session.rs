@@ -10,7 +10,7 @@ use core::time::Duration;
 use lightyear::crossbeam::CrossbeamIo;
 use lightyear::netcode::server_plugin::NetcodeConfig as ServerNetcodeConfig;
 use lightyear::prelude::client::ClientPlugins;
-use lightyear::prelude::server::{NetcodeServer, ServerPlugins, ServerUdpIo, Start};
+use lightyear::prelude::server::{NetcodeServer, ServerPlugins, Start};
 use lightyear::prelude::*;
 use std::sync::Mutex;
 use unlag::net::{LinkConditions, NetConditions, UnlagNetPlugin};
@@ -162,7 +162,8 @@ pub fn serve_udp(mut server: App, addr: SocketAddr, key: crate::key::ServerKey) 
                     ..default()
                 }),
                 LocalAddr(addr),
-                ServerUdpIo::default(),
+                // Not lightyear's ServerUdpIo: its state per source address is unbounded.
+                unlag::net::ServerUdpSocket::default(),
             ))
             .id();
         commands.trigger(Start { entity: netcode });

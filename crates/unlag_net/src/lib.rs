@@ -12,6 +12,7 @@ mod protocol;
 mod roles;
 mod settings;
 mod time_source;
+mod udp;
 mod work;
 
 #[cfg(feature = "cheats")]
@@ -41,6 +42,10 @@ pub use settings::{
     LastValidSettings, RefusedSettingsChanges, ValidatedSettingsAppExt, check_at_build,
 };
 pub use time_source::{NetTimeSource, lightyear_clock_is_mocked, real_elapsed, with_net_clock_at};
+pub use udp::{
+    CONNECTION_REQUEST_BYTES, ServerUdpLink, ServerUdpSocket, UdpServerLimits,
+    is_connection_request,
+};
 pub use unlag_core::{
     ConditionsError, DelayPolicy, Fields, HighPingSettings, LinkConditions, SettingsError, Validate,
 };
@@ -114,6 +119,7 @@ fn keep_server_time_whole(mut time: ResMut<Time<Virtual>>) {
 /// | [`NetConditions`] applied to the link to the server, both directions | client |
 /// | [`LinkTraffic`] on every link, malformed datagrams dropped | both |
 /// | links that never connect despawned ([`ServerLinkStats`]) | server |
+/// | [`ServerUdpSocket`], a UDP transport with bounded state per address | server |
 /// | [`PingMonitor`] and the [`HighPing`] event | client |
 ///
 /// Requires lightyear's `ClientPlugins` or `ServerPlugins` to be added first.
@@ -192,6 +198,7 @@ impl Plugin for UnlagNetPlugin {
         protocol::register_channels(app);
         clock::register(app);
         roles::register(app);
+        udp::register(app);
 
         app.configure_sets(
             PreUpdate,

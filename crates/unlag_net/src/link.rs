@@ -216,6 +216,15 @@ pub struct ServerLinkStats {
     /// Fragments of client messages refused before lightyear read them (see
     /// [`UnlagNetPlugin::max_client_fragments`](crate::UnlagNetPlugin::max_client_fragments)).
     pub fragments_refused: u64,
+    /// Datagrams from addresses without a link that were not connection requests, dropped
+    /// unread by a [`ServerUdpSocket`](crate::ServerUdpSocket).
+    pub udp_strangers_dropped: u64,
+    /// Connection requests from new addresses a [`ServerUdpSocket`](crate::ServerUdpSocket)
+    /// opened no link for: over [`UdpServerLimits`](crate::UdpServerLimits).
+    pub udp_links_refused: u64,
+    /// Addresses a [`ServerUdpSocket`](crate::ServerUdpSocket) forgot because their link was
+    /// gone (timed out, disconnected or despawned).
+    pub udp_addresses_forgotten: u64,
 }
 
 /// What a packet from a client is, as far as its fragment header goes (the packet as netcode

@@ -8,10 +8,12 @@ use core::net::{Ipv4Addr, SocketAddr};
 use core::time::Duration;
 use lightyear::netcode::server_plugin::NetcodeConfig as ServerNetcodeConfig;
 use lightyear::prelude::client::ClientPlugins;
-use lightyear::prelude::server::{ClientOf, NetcodeServer, ServerPlugins, ServerUdpIo, Start};
+use lightyear::prelude::server::{ClientOf, NetcodeServer, ServerPlugins, Start};
 use lightyear::prelude::*;
 use unlag_core::LinkConditions;
-use unlag_net::{NetConditions, NetTimeSource, UnlagNetPlugin, real_elapsed};
+use unlag_net::{
+    NetConditions, NetTimeSource, ServerUdpSocket, UdpServerLimits, UnlagNetPlugin, real_elapsed,
+};
 
 use crate::{NetApps, PRIVATE_KEY, PROTOCOL_ID};
 
@@ -30,6 +32,8 @@ pub struct UdpSessionConfig {
     pub frame_rate_hz: f64,
     /// Seconds after which the server despawns a link that never connected.
     pub unconnected_link_timeout: f64,
+    /// The server socket's limits on new links.
+    pub udp_limits: UdpServerLimits,
 }
 
 impl Default for UdpSessionConfig {
@@ -41,6 +45,7 @@ impl Default for UdpSessionConfig {
             tick_rate_hz: 60.0,
             frame_rate_hz: 250.0,
             unconnected_link_timeout: 10.0,
+            udp_limits: UdpServerLimits::default(),
         }
     }
 }
@@ -93,7 +98,7 @@ impl UdpSession {
                     ..default()
                 }),
                 LocalAddr(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0)),
-                ServerUdpIo::default(),
+                ServerUdpSocket::new(config.udp_limits.clone()),
             ))
             .id();
         world.trigger(Start {
