@@ -18,6 +18,7 @@
 //! | `--net-graph` | start with the net graph shown |
 //! | `--autopilot` | you aim at the nearest bot and fire by yourself (demos, screenshots) |
 //! | `--window WxH` | window size in pixels (default 1280x720) |
+//! | `--stats S` | a dedicated server prints a `server stats:` line every S seconds (default 10): memory, frame cost, links, refusals |
 //! | `--seconds S` | quit after S seconds, printing how the match felt (shots seen as hits, confirmed and refused by reason, corrections, proxy frames held, frames per second) |
 //!
 //! Controls (leafwing-input-manager):
@@ -79,6 +80,8 @@ struct Options {
     net_graph: bool,
     /// `--key-file`: the netcode key of a dedicated server (see `unlag_demo::key`).
     key_file: Option<std::path::PathBuf>,
+    /// `--stats`: seconds between a dedicated server's status lines.
+    stats_every: f64,
 }
 
 fn parse() -> Result<Options, String> {
@@ -91,6 +94,7 @@ fn parse() -> Result<Options, String> {
         window: (1280, 720),
         net_graph: false,
         key_file: None,
+        stats_every: 10.0,
     };
     let mut args = std::env::args().skip(1).peekable();
     while let Some(flag) = args.next() {
@@ -101,6 +105,12 @@ fn parse() -> Result<Options, String> {
             "--loss" => o.panel.loss_percent = number("--loss")?,
             "--bots" => o.bots = number("--bots")? as usize,
             "--seconds" => o.seconds = Some(number("--seconds")?),
+            "--stats" => {
+                o.stats_every = number("--stats")?;
+                if o.stats_every <= 0.0 {
+                    return Err("--stats: seconds must be > 0".into());
+                }
+            }
             "--autopilot" => o.autopilot = true,
             "--window" => o.window = cli::window_size(&mut args, "--window")?,
             "--rewind-gizmos" => o.panel.rewind_gizmos = true,
@@ -133,7 +143,7 @@ fn parse() -> Result<Options, String> {
                 std::process::exit(0);
             }
             "-h" | "--help" => return Err(
-                "usage: shooter [--server [ADDR] | --client ADDR] [--key-file PATH] [--new-key] [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rewind-gizmos] [--net-graph] [--autopilot] [--window WxH] [--seconds S]".into(),
+                "usage: shooter [--server [ADDR] | --client ADDR] [--key-file PATH] [--new-key] [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rewind-gizmos] [--net-graph] [--autopilot] [--window WxH] [--stats S] [--seconds S]".into(),
             ),
             other => return Err(format!("unknown option {other} (try --help)")),
         }
@@ -155,8 +165,19 @@ fn main() -> AppExit {
             let key = server_key_or_exit(&options, addr);
             let mut server = session::server_app();
             server
-                .add_plugins(bevy::log::LogPlugin::default())
+                // lightyear's netcode warns once per replayed or garbled datagram, with no
+                // limit (a replay flood writes thousands of lines a second): errors only.
+                .add_plugins(bevy::log::LogPlugin {
+                    filter: format!(
+                        "{},lightyear_netcode::error=error",
+                        bevy::log::DEFAULT_FILTER
+                    ),
+                    ..default()
+                })
                 .add_plugins(plugins)
+                .add_plugins(unlag_demo::stats::ServerStatsPlugin {
+                    every: options.stats_every,
+                })
                 .insert_resource(options.panel.clone());
             cli::quit_after(&mut server, options.seconds);
             session::serve_udp(server, addr, key)

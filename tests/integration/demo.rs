@@ -726,3 +726,54 @@ fn a_kart_host_at_6_fps_is_neither_flagged_nor_corrected() {
     assert_eq!(server.speed_hacks_flagged, 0, "{server:?}");
     assert_eq!(client.corrections_received, 0, "{client:?}");
 }
+
+/// A player who leaves a shooter match takes everything of theirs with them on the server:
+/// their link, their character and its hit boxes (with their history), whatever else the
+/// match goes on doing (a server that runs for days sees thousands come and go).
+#[test]
+fn a_player_who_leaves_leaves_nothing_behind_on_the_server() {
+    use std::collections::HashSet;
+    use unlag_demo::game::{PlayerCharacter, ShooterSettings};
+    let mut tb = shooter_match(
+        ShooterSettings {
+            bots: 2,
+            ..default()
+        },
+        1,
+        2,
+    );
+    tb.run_for(Duration::from_secs(3));
+    let link = tb.server_link(1).unwrap();
+    let character = tb.server_world().get::<PlayerCharacter>(link).unwrap().0;
+    let world = tb.server_world_mut();
+    let mut theirs: HashSet<Entity> = world
+        .query::<(Entity, &ChildOf)>()
+        .iter(world)
+        .filter(|(_, parent)| parent.parent() == character)
+        .map(|(e, _)| e)
+        .collect();
+    assert_eq!(theirs.len(), 11, "the character's hit boxes");
+    theirs.extend([link, character]);
+    let leaving = tb.client_entity(1).unwrap();
+    tb.client_world_mut(1)
+        .trigger(lightyear::prelude::client::Disconnect { entity: leaving });
+    tb.run_for(Duration::from_secs(3));
+    let world = tb.server_world();
+    let kept: Vec<String> = theirs
+        .iter()
+        .filter_map(|e| world.get_entity(*e).ok())
+        .map(|e| {
+            world
+                .inspect_entity(e.id())
+                .map(|c| {
+                    c.map(|i| i.name().to_string())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default()
+        })
+        .collect();
+    assert!(kept.is_empty(), "left behind: {kept:?}");
+    // And the one who stayed plays on.
+    assert!(world.get_entity(tb.server_link(0).unwrap()).is_ok());
+}

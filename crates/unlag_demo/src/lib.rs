@@ -10,6 +10,8 @@
 //!   ([`HudPlugin`](hud::HudPlugin)).
 //! - [`session`]: how the examples' Apps connect: a listen server inside the player's App,
 //!   a dedicated UDP server, a UDP client.
+//! - [`stats`]: a dedicated server's periodic status line
+//!   ([`ServerStatsPlugin`](stats::ServerStatsPlugin)).
 //! - [`shooter`]: the arena ([`spawn_arena`](shooter::spawn_arena)) and its server-driven bots
 //!   ([`BotBrain`](shooter::BotBrain), [`ShooterBotsPlugin`](shooter::ShooterBotsPlugin)).
 
@@ -21,6 +23,7 @@ pub mod key;
 pub mod panel;
 pub mod session;
 pub mod shooter;
+pub mod stats;
 
 pub use panel::{NetPanel, NetPanelPlugin, PanelError};
 

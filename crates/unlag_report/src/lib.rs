@@ -30,6 +30,7 @@ pub mod compare;
 pub mod grid;
 pub mod options;
 pub mod peek;
+pub mod remote;
 pub mod sweep;
 
 pub use options::{OptionError, ReportOptions, USAGE};

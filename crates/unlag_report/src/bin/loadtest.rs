@@ -1,0 +1,543 @@
+//! Headless scripted players, and optionally a flood, against a running dedicated server
+//! (`shooter --server`), over real UDP: what `tools/flood.sh` and `tools/soak.sh` drive.
+//!
+//! ```text
+//! loadtest --server 127.0.0.1:5888 [--clients N] [--seconds S] [--fps F] [--flood]
+//!          [--churn S] [--rtt MS] [--jitter MS] [--loss PERCENT] [--seed N]
+//! ```
+//!
+//! - `--clients N` honest scripted players (the report's script: they walk and fire at what
+//!   they draw), stepped in this one thread at `--fps` frames per second (default 60).
+//! - `--flood` adds three hostile clients (one sends its moves, shots, reloads and delay
+//!   reports at 100 times the normal rate; one replays and reorders its own encrypted packets;
+//!   one sends message fragments that never complete) and a thread of raw datagrams: random,
+//!   truncated and oversize ones, and connection requests from thousands of source addresses
+//!   across 127.0.0.0/8.
+//! - `--churn S` makes a player leave every S seconds and another join (every other one
+//!   rejoins with the id of one that left: a reconnect), until 10 s before the end.
+//!
+//! Every 10 s and at the end it prints each honest player's figures; at the end every player
+//! leaves (netcode's disconnect), so the server's next status shows what the match left
+//! behind. It exits 1 when an honest player ended disconnected, or (with `--flood`) had a shot refused or a movement
+//! correction other than a respawn: a flood beside honest players must change nothing for
+//! them.
+
+use bevy::prelude::*;
+use core::net::{Ipv4Addr, SocketAddr};
+use lightyear::connection::ConnectionSystems;
+use lightyear::prelude::client::Client;
+use lightyear::prelude::*;
+use lightyear::transport::plugin::TransportSystems;
+use std::net::UdpSocket;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use unlag::combat::{FireRequest, ReloadRequest, Weapons, shot_directions};
+use unlag::core::{LinkConditions, Seq16, SplitMix64};
+use unlag::net::{DelayReport, NetClock, ReliableChannel, UnreliableChannel};
+use unlag_demo::key;
+use unlag_report::remote::{PlayerPlan, summary, udp_player};
+
+struct Options {
+    server: SocketAddr,
+    clients: usize,
+    seconds: f64,
+    fps: f64,
+    flood: bool,
+    churn: Option<f64>,
+    conditions: (f64, f64, f64),
+    seed: u64,
+}
+
+fn parse() -> Result<Options, String> {
+    let mut o = Options {
+        server: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 5888),
+        clients: 3,
+        seconds: 60.0,
+        fps: 60.0,
+        flood: false,
+        churn: None,
+        conditions: (0.0, 0.0, 0.0),
+        seed: 1,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = |name: &str| -> Result<f64, String> {
+            let v = args.next().ok_or(format!("{name} needs a value"))?;
+            v.parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .ok_or(format!("{name}: {v:?} is not a non-negative number"))
+        };
+        match flag.as_str() {
+            "--server" => {
+                let a = args.next().ok_or("--server needs an address")?;
+                o.server = a.parse().map_err(|e| format!("--server: {a:?}: {e}"))?;
+            }
+            "--clients" => o.clients = value("--clients")? as usize,
+            "--seconds" => o.seconds = value("--seconds")?,
+            "--fps" => o.fps = value("--fps")?.max(1.0),
+            "--flood" => o.flood = true,
+            "--churn" => o.churn = Some(value("--churn")?.max(1.0)),
+            "--rtt" => o.conditions.0 = value("--rtt")?,
+            "--jitter" => o.conditions.1 = value("--jitter")?,
+            "--loss" => o.conditions.2 = value("--loss")?,
+            "--seed" => o.seed = value("--seed")? as u64,
+            "-h" | "--help" => {
+                return Err("usage: loadtest --server ADDR [--clients N] [--seconds S] \
+                     [--fps F] [--flood] [--churn S] [--rtt MS] [--jitter MS] [--loss PERCENT] \
+                     [--seed N]"
+                    .into());
+            }
+            other => return Err(format!("unknown option {other} (try --help)")),
+        }
+    }
+    Ok(o)
+}
+
+/// What a hostile client does besides playing.
+#[derive(Resource, Clone, Copy, Debug, PartialEq)]
+enum Hostile {
+    /// Its moves (every packet, copied), shots, reloads and delay reports at 100 times the
+    /// normal rate.
+    Noisy,
+    /// Replays and reorders its own encrypted packets.
+    Replayer,
+    /// Sends message fragments that never complete.
+    Fragmenter,
+}
+
+/// Counts of what the flood sent, by kind.
+#[derive(Default)]
+struct FloodCounts {
+    junk: AtomicU64,
+    truncated: AtomicU64,
+    oversize: AtomicU64,
+    requests: AtomicU64,
+    sources: AtomicU64,
+}
+
+#[derive(Resource, Default)]
+struct HostileState {
+    rng: u64,
+    fire_index: u32,
+    report_seq: u16,
+    message_id: u16,
+    sent_packets: Vec<Vec<u8>>,
+    copies: u64,
+}
+
+fn main() {
+    let options = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("loadtest: {e}");
+            std::process::exit(2);
+        }
+    };
+    let var = |name: &str| std::env::var(name).ok();
+    let key = match key::load_key(
+        None,
+        var(key::KEY_FILE_ENV),
+        var(key::KEY_ENV),
+        options.server,
+    ) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("loadtest: {e}");
+            std::process::exit(2);
+        }
+    };
+    let conditions = {
+        let (rtt, jitter, loss) = options.conditions;
+        LinkConditions::new(
+            Duration::from_secs_f64(rtt / 1e3),
+            Duration::from_secs_f64(jitter / 1e3),
+            (loss / 100.0) as f32,
+        )
+    };
+    let plan = |n: u64| PlayerPlan {
+        id: 1_000 + n,
+        seed: options.seed.wrapping_mul(1_000).wrapping_add(n),
+        conditions,
+        fire_interval: 0.1,
+    };
+    let mut honest: Vec<(u64, App)> = (0..options.clients as u64)
+        .map(|n| (n, udp_player(options.server, &key, &plan(n))))
+        .collect();
+    let mut next_player = options.clients as u64;
+    let mut left: Vec<u64> = Vec::new();
+    let mut hostile: Vec<App> = Vec::new();
+    let counts = Arc::new(FloodCounts::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut flood_thread = None;
+    if options.flood {
+        for (k, role) in [Hostile::Noisy, Hostile::Replayer, Hostile::Fragmenter]
+            .into_iter()
+            .enumerate()
+        {
+            let mut app = udp_player(options.server, &key, &plan(900 + k as u64));
+            add_hostile(&mut app, role);
+            hostile.push(app);
+        }
+        let (counts, stop, server) = (counts.clone(), stop.clone(), options.server);
+        flood_thread = Some(std::thread::spawn(move || {
+            raw_flood(server, &counts, &stop);
+        }));
+    }
+    println!(
+        "loadtest: {} honest players{} against {} for {:.0} s at {:.0} fps",
+        options.clients,
+        if options.flood {
+            " and a flood (3 hostile clients, raw datagrams)"
+        } else {
+            ""
+        },
+        options.server,
+        options.seconds,
+        options.fps
+    );
+    let frame = Duration::from_secs_f64(1.0 / options.fps);
+    let start = Instant::now();
+    let mut next_frame = start;
+    let mut next_print = 10.0;
+    let mut next_churn = options.churn.unwrap_or(f64::INFINITY);
+    let mut churns = 0u64;
+    while start.elapsed().as_secs_f64() < options.seconds {
+        let now = Instant::now();
+        if next_frame > now {
+            std::thread::sleep(next_frame - now);
+        }
+        next_frame = next_frame.max(now) + frame;
+        for (_, app) in &mut honest {
+            app.update();
+        }
+        for app in &mut hostile {
+            app.update();
+        }
+        let t = start.elapsed().as_secs_f64();
+        // No churn in the last 10 s: a player who joins then is still connecting at the end.
+        if t >= next_churn && t < options.seconds - 10.0 && !honest.is_empty() {
+            next_churn += options.churn.unwrap_or(f64::INFINITY);
+            churns += 1;
+            let (id, mut app) = honest.remove(0);
+            leave(&mut app);
+            left.push(id);
+            // Every other time, one that left comes back (a reconnect); else a new player.
+            let n = if churns.is_multiple_of(2) && left.len() > 1 {
+                left.remove(0)
+            } else {
+                next_player += 1;
+                next_player - 1
+            };
+            println!(
+                "t={t:.0}s: player {} left, player {} joins",
+                1_000 + id,
+                1_000 + n
+            );
+            honest.push((n, udp_player(options.server, &key, &plan(n))));
+        }
+        if t >= next_print {
+            next_print += 10.0;
+            print_players(t, &honest);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    if let Some(thread) = flood_thread {
+        thread.join().ok();
+    }
+    let t = start.elapsed().as_secs_f64();
+    print_players(t, &honest);
+    let players: Vec<_> = honest.iter().map(|(_, app)| summary(app)).collect();
+    // Everyone leaves, so the server's last status shows what a match leaves behind.
+    for (_, app) in &mut honest {
+        leave(app);
+    }
+    for app in &mut hostile {
+        leave(app);
+    }
+    if options.flood {
+        println!(
+            "flood sent: {} junk, {} truncated, {} oversize datagrams, {} connection requests \
+             from {} source addresses; hostile clients sent {} extra packets",
+            counts.junk.load(Ordering::Relaxed),
+            counts.truncated.load(Ordering::Relaxed),
+            counts.oversize.load(Ordering::Relaxed),
+            counts.requests.load(Ordering::Relaxed),
+            counts.sources.load(Ordering::Relaxed),
+            hostile
+                .iter()
+                .filter_map(|a| a.world().get_resource::<HostileState>())
+                .map(|s| s.copies)
+                .sum::<u64>(),
+        );
+    }
+    let disconnected = players.iter().filter(|p| !p.connected).count();
+    let (refused, corrections): (u64, u64) = players.iter().fold((0, 0), |(r, c), p| {
+        (r + p.refused, c + p.corrections.saturating_sub(p.respawns))
+    });
+    let clean = disconnected == 0 && (!options.flood || (refused == 0 && corrections == 0));
+    println!(
+        "honest players: {} connected of {}, {refused} shots refused, {corrections} corrections \
+         beyond respawns: {}",
+        players.len() - disconnected,
+        players.len(),
+        if clean { "clean" } else { "NOT CLEAN" }
+    );
+    std::process::exit(if clean { 0 } else { 1 });
+}
+
+fn print_players(t: f64, honest: &[(u64, App)]) {
+    for (id, app) in honest {
+        let s = summary(app);
+        println!(
+            "t={t:.0}s player {}: {} rtt {:.0} ms, {} shots, {} confirmed, {} refused ({}), {} \
+             corrections beyond {} respawns",
+            1_000 + id,
+            if s.connected {
+                "connected"
+            } else {
+                "NOT connected"
+            },
+            s.rtt * 1e3,
+            s.shots,
+            s.confirmed,
+            s.refused,
+            if s.refusals.is_empty() {
+                "none"
+            } else {
+                &s.refusals
+            },
+            s.corrections.saturating_sub(s.respawns),
+            s.respawns
+        );
+    }
+}
+
+/// Disconnects `app`'s client politely (netcode's disconnect packets), then drops it.
+fn leave(app: &mut App) {
+    let world = app.world_mut();
+    let clients: Vec<Entity> = world
+        .query_filtered::<Entity, With<Client>>()
+        .iter(world)
+        .collect();
+    for entity in clients {
+        world.trigger(Disconnect { entity });
+    }
+    for _ in 0..3 {
+        app.update();
+    }
+}
+
+fn add_hostile(app: &mut App, role: Hostile) {
+    app.insert_resource(role)
+        .insert_resource(HostileState {
+            rng: 0x5EED ^ role as u64,
+            ..default()
+        })
+        .add_systems(Update, noisy_messages)
+        .add_systems(
+            PostUpdate,
+            (
+                plaintext_attacks
+                    .after(TransportSystems::Send)
+                    .before(ConnectionSystems::Send),
+                replay_packets
+                    .after(ConnectionSystems::Send)
+                    .before(lightyear::link::LinkSystems::Send),
+            ),
+        );
+}
+
+/// The noisy client: fresh shots, reloads and delay reports at 100 times the normal rate
+/// (about 10 shots and 10 reports a second normally).
+fn noisy_messages(
+    role: Res<Hostile>,
+    mut state: ResMut<HostileState>,
+    clock: Res<NetClock>,
+    weapons: Res<Weapons>,
+    time: Res<Time>,
+    mut senders: Query<
+        (
+            &mut MessageSender<FireRequest>,
+            &mut MessageSender<ReloadRequest>,
+            &mut MessageSender<DelayReport>,
+        ),
+        (With<Client>, With<Connected>),
+    >,
+) {
+    if *role != Hostile::Noisy || !clock.synced {
+        return;
+    }
+    let Some(spec) = weapons.table.as_ref().and_then(|t| t.get(0)) else {
+        return;
+    };
+    let Ok((mut fire, mut reload, mut report)) = senders.single_mut() else {
+        return;
+    };
+    let per_frame = (1000.0 * time.delta_secs_f64()).ceil() as usize;
+    let view_time = clock.drawn_view_time();
+    for _ in 0..per_frame {
+        state.fire_index += 1;
+        let aim = Vec3::new(0.0, 0.0, -1.0);
+        fire.send::<UnreliableChannel>(FireRequest {
+            weapon: 0,
+            fire_index: state.fire_index,
+            origin: Vec3::Y * 1.6,
+            aim,
+            directions: shot_directions(spec, state.fire_index, aim),
+            view_time,
+            judged_time: view_time,
+            delay_cap: None,
+            move_seq: None,
+            sent_view_time: view_time,
+            sent_delay: clock.interpolation_delay,
+            claims: Vec::new(),
+        });
+        state.report_seq = state.report_seq.wrapping_add(1);
+        report.send::<UnreliableChannel>(DelayReport {
+            seq: Seq16(state.report_seq),
+            delay_us: (clock.interpolation_delay * 1e6) as u32,
+            view_time,
+            frame_us: 16_667,
+        });
+    }
+    for _ in 0..per_frame / 10 {
+        reload.send::<ReliableChannel>(ReloadRequest {
+            weapon: 0,
+            view_time,
+        });
+    }
+}
+
+/// Before netcode encrypts: the noisy client sends every packet (its moves with it) 100
+/// times; the fragmenter adds fragments of messages that never complete.
+fn plaintext_attacks(
+    role: Res<Hostile>,
+    mut state: ResMut<HostileState>,
+    mut links: Query<&mut Link, (With<Client>, With<Connected>)>,
+) {
+    let Ok(mut link) = links.single_mut() else {
+        return;
+    };
+    match *role {
+        Hostile::Noisy => {
+            let packets: Vec<_> = link.send.drain().collect();
+            for packet in packets {
+                // Small packets (the moves) 100 times; large ones (the flood of shots) twice.
+                let copies = if packet.len() <= 300 { 100 } else { 2 };
+                for _ in 0..copies {
+                    link.send.push(packet.clone());
+                }
+                state.copies += copies - 1;
+            }
+        }
+        Hostile::Fragmenter => {
+            for _ in 0..5 {
+                state.message_id = state.message_id.wrapping_add(1);
+                let mut packet = vec![1u8];
+                packet.extend_from_slice(&[0; 12]);
+                packet.push(3); // a channel id
+                packet.extend_from_slice(&state.message_id.to_be_bytes());
+                packet.extend_from_slice(&[0x00, 0x03]); // fragment 0 of 3
+                packet.push(0); // not compressed
+                packet.push(32);
+                packet.extend_from_slice(&[7; 32]);
+                link.send.push(packet.into());
+                state.copies += 1;
+            }
+        }
+        Hostile::Replayer => {}
+    }
+}
+
+/// After netcode encrypts: the replayer keeps its last packets and sends four old ones again
+/// each frame, out of order.
+fn replay_packets(
+    role: Res<Hostile>,
+    mut state: ResMut<HostileState>,
+    mut links: Query<&mut Link, (With<Client>, With<Connected>)>,
+) {
+    if *role != Hostile::Replayer {
+        return;
+    }
+    let Ok(mut link) = links.single_mut() else {
+        return;
+    };
+    let sent: Vec<_> = link.send.drain().collect();
+    for packet in &sent {
+        if state.sent_packets.len() >= 64 {
+            state.sent_packets.remove(0);
+        }
+        state.sent_packets.push(packet.to_vec());
+    }
+    for packet in sent {
+        link.send.push(packet);
+    }
+    for _ in 0..4 {
+        if state.sent_packets.is_empty() {
+            break;
+        }
+        state.rng = SplitMix64::new(state.rng).next_u64();
+        let old =
+            state.sent_packets[(state.rng % state.sent_packets.len() as u64) as usize].clone();
+        link.send.push(old.into());
+        state.copies += 1;
+    }
+}
+
+/// Raw datagrams at the server until `stop`: random junk, truncated packets, oversize ones,
+/// and connection requests (forged tokens) from ever new source addresses in 127.0.0.0/8.
+fn raw_flood(server: SocketAddr, counts: &FloodCounts, stop: &AtomicBool) {
+    let mut rng = SplitMix64::new(0xF100D);
+    let sockets: Vec<UdpSocket> = (0..16)
+        .filter_map(|_| UdpSocket::bind("127.0.0.1:0").ok())
+        .collect();
+    let mut source = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        // Per 10 ms: 20 junk, 10 truncated, 1 oversize, 10 requests from new sources.
+        for k in 0..20 {
+            let len = (rng.next_u64() % 1300) as usize;
+            let junk: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+            if sockets[k % sockets.len()].send_to(&junk, server).is_ok() {
+                counts.junk.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        for k in 0..10 {
+            // A plausible prefix (kind 1–6, sequence 1–8 bytes), cut short.
+            let prefix = ((1 + rng.next_u64() % 8) << 4 | (1 + rng.next_u64() % 6)) as u8;
+            let len = 1 + (rng.next_u64() % 24) as usize;
+            let mut short: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+            short[0] = prefix;
+            if sockets[k % sockets.len()].send_to(&short, server).is_ok() {
+                counts.truncated.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let big = vec![0u8; 2_000 + (rng.next_u64() % 60_000) as usize];
+        if sockets[0].send_to(&big, server).is_ok() {
+            counts.oversize.fetch_add(1, Ordering::Relaxed);
+        }
+        for _ in 0..10 {
+            source += 1;
+            let ip = Ipv4Addr::new(
+                127,
+                1 + (source >> 16) as u8 % 250,
+                (source >> 8) as u8,
+                source as u8,
+            );
+            let Ok(socket) = UdpSocket::bind(SocketAddr::new(ip.into(), 0)) else {
+                continue;
+            };
+            counts.sources.fetch_add(1, Ordering::Relaxed);
+            let mut request: Vec<u8> = (0..unlag::net::CONNECTION_REQUEST_BYTES)
+                .map(|_| rng.next_u64() as u8)
+                .collect();
+            request[0] = 0;
+            request[1..14].copy_from_slice(b"NETCODE 1.02\0");
+            if socket.send_to(&request, server).is_ok() {
+                counts.requests.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
