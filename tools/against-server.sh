@@ -12,9 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=$1 stats=$2; shift 2
 target=${CARGO_TARGET_DIR:-target}
-echo "against-server: building the shooter and loadtest (dev profile)"
-cargo build --locked -q -p unlag --example shooter
-cargo build --locked -q -p unlag_report --bin loadtest
+echo "against-server: building the shooter and loadtest examples (dev profile)"
+# --workspace: the features the test command builds with, so after it nothing is rebuilt.
+cargo build --locked -q --workspace --example shooter --example loadtest
 port=$((20000 + RANDOM % 20000))
 log=$(mktemp)
 trap 'kill "$server" 2>/dev/null || true; rm -f "$log"' EXIT
@@ -27,7 +27,7 @@ for _ in $(seq 100); do grep -q "serving on udp" "$log" && break; sleep 0.1; don
 # baseline of what must be left once everyone has gone.
 sleep "$((stats + 1))"
 verdict=0
-"$target/debug/loadtest" --server "127.0.0.1:$port" --seconds "$seconds" "$@" 2>&1 \
+"$target/debug/examples/loadtest" --server "127.0.0.1:$port" --seconds "$seconds" "$@" 2>&1 \
     | grep -v " INFO \| DEBUG " || verdict=1
 if ! kill -0 "$server" 2>/dev/null; then
     echo "against-server: the server died during the run"; tail -20 "$log"; exit 1
