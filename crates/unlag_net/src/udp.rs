@@ -94,7 +94,8 @@ impl UdpServerLimits {
 
 /// A lightyear server's UDP socket, in place of lightyear's `ServerUdpIo`: put it on the
 /// server entity with a [`LocalAddr`] (and netcode) and trigger lightyear's `Start`. See the
-/// [module](self) for what it bounds; its refusals are counted in [`ServerLinkStats`].
+/// [module](self) for what it bounds; its refusals are counted in [`ServerLinkStats`]. If the
+/// address cannot be bound, it logs why and writes [`AppExit::error`].
 /// Needs [`UnlagNetPlugin`](crate::UnlagNetPlugin).
 #[derive(Component)]
 #[require(Server)]
@@ -179,7 +180,12 @@ fn bind(
             server.socket = Some(socket);
             commands.entity(start.entity).insert(Linked);
         }
-        Err(e) => error!("cannot bind the server's UDP socket to {}: {e}", local.0),
+        // A server that cannot listen has nothing to do: say why and end the App (lightyear's
+        // own transport panics here).
+        Err(e) => {
+            error!("cannot bind the server's UDP socket to {}: {e}", local.0);
+            commands.write_message(AppExit::error());
+        }
     }
 }
 
