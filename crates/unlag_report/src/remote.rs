@@ -1,7 +1,7 @@
 //! Headless scripted players of the shooter that join a dedicated server (`shooter --server`)
 //! over real UDP: the report's scripted client (walks a figure of eight, fires at what it
-//! draws), in a separate process from the server. The `loadtest` binary runs them beside a
-//! flood, for a soak, or for the real-process column of the report.
+//! draws), in a separate process from the server. The `loadtest` example runs them beside a
+//! flood or for a soak (and, next, for the report's figures from real processes).
 
 use bevy::prelude::*;
 use bevy::state::app::StatesPlugin;
