@@ -22,6 +22,9 @@
 //! correction other than a respawn: a flood beside honest players must change nothing for
 //! them.
 
+#[path = "common/cli.rs"]
+mod cli;
+
 use bevy::prelude::*;
 use core::net::{Ipv4Addr, SocketAddr};
 use lightyear::connection::ConnectionSystems;
@@ -62,13 +65,7 @@ fn parse() -> Result<Options, String> {
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let mut value = |name: &str| -> Result<f64, String> {
-            let v = args.next().ok_or(format!("{name} needs a value"))?;
-            v.parse::<f64>()
-                .ok()
-                .filter(|x| x.is_finite() && *x >= 0.0)
-                .ok_or(format!("{name}: {v:?} is not a non-negative number"))
-        };
+        let mut value = |name: &str| cli::number(&mut args, name);
         match flag.as_str() {
             "--server" => {
                 let a = args.next().ok_or("--server needs an address")?;
@@ -92,7 +89,20 @@ fn parse() -> Result<Options, String> {
             other => return Err(format!("unknown option {other} (try --help)")),
         }
     }
+    o.link_conditions().validate().map_err(|e| e.to_string())?;
     Ok(o)
+}
+
+impl Options {
+    /// What each player's link conditioner simulates, both directions.
+    fn link_conditions(&self) -> LinkConditions {
+        let (rtt, jitter, loss) = self.conditions;
+        LinkConditions::new(
+            Duration::from_secs_f64(rtt / 1e3),
+            Duration::from_secs_f64(jitter / 1e3),
+            (loss / 100.0) as f32,
+        )
+    }
 }
 
 /// What a hostile client does besides playing.
@@ -128,34 +138,18 @@ struct HostileState {
 }
 
 fn main() {
-    let options = match parse() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("loadtest: {e}");
-            std::process::exit(2);
-        }
-    };
+    let options = cli::options_or_exit("loadtest", parse());
     let var = |name: &str| std::env::var(name).ok();
-    let key = match key::load_key(
-        None,
-        var(key::KEY_FILE_ENV),
-        var(key::KEY_ENV),
-        options.server,
-    ) {
-        Ok(k) => k,
-        Err(e) => {
-            eprintln!("loadtest: {e}");
-            std::process::exit(2);
-        }
-    };
-    let conditions = {
-        let (rtt, jitter, loss) = options.conditions;
-        LinkConditions::new(
-            Duration::from_secs_f64(rtt / 1e3),
-            Duration::from_secs_f64(jitter / 1e3),
-            (loss / 100.0) as f32,
-        )
-    };
+    let key = cli::options_or_exit(
+        "loadtest",
+        key::load_key(
+            None,
+            var(key::KEY_FILE_ENV),
+            var(key::KEY_ENV),
+            options.server,
+        ),
+    );
+    let conditions = options.link_conditions();
     let plan = |n: u64| PlayerPlan {
         id: 1_000 + n,
         seed: options.seed.wrapping_mul(1_000).wrapping_add(n),

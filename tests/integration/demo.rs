@@ -288,16 +288,8 @@ fn shooter_match(
     for i in 0..clients {
         tb.client(i)
             .add_plugins(unlag_demo::asset_plugin())
-            .insert_resource(panel.clone())
-            .add_systems(
-                FixedUpdate,
-                unlag_report::arena::drive_client
-                    .before(unlag::movement::MovementPredictionSystems::Simulate),
-            )
-            .add_systems(
-                Update,
-                unlag_report::arena::client_shoots.before(unlag::combat::CombatSystems::Client),
-            );
+            .insert_resource(panel.clone());
+        unlag_report::arena::add_client_script(tb.client(i));
     }
     assert!(tb.run_until(Duration::from_secs(10), |tb| tb.all_synced()));
     tb.run_for(Duration::from_secs(2));

@@ -6,6 +6,7 @@ mod demo;
 mod diagnostics;
 mod movement;
 mod net;
+mod physics;
 mod report;
 mod rewind;
 mod settings;

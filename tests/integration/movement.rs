@@ -1124,22 +1124,19 @@ fn bad_moves_are_rejected_counted_and_change_nothing() {
 
 #[test]
 fn replaying_moves_in_one_pass_matches_simulating_them_one_by_one() {
-    use bevy_rapier3d::rapier::prelude::{ColliderBuilder, PhysicsWorld, QueryFilter, Vector};
-    use unlag::movement::{CollisionWorld, MovementModel};
-    let mut physics = PhysicsWorld::new();
-    physics.insert_collider(
-        ColliderBuilder::cuboid(50.0, 0.5, 50.0).translation(Vector::new(0.0, -0.5, 0.0)),
-        None,
-    );
-    for i in 0..40 {
-        let (x, z) = ((i % 8) as f32 * 3.0 - 12.0, (i / 8) as f32 * 3.0 - 7.0);
-        physics.insert_collider(
-            ColliderBuilder::cuboid(0.6, 0.1 + (i % 4) as f32 * 0.3, 0.6)
-                .translation(Vector::new(x, 0.3, z)),
-            None,
-        );
-    }
-    physics.step();
+    use crate::physics::{collision_world, ground_with};
+    use bevy_rapier3d::rapier::prelude::{ColliderBuilder, Vector};
+    use unlag::movement::MovementModel;
+    let physics = ground_with(|physics| {
+        for i in 0..40 {
+            let (x, z) = ((i % 8) as f32 * 3.0 - 12.0, (i / 8) as f32 * 3.0 - 7.0);
+            physics.insert_collider(
+                ColliderBuilder::cuboid(0.6, 0.1 + (i % 4) as f32 * 0.3, 0.6)
+                    .translation(Vector::new(x, 0.3, z)),
+                None,
+            );
+        }
+    });
     let model = CharacterMovement::default();
     // Forward between two rows of pillars, then sideways into one and along it.
     let inputs: Vec<CharacterInput> = (0..120).map(|n| scripted_input(n + 40)).collect();
@@ -1151,15 +1148,11 @@ fn replaying_moves_in_one_pass_matches_simulating_them_one_by_one() {
     // One by one, each with a fresh view of the world, as live ticks do.
     let mut one_by_one = start.clone();
     for input in &inputs {
-        let world = CollisionWorld::new(
-            physics.query_pipeline_with_filter(QueryFilter::default().exclude_sensors()),
-        );
+        let world = collision_world(&physics);
         one_by_one = model.simulate(&one_by_one, input, dt, &world).0;
     }
     // In one pass, as a replay does.
-    let world = CollisionWorld::new(
-        physics.query_pipeline_with_filter(QueryFilter::default().exclude_sensors()),
-    );
+    let world = collision_world(&physics);
     let replayed = inputs.iter().fold(start.clone(), |s, input| {
         model.simulate(&s, input, dt, &world).0
     });
@@ -1172,24 +1165,23 @@ fn replaying_moves_in_one_pass_matches_simulating_them_one_by_one() {
 
 #[test]
 fn a_client_position_is_adopted_only_where_the_body_can_go_straight() {
-    use bevy_rapier3d::rapier::prelude::{ColliderBuilder, PhysicsWorld, QueryFilter, Vector};
-    use unlag::movement::{CollisionWorld, KartMovement, KartState, MovementModel};
-    let mut physics = PhysicsWorld::new();
-    physics.insert_collider(
-        ColliderBuilder::cuboid(50.0, 0.5, 50.0).translation(Vector::new(0.0, -0.5, 0.0)),
-        None,
-    );
+    use crate::physics::{collision_world, ground_with};
+    use bevy_rapier3d::rapier::prelude::{ColliderBuilder, Vector};
+    use unlag::movement::{KartMovement, KartState, MovementModel};
     // A wall 1 cm thick, its near face 1 cm beyond the capsule's reach at x = 0.
     let radius = CharacterMovement::default().radius;
     let face = radius + 0.01;
-    physics.insert_collider(
-        ColliderBuilder::cuboid(0.005, 2.0, 5.0).translation(Vector::new(face + 0.005, 2.0, 0.0)),
-        None,
-    );
-    physics.step();
-    let world = CollisionWorld::new(
-        physics.query_pipeline_with_filter(QueryFilter::default().exclude_sensors()),
-    );
+    let physics = ground_with(|physics| {
+        physics.insert_collider(
+            ColliderBuilder::cuboid(0.005, 2.0, 5.0).translation(Vector::new(
+                face + 0.005,
+                2.0,
+                0.0,
+            )),
+            None,
+        );
+    });
+    let world = collision_world(&physics);
     let model = CharacterMovement::default();
     let state = CharacterState {
         feet: Vec3::new(0.0, 0.01, 0.0),

@@ -221,17 +221,10 @@ fn a_hit_box_without_volume_is_never_hit_and_never_panics() {
 /// A kart whose sub-step was set to 0 by hand used to hang the server in `u32::MAX` sub-steps.
 #[test]
 fn a_kart_with_a_zero_step_still_finishes_a_move() {
-    use bevy_rapier3d::rapier::prelude::{ColliderBuilder, PhysicsWorld, QueryFilter, Vector};
-    use unlag::movement::{CollisionWorld, KartInput, KartState};
-    let mut physics = PhysicsWorld::new();
-    physics.insert_collider(
-        ColliderBuilder::cuboid(50.0, 0.5, 50.0).translation(Vector::new(0.0, -0.5, 0.0)),
-        None,
-    );
-    physics.step();
-    let world = CollisionWorld::new(
-        physics.query_pipeline_with_filter(QueryFilter::default().exclude_sensors()),
-    );
+    use crate::physics::{collision_world, ground_with};
+    use unlag::movement::{KartInput, KartState};
+    let physics = ground_with(|_| {});
+    let world = collision_world(&physics);
     let input = KartInput {
         throttle: 10,
         steering: 0,

@@ -77,6 +77,21 @@ pub fn spawn_point(i: usize, count: usize) -> Vec3 {
     Vec3::new(8.0 * a.cos(), 0.0, 8.0 * a.sin())
 }
 
+/// Makes a client App a scripted player: [`drive_client`] walks its character (`FixedUpdate`,
+/// before the movement simulation) and [`client_shoots`] fires (`Update`, before the combat
+/// client), once a [`ClientScript`] is inserted. The report's clients, the headless UDP
+/// players and the tests all play this way.
+pub fn add_client_script(app: &mut App) {
+    app.add_systems(
+        FixedUpdate,
+        drive_client.before(unlag::movement::MovementPredictionSystems::Simulate),
+    )
+    .add_systems(
+        Update,
+        client_shoots.before(unlag::combat::CombatSystems::Client),
+    );
+}
+
 /// A scripted client (resource on its App): moves its character and fires at what it draws.
 #[derive(Resource, Clone, Debug)]
 pub struct ClientScript {

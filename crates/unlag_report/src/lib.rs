@@ -36,8 +36,8 @@ pub mod sweep;
 pub use options::{OptionError, ReportOptions, USAGE};
 
 use arena::{
-    ClientScript, HUMANOID, bot, client_shoots, drive_bots, drive_client, give_proxies_boxes,
-    spawn_map, spawn_point,
+    ClientScript, HUMANOID, add_client_script, bot, drive_bots, give_proxies_boxes, spawn_map,
+    spawn_point,
 };
 use bevy::prelude::*;
 use bevy_replicon::shared::server_entity_map::ServerEntityMap;
@@ -54,7 +54,7 @@ use unlag::combat::{
 use unlag::core::{SampleKind, SplitMix64, Summary};
 use unlag::movement::{
     CharacterMovement, CharacterState, CorrectionApplied, MovementPredictionPlugin,
-    MovementPredictionSystems, MovementSettings, MovementState, MovementStats,
+    MovementSettings, MovementState, MovementStats,
 };
 use unlag::net::{NetClock, ServerWork, WorkPart};
 use unlag::rewind::{FrameHistory, LagCompensationPlugin, UseHitBoxLayout};
@@ -593,20 +593,11 @@ pub fn start_match_with(
     }
     tb.client(0).add_systems(Update, cheat::cheat);
     for i in 0..options.clients {
+        add_client_script(tb.client(i));
         tb.client(i)
             .init_resource::<Ledger>()
             .add_systems(PreUpdate, give_proxies_boxes)
-            .add_systems(
-                FixedUpdate,
-                drive_client.before(MovementPredictionSystems::Simulate),
-            )
-            .add_systems(
-                Update,
-                (
-                    client_shoots.before(unlag::combat::CombatSystems::Client),
-                    keep.after(unlag::combat::CombatSystems::Client),
-                ),
-            );
+            .add_systems(Update, keep.after(unlag::combat::CombatSystems::Client));
     }
     spawn_map(tb.server_world_mut());
     for i in 0..options.clients {

@@ -6,16 +6,16 @@
 use bevy::prelude::*;
 use bevy::state::app::StatesPlugin;
 use core::net::SocketAddr;
-use unlag::combat::{CombatSystems, Weapons};
+use unlag::combat::Weapons;
 use unlag::core::{LinkConditions, SplitMix64};
-use unlag::movement::{MovementPredictionSystems, MovementStats};
+use unlag::movement::MovementStats;
 use unlag::net::{NetClock, NetConditions};
 use unlag_demo::game::{Scoreboard, ShooterPlugins, ShooterSettings};
 use unlag_demo::hud::Hud;
 use unlag_demo::key::ServerKey;
 use unlag_demo::session;
 
-use crate::arena::{ClientScript, client_shoots, drive_client};
+use crate::arena::{ClientScript, add_client_script, client_shoots};
 
 /// How a [`udp_player`] plays.
 #[derive(Clone, Debug)]
@@ -54,16 +54,8 @@ pub fn udp_player(addr: SocketAddr, key: &ServerKey, plan: &PlayerPlan) -> App {
     .insert_resource(PendingScript(plan.clone()))
     .init_resource::<Respawns>()
     .add_systems(Last, sort_corrections)
-    .add_systems(
-        FixedUpdate,
-        drive_client.before(MovementPredictionSystems::Simulate),
-    )
-    .add_systems(
-        Update,
-        (arm_script, client_shoots)
-            .chain()
-            .before(CombatSystems::Client),
-    );
+    .add_systems(Update, arm_script.before(client_shoots));
+    add_client_script(&mut app);
     session::join_udp(&mut app, addr, plan.id, key);
     unlag_testbed::finish_app(&mut app);
     app
