@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! loadtest --server 127.0.0.1:5888 [--clients N] [--seconds S] [--fps F] [--flood]
-//!          [--churn S] [--rtt MS] [--jitter MS] [--loss PERCENT] [--seed N]
+//!          [--churn S] [--rtt MS] [--jitter MS] [--loss PERCENT] [--seed N] [--compare]
 //! ```
 //!
 //! - `--clients N` honest scripted players (the report's script: they walk and fire at what
@@ -15,6 +15,9 @@
 //!   across 127.0.0.0/8.
 //! - `--churn S` makes a player leave every S seconds and another join (every other one
 //!   rejoins with the id of one that left: a reconnect), until 10 s before the end.
+//! - `--compare` first plays the same players in one process (the testbed, the shooter's
+//!   server rules, the same link simulated by the testbed), then against the server, and ends
+//!   with one table of both (what `tools/real-vs-testbed.sh` prints).
 //!
 //! Every 10 s and at the end it prints each honest player's figures; at the end every player
 //! leaves (netcode's disconnect), so the server's next status shows what the match left
@@ -39,7 +42,10 @@ use unlag::combat::{FireRequest, ReloadRequest, Weapons, shot_directions};
 use unlag::core::{LinkConditions, Seq16, SplitMix64};
 use unlag::net::{DelayReport, NetClock, ReliableChannel, UnreliableChannel};
 use unlag_demo::key;
-use unlag_report::remote::{PlayerPlan, summary, udp_player};
+use unlag_report::remote::{
+    PlayerPlan, PlayerSummary, started, summary, testbed_match, udp_player,
+};
+use unlag_testbed::{MAX_CLIENT_FPS, MIN_CLIENT_FPS};
 
 struct Options {
     server: SocketAddr,
@@ -50,6 +56,7 @@ struct Options {
     churn: Option<f64>,
     conditions: (f64, f64, f64),
     seed: u64,
+    compare: bool,
 }
 
 fn parse() -> Result<Options, String> {
@@ -62,6 +69,7 @@ fn parse() -> Result<Options, String> {
         churn: None,
         conditions: (0.0, 0.0, 0.0),
         seed: 1,
+        compare: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -80,16 +88,29 @@ fn parse() -> Result<Options, String> {
             "--jitter" => o.conditions.1 = value("--jitter")?,
             "--loss" => o.conditions.2 = value("--loss")?,
             "--seed" => o.seed = value("--seed")? as u64,
+            "--compare" => o.compare = true,
             "-h" | "--help" => {
                 return Err("usage: loadtest --server ADDR [--clients N] [--seconds S] \
                      [--fps F] [--flood] [--churn S] [--rtt MS] [--jitter MS] [--loss PERCENT] \
-                     [--seed N]"
+                     [--seed N] [--compare]"
                     .into());
             }
             other => return Err(format!("unknown option {other} (try --help)")),
         }
     }
     o.link_conditions().validate().map_err(|e| e.to_string())?;
+    if o.compare {
+        if o.flood || o.churn.is_some() {
+            return Err("--compare plays honest players only: no --flood or --churn".into());
+        }
+        if !(MIN_CLIENT_FPS..=MAX_CLIENT_FPS).contains(&o.fps) {
+            return Err(format!(
+                "--compare: --fps {} is out of the testbed's range ({MIN_CLIENT_FPS} to \
+                 {MAX_CLIENT_FPS})",
+                o.fps
+            ));
+        }
+    }
     Ok(o)
 }
 
@@ -156,6 +177,12 @@ fn main() {
         conditions,
         fire_interval: 0.1,
     };
+    // The same players in one process first (the testbed), so the table can set them side by
+    // side with the real processes below.
+    let in_process = options.compare.then(|| {
+        let plans: Vec<PlayerPlan> = (0..options.clients as u64).map(plan).collect();
+        testbed_run(&plans, &options)
+    });
     let mut honest: Vec<(u64, App)> = (0..options.clients as u64)
         .map(|n| (n, udp_player(options.server, &key, &plan(n))))
         .collect();
@@ -242,7 +269,7 @@ fn main() {
     }
     let t = start.elapsed().as_secs_f64();
     print_players(t, &honest);
-    let players: Vec<_> = honest.iter().map(|(_, app)| summary(app)).collect();
+    let players: Vec<_> = honest.iter().map(|(_, app)| summary(app.world())).collect();
     // Everyone leaves, so the server's last status shows what a match leaves behind.
     for (_, app) in &mut honest {
         leave(app);
@@ -266,6 +293,9 @@ fn main() {
                 .sum::<u64>(),
         );
     }
+    if let Some(in_process) = &in_process {
+        println!("\n{}", comparison_table(&options, in_process, &players));
+    }
     let disconnected = players.iter().filter(|p| !p.connected).count();
     let (refused, corrections): (u64, u64) = players.iter().fold((0, 0), |(r, c), p| {
         (r + p.refused, c + p.corrections.saturating_sub(p.respawns))
@@ -281,31 +311,171 @@ fn main() {
     std::process::exit(if clean { 0 } else { 1 });
 }
 
+/// Plays `plans` for `--seconds` in one process (the testbed: the shooter's server and the
+/// players over its simulated link) and returns each player's summary.
+fn testbed_run(plans: &[PlayerPlan], options: &Options) -> Vec<PlayerSummary> {
+    println!(
+        "loadtest: {} honest players in one process (testbed) for {:.0} s at {:.0} fps",
+        plans.len(),
+        options.seconds,
+        options.fps
+    );
+    let wall = Instant::now();
+    let mut tb = testbed_match(plans, options.fps, options.seed);
+    let n = plans.len();
+    let ready = tb.run_until(Duration::from_secs(30), |tb| {
+        (0..n).all(|i| started(tb.client_world(i)))
+    });
+    if !ready {
+        println!("testbed: the players never started (not connected, or no weapon table)");
+    }
+    tb.run_for(Duration::from_secs_f64(options.seconds));
+    let players: Vec<PlayerSummary> = (0..n).map(|i| summary(tb.client_world(i))).collect();
+    for (i, s) in players.iter().enumerate() {
+        print_player("testbed", 1_000 + i as u64, s);
+    }
+    println!(
+        "testbed: {:.0} s played in {:.0} s of wall time",
+        options.seconds,
+        wall.elapsed().as_secs_f64()
+    );
+    players
+}
+
+/// The testbed's figures and the real processes' side by side, one Markdown table (means per
+/// player; shares pooled over every player's shots).
+fn comparison_table(
+    options: &Options,
+    testbed: &[PlayerSummary],
+    real: &[PlayerSummary],
+) -> String {
+    type Row = fn(&[PlayerSummary]) -> String;
+    fn mean(players: &[PlayerSummary], f: impl Fn(&PlayerSummary) -> f64) -> f64 {
+        players.iter().map(f).sum::<f64>() / players.len().max(1) as f64
+    }
+    fn per_min(players: &[PlayerSummary], f: impl Fn(&PlayerSummary) -> u64) -> f64 {
+        mean(players, |p| f(p) as f64 * 60.0 / p.seconds.max(1e-9))
+    }
+    fn share(players: &[PlayerSummary], part: fn(&PlayerSummary) -> (u64, u64)) -> String {
+        let (num, den) = players
+            .iter()
+            .map(part)
+            .fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+        if den == 0 {
+            "none".into()
+        } else {
+            format!("{:.1} % ({num} of {den})", num as f64 * 100.0 / den as f64)
+        }
+    }
+    let rows: [(&str, Row); 13] = [
+        ("players connected at the end", |p| {
+            format!(
+                "{} of {}",
+                p.iter().filter(|s| s.connected).count(),
+                p.len()
+            )
+        }),
+        ("client frames per second", |p| {
+            format!("{:.1}", mean(p, |s| s.fps))
+        }),
+        ("RTT measured, mean of frames (ms)", |p| {
+            let rtts: Vec<f64> = p.iter().map(|s| s.rtt_mean * 1e3).collect();
+            format!(
+                "{:.1} ({:.1}–{:.1})",
+                rtts.iter().sum::<f64>() / rtts.len().max(1) as f64,
+                rtts.iter().copied().fold(f64::INFINITY, f64::min),
+                rtts.iter().copied().fold(0.0, f64::max)
+            )
+        }),
+        ("shots fired per player per minute", |p| {
+            format!("{:.0}", per_min(p, |s| s.shots))
+        }),
+        ("hit agreement (seen hits confirmed)", |p| {
+            share(p, |s| (s.agreement.hits_confirmed, s.agreement.seen_hits))
+        }),
+        ("wrong confirmations (seen misses confirmed)", |p| {
+            share(p, |s| {
+                (s.agreement.misses_confirmed, s.agreement.seen_misses)
+            })
+        }),
+        ("shots refused", |p| {
+            let reasons: Vec<&str> = p
+                .iter()
+                .map(|s| s.refusals.as_str())
+                .filter(|r| !r.is_empty())
+                .collect();
+            format!(
+                "{}{}",
+                p.iter().map(|s| s.refused).sum::<u64>(),
+                if reasons.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", reasons.join("; "))
+                }
+            )
+        }),
+        ("corrections per player per minute, beyond respawns", |p| {
+            format!(
+                "{:.2}",
+                per_min(p, |s| s.corrections.saturating_sub(s.respawns))
+            )
+        }),
+        ("respawns per player per minute", |p| {
+            format!("{:.2}", per_min(p, |s| s.respawns))
+        }),
+        ("upstream bytes/s per client (on the wire)", |p| {
+            format!("{:.0}", mean(p, |s| s.bytes_up_per_sec))
+        }),
+        ("downstream bytes/s per client (on the wire)", |p| {
+            format!("{:.0}", mean(p, |s| s.bytes_down_per_sec))
+        }),
+        ("upstream datagrams/s per client", |p| {
+            format!("{:.1}", mean(p, |s| s.datagrams_up_per_sec))
+        }),
+        ("downstream datagrams/s per client", |p| {
+            format!("{:.1}", mean(p, |s| s.datagrams_down_per_sec))
+        }),
+    ];
+    let (rtt, jitter, loss) = options.conditions;
+    let mut table = format!(
+        "{} players, {:.0} s, {:.0} fps, link: RTT {rtt} ms, jitter {jitter} ms, loss {loss} %\n\n\
+         | figure | testbed (one process) | real processes (UDP, loopback) |\n\
+         | --- | --- | --- |\n",
+        options.clients, options.seconds, options.fps
+    );
+    for (name, row) in rows {
+        table += &format!("| {name} | {} | {} |\n", row(testbed), row(real));
+    }
+    table
+}
+
 fn print_players(t: f64, honest: &[(u64, App)]) {
     for (id, app) in honest {
-        let s = summary(app);
-        println!(
-            "t={t:.0}s player {}: {} rtt {:.0} ms, {} shots, {} confirmed, {} refused ({}), {} \
-             corrections beyond {} respawns",
-            1_000 + id,
-            if s.connected {
-                "connected"
-            } else {
-                "NOT connected"
-            },
-            s.rtt * 1e3,
-            s.shots,
-            s.confirmed,
-            s.refused,
-            if s.refusals.is_empty() {
-                "none"
-            } else {
-                &s.refusals
-            },
-            s.corrections.saturating_sub(s.respawns),
-            s.respawns
-        );
+        print_player(&format!("t={t:.0}s"), 1_000 + id, &summary(app.world()));
     }
+}
+
+fn print_player(when: &str, id: u64, s: &PlayerSummary) {
+    println!(
+        "{when} player {id}: {} rtt {:.0} ms, {} shots, {} confirmed, {} refused ({}), {} \
+         corrections beyond {} respawns",
+        if s.connected {
+            "connected"
+        } else {
+            "NOT connected"
+        },
+        s.rtt * 1e3,
+        s.shots,
+        s.confirmed,
+        s.refused,
+        if s.refusals.is_empty() {
+            "none"
+        } else {
+            &s.refusals
+        },
+        s.corrections.saturating_sub(s.respawns),
+        s.respawns
+    );
 }
 
 /// Disconnects `app`'s client politely (netcode's disconnect packets), then drops it.

@@ -769,3 +769,61 @@ fn a_player_who_leaves_leaves_nothing_behind_on_the_server() {
     // And the one who stayed plays on.
     assert!(world.get_entity(tb.server_link(0).unwrap()).is_ok());
 }
+
+/// The players `loadtest --compare` sets beside the real processes: in the testbed they play
+/// under the plan's link (the shooter's net panel, applied when it changes, must not undo it:
+/// a default panel set the link back to none) and measure what the table shows.
+#[test]
+fn scripted_players_in_the_testbed_keep_their_link_and_measure_their_match() {
+    use unlag_report::remote::{PlayerPlan, started, summary, testbed_match};
+
+    let conditions =
+        unlag::net::LinkConditions::new(Duration::from_millis(100), Duration::ZERO, 0.0);
+    let plans: Vec<PlayerPlan> = (0..2)
+        .map(|n| PlayerPlan {
+            id: 1_000 + n,
+            seed: 7 + n,
+            conditions,
+            fire_interval: 0.1,
+        })
+        .collect();
+    let mut tb = testbed_match(&plans, 60.0, 3);
+    assert!(tb.run_until(Duration::from_secs(15), |tb| {
+        (0..2).all(|i| started(tb.client_world(i)))
+    }));
+    tb.run_for(Duration::from_secs(10));
+    for i in 0..2 {
+        let s = summary(tb.client_world(i));
+        assert!(s.connected, "player {i}: {s:?}");
+        assert!((s.seconds - 10.0).abs() < 0.1, "player {i}: {s:?}");
+        assert!((s.fps - 60.0).abs() < 1.0, "player {i}: {s:?}");
+        // The plan's 100 ms each round trip, plus at most a few frames: not the ~10 ms of an
+        // unshaped link.
+        assert!(
+            (0.1..0.14).contains(&s.rtt_mean),
+            "player {i}: RTT {} s under a 100-ms link",
+            s.rtt_mean
+        );
+        assert!(s.shots > 0 && s.agreement.shots > 0, "player {i}: {s:?}");
+        assert!(
+            s.agreement.hits_confirmed <= s.agreement.seen_hits
+                && s.agreement.seen_hits + s.agreement.seen_misses > 0,
+            "player {i}: {s:?}"
+        );
+        // One datagram a tick or so each way, each of tens of bytes.
+        assert!(
+            (30.0..70.0).contains(&s.datagrams_up_per_sec)
+                && (30.0..200.0).contains(&s.datagrams_down_per_sec),
+            "player {i}: {s:?}"
+        );
+        for (bytes, datagrams) in [
+            (s.bytes_up_per_sec, s.datagrams_up_per_sec),
+            (s.bytes_down_per_sec, s.datagrams_down_per_sec),
+        ] {
+            assert!(
+                (30.0..1200.0).contains(&(bytes / datagrams)),
+                "player {i}: {s:?}"
+            );
+        }
+    }
+}

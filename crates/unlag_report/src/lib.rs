@@ -251,14 +251,14 @@ pub struct Report {
 
 /// Per client: what it saw and heard (a resource on its App).
 #[derive(Resource, Default)]
-struct Ledger {
+pub(crate) struct Ledger {
     seen: Vec<LocalFire>,
     verdicts: Vec<ShotConfirmed>,
     impacts: Vec<ProjectileExploded>,
     corrections: Vec<f64>,
 }
 
-fn keep(
+pub(crate) fn keep(
     ledger: Option<ResMut<Ledger>>,
     mut local: MessageReader<LocalFire>,
     mut verdicts: MessageReader<ShotConfirmed>,
@@ -935,7 +935,7 @@ fn compare_agreement(tb: &Testbed, clients: usize) -> Vec<compare::MethodAgreeme
 }
 
 /// Adds client `ledger`'s shots of weapon `weapon` to `a`.
-fn agree(ledger: &Ledger, weapon: u8, a: &mut Agreement) {
+pub(crate) fn agree(ledger: &Ledger, weapon: u8, a: &mut Agreement) {
     for shot in ledger.seen.iter().filter(|s| s.weapon == weapon) {
         let Some(verdict) = ledger
             .verdicts
