@@ -10,7 +10,9 @@
 //!   they draw), stepped in this one thread at `--fps` frames per second (default 60).
 //! - `--flood` adds three hostile clients (one sends its moves, shots, reloads and delay
 //!   reports at 100 times the normal rate; one replays and reorders its own encrypted packets;
-//!   one sends message fragments that never complete) and a thread of raw datagrams: random,
+//!   one sends malformed packets under valid encryption: fragments that never complete, reliable
+//!   ids far ahead, unknown channels and message kinds, bodies that do not decode) and a
+//!   thread of raw datagrams: random,
 //!   truncated and oversize ones, and connection requests from thousands of source addresses
 //!   across 127.0.0.0/8.
 //! - `--churn S` makes a player leave every S seconds and another join (every other one
@@ -134,8 +136,10 @@ enum Hostile {
     Noisy,
     /// Replays and reorders its own encrypted packets.
     Replayer,
-    /// Sends message fragments that never complete.
-    Fragmenter,
+    /// Sends malformed packets (before encryption, so they pass netcode): fragments of
+    /// messages that never complete (one claiming 2^40 fragments), reliable ids far ahead of
+    /// a gap, unknown channels and message kinds, bodies that do not decode, truncated batches.
+    Malformer,
 }
 
 /// Counts of what the flood sent, by kind.
@@ -156,6 +160,9 @@ struct HostileState {
     message_id: u16,
     sent_packets: Vec<Vec<u8>>,
     copies: u64,
+    /// The malformer's ingredients: the reliable and unreliable channels' network ids and a
+    /// delay report's bytes, once the protocol is known.
+    malformed: Option<(u16, u16, Vec<u8>)>,
 }
 
 fn main() {
@@ -193,7 +200,7 @@ fn main() {
     let stop = Arc::new(AtomicBool::new(false));
     let mut flood_thread = None;
     if options.flood {
-        for (k, role) in [Hostile::Noisy, Hostile::Replayer, Hostile::Fragmenter]
+        for (k, role) in [Hostile::Noisy, Hostile::Replayer, Hostile::Malformer]
             .into_iter()
             .enumerate()
         {
@@ -499,7 +506,7 @@ fn add_hostile(app: &mut App, role: Hostile) {
             rng: 0x5EED ^ role as u64,
             ..default()
         })
-        .add_systems(Update, noisy_messages)
+        .add_systems(Update, (noisy_messages, prepare_malformed))
         .add_systems(
             PostUpdate,
             (
@@ -575,7 +582,7 @@ fn noisy_messages(
 }
 
 /// Before netcode encrypts: the noisy client sends every packet (its moves with it) 100
-/// times; the fragmenter adds fragments of messages that never complete.
+/// times; the malformer adds its malformed packets.
 fn plaintext_attacks(
     role: Res<Hostile>,
     mut state: ResMut<HostileState>,
@@ -596,23 +603,90 @@ fn plaintext_attacks(
                 state.copies += copies - 1;
             }
         }
-        Hostile::Fragmenter => {
-            for _ in 0..5 {
-                state.message_id = state.message_id.wrapping_add(1);
-                let mut packet = vec![1u8];
-                packet.extend_from_slice(&[0; 12]);
-                packet.push(3); // a channel id
-                packet.extend_from_slice(&state.message_id.to_be_bytes());
-                packet.extend_from_slice(&[0x00, 0x03]); // fragment 0 of 3
-                packet.push(0); // not compressed
-                packet.push(32);
-                packet.extend_from_slice(&[7; 32]);
+        Hostile::Malformer => {
+            for packet in malformed_packets(&mut state) {
                 link.send.push(packet.into());
                 state.copies += 1;
             }
         }
         Hostile::Replayer => {}
     }
+}
+
+/// The malformer, once: the network ids and message bytes its packets are built from.
+fn prepare_malformed(world: &mut World) {
+    if world.get_resource::<Hostile>() != Some(&Hostile::Malformer)
+        || world.resource::<HostileState>().malformed.is_some()
+    {
+        return;
+    }
+    let report = DelayReport {
+        seq: Seq16(1),
+        delay_us: 100_000,
+        view_time: 0.0,
+        frame_us: 16_667,
+    };
+    let ingredients = (
+        unlag::net::channel_net_id::<ReliableChannel>(world),
+        unlag::net::channel_net_id::<UnreliableChannel>(world),
+        unlag::net::message_bytes(world, &report),
+    );
+    if let (Some(reliable), Some(unreliable), Some(report)) = ingredients {
+        world.resource_mut::<HostileState>().malformed = Some((reliable, unreliable, report));
+    }
+}
+
+/// One frame of the malformer's packets (lightyear 0.30's plaintext layout).
+fn malformed_packets(state: &mut HostileState) -> Vec<Vec<u8>> {
+    let header = |kind: u8| {
+        let mut p = vec![kind];
+        p.extend_from_slice(&[0; 12]);
+        p
+    };
+    let one = |channel: u16, id: Option<u16>, bytes: &[u8]| {
+        let mut p = header(0);
+        p.extend_from_slice(&(channel | 0x4000).to_be_bytes());
+        p.push(1);
+        match id {
+            Some(id) => {
+                p.push(1);
+                p.extend_from_slice(&id.to_be_bytes());
+            }
+            None => p.push(0),
+        }
+        p.extend_from_slice(&(bytes.len() as u16 | 0x4000).to_be_bytes());
+        p.extend_from_slice(bytes);
+        p
+    };
+    let mut packets = Vec::new();
+    for count in [3u64, 1 << 40] {
+        state.message_id = state.message_id.wrapping_add(1);
+        let mut p = header(1);
+        p.push(3); // a channel id
+        p.extend_from_slice(&state.message_id.to_be_bytes());
+        p.push(0x00); // fragment 0
+        p.extend_from_slice(&(count | 3 << 62).to_be_bytes());
+        p.push(0); // not compressed
+        p.push(32);
+        p.extend_from_slice(&[7; 32]);
+        packets.push(p);
+    }
+    let Some((reliable, unreliable, report)) = state.malformed.clone() else {
+        return packets;
+    };
+    state.rng = SplitMix64::new(state.rng).next_u64();
+    // Reliable ids from 1 000 to 32 000 ahead of a gap (lightyear would keep every one).
+    let far = 1_000 + (state.rng % 31_000) as u16;
+    packets.push(one(reliable, Some(far), &report));
+    packets.push(one(0x3ff0, None, &report));
+    let mut unknown_kind = vec![0x7f, 0xf0];
+    unknown_kind.extend_from_slice(&report[1..]);
+    packets.push(one(unreliable, None, &unknown_kind));
+    packets.push(one(unreliable, None, &report[..2]));
+    let mut truncated = one(unreliable, None, &report);
+    truncated.pop();
+    packets.push(truncated);
+    packets
 }
 
 /// After netcode encrypts: the replayer keeps its last packets and sends four old ones again

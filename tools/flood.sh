@@ -3,8 +3,9 @@
 # three honest scripted players beside it: random, truncated and oversize datagrams,
 # connection requests from thousands of 127.0.0.0/8 addresses, a client sending its moves,
 # shots, reloads and delay reports at 100x the normal rate, one replaying and reordering its
-# packets, one sending fragments that never complete. See tools/against-server.sh for what is
-# printed and checked.
+# packets, one sending malformed packets under valid encryption (fragments that never complete,
+# reliable ids far ahead of a gap, unknown channels and message kinds, bodies that do not
+# decode). See tools/against-server.sh for what is printed and checked.
 #
 #   tools/flood.sh [SECONDS]      default 60
 set -euo pipefail

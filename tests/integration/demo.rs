@@ -792,6 +792,12 @@ fn scripted_players_in_the_testbed_keep_their_link_and_measure_their_match() {
         (0..2).all(|i| started(tb.client_world(i)))
     }));
     tb.run_for(Duration::from_secs(10));
+    // Every packet of a whole match (moves, shots, reloads, reports) read whole by the guard.
+    let refused = &tb
+        .server_world()
+        .resource::<unlag::net::ServerLinkStats>()
+        .packets_refused;
+    assert_eq!(refused.total(), 0, "{refused:?}");
     for i in 0..2 {
         let s = summary(tb.client_world(i));
         assert!(s.connected, "player {i}: {s:?}");

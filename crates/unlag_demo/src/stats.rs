@@ -98,6 +98,11 @@ fn frame_ends(
         reasons.sort();
         reasons.concat()
     });
+    let packets: String = unlag::net::PacketRefusal::ALL
+        .iter()
+        .filter(|r| link_stats.packets_refused.get(**r) > 0)
+        .map(|r| format!(" {r:?}={}", link_stats.packets_refused.get(*r)))
+        .collect();
     let moves = moves.map_or(String::new(), |m| {
         let reasons: String = unlag::movement::RejectReason::ALL
             .iter()
@@ -112,7 +117,7 @@ fn frame_ends(
     println!(
         "server stats: t={now:.0}s rss_kb={} frames={} frame_ms_p50={:.2} frame_ms_p99={:.2} \
          frame_ms_max={:.2} entities={} links={} connected={connected} addresses={} malformed={malformed} \
-         fragments_refused={} strangers={} links_refused={} unconnected_despawned={}{moves} \
+         packets_refused:{packets} strangers={} links_refused={} unconnected_despawned={}{moves} \
          shots_refused:{refused}",
         resident_kb(),
         frames.len(),
@@ -125,7 +130,6 @@ fn frame_ends(
             .iter()
             .map(ServerUdpSocket::addresses)
             .sum::<usize>(),
-        link_stats.fragments_refused,
         link_stats.udp_strangers_dropped,
         link_stats.udp_links_refused,
         link_stats.unconnected_links_despawned,

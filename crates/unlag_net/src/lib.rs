@@ -6,6 +6,7 @@
 
 mod clock;
 mod conditions;
+mod guard;
 mod link;
 mod ping;
 mod protocol;
@@ -26,9 +27,13 @@ pub use clock::{
     plausible_delay, server_time_now, server_time_of_world,
 };
 pub use conditions::NetConditions;
+pub use guard::{
+    PacketGuardSettings, PacketMessage, PacketRefusal, PacketRefusals, ReliableWindows,
+    channel_net_id, message_bytes, read_client_packet,
+};
 pub use link::{
-    FragmentHeader, KindTraffic, LinkBirth, LinkShaper, LinkTraffic, PeerLead, ServerLinkStats,
-    fragment_header, plausible_netcode_datagram,
+    KindTraffic, LinkBirth, LinkShaper, LinkTraffic, PeerLead, ServerLinkStats,
+    plausible_netcode_datagram,
 };
 pub use ping::{HighPing, PingMonitor};
 pub use protocol::{
@@ -119,6 +124,7 @@ fn keep_server_time_whole(mut time: ResMut<Time<Virtual>>) {
 /// | [`NetConditions`] applied to the link to the server, both directions | client |
 /// | [`LinkTraffic`] on every link, malformed datagrams dropped | both |
 /// | links that never connect despawned ([`ServerLinkStats`]) | server |
+/// | every client packet read whole before lightyear, refused whole on a fault ([`PacketRefusal`]) | server |
 /// | [`ServerUdpSocket`], a UDP transport with bounded state per address | server |
 /// | [`PingMonitor`] and the [`HighPing`] event | client |
 ///
@@ -136,11 +142,18 @@ pub struct UnlagNetPlugin {
     pub unconnected_link_timeout: f64,
     /// On the server, the most fragments a client's message may be split into (default 0:
     /// unlag's client messages fit in one packet, and any fragment from a client is refused
-    /// before lightyear reads it; see [`ServerLinkStats::fragments_refused`]). lightyear 0.30.1
+    /// before lightyear reads it; see [`PacketRefusal::Fragment`]). lightyear 0.30.1
     /// allocates a message's reassembly buffer from the count a packet claims, unchecked, and
     /// never frees an incomplete one on a reliable channel: a game whose clients send messages
     /// over ~1.1 KB raises this and accepts up to this many × 1.2 KB per message id.
     pub max_client_fragments: u64,
+    /// On the server, how many ids ahead of the next one expected a client's reliable message
+    /// may be (default 512, at most 32 767; see [`PacketRefusal::FarAhead`]). lightyear keeps
+    /// every message ahead of a gap with its packet's buffer (~1.2 KB): this bounds what one
+    /// client can pin to about this many × 1.2 KB per reliable channel. An honest client is
+    /// this far ahead only after this many reliable messages lost in a row; a refused packet
+    /// is as if lost, and lightyear sends its reliable messages again.
+    pub max_reliable_ahead: u16,
 }
 
 impl Default for UnlagNetPlugin {
@@ -151,6 +164,7 @@ impl Default for UnlagNetPlugin {
             time_source: NetTimeSource::default(),
             unconnected_link_timeout: 10.0,
             max_client_fragments: 0,
+            max_reliable_ahead: PacketGuardSettings::default().max_reliable_ahead,
         }
     }
 }
@@ -168,6 +182,11 @@ impl Plugin for UnlagNetPlugin {
             "invalid UnlagNetPlugin: unconnected_link_timeout = {} (must be > 0 s)",
             self.unconnected_link_timeout
         );
+        assert!(
+            (1..=i16::MAX as u16).contains(&self.max_reliable_ahead),
+            "invalid UnlagNetPlugin: max_reliable_ahead = {} (must be 1 to 32767 ids)",
+            self.max_reliable_ahead
+        );
         app.insert_resource(self.time_source)
             .init_resource::<NetConditions>()
             .init_resource::<NetClock>()
@@ -179,11 +198,15 @@ impl Plugin for UnlagNetPlugin {
             .init_resource::<ServerLinkStats>()
             .init_resource::<PeerLead>()
             .insert_resource(link::UnconnectedLinkTimeout(self.unconnected_link_timeout))
-            .insert_resource(link::MaxClientFragments(self.max_client_fragments))
+            .insert_resource(PacketGuardSettings {
+                max_fragments: self.max_client_fragments,
+                max_reliable_ahead: self.max_reliable_ahead,
+            })
             .register_type::<(NetClock, LinkTraffic, RemoteClientClock)>();
         app.register_required_components::<Link, LinkTraffic>()
             .register_required_components::<ClientOf, RemoteClientClock>()
             .register_required_components::<ClientOf, clock::ReportState>()
+            .register_required_components::<ClientOf, ReliableWindows>()
             .register_required_components::<LinkOf, LinkBirth>();
 
         // The client's simulation runs at real time. lightyear would otherwise speed its
@@ -250,7 +273,7 @@ impl Plugin for UnlagNetPlugin {
         )
         .add_systems(
             PreUpdate,
-            link::refuse_client_fragments
+            guard::guard_client_packets
                 .run_if(any_with_component::<Server>)
                 .after(ConnectionSystems::Receive)
                 .before(TransportSystems::Receive),

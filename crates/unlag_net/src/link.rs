@@ -213,9 +213,9 @@ pub struct ServerLinkStats {
     /// Links despawned because they never connected within
     /// [`UnlagNetPlugin::unconnected_link_timeout`](crate::UnlagNetPlugin::unconnected_link_timeout).
     pub unconnected_links_despawned: u64,
-    /// Fragments of client messages refused before lightyear read them (see
-    /// [`UnlagNetPlugin::max_client_fragments`](crate::UnlagNetPlugin::max_client_fragments)).
-    pub fragments_refused: u64,
+    /// Client packets refused before lightyear read them, by reason (see
+    /// [`PacketRefusal`](crate::PacketRefusal)).
+    pub packets_refused: crate::PacketRefusals,
     /// Datagrams from addresses without a link that were not connection requests, dropped
     /// unread by a [`ServerUdpSocket`](crate::ServerUdpSocket).
     pub udp_strangers_dropped: u64,
@@ -225,107 +225,6 @@ pub struct ServerLinkStats {
     /// Addresses a [`ServerUdpSocket`](crate::ServerUdpSocket) forgot because their link was
     /// gone (timed out, disconnected or despawned).
     pub udp_addresses_forgotten: u64,
-}
-
-/// What a packet from a client is, as far as its fragment header goes (the packet as netcode
-/// hands it to lightyear's transport, after decryption).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum FragmentHeader {
-    /// Not a fragment: whole messages.
-    Whole,
-    /// Fragment `index` of a message in `count` fragments.
-    Fragment {
-        /// The fragment's index, from 0.
-        index: u64,
-        /// How many fragments the message claims to have.
-        count: u64,
-    },
-    /// A fragment packet too short for its own header.
-    Truncated,
-}
-
-/// lightyear 0.30's packet header: type (1 byte), packet id, last acked id (2 each), ack
-/// bitfield and tick (4 each).
-const PACKET_HEADER_BYTES: usize = 13;
-/// lightyear's packet types of a fragment, plain and compressed.
-const FRAGMENT_TYPES: [u8; 2] = [1, 3];
-
-/// Reads a QUIC-style variable-length integer (lightyear's) at `*at`, moving past it.
-fn varint(packet: &[u8], at: &mut usize) -> Option<u64> {
-    let first = *packet.get(*at)?;
-    let len = 1usize << (first >> 6);
-    let bytes = packet.get(*at..*at + len)?;
-    let mut value = u64::from(first & 0x3f);
-    for b in &bytes[1..] {
-        value = (value << 8) | u64::from(*b);
-    }
-    *at += len;
-    Some(value)
-}
-
-/// Reads the fragment header of `packet` (lightyear 0.30.1's layout: the packet header, the
-/// channel id as a varint, the message id in 2 bytes, then the fragment's index and the
-/// fragment count as varints).
-pub fn fragment_header(packet: &[u8]) -> FragmentHeader {
-    if !packet.first().is_some_and(|t| FRAGMENT_TYPES.contains(t)) {
-        return FragmentHeader::Whole;
-    }
-    let mut at = PACKET_HEADER_BYTES;
-    let header = (|| {
-        varint(packet, &mut at)?;
-        at += 2;
-        let index = varint(packet, &mut at)?;
-        let count = varint(packet, &mut at)?;
-        Some(FragmentHeader::Fragment { index, count })
-    })();
-    header.unwrap_or(FragmentHeader::Truncated)
-}
-
-/// Most fragments a client's message may have (see
-/// [`UnlagNetPlugin::max_client_fragments`](crate::UnlagNetPlugin::max_client_fragments)).
-#[derive(Resource, Clone, Copy, Debug)]
-pub(crate) struct MaxClientFragments(pub u64);
-
-/// PreUpdate on the server, between netcode's decryption and lightyear's transport: refuses
-/// packets carrying a fragment of a message longer than the limit (or any fragment, at the
-/// default 0).
-///
-/// lightyear 0.30.1 sizes a message's reassembly buffer from the fragment count a packet
-/// claims, with no cap (`lightyear_transport` `channel/fragments/receive.rs`): one packet
-/// claiming 2^40 fragments makes the allocation fail and aborts the server process. Buffers of
-/// reliable channels that never complete are never freed. None of unlag's client messages
-/// comes near one packet (the largest, a shotgun's fire request with 16 claims, is under
-/// 1 KB), so by default a client's fragment is refused outright.
-pub(crate) fn refuse_client_fragments(
-    limit: Res<MaxClientFragments>,
-    mut stats: ResMut<ServerLinkStats>,
-    mut links: Query<&mut Link, With<lightyear::prelude::server::ClientOf>>,
-) {
-    for mut link in &mut links {
-        // Each packet once round the queue: kept ones go back in their order.
-        for _ in 0..link.recv.len() {
-            let Some(packet) = link.recv.pop() else {
-                break;
-            };
-            let keep = match fragment_header(&packet) {
-                FragmentHeader::Whole => true,
-                FragmentHeader::Fragment { index, count } => count <= limit.0 && index < count,
-                FragmentHeader::Truncated => false,
-            };
-            if keep {
-                link.recv.push_raw(packet);
-            } else {
-                stats.fragments_refused += 1;
-                if stats.fragments_refused.is_power_of_two() {
-                    warn!(
-                        "refused a client's message fragment (more than {} fragments, or \
-                         malformed): {} so far",
-                        limit.0, stats.fragments_refused
-                    );
-                }
-            }
-        }
-    }
 }
 
 /// The timeout of links that never connect, seconds; see [`despawn_unconnected_links`].

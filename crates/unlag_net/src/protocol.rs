@@ -5,9 +5,12 @@
 //! `Plugin::build` through [`NetMessageAppExt::add_net_message`], whatever the App's role: adding
 //! the same plugins in the same order on client and server always yields the same protocol.
 
+use std::collections::HashMap;
+
 use bevy::ecs::entity::MapEntities;
 use bevy::prelude::*;
 use lightyear::prelude::*;
+use lightyear_messages::registry::MessageKind;
 use serde::{Serialize, de::DeserializeOwned};
 
 /// Unordered, unreliable: for messages that stand alone and are useless when late (periodic
@@ -48,12 +51,42 @@ impl From<NetDirection> for NetworkDirection {
 #[derive(Resource, Clone, Debug, Default)]
 pub struct NetProtocol {
     messages: Vec<(&'static str, NetDirection)>,
+    /// How the server's packet guard reads each of these messages from a client.
+    from_clients: HashMap<MessageKind, ClientMessageRule>,
 }
 
 impl NetProtocol {
     /// The registered messages (short type name, direction), in registration order.
     pub fn messages(&self) -> &[(&'static str, NetDirection)] {
         &self.messages
+    }
+
+    /// How the server's packet guard takes message `kind` from a client; `None` for a message
+    /// not registered through [`NetMessageAppExt`] (lightyear's own).
+    pub(crate) fn client_rule(&self, kind: &MessageKind) -> Option<ClientMessageRule> {
+        self.from_clients.get(kind).copied()
+    }
+}
+
+/// How the server takes one message kind from a client.
+#[derive(Copy, Clone, Debug)]
+pub(crate) enum ClientMessageRule {
+    /// Taken when its body decodes (lightyear decodes it with postcard, trailing bytes ignored).
+    Decodes(fn(&[u8]) -> bool),
+    /// Sent by the server only: a client sending it is malformed.
+    NotFromClients,
+}
+
+/// Whether `bytes` start with a postcard encoding of `M`, as lightyear decodes a message body.
+fn decodes<M: DeserializeOwned>(bytes: &[u8]) -> bool {
+    postcard::take_from_bytes::<M>(bytes).is_ok()
+}
+
+/// The guard's rule for a message of type `M` travelling in `direction`.
+fn client_rule<M: DeserializeOwned>(direction: NetDirection) -> ClientMessageRule {
+    match direction {
+        NetDirection::ServerToClient => ClientMessageRule::NotFromClients,
+        _ => ClientMessageRule::Decodes(decodes::<M>),
     }
 }
 
@@ -98,7 +131,7 @@ impl NetMessageAppExt for App {
     where
         M: Serialize + DeserializeOwned + Send + Sync + 'static,
     {
-        if record::<M>(self, direction) {
+        if record::<M>(self, direction, client_rule::<M>(direction)) {
             self.register_message::<M>()
                 .add_direction(NetworkDirection::from(direction));
         }
@@ -109,7 +142,7 @@ impl NetMessageAppExt for App {
     where
         M: Serialize + DeserializeOwned + MapEntities + Clone + Send + Sync + 'static,
     {
-        if record::<M>(self, direction) {
+        if record::<M>(self, direction, client_rule::<M>(direction)) {
             self.register_message::<M>()
                 .add_map_entities()
                 .add_direction(NetworkDirection::from(direction));
@@ -119,13 +152,14 @@ impl NetMessageAppExt for App {
 }
 
 /// Records message `M` in [`NetProtocol`]; false if it was registered already.
-fn record<M: 'static>(app: &mut App, direction: NetDirection) -> bool {
+fn record<M: 'static>(app: &mut App, direction: NetDirection, rule: ClientMessageRule) -> bool {
     let name = short_type_name::<M>();
     let mut protocol = app.world_mut().get_resource_or_init::<NetProtocol>();
     if protocol.messages.iter().any(|(n, _)| *n == name) {
         return false;
     }
     protocol.messages.push((name, direction));
+    protocol.from_clients.insert(MessageKind::of::<M>(), rule);
     true
 }
 
