@@ -1,7 +1,9 @@
 //! Any datagram a UDP socket can deliver to the dedicated server: the pre-filter
 //! (`plausible_netcode_datagram`) and, for every datagram it lets through, lightyear's own
 //! netcode server parsing it (which must not panic: the filter exists because it did), then the
-//! fragment guard's header reader on the same bytes as a decrypted packet.
+//! packet guard's reader (`read_client_packet`) on the same bytes as a decrypted packet: what
+//! it reads lies inside the packet, a packet type it does not read is refused, and what it
+//! reads, written again in lightyear's layout, reads back the same.
 #![no_main]
 
 use bevy::ecs::world::World;
@@ -9,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use lightyear_link::Link;
 use lightyear_netcode::Server;
 use std::cell::RefCell;
-use unlag_net::{FragmentHeader, fragment_header, plausible_netcode_datagram};
+use unlag_net::{PacketMessage, PacketRefusal, plausible_netcode_datagram, read_client_packet};
 
 thread_local! {
     static SERVER: RefCell<(Server, World)> = RefCell::new((
@@ -42,10 +44,84 @@ fuzz_target!(|data: &[u8]| {
             world.clear_entities();
         });
     }
-    match fragment_header(data) {
-        FragmentHeader::Whole => assert!(!matches!(data.first(), Some(1 | 3))),
-        FragmentHeader::Truncated | FragmentHeader::Fragment { .. } => {
-            assert!(matches!(data.first(), Some(1 | 3)))
+    let read = read(data);
+    if let Ok(messages) = &read {
+        assert!(matches!(data.first(), Some(0 | 1 | 4)), "{data:?}");
+        let range = data.as_ptr_range();
+        for m in messages {
+            let inner = m.bytes.as_ptr_range();
+            assert!(range.start <= inner.start && inner.end <= range.end);
+            assert!(m.fragment.is_none() || core::ptr::eq(m, &messages[0]));
         }
+        let again = write(messages);
+        assert_eq!(read_owned(&again), Ok(owned(messages)), "{data:?}");
+    } else if data.len() >= 13 && !matches!(data[0], 0 | 1 | 4) {
+        assert_eq!(read, Err(PacketRefusal::PacketType));
     }
 });
+
+type Owned = Vec<(u16, Option<u16>, Option<(u64, u64)>, Vec<u8>)>;
+
+fn read(data: &[u8]) -> Result<Vec<PacketMessage<'_>>, PacketRefusal> {
+    let mut out = Vec::new();
+    read_client_packet(data, |m| {
+        out.push(m);
+        Ok(())
+    })
+    .map(|()| out)
+}
+
+fn owned(messages: &[PacketMessage]) -> Owned {
+    messages
+        .iter()
+        .map(|m| (m.channel, m.id, m.fragment, m.bytes.to_vec()))
+        .collect()
+}
+
+fn read_owned(data: &[u8]) -> Result<Owned, PacketRefusal> {
+    read(data).map(|m| owned(&m))
+}
+
+/// lightyear 0.30's varint, in its shortest form.
+fn varint(out: &mut Vec<u8>, v: u64) {
+    match v {
+        0..=0x3f => out.push(v as u8),
+        0x40..=0x3fff => out.extend_from_slice(&((v as u16) | 0x4000).to_be_bytes()),
+        0x4000..=0x3fff_ffff => out.extend_from_slice(&((v as u32) | 0x8000_0000).to_be_bytes()),
+        _ => out.extend_from_slice(&(v | 0xc000_0000_0000_0000).to_be_bytes()),
+    }
+}
+
+/// The messages written again: a fragment first (if any), then one batch per message.
+fn write(messages: &[PacketMessage]) -> Vec<u8> {
+    let fragment = messages.first().and_then(|m| m.fragment.map(|f| (m, f)));
+    let mut out = vec![if fragment.is_some() { 1 } else { 0 }];
+    out.extend_from_slice(&[0; 12]);
+    let mut rest = messages;
+    if let Some((m, (index, count))) = fragment {
+        varint(&mut out, m.channel.into());
+        out.extend_from_slice(&m.id.unwrap().to_be_bytes());
+        varint(&mut out, index);
+        varint(&mut out, count);
+        if index == 0 {
+            out.push(0);
+        }
+        varint(&mut out, m.bytes.len() as u64);
+        out.extend_from_slice(m.bytes);
+        rest = &messages[1..];
+    }
+    for m in rest {
+        varint(&mut out, m.channel.into());
+        out.push(1);
+        match m.id {
+            Some(id) => {
+                out.push(1);
+                out.extend_from_slice(&id.to_be_bytes());
+            }
+            None => out.push(0),
+        }
+        varint(&mut out, m.bytes.len() as u64);
+        out.extend_from_slice(m.bytes);
+    }
+    out
+}
