@@ -902,6 +902,69 @@ fn client_packets_are_read_as_lightyear_writes_them() {
     assert_eq!(read(&long).unwrap()[0].3.len(), 200);
     long.pop();
     assert_eq!(read(&long), Err(PacketRefusal::Malformed));
+
+    let header = |kind: u8| {
+        let mut p = vec![kind];
+        p.extend_from_slice(&[0; 12]);
+        p
+    };
+    let with = |kind: u8, body: &[u8]| {
+        let mut p = header(kind);
+        p.extend_from_slice(body);
+        p
+    };
+    // Channel 2 with two messages (id 7 and 3 bytes; no id and 1 byte), then channel 300 (a
+    // 2-byte varint) with none.
+    assert_eq!(
+        read(&with(
+            0,
+            &[2, 2, 1, 0, 7, 3, 10, 11, 12, 0, 1, 13, 0x41, 0x2c, 0]
+        )),
+        Ok(vec![
+            (2, Some(7), None, vec![10, 11, 12]),
+            (2, None, None, vec![13])
+        ])
+    );
+    // AckOnly and Data packets with no body.
+    assert_eq!(read(&header(4)), Ok(vec![]));
+    assert_eq!(read(&header(0)), Ok(vec![]));
+    // A first fragment (channel 3, message 0x0102, 0 of 4, uncompressed, 2 bytes), then a batch.
+    assert_eq!(
+        read(&with(1, &[3, 1, 2, 0, 4, 0, 2, 20, 21, 5, 1, 0, 1, 30])),
+        Ok(vec![
+            (3, Some(0x0102), Some((0, 4)), vec![20, 21]),
+            (5, None, None, vec![30])
+        ])
+    );
+    // A later fragment has no compression byte; a first one's is 0 or 1.
+    assert_eq!(
+        read(&with(1, &[3, 1, 2, 2, 4, 1, 20])),
+        Ok(vec![(3, Some(0x0102), Some((2, 4)), vec![20])])
+    );
+    assert_eq!(
+        read(&with(1, &[3, 1, 2, 0, 4, 9, 1, 20])),
+        Err(PacketRefusal::Malformed)
+    );
+    // What lightyear would choke on or truncate.
+    assert_eq!(read(&[]), Err(PacketRefusal::Malformed));
+    assert_eq!(read(&[0; 5]), Err(PacketRefusal::Malformed));
+    for kind in [2, 3, 5, 255] {
+        assert_eq!(read(&header(kind)), Err(PacketRefusal::PacketType));
+    }
+    // A message running past the end; a count of messages the packet does not hold; a
+    // channel id beyond u16; a length near u64::MAX (no overflow).
+    for body in [
+        &[2, 1, 0, 5, 1, 2][..],
+        &[2, 3, 0, 1, 9],
+        &[0x80, 0x01, 0x00, 0x02, 0],
+        &[2, 1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+    ] {
+        assert_eq!(
+            read(&with(0, body)),
+            Err(PacketRefusal::Malformed),
+            "{body:?}"
+        );
+    }
 }
 
 /// Every packet a client sends is read whole before lightyear reads any of it. What lightyear

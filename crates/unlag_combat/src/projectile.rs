@@ -202,7 +202,10 @@ pub(crate) fn fly_projectiles(
                     break;
                 }
                 Ok(None) => {}
-                Err(e) => warn!("projectile sweep failed: {e}"),
+                Err(e) => unlag_net::warn_counted!(
+                    stats.projectile_sweep_errors,
+                    "projectile sweep failed: {e}"
+                ),
             }
             let wall = rewind.wall(from, dir, length, Some(projectile.shooter));
             if wall < length {

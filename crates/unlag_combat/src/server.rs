@@ -269,6 +269,9 @@ pub struct CombatStats {
     pub partly_rewound: u64,
     /// Projectiles launched.
     pub projectiles: u64,
+    /// Projectile sweeps the rewind could not run (a query error), counted and logged at
+    /// powers of two.
+    pub projectile_sweep_errors: u64,
     /// The latest shots' view time less the server's estimate of it, seconds (the last 256):
     /// what backtrack protection measures.
     pub view_time_errors: std::collections::VecDeque<f64>,
@@ -1010,25 +1013,19 @@ pub(crate) fn judge_shots(
                 // Counted always, logged at the 1st, 2nd, 4th, 8th, ... of each reason: a
                 // flood of bad shots must not flood the log.
                 Err(Rejection::StaleFireIndex) => {
-                    let count = stats.rejected.entry(Rejection::StaleFireIndex).or_default();
-                    *count += 1;
-                    if count.is_power_of_two() {
-                        warn!(
-                            "stale shot {} from client {link} dropped ({count} so far)",
-                            request.fire_index
-                        );
-                    }
+                    unlag_net::warn_counted!(
+                        *stats.rejected.entry(Rejection::StaleFireIndex).or_default(),
+                        "stale shot {} from client {link} dropped",
+                        request.fire_index
+                    );
                     continue;
                 }
                 Err(reason) => {
-                    let count = stats.rejected.entry(reason).or_default();
-                    *count += 1;
-                    if count.is_power_of_two() {
-                        warn!(
-                            "shot {} of client {link} refused: {reason:?} ({count} so far)",
-                            request.fire_index
-                        );
-                    }
+                    unlag_net::warn_counted!(
+                        *stats.rejected.entry(reason).or_default(),
+                        "shot {} of client {link} refused: {reason:?}",
+                        request.fire_index
+                    );
                     Err(reason)
                 }
                 Ok(ShotVerdict::Launch(projectile)) => {

@@ -53,7 +53,7 @@ pub use playout::{ArrivalSpread, MovePlayout, PACE_WINDOW, PlayoutSettings};
 pub use projectile::{Ballistic, fake_projectile_hold, fake_projectile_life};
 pub use raycast::ray_capsule;
 pub use rng::SplitMix64;
-pub use seq::{Seq16, SeqUnwrapper};
+pub use seq::{ReceiveWindow, Seq16, SeqUnwrapper};
 pub use settings::{Fields, SettingsError, Validate};
 pub use smoothing::{
     KINK_ACCELERATION, MAX_TANGENT_OVER_CHORD, ProxyState, Sample, SampleKind, SmoothingMode,

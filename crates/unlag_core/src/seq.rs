@@ -80,6 +80,51 @@ impl SeqUnwrapper {
     }
 }
 
+/// The receive window of one reliable channel, as a transport that delivers each message once
+/// sees it: the oldest id not yet received, and the ids received beyond it. (lightyear's reliable
+/// receivers keep every message from that oldest id up to 32 767 ids on; the server's packet
+/// guard follows the same window to refuse ids too far ahead.)
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReceiveWindow {
+    next: u16,
+    ahead: std::collections::BTreeSet<u16>,
+}
+
+impl ReceiveWindow {
+    /// The oldest id not yet received.
+    pub fn next(&self) -> u16 {
+        self.next
+    }
+
+    /// How many ids have been received beyond a gap (waiting for the gap to fill).
+    pub fn held(&self) -> usize {
+        self.ahead.len()
+    }
+
+    /// How far `id` lies ahead of [`next`](Self::next), in ids (wrapping): 0 for the next one,
+    /// negative for an id already received or given up (up to 32 768 behind).
+    pub fn ahead_of_next(&self, id: u16) -> i16 {
+        id.wrapping_sub(self.next) as i16
+    }
+
+    /// Marks `id` received: the next one moves on past every id received in a row; an id
+    /// behind is ignored (a copy).
+    pub fn receive(&mut self, id: u16) {
+        match self.ahead_of_next(id) {
+            0 => {
+                self.next = self.next.wrapping_add(1);
+                while self.ahead.remove(&self.next) {
+                    self.next = self.next.wrapping_add(1);
+                }
+            }
+            d if d > 0 => {
+                self.ahead.insert(id);
+            }
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,5 +179,31 @@ mod tests {
         // A late packet from before the wrap keeps its place and does not move `latest` back.
         assert_eq!(u2.unwrap(Seq16(65_535)), Some(65_535));
         assert_eq!(u2.latest(), Some(65_540));
+    }
+
+    #[test]
+    fn a_receive_window_follows_the_oldest_missing_id() {
+        let mut w = ReceiveWindow::default();
+        w.receive(1);
+        w.receive(2);
+        assert_eq!((w.next(), w.held()), (0, 2));
+        w.receive(0);
+        assert_eq!((w.next(), w.held()), (3, 0));
+        assert!(w.ahead_of_next(2) < 0, "a copy");
+        w.receive(2);
+        assert_eq!((w.next(), w.held()), (3, 0), "a copy changes nothing");
+        assert_eq!(w.ahead_of_next(3 + 511), 511);
+        assert_eq!(w.ahead_of_next(3 + 32_767), 32_767);
+        assert!(w.ahead_of_next(3u16.wrapping_add(32_768)) < 0);
+        // Across the wrap.
+        let mut w = ReceiveWindow::default();
+        for id in 0..u16::MAX {
+            w.receive(id);
+        }
+        assert_eq!(w.next(), u16::MAX);
+        w.receive(0);
+        assert_eq!((w.next(), w.held()), (u16::MAX, 1));
+        w.receive(u16::MAX);
+        assert_eq!((w.next(), w.held()), (1, 0));
     }
 }

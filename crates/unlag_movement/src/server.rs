@@ -313,14 +313,12 @@ impl<M: MovementModel> ServerMovement<M> {
 
 /// Counts a rejection with a rate-limited warning naming the client and the reason.
 fn reject(stats: &mut MovementStats, reason: RejectReason, link: Entity, peer: Option<&RemoteId>) {
-    let n = stats.reject(reason);
-    if n % 100 == 1 {
-        warn!(
-            target: "unlag::movement",
-            "rejected moves from client {:?} (link {link}): {reason:?} ({n} so far)",
-            peer.map(|p| p.0)
-        );
-    }
+    unlag_net::warn_counted!(
+        target: "unlag::movement",
+        *stats.rejected_mut(reason),
+        "rejected moves from client {:?} (link {link}): {reason:?}",
+        peer.map(|p| p.0)
+    );
 }
 
 /// Update: gives new predicted characters their server state and sends the client its initial
@@ -455,9 +453,9 @@ pub(crate) fn process_moves<M: MovementModel>(
             }
         }
         if flagged {
-            stats.speed_hacks_flagged += 1;
-            warn!(
+            unlag_net::warn_counted!(
                 target: "unlag::movement",
+                stats.speed_hacks_flagged,
                 "speed hack from client {:?} (link {link}): {:.3} s of excess time",
                 peer.map(|p| p.0),
                 server.time.excess()

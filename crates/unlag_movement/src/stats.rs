@@ -94,9 +94,14 @@ impl MovementStats {
 
     /// Counts a rejection for `reason`; returns the count so far.
     pub fn reject(&mut self, reason: RejectReason) -> u64 {
-        let slot = &mut self.rejected[reason.index()];
+        let slot = self.rejected_mut(reason);
         *slot += 1;
         *slot
+    }
+
+    /// The count of rejections for `reason`, to count one more.
+    pub(crate) fn rejected_mut(&mut self, reason: RejectReason) -> &mut u64 {
+        &mut self.rejected[reason.index()]
     }
 
     /// Every rejection, all reasons together.

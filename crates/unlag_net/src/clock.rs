@@ -903,13 +903,10 @@ pub(crate) fn update_client_clock(
         .flat_map(|mut b| b.receive().collect::<Vec<_>>())
     {
         if !beat.is_valid() {
-            state.rejected_beats += 1;
-            if state.rejected_beats % 100 == 1 {
-                warn!(
-                    "dropped a malformed NetBeat ({} so far): {beat:?}",
-                    state.rejected_beats
-                );
-            }
+            crate::warn_counted!(
+                state.rejected_beats,
+                "dropped a malformed NetBeat: {beat:?}"
+            );
             continue;
         }
         let previous = state.beats.latest();
@@ -1190,14 +1187,11 @@ impl ReportState {
             most = most.max(shrinking);
         }
         if delay > most {
-            remote.reports_above_cap += 1;
-            if remote.reports_above_cap.is_power_of_two() {
-                info!(
-                    "a client draws with a {delay:.3}-s delay, {most:.3} s compensated \
-                     ({} such reports)",
-                    remote.reports_above_cap
-                );
-            }
+            crate::warn_counted!(
+                level: info,
+                remote.reports_above_cap,
+                "a client draws with a {delay:.3}-s delay, {most:.3} s compensated"
+            );
         }
         remote.interpolation_delay = delay;
         remote.delay_cap = most;
@@ -1339,12 +1333,10 @@ pub(crate) fn server_beats(
                 slower,
             };
             for report in receiver.receive() {
-                if reports.take(&mut remote, &report, at) == Err(ReportRefusal::OverRate)
-                    && reports.over_rate.is_power_of_two()
-                {
-                    warn!(
-                        "delay reports of a client over the rate cap dropped ({} so far)",
-                        reports.over_rate
+                if reports.take(&mut remote, &report, at) == Err(ReportRefusal::OverRate) {
+                    crate::warn_counted!(
+                        counted: reports.over_rate,
+                        "delay reports of a client over the rate cap dropped"
                     );
                 }
             }

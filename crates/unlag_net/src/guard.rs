@@ -17,7 +17,7 @@
 //! A refused packet is as if lost: lightyear never reads its header, so a reliable message in it
 //! is sent again by the client's lightyear once the window has moved on.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use bevy::prelude::*;
 use lightyear::prelude::server::ClientOf;
@@ -25,6 +25,8 @@ use lightyear::prelude::*;
 use lightyear::transport::channel::registry::ChannelKind;
 use lightyear_messages::registry::MessageKind;
 use lightyear_replication::channels::RepliconChannelMap;
+
+use unlag_core::ReceiveWindow;
 
 use crate::ServerLinkStats;
 use crate::protocol::{ClientMessageRule, NetProtocol};
@@ -101,8 +103,8 @@ impl PacketRefusals {
         }
     }
 
-    fn count(&mut self, reason: PacketRefusal) -> u64 {
-        let n = match reason {
+    fn slot(&mut self, reason: PacketRefusal) -> &mut u64 {
+        match reason {
             PacketRefusal::Malformed => &mut self.malformed,
             PacketRefusal::PacketType => &mut self.packet_type,
             PacketRefusal::Channel => &mut self.channel,
@@ -110,9 +112,7 @@ impl PacketRefusals {
             PacketRefusal::FarAhead => &mut self.far_ahead,
             PacketRefusal::MessageKind => &mut self.message_kind,
             PacketRefusal::MessageBody => &mut self.message_body,
-        };
-        *n += 1;
-        *n
+        }
     }
 
     /// All refusals, every reason.
@@ -261,44 +261,13 @@ pub fn read_client_packet<'a>(
 /// On the server, per client link: what the guard knows of each reliable channel's ids.
 #[derive(Component, Clone, Debug, Default)]
 pub struct ReliableWindows {
-    channels: HashMap<u16, ReliableWindow>,
-}
-
-/// lightyear's receive window of one reliable channel, as the guard tracks it.
-#[derive(Clone, Debug, Default)]
-struct ReliableWindow {
-    /// The oldest id not yet received (lightyear's `pending` once it has read its messages).
-    next: u16,
-    /// Ids received ahead of `next` (fewer than `max_reliable_ahead`).
-    ahead: BTreeSet<u16>,
-}
-
-impl ReliableWindow {
-    /// How far `id` is ahead of the next one expected; negative for an id already received.
-    fn ahead_of_next(&self, id: u16) -> i16 {
-        id.wrapping_sub(self.next) as i16
-    }
-
-    fn receive(&mut self, id: u16) {
-        match self.ahead_of_next(id) {
-            0 => {
-                self.next = self.next.wrapping_add(1);
-                while self.ahead.remove(&self.next) {
-                    self.next = self.next.wrapping_add(1);
-                }
-            }
-            d if d > 0 => {
-                self.ahead.insert(id);
-            }
-            _ => {}
-        }
-    }
+    channels: HashMap<u16, ReceiveWindow>,
 }
 
 impl ReliableWindows {
     /// How many ids this link has received ahead of a gap, all channels together.
     pub fn held_ahead(&self) -> usize {
-        self.channels.values().map(|w| w.ahead.len()).sum()
+        self.channels.values().map(ReceiveWindow::held).sum()
     }
 }
 
@@ -417,15 +386,10 @@ pub(crate) fn guard_client_packets(
                     }
                     link.recv.push_raw(packet);
                 }
-                Err(reason) => {
-                    let n = stats.packets_refused.count(reason);
-                    if n.is_power_of_two() {
-                        warn!(
-                            "refused a client's packet before lightyear read it ({reason:?}): \
-                             {n} so far for this reason"
-                        );
-                    }
-                }
+                Err(reason) => crate::warn_counted!(
+                    *stats.packets_refused.slot(reason),
+                    "refused a client's packet before lightyear read it: {reason:?}"
+                ),
             }
         }
     }
@@ -450,120 +414,5 @@ fn check_message(
             Err(PacketRefusal::MessageBody)
         }
         _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn header(kind: u8) -> Vec<u8> {
-        let mut p = vec![kind];
-        p.extend_from_slice(&[0; 12]);
-        p
-    }
-
-    fn collect(packet: &[u8]) -> Result<Vec<PacketMessage<'_>>, PacketRefusal> {
-        let mut out = Vec::new();
-        read_client_packet(packet, |m| {
-            out.push(m);
-            Ok(())
-        })?;
-        Ok(out)
-    }
-
-    #[test]
-    fn reads_batches_as_lightyear_writes_them() {
-        let mut p = header(0);
-        // Channel 2, two messages: id 7 with 3 bytes, no id with 1 byte.
-        p.extend_from_slice(&[2, 2, 1, 0, 7, 3, 10, 11, 12, 0, 1, 13]);
-        // Channel 300 (a 2-byte varint), no message.
-        p.extend_from_slice(&[0x41, 0x2c, 0]);
-        let read = collect(&p).unwrap();
-        assert_eq!(
-            read,
-            vec![
-                PacketMessage {
-                    channel: 2,
-                    id: Some(7),
-                    fragment: None,
-                    bytes: &[10, 11, 12]
-                },
-                PacketMessage {
-                    channel: 2,
-                    id: None,
-                    fragment: None,
-                    bytes: &[13]
-                },
-            ]
-        );
-        // An AckOnly packet with no body; a Data packet with none.
-        assert_eq!(collect(&header(4)).unwrap(), vec![]);
-        assert_eq!(collect(&header(0)).unwrap(), vec![]);
-    }
-
-    #[test]
-    fn reads_a_fragment_then_batches() {
-        let mut p = header(1);
-        // Channel 3, message 0x0102, fragment 0 of 4, uncompressed, 2 bytes; then a batch.
-        p.extend_from_slice(&[3, 1, 2, 0, 4, 0, 2, 20, 21, 5, 1, 0, 1, 30]);
-        let read = collect(&p).unwrap();
-        assert_eq!(read[0].fragment, Some((0, 4)));
-        assert_eq!(read[0].id, Some(0x0102));
-        assert_eq!(read[0].bytes, &[20, 21]);
-        assert_eq!(read[1].channel, 5);
-        // A later fragment has no compression byte.
-        let mut p = header(1);
-        p.extend_from_slice(&[3, 1, 2, 2, 4, 1, 20]);
-        assert_eq!(collect(&p).unwrap()[0].fragment, Some((2, 4)));
-        // A compression byte other than 0 or 1.
-        let mut p = header(1);
-        p.extend_from_slice(&[3, 1, 2, 0, 4, 9, 1, 20]);
-        assert_eq!(collect(&p), Err(PacketRefusal::Malformed));
-    }
-
-    #[test]
-    fn refuses_what_lightyear_would_choke_on() {
-        assert_eq!(collect(&[]), Err(PacketRefusal::Malformed));
-        assert_eq!(collect(&[0; 5]), Err(PacketRefusal::Malformed));
-        for kind in [2, 3, 5, 255] {
-            assert_eq!(collect(&header(kind)), Err(PacketRefusal::PacketType));
-        }
-        // A batch whose message runs past the end.
-        let mut p = header(0);
-        p.extend_from_slice(&[2, 1, 0, 5, 1, 2]);
-        assert_eq!(collect(&p), Err(PacketRefusal::Malformed));
-        // A count of messages the packet does not hold.
-        let mut p = header(0);
-        p.extend_from_slice(&[2, 3, 0, 1, 9]);
-        assert_eq!(collect(&p), Err(PacketRefusal::Malformed));
-        // A channel id beyond u16 (lightyear would truncate it).
-        let mut p = header(0);
-        p.extend_from_slice(&[0x80, 0x01, 0x00, 0x02, 0]);
-        assert_eq!(collect(&p), Err(PacketRefusal::Malformed));
-        // A length near u64::MAX does not overflow.
-        let mut p = header(0);
-        p.extend_from_slice(&[2, 1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
-        assert_eq!(collect(&p), Err(PacketRefusal::Malformed));
-    }
-
-    #[test]
-    fn a_reliable_window_follows_lightyears_pending() {
-        let mut w = ReliableWindow::default();
-        w.receive(1);
-        w.receive(2);
-        assert_eq!((w.next, w.ahead.len()), (0, 2));
-        w.receive(0);
-        assert_eq!((w.next, w.ahead.len()), (3, 0));
-        assert!(w.ahead_of_next(2) < 0, "a duplicate");
-        assert_eq!(w.ahead_of_next(3 + 511), 511);
-        // Across the wrap.
-        let mut w = ReliableWindow {
-            next: u16::MAX,
-            ahead: BTreeSet::new(),
-        };
-        w.receive(0);
-        w.receive(u16::MAX);
-        assert_eq!((w.next, w.ahead.len()), (1, 0));
     }
 }

@@ -14,7 +14,12 @@ mod roles;
 mod settings;
 mod time_source;
 mod udp;
+mod view;
+mod warn;
 mod work;
+
+#[doc(hidden)]
+pub use bevy::log as __log;
 
 #[cfg(feature = "cheats")]
 pub use clock::NetCheats;
@@ -54,6 +59,7 @@ pub use udp::{
 pub use unlag_core::{
     ConditionsError, DelayPolicy, Fields, HighPingSettings, LinkConditions, SettingsError, Validate,
 };
+pub use view::{ProxyFlags, ProxySmoothingSystems, RenderedPose, SENT_STATES_SECONDS, SentStates};
 pub use work::{ServerWork, WorkPart, WorkTimer};
 
 use bevy::ecs::schedule::common_conditions::any_with_component;

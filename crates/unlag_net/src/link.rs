@@ -135,15 +135,11 @@ pub(crate) fn receive_datagrams(
         for datagram in arrived {
             if !plausible_netcode_datagram(&datagram) {
                 traffic.malformed_dropped += 1;
-                *warned += 1;
-                // Rate-limited: the first, then every 1000th.
-                if *warned % 1000 == 1 {
-                    warn!(
-                        "dropped a malformed datagram of {} bytes ({} so far)",
-                        datagram.len(),
-                        *warned
-                    );
-                }
+                crate::warn_counted!(
+                    *warned,
+                    "dropped a malformed datagram of {} bytes",
+                    datagram.len()
+                );
                 continue;
             }
             match shaper.as_deref_mut() {

@@ -86,13 +86,11 @@ fn keep_valid<T: Resource + Clone>(
     match check(&settings) {
         Ok(()) => last.0 = settings.clone(),
         Err(e) => {
-            refused.0 += 1;
-            if refused.0.is_power_of_two() {
-                error!(
-                    "{e}: the change was undone ({} settings changes refused so far)",
-                    refused.0
-                );
-            }
+            crate::warn_counted!(
+                level: error,
+                refused.0,
+                "{e}: the change was undone (settings changes refused)"
+            );
             commands.insert_resource(last.0.clone());
         }
     }

@@ -247,16 +247,13 @@ fn receive(
                 continue;
             }
             if server.allowance < 1.0 || handshaking >= server.limits.max_unconnected_links {
-                stats.udp_links_refused += 1;
-                if stats.udp_links_refused.is_power_of_two() {
-                    warn!(
-                        "refused to open a link for {address}: more than {}/s new links or \
-                         {} handshaking ({} refused so far)",
-                        server.limits.new_links_per_second,
-                        server.limits.max_unconnected_links,
-                        stats.udp_links_refused
-                    );
-                }
+                crate::warn_counted!(
+                    stats.udp_links_refused,
+                    "refused to open a link for {address}: more than {}/s new links or {} \
+                     handshaking",
+                    server.limits.new_links_per_second,
+                    server.limits.max_unconnected_links
+                );
                 continue;
             }
             server.allowance -= 1.0;
@@ -296,10 +293,7 @@ fn send(
             };
             for payload in link.send.drain() {
                 if let Err(e) = socket.send_to(&payload, address.0) {
-                    *warned += 1;
-                    if warned.is_power_of_two() {
-                        warn!("error sending to {}: {e} ({} so far)", address.0, *warned);
-                    }
+                    crate::warn_counted!(*warned, "error sending to {}: {e}", address.0);
                 }
             }
         }

@@ -18,7 +18,8 @@ use lightyear::prelude::Client;
 use lightyear::prelude::LocalTimeline;
 use lightyear::prelude::server::Server;
 use serde::Deserialize;
-use unlag_smoothing::{ProxyFlags, ProxySmoothingSystems, RenderedPose, SentStates, StateShown};
+use unlag_core::StateShown;
+use unlag_net::{ProxyFlags, ProxySmoothingSystems, RenderedPose, SentStates};
 
 /// Bit of [`ProxyFlags`] that crouches a layout's boxes (bit 0, the movement plugin's
 /// convention).

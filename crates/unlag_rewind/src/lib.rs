@@ -18,8 +18,8 @@
 //!    head boxes first, nearest hit wins; the static world occludes at the current time; the
 //!    shooter never hits itself; `t` older than the window is refused.
 //! 4. **Exact reconstruction** ([`ClaimedView`]): a client reports which two proxy states it
-//!    blended and how ([`RenderedPose`](unlag_smoothing::RenderedPose)); the server replays the
-//!    same curve over the states it sent ([`SentStates`](unlag_smoothing::SentStates)) and poses
+//!    blended and how ([`RenderedPose`](unlag_net::RenderedPose)); the server replays the
+//!    same curve over the states it sent ([`SentStates`](unlag_net::SentStates)) and poses
 //!    the boxes there, so it tests exactly what was on the shooter's screen.
 
 mod debug;

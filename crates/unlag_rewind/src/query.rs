@@ -9,7 +9,7 @@ use bevy_rapier3d::parry::query::{Ray, RayCast, ShapeCastOptions, cast_shapes};
 use bevy_rapier3d::parry::shape::{Ball, Capsule, Cuboid, Shape};
 use bevy_rapier3d::prelude::{QueryFilter, ReadRapierContext};
 use unlag_core::{FramePair, LookupError, SmoothingMode, ray_capsule};
-use unlag_smoothing::{RenderedPose, SentStates};
+use unlag_net::{RenderedPose, SentStates};
 
 /// How far a claimed ease may lie from one smoothing could have drawn, metres: quantised states,
 /// and the moment of the jump found to within [`EASE_STEP`].

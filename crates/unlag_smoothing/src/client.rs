@@ -8,6 +8,7 @@ use unlag_core::{
     DelayController, SampleKind, SmoothingMode, SmoothingSettings as OffsetSettings, StateBuffer,
     StateLoss, StateRejected, StateShown, StateStaleness, VisualOffset,
 };
+use unlag_net::RenderedPose;
 use unlag_net::{AutonomousProxy, NetClock};
 
 /// On a client, per simulated proxy: its received states, its smoothing mode (switchable at
@@ -113,43 +114,6 @@ impl ProxySmoothing {
             (self.held + self.extrapolated) as f64 / self.frames as f64
         }
     }
-}
-
-/// What was on screen for a proxy this frame: which two states and blend factor, in which mode.
-/// Shots carry it so the server can rebuild the exact pose the shooter saw.
-#[derive(Component, Copy, Clone, Debug, PartialEq, Reflect)]
-#[reflect(Component)]
-pub struct RenderedPose {
-    /// Tick of the state the pose starts from.
-    pub from: u32,
-    /// Tick of the state it goes towards.
-    pub to: u32,
-    /// Blend factor (see [`unlag_core::Sample::alpha`]).
-    pub alpha: f32,
-    /// The view time it was rendered at, server seconds.
-    pub view_time: f64,
-    /// The interpolation delay in effect for this proxy, seconds.
-    pub delay: f64,
-    /// The rendered position, metres: the curve at (`from`, `to`, `alpha`) plus `ease`.
-    pub position: Vec3,
-    /// The offset of the rendered position from the curve (the ease back onto it after a
-    /// starved frame, or `Extrapolate`'s blend into a new state; zero otherwise), metres; part
-    /// of what was on screen.
-    pub ease: Vec3,
-    /// The movement flags shown ([`ProxyFlags`](crate::ProxyFlags) of the state in effect).
-    pub flags: u8,
-    /// What states `from` and `to` show besides the pose (the same twice when they are one
-    /// state): a body drawn on the proxy is posed at each and blended by
-    /// [`RenderedPose::body_blend`], as the server rebuilds it.
-    #[reflect(ignore)]
-    pub shown: [StateShown; 2],
-    /// Whether the pose was interpolated, held or extrapolated.
-    #[reflect(ignore, default = "interpolated")]
-    pub kind: SampleKind,
-    /// The smoothing mode it was rendered with (with `from`, `to` and `alpha`, what
-    /// [`unlag_core::replay`] needs to rebuild the pose).
-    #[reflect(ignore)]
-    pub mode: SmoothingMode,
 }
 
 /// How late proxy states arrive on this client: for each state, the client's estimate of the
@@ -313,9 +277,11 @@ pub(crate) fn receive_states(
                         StateRejected::OutOfOrder => &mut stats.rejected_out_of_order,
                         StateRejected::FarFuture => &mut stats.rejected_far_future,
                     };
-                    *n += 1;
-                    if *n % 100 == 1 && reason != StateRejected::Duplicate {
-                        warn!("dropped a proxy state: {reason} ({} so far)", *n);
+                    // Duplicates are normal (the server sends slow proxies' states twice).
+                    if reason == StateRejected::Duplicate {
+                        *n += 1;
+                    } else {
+                        unlag_net::warn_counted!(*n, "dropped a proxy state: {reason}");
                     }
                 }
             }
@@ -575,16 +541,4 @@ pub(crate) fn place_proxies(
 fn run_on(s: &unlag_core::ProxyState, time: f64, max_extrapolation: f64) -> Vec3 {
     let ahead = (time - s.time).clamp(0.0, max_extrapolation.max(0.0)) as f32;
     unlag_core::replay(SmoothingMode::Hermite, s, s, ahead).0
-}
-
-impl RenderedPose {
-    /// How far a body drawn on the proxy is blended from its pose at state `from` to its pose
-    /// at state `to`, 0–1 ([`unlag_core::body_blend`]).
-    pub fn body_blend(&self) -> f32 {
-        unlag_core::body_blend(self.from, self.to, self.alpha)
-    }
-}
-
-fn interpolated() -> SampleKind {
-    SampleKind::Interpolated
 }

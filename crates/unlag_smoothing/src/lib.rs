@@ -20,13 +20,16 @@ mod client;
 mod protocol;
 mod server;
 
-pub use client::{ArrivalLateness, ProxySmoothing, RenderedPose, SmoothingStats};
+pub use client::{ArrivalLateness, ProxySmoothing, SmoothingStats};
 
 pub use protocol::{ProxyUpdates, WireProxyState};
-pub use server::{
-    NetUpdateFrequency, ProxyFlags, SENT_STATES_SECONDS, SentStates, SmoothedProxy, Teleported,
-};
+pub use server::{NetUpdateFrequency, SmoothedProxy, Teleported};
+// The view contract smoothing writes and the rewind reads lives in `unlag_net`; re-exported
+// here under the names smoothing users know.
 pub use unlag_core::{SampleKind, SmoothingMode, StateShown};
+pub use unlag_net::{
+    ProxyFlags, ProxySmoothingSystems, RenderedPose, SENT_STATES_SECONDS, SentStates,
+};
 
 use bevy::ecs::schedule::common_conditions::any_with_component;
 use bevy::prelude::*;
@@ -124,17 +127,6 @@ fn draw_ghosts(ghosts: Res<ServerGhosts>, mut gizmos: Gizmos) {
         );
         gizmos.line(*position, *position + Vec3::Y * 1.8, colour);
     }
-}
-
-/// System sets of proxy smoothing.
-#[derive(SystemSet, Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum ProxySmoothingSystems {
-    /// `FixedPostUpdate` on the server: sample proxies after the tick and send the due ones.
-    Send,
-    /// `PreUpdate` on a client, after the net clock: buffer received states.
-    Receive,
-    /// `PostUpdate` on a client, before transform propagation: place proxies at view time.
-    Place,
 }
 
 /// Smooths simulated proxies on clients and sends their states from the server. Add it on both

@@ -7,8 +7,7 @@ use bevy::prelude::*;
 use lightyear::core::tick::TickDuration;
 use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
-use unlag_core::ProxyState;
-use unlag_net::{LinkTraffic, NetConditions, UnreliableChannel};
+use unlag_net::{LinkTraffic, NetConditions, ProxyFlags, SentStates, UnreliableChannel};
 
 /// Marks a server entity whose state is sent to clients for smoothing (its `Transform` is
 /// sampled after every tick).
@@ -23,60 +22,10 @@ pub struct SmoothedProxy;
 #[reflect(Component)]
 pub struct NetUpdateFrequency(pub f32);
 
-/// Game movement flags shown with the proxy (bit 0: crouched by convention; bit 7 is reserved).
-#[derive(Component, Copy, Clone, Debug, Default, PartialEq, Eq, Reflect)]
-#[reflect(Component)]
-pub struct ProxyFlags(pub u8);
-
 /// Insert on a server entity that was just moved instantly (respawn, teleporter): its next state
 /// is flagged so clients snap instead of sweeping through the world. Removed once sent.
 #[derive(Component, Copy, Clone, Debug, Default)]
 pub struct Teleported;
-
-/// How long the server keeps the states it sent, seconds: longer than any view time a shot may
-/// be judged at (the rewind window) plus the slowest proxy's interval.
-pub const SENT_STATES_SECONDS: f64 = 6.0;
-
-/// On the server, per smoothed proxy: the states sent to clients in the last
-/// [`SENT_STATES_SECONDS`], exactly as clients decode them (quantised), oldest first. With the
-/// (from, to, blend) a client reports from [`RenderedPose`](crate::RenderedPose) and
-/// [`unlag_core::replay`], the server rebuilds the pose that client had on screen.
-#[derive(Component, Clone, Debug, Default)]
-pub struct SentStates {
-    states: std::collections::VecDeque<ProxyState>,
-}
-
-impl SentStates {
-    /// The state sent for server tick `tick`, if it is still kept.
-    pub fn get(&self, tick: u32) -> Option<&ProxyState> {
-        let i = self.states.partition_point(|s| s.tick < tick);
-        self.states.get(i).filter(|s| s.tick == tick)
-    }
-
-    /// The newest state sent.
-    pub fn newest(&self) -> Option<&ProxyState> {
-        self.states.back()
-    }
-
-    /// The states kept, oldest first.
-    pub fn states(&self) -> impl Iterator<Item = &ProxyState> {
-        self.states.iter()
-    }
-
-    /// Records a state sent (the smoothing server does it for every state it sends; tools and
-    /// benchmarks that build a server world by hand may too), forgetting those older than
-    /// [`SENT_STATES_SECONDS`] before it.
-    pub fn push(&mut self, state: ProxyState) {
-        while self
-            .states
-            .front()
-            .is_some_and(|s| s.time < state.time - SENT_STATES_SECONDS)
-        {
-            self.states.pop_front();
-        }
-        self.states.push_back(state);
-    }
-}
 
 /// Per-proxy sampling state on the server.
 #[derive(Component, Default)]

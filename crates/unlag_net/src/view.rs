@@ -1,0 +1,119 @@
+//! The view contract: what a client drew of each simulated proxy, and the states the server
+//! sent it. Proxy smoothing writes it (the server records each state it sends, a client each
+//! pose it draws); the rewind and the hit validation read it to judge a shot against exactly
+//! what its shooter saw. It lives here, beside the wire, so that neither reader depends on the
+//! other.
+
+use bevy::prelude::*;
+use unlag_core::{ProxyState, SampleKind, SmoothingMode, StateShown};
+
+/// System sets of proxy smoothing (`unlag_smoothing` puts its systems in them; the rewind orders
+/// its recording after `Send` and its capture of drawn poses after `Place`).
+#[derive(SystemSet, Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ProxySmoothingSystems {
+    /// `FixedPostUpdate` on the server: sample proxies after the tick and send the due ones.
+    Send,
+    /// `PreUpdate` on a client, after the net clock: buffer received states.
+    Receive,
+    /// `PostUpdate` on a client, before transform propagation: place proxies at view time.
+    Place,
+}
+
+/// What was on screen for a proxy this frame: which two states and blend factor, in which mode.
+/// Shots carry it so the server can rebuild the exact pose the shooter saw.
+#[derive(Component, Copy, Clone, Debug, PartialEq, Reflect)]
+#[reflect(Component)]
+pub struct RenderedPose {
+    /// Tick of the state the pose starts from.
+    pub from: u32,
+    /// Tick of the state it goes towards.
+    pub to: u32,
+    /// Blend factor (see [`unlag_core::Sample::alpha`]).
+    pub alpha: f32,
+    /// The view time it was rendered at, server seconds.
+    pub view_time: f64,
+    /// The interpolation delay in effect for this proxy, seconds.
+    pub delay: f64,
+    /// The rendered position, metres: the curve at (`from`, `to`, `alpha`) plus `ease`.
+    pub position: Vec3,
+    /// The offset of the rendered position from the curve (the ease back onto it after a
+    /// starved frame, or `Extrapolate`'s blend into a new state; zero otherwise), metres; part
+    /// of what was on screen.
+    pub ease: Vec3,
+    /// The movement flags shown ([`ProxyFlags`] of the state in effect).
+    pub flags: u8,
+    /// What states `from` and `to` show besides the pose (the same twice when they are one
+    /// state): a body drawn on the proxy is posed at each and blended by
+    /// [`RenderedPose::body_blend`], as the server rebuilds it.
+    #[reflect(ignore)]
+    pub shown: [StateShown; 2],
+    /// Whether the pose was interpolated, held or extrapolated.
+    #[reflect(ignore, default = "interpolated")]
+    pub kind: SampleKind,
+    /// The smoothing mode it was rendered with (with `from`, `to` and `alpha`, what
+    /// [`unlag_core::replay`] needs to rebuild the pose).
+    #[reflect(ignore)]
+    pub mode: SmoothingMode,
+}
+
+impl RenderedPose {
+    /// How far a body drawn on the proxy is blended from its pose at state `from` to its pose
+    /// at state `to`, 0–1 ([`unlag_core::body_blend`]).
+    pub fn body_blend(&self) -> f32 {
+        unlag_core::body_blend(self.from, self.to, self.alpha)
+    }
+}
+
+fn interpolated() -> SampleKind {
+    SampleKind::Interpolated
+}
+
+/// Game movement flags shown with the proxy (bit 0: crouched by convention; bit 7 is reserved).
+#[derive(Component, Copy, Clone, Debug, Default, PartialEq, Eq, Reflect)]
+#[reflect(Component)]
+pub struct ProxyFlags(pub u8);
+
+/// How long the server keeps the states it sent, seconds: longer than any view time a shot may
+/// be judged at (the rewind window) plus the slowest proxy's interval.
+pub const SENT_STATES_SECONDS: f64 = 6.0;
+
+/// On the server, per smoothed proxy: the states sent to clients in the last
+/// [`SENT_STATES_SECONDS`], exactly as clients decode them (quantised), oldest first. With the
+/// (from, to, blend) a client reports from [`RenderedPose`] and
+/// [`unlag_core::replay`], the server rebuilds the pose that client had on screen.
+#[derive(Component, Clone, Debug, Default)]
+pub struct SentStates {
+    states: std::collections::VecDeque<ProxyState>,
+}
+
+impl SentStates {
+    /// The state sent for server tick `tick`, if it is still kept.
+    pub fn get(&self, tick: u32) -> Option<&ProxyState> {
+        let i = self.states.partition_point(|s| s.tick < tick);
+        self.states.get(i).filter(|s| s.tick == tick)
+    }
+
+    /// The newest state sent.
+    pub fn newest(&self) -> Option<&ProxyState> {
+        self.states.back()
+    }
+
+    /// The states kept, oldest first.
+    pub fn states(&self) -> impl Iterator<Item = &ProxyState> {
+        self.states.iter()
+    }
+
+    /// Records a state sent (the smoothing server does it for every state it sends; tools and
+    /// benchmarks that build a server world by hand may too), forgetting those older than
+    /// [`SENT_STATES_SECONDS`] before it.
+    pub fn push(&mut self, state: ProxyState) {
+        while self
+            .states
+            .front()
+            .is_some_and(|s| s.time < state.time - SENT_STATES_SECONDS)
+        {
+            self.states.pop_front();
+        }
+        self.states.push_back(state);
+    }
+}
