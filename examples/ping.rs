@@ -64,13 +64,7 @@ fn parse() -> Result<Options, String> {
 }
 
 fn main() {
-    let options = match parse() {
-        Ok(o) => o,
-        Err(message) => {
-            eprintln!("ping: {message}");
-            std::process::exit(2);
-        }
-    };
+    let options = cli::options_or_exit("ping", parse());
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)).expect("Ctrl-C handler");

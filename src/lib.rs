@@ -11,7 +11,7 @@
 //! | [`UnlagNetPlugin`](net::UnlagNetPlugin) | channels, [`NetClock`](net::NetClock) (server time, RTT, jitter, view time), roles, simulated [`NetConditions`](net::NetConditions), traffic counters, ping monitor |
 //! | [`MovementPredictionPlugin<CharacterMovement>`](movement::MovementPredictionPlugin) | the local player moves at once; saved moves, server checks, corrections with replay, speed-hack resolution (other models, e.g. [`KartMovement`](movement::KartMovement), are added the same way) |
 //! | [`ProxySmoothingPlugin`](smoothing::ProxySmoothingPlugin) | everyone else moves smoothly between sparse server states, at a per-proxy view time |
-//! | [`LagCompensationPlugin`](rewind::LagCompensationPlugin) | the server records every character's hit boxes and answers rewound queries, rebuilding targets exactly as a shooter saw them |
+//! | [`RewindPlugin`](rewind::RewindPlugin) | the server records every character's hit boxes and answers rewound queries, rebuilding targets exactly as a shooter saw them |
 //! | [`CombatPlugin`](combat::CombatPlugin) | hitscan, shotgun and projectile weapons from `weapons.ron`, fired at once on the client and judged by the server against what the shooter saw; predicted ammo; cheats refused and counted |
 //! | [`CharacterProxyPlugin`] | the server's characters are smoothed proxies on the other clients, crouch included |
 //!
@@ -70,7 +70,7 @@ pub mod prelude {
     };
     pub use unlag_net::prelude::*;
     pub use unlag_rewind::{
-        HitBox, HitBoxLayout, LagCompensationPlugin, RewindQuery, RewindSettings, UseHitBoxLayout,
+        HitBox, HitBoxLayout, RewindPlugin, RewindQuery, RewindSettings, UseHitBoxLayout,
     };
 }
 
@@ -86,7 +86,7 @@ impl PluginGroup for UnlagPlugins {
                 unlag_movement::CharacterMovement,
             >::default())
             .add(unlag_smoothing::ProxySmoothingPlugin::default())
-            .add(unlag_rewind::LagCompensationPlugin::default())
+            .add(unlag_rewind::RewindPlugin::default())
             .add(unlag_combat::CombatPlugin::default())
             .add(CharacterProxyPlugin)
     }

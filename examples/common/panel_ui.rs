@@ -1,5 +1,3 @@
-#![allow(dead_code)] // Shared by the shooter and karts examples; each uses part of it.
-
 //! The net panel's widgets (bevy_ui), shared by the shooter and karts examples: sliders for
 //! RTT, jitter, loss and the proxies' update rate, and switches for every technique and gizmo.
 //! They edit [`NetPanel`]; `unlag_demo::NetPanelPlugin` applies each change to the running
@@ -12,13 +10,18 @@ use unlag_demo::NetPanel;
 
 /// The panel's widgets; add with the game's plugins on the player's App.
 pub struct PanelUiPlugin {
-    /// Which switches to show (the karts have no shots to rewind).
-    pub switches: &'static [Switch],
+    /// Whether the game has shots: without, the switches about them are not shown.
+    pub shots: bool,
 }
 
 impl Plugin for PanelUiPlugin {
     fn build(&self, app: &mut App) {
-        app.insert_resource(Switches(self.switches))
+        let switches = Switch::ALL
+            .iter()
+            .copied()
+            .filter(|s| self.shots || !s.about_shots())
+            .collect();
+        app.insert_resource(Switches(switches))
             .add_systems(Startup, spawn_panel)
             .add_systems(
                 Update,
@@ -28,7 +31,7 @@ impl Plugin for PanelUiPlugin {
 }
 
 #[derive(Resource)]
-struct Switches(&'static [Switch]);
+struct Switches(Vec<Switch>);
 
 /// The panel's root node.
 #[derive(Component)]
@@ -125,13 +128,10 @@ impl Switch {
         Switch::Ghosts,
     ];
 
-    /// The karts' switches (nothing to shoot).
-    pub const MOVEMENT: &'static [Switch] = &[
-        Switch::Prediction,
-        Switch::Smoothing,
-        Switch::CorrectionGizmos,
-        Switch::Ghosts,
-    ];
+    /// Whether the switch is about shots (hidden in a game without them).
+    fn about_shots(self) -> bool {
+        matches!(self, Switch::Rewind | Switch::RewindGizmos)
+    }
 
     fn press(self, panel: &mut NetPanel) {
         match self {
@@ -239,7 +239,7 @@ fn spawn_panel(mut commands: Commands, switches: Res<Switches>) {
                         ));
                     });
             }
-            for &switch in switches.0 {
+            for &switch in &switches.0 {
                 panel
                     .spawn((
                         switch,
@@ -271,11 +271,6 @@ fn toggle_panel(
             };
         }
     }
-}
-
-/// Whether the pointer is over one of the panel's widgets (a click there is not a shot).
-pub fn pointer_on_panel(widgets: &Query<&Interaction, Or<(With<Slider>, With<Switch>)>>) -> bool {
-    widgets.iter().any(|i| *i != Interaction::None)
 }
 
 fn drag_sliders(

@@ -26,6 +26,8 @@ mod cli;
 mod panel_ui;
 #[path = "../common/scene.rs"]
 mod scene;
+#[path = "../common/window.rs"]
+mod window;
 
 use bevy::prelude::*;
 use bevy::transform::TransformSystems;
@@ -66,7 +68,7 @@ fn parse() -> Result<Options, String> {
             "--seconds" => o.seconds = Some(number("--seconds")?),
             "--autopilot" => o.autopilot = true,
             "--ghosts" => o.panel.ghosts = true,
-            "--window" => o.window = cli::window_size(&mut args, "--window")?,
+            "--window" => o.window = window::window_size(&mut args, "--window")?,
             "-h" | "--help" => {
                 return Err("usage: karts [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rate HZ] [--ghosts] [--autopilot] [--window WxH] [--seconds S]".into());
             }
@@ -80,19 +82,17 @@ fn parse() -> Result<Options, String> {
 fn main() -> AppExit {
     let options = cli::options_or_exit("karts", parse());
     let plugins = KartPlugins { bots: options.bots };
-    cli::require_display_or_exit("karts");
-    cli::explain_startup_failures("karts");
+    window::require_display_or_exit("karts");
+    window::explain_startup_failures("karts");
     let mut server = session::server_app();
     server.add_plugins(plugins.clone());
     let mut app = App::new();
-    app.add_plugins(cli::window_plugins("unlag — karts", options.window));
+    app.add_plugins(window::window_plugins("unlag — karts", options.window));
     session::client_net(&mut app, 13);
     app.add_plugins(plugins)
         .add_plugins(InputManagerPlugin::<KartAction>::default())
         .add_plugins(unlag::diagnostics::NetGraphUiPlugin::default())
-        .add_plugins(panel_ui::PanelUiPlugin {
-            switches: panel_ui::Switch::MOVEMENT,
-        })
+        .add_plugins(panel_ui::PanelUiPlugin { shots: false })
         .add_plugins(scene::ScenePlugin)
         .insert_resource(options.panel.clone())
         .insert_resource(Autopilot(options.autopilot.then_some(KartBot {
@@ -112,7 +112,7 @@ fn main() -> AppExit {
                 .after(unlag::smoothing::ProxySmoothingSystems::Place)
                 .before(TransformSystems::Propagate),
         );
-    cli::quit_after(&mut app, options.seconds);
+    window::quit_after(&mut app, options.seconds);
     session::host(&mut app, server);
     app.run()
 }

@@ -48,6 +48,8 @@ mod panel_ui;
 #[path = "../common/scene.rs"]
 mod scene;
 mod view;
+#[path = "../common/window.rs"]
+mod window;
 
 use bevy::prelude::*;
 use bevy::window::{CursorGrabMode, CursorOptions, PrimaryWindow};
@@ -112,7 +114,7 @@ fn parse() -> Result<Options, String> {
                 }
             }
             "--autopilot" => o.autopilot = true,
-            "--window" => o.window = cli::window_size(&mut args, "--window")?,
+            "--window" => o.window = window::window_size(&mut args, "--window")?,
             "--rewind-gizmos" => o.panel.rewind_gizmos = true,
             "--net-graph" => o.net_graph = true,
             "--server" => {
@@ -179,7 +181,7 @@ fn main() -> AppExit {
                     every: options.stats_every,
                 })
                 .insert_resource(options.panel.clone());
-            cli::quit_after(&mut server, options.seconds);
+            window::quit_after(&mut server, options.seconds);
             session::serve_udp(server, addr, key)
         }
         Mode::Listen => {
@@ -220,10 +222,10 @@ fn server_key_or_exit(options: &Options, addr: SocketAddr) -> key::ServerKey {
 
 /// The player's windowed App.
 fn player_app(options: &Options, plugins: ShooterPlugins) -> App {
-    cli::require_display_or_exit("shooter");
-    cli::explain_startup_failures("shooter");
+    window::require_display_or_exit("shooter");
+    window::explain_startup_failures("shooter");
     let mut app = App::new();
-    app.add_plugins(cli::window_plugins("unlag — shooter", options.window));
+    app.add_plugins(window::window_plugins("unlag — shooter", options.window));
     session::client_net(&mut app, 11);
     app.add_plugins(plugins)
         .add_plugins(CharacterInputPlugin::default())
@@ -232,9 +234,7 @@ fn player_app(options: &Options, plugins: ShooterPlugins) -> App {
             visible: options.net_graph,
             ..default()
         })
-        .add_plugins(panel_ui::PanelUiPlugin {
-            switches: panel_ui::Switch::ALL,
-        })
+        .add_plugins(panel_ui::PanelUiPlugin { shots: true })
         .add_plugins((scene::ScenePlugin, view::ViewPlugin, hud::HudUiPlugin))
         .insert_resource(options.panel.clone())
         .insert_resource(options.clone())
@@ -252,7 +252,7 @@ fn player_app(options: &Options, plugins: ShooterPlugins) -> App {
                 .chain()
                 .before(CombatSystems::Client),
         );
-    cli::quit_after(&mut app, options.seconds);
+    window::quit_after(&mut app, options.seconds);
     app.add_systems(Last, print_summary);
     app
 }
@@ -358,7 +358,8 @@ fn grab_cursor(
         cursor.visible = true;
     } else if mouse.just_pressed(MouseButton::Left)
         && !captured(&cursor)
-        && !panel_ui::pointer_on_panel(&widgets)
+        // A click on the panel's widgets is not a shot.
+        && widgets.iter().all(|i| *i == Interaction::None)
     {
         cursor.grab_mode = CursorGrabMode::Locked;
         cursor.visible = false;

@@ -10,7 +10,7 @@ use unlag::combat::{
     ReloadCommand, ShotConfirmed,
 };
 use unlag::net::LinkConditions;
-use unlag::rewind::{CROUCHED_BIT, HitBox, LagCompensationPlugin, UseHitBoxLayout};
+use unlag::rewind::{CROUCHED_BIT, HitBox, RewindPlugin, UseHitBoxLayout};
 use unlag::smoothing::{ProxyFlags, ProxySmoothing, ProxySmoothingPlugin, SmoothedProxy};
 use unlag_testbed::{Testbed, TestbedConfig};
 
@@ -195,7 +195,7 @@ fn combat_testbed_with(
     }
     tb.add_plugins(unlag_testbed::RapierFixedPlugin::default())
         .add_plugins(ProxySmoothingPlugin::default())
-        .add_plugins(LagCompensationPlugin::default())
+        .add_plugins(RewindPlugin::default())
         .add_plugins(combat);
     tb.server().add_systems(FixedUpdate, move_targets);
     for i in 0..clients {

@@ -7,8 +7,8 @@ use core::time::Duration;
 use lightyear::prelude::*;
 use unlag::net::{LinkConditions, NetClock};
 use unlag::rewind::{
-    CROUCHED_BIT, ClaimedView, FrameHistory, HitBox, HitBoxLayout, HitShape, LagCompensationPlugin,
-    LayoutBone, RewindDebug, RewindDebugLog, RewindError, RewindHit, RewindQuery, RewindStats,
+    CROUCHED_BIT, ClaimedView, FrameHistory, HitBox, HitBoxLayout, HitShape, LayoutBone,
+    RewindDebug, RewindDebugLog, RewindError, RewindHit, RewindPlugin, RewindQuery, RewindStats,
     UseHitBoxLayout,
 };
 use unlag::smoothing::{
@@ -58,7 +58,7 @@ struct Setup;
 impl Plugin for Setup {
     fn build(&self, app: &mut App) {
         app.add_plugins(unlag_testbed::RapierFixedPlugin::default())
-            .add_plugins(LagCompensationPlugin::default())
+            .add_plugins(RewindPlugin::default())
             .add_systems(FixedUpdate, (walk, animate));
     }
 }
@@ -602,7 +602,7 @@ fn layouts_load_and_the_server_rebuilds_exactly_what_the_client_drew() {
     tb.client(0).add_plugins(asset_plugin());
     tb.add_plugins(unlag_testbed::RapierFixedPlugin::default())
         .add_plugins(ProxySmoothingPlugin::default())
-        .add_plugins(LagCompensationPlugin::default());
+        .add_plugins(RewindPlugin::default());
     tb.server().add_systems(FixedUpdate, circle);
     tb.client(0).add_systems(Update, give_proxies_boxes);
     assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));

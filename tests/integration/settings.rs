@@ -5,8 +5,8 @@
 use bevy::prelude::*;
 use unlag::combat::{CombatPlugin, CombatSettings};
 use unlag::core::{
-    CorrectionThrottle, DelayController, DelayPolicy, HighPingSettings, PlayoutSettings,
-    SettingsError, SmoothingSettings as CorrectionSmoothing, TimeDiscrepancySettings, Validate,
+    CorrectionSmoothing, CorrectionThrottle, DelayController, DelayPolicy, HighPingSettings,
+    PlayoutSettings, SettingsError, TimeDiscrepancySettings, Validate,
 };
 use unlag::diagnostics::NetGraphSettings;
 use unlag::movement::{CharacterMovement, KartMovement, MovementModel, MovementSettings};

@@ -68,9 +68,11 @@ pub struct ReloadCommand {
 /// What a pellet hit on the shooter's screen.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LocalHit {
-    /// The proxy hit.
+    /// The client's proxy entity of the character hit (the parent of the hit box), as drawn
+    /// this frame.
     pub target: Entity,
-    /// The bone.
+    /// The bone of the hit box hit, from its [`HitBox`](unlag_rewind::HitBox) ("head",
+    /// "torso", ...).
     pub bone: String,
     /// Whether it is the head.
     pub headshot: bool,

@@ -6,8 +6,12 @@
 //! 1. **Client**: the game writes a [`FireCommand`] (weapon, eye, aim). If the predicted ammo
 //!    ([`Armory`]) allows, the client rolls the pellets from the shot's seed, traces them at once
 //!    against the proxies' hit boxes as drawn, reports the predicted hits as a [`LocalFire`]
-//!    message for the game's effects, and sends a reliable [`FireRequest`] with the view time
-//!    and, per target hit, what it had on screen ([`WireClaim`]: state pair and blend).
+//!    message for the game's effects, and sends a [`FireRequest`] with the view time and, per
+//!    target hit, what it had on screen ([`WireClaim`]: state pair and blend). The request
+//!    is unreliable and sent up to [`FIRE_COPIES`] times: at once, then on later frames
+//!    spread over the copy age the server allows (every frame at 60 frames/s or slower; a copy
+//!    that would be older than that is not sent). The server judges one copy, normally the
+//!    first to arrive, and drops the others as duplicates.
 //! 2. **Server**: the request is checked (weapon, fire index, fire rate, ammo, pellet count and
 //!    spread, origin, view time, claims, targets); a refusal is counted and logged with its
 //!    [`Rejection`]. An accepted shot is judged with
@@ -262,11 +266,12 @@ pub enum CombatSystems {
 }
 
 /// Weapons over lag compensation, on both sides. Add it after
-/// [`LagCompensationPlugin`](unlag_rewind::LagCompensationPlugin) and
+/// [`RewindPlugin`](unlag_rewind::RewindPlugin) and
 /// [`ProxySmoothingPlugin`](unlag_smoothing::ProxySmoothingPlugin).
 #[derive(Clone, Debug, Default)]
 pub struct CombatPlugin {
-    /// The settings.
+    /// The [`CombatSettings`] to start with: checked and inserted as a resource when the
+    /// plugin is built (settings out of range panic there). Later changes go to the resource.
     pub settings: CombatSettings,
 }
 

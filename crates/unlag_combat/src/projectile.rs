@@ -31,11 +31,13 @@ use unlag_rewind::{RewindHit, RewindQuery, RewindSettings};
 /// [`ProjectileLaunched`] and one [`ProjectileImpact`]).
 #[derive(Component, Clone, Debug)]
 pub struct Projectile {
-    /// The shooting character.
+    /// The server's character entity that fired it (the one `link` controls). The flight
+    /// passes through its hit boxes, and its explosion does not damage it.
     pub shooter: Entity,
     /// The shooter's link.
     pub link: Entity,
-    /// The weapon.
+    /// The weapon's id (its place in the server's [`WeaponTable`](crate::WeaponTable)), from
+    /// the shooter's [`FireRequest`](crate::FireRequest).
     pub weapon: u8,
     /// The shot's fire index.
     pub fire_index: u32,
@@ -368,7 +370,8 @@ pub struct ClientProjectile {
     pub own: bool,
     /// Whether it is our fake one, not yet replaced by the server's.
     pub fake: bool,
-    /// The weapon.
+    /// The weapon's id (its place in the [`WeaponTable`](crate::WeaponTable)): the fired
+    /// weapon for a fake one, the server's [`ProjectileLaunched::weapon`] otherwise.
     pub weapon: u8,
     /// The shot's fire index.
     pub fire_index: u32,

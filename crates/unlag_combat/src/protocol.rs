@@ -180,7 +180,8 @@ pub enum Rejection {
 pub struct FireResult {
     /// The shot's fire index.
     pub fire_index: u32,
-    /// The weapon.
+    /// The weapon's id (its place in the [`WeaponTable`](crate::WeaponTable)), as in the
+    /// request: the client settles that weapon's predicted ammo with `ammo`.
     pub weapon: u8,
     /// Rounds left in the weapon on the server after it.
     pub ammo: u32,
@@ -206,7 +207,8 @@ impl MapEntities for FireResult {
 pub struct CosmeticFire {
     /// The shooter (mapped to the client's proxy on the way).
     pub shooter: Entity,
-    /// The weapon.
+    /// The weapon's id (its place in the [`WeaponTable`](crate::WeaponTable)), for the
+    /// effects to draw.
     pub weapon: u8,
     /// Where the shot started, metres.
     pub origin: Vec3,
@@ -231,7 +233,9 @@ pub const COSMETIC_BATCH: usize = 16;
 /// of one per shot.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct CosmeticFires {
-    /// The shots.
+    /// The shots, in the order the server judged them. The combat plugin sends 1 to
+    /// [`COSMETIC_BATCH`] accepted hitscan or shotgun shots, never the receiving client's own
+    /// (projectiles come as [`ProjectileLaunched`] instead).
     pub shots: Vec<CosmeticFire>,
 }
 
@@ -247,7 +251,7 @@ impl MapEntities for CosmeticFires {
 /// frames: reload the weapon (copies after the first are ignored).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ReloadRequest {
-    /// The weapon.
+    /// The id of the weapon to reload (its place in the [`WeaponTable`](crate::WeaponTable)).
     pub weapon: u8,
     /// The client's view time when the reload started, server seconds: the reload runs on the
     /// same clock as the shots' view times, so both sides end it at the same shot.
@@ -257,7 +261,7 @@ pub struct ReloadRequest {
 /// Server → shooter, reliable: a reload finished.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ReloadDone {
-    /// The weapon.
+    /// The id of the weapon reloaded (its place in the [`WeaponTable`](crate::WeaponTable)).
     pub weapon: u8,
     /// Rounds in it now.
     pub ammo: u32,
@@ -274,7 +278,8 @@ pub struct ProjectileLaunched {
     pub shooter: Entity,
     /// Whether this client fired it (its fake projectile gives way to this one).
     pub own: bool,
-    /// The weapon.
+    /// The weapon's id (its place in the [`WeaponTable`](crate::WeaponTable)): the client
+    /// takes the projectile's gravity and lifetime from its own table's entry.
     pub weapon: u8,
     /// The shot's fire index.
     pub fire_index: u32,
@@ -300,7 +305,8 @@ pub struct ProjectileImpact {
     pub shooter: Entity,
     /// Whether this client fired it.
     pub own: bool,
-    /// The weapon.
+    /// The weapon's id (its place in the [`WeaponTable`](crate::WeaponTable)), as in the
+    /// [`ProjectileLaunched`] before it.
     pub weapon: u8,
     /// The shot's fire index.
     pub fire_index: u32,

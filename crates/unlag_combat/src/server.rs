@@ -49,9 +49,9 @@ impl Health {
 /// Server → game: a character took damage from a confirmed shot.
 #[derive(Message, Clone, Debug, PartialEq)]
 pub struct Damaged {
-    /// The character hit.
+    /// The server's character entity hit; its [`Health`] has already dropped.
     pub target: Entity,
-    /// The shooting character.
+    /// The server's character entity that fired the shot or launched the projectile.
     pub shooter: Entity,
     /// The weapon's id.
     pub weapon: u8,
@@ -66,9 +66,9 @@ pub struct Damaged {
 /// Server → game: a character's health reached zero.
 #[derive(Message, Clone, Debug, PartialEq)]
 pub struct Killed {
-    /// The character killed.
+    /// The server's character entity whose [`Health`] reached zero.
     pub target: Entity,
-    /// The shooting character.
+    /// The server's character entity that fired the killing shot or projectile.
     pub shooter: Entity,
     /// The weapon's id.
     pub weapon: u8,
@@ -216,7 +216,7 @@ fn shortest_interval(table: &[WeaponSpec]) -> f64 {
 pub struct LoggedShot {
     /// The shooter's link.
     pub link: Entity,
-    /// The shooting character.
+    /// The server's character entity that fired (the one `link` controls).
     pub shooter: Entity,
     /// The request (claims mapped to the server's entities).
     pub request: FireRequest,
@@ -636,7 +636,8 @@ const DUPLICATE_WINDOW: u32 = 8;
 /// One target's share of an accepted shot, as the server judged it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TargetHit {
-    /// The character hit.
+    /// The server's character entity whose recorded hit boxes the pellets struck
+    /// ([`RewindHit::character`](unlag_rewind::RewindHit::character)).
     pub target: Entity,
     /// Damage from the server's weapon table, all pellets together, hit points.
     pub damage: f32,

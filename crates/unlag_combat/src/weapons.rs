@@ -84,7 +84,8 @@ impl WeaponSpec {
 #[derive(Asset, TypePath, Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WeaponTable {
-    /// The weapons.
+    /// Every weapon's numbers, in id order: the first is weapon 0. Between 1 and 256 weapons,
+    /// each with its own name (checked when parsed).
     pub weapons: Vec<WeaponSpec>,
 }
 

@@ -29,7 +29,8 @@ impl ByteWriter {
         Self::default()
     }
 
-    /// The bytes written.
+    /// Consumes the writer and returns every byte written, in order (no length prefix or
+    /// header is added).
     pub fn into_bytes(self) -> Vec<u8> {
         self.bytes
     }

@@ -39,9 +39,10 @@ impl CorrectionThrottle {
     }
 }
 
-/// How a correction's visual jump is hidden (UE's `SmoothClientPosition`).
+/// How a correction's visual jump is hidden (UE's `SmoothClientPosition`): the offset the
+/// drawn character keeps from its corrected simulation, and how fast it decays.
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SmoothingSettings {
+pub struct CorrectionSmoothing {
     /// Seconds over which the visual offset decays to zero (default 0.1).
     pub smooth_time: f32,
     /// Offsets longer than this are shortened to it first, metres (default 2.56).
@@ -50,7 +51,12 @@ pub struct SmoothingSettings {
     pub teleport_distance: f32,
 }
 
-impl Default for SmoothingSettings {
+/// The former name of [`CorrectionSmoothing`], easily taken for proxy smoothing's settings
+/// (`unlag_smoothing::SmoothingSettings`).
+#[deprecated(since = "0.2.0", note = "renamed `CorrectionSmoothing`")]
+pub type SmoothingSettings = CorrectionSmoothing;
+
+impl Default for CorrectionSmoothing {
     fn default() -> Self {
         Self {
             smooth_time: 0.1,
@@ -75,9 +81,9 @@ impl Validate for CorrectionThrottle {
     }
 }
 
-impl Validate for SmoothingSettings {
+impl Validate for CorrectionSmoothing {
     fn validate(&self) -> Result<(), SettingsError> {
-        let f = Fields::new("SmoothingSettings (correction)");
+        let f = Fields::new("CorrectionSmoothing");
         f.within("smooth_time", f64::from(self.smooth_time), 0.0, 5.0, "s")?;
         let distance = f64::from(self.max_smooth_distance);
         f.within("max_smooth_distance", distance, 0.0, 1000.0, "m")?;
@@ -105,7 +111,7 @@ impl VisualOffset {
     /// Starts (or restarts) smoothing a jump of the simulated pose by `jump` metres, on top of
     /// whatever offset is still being shown, so the drawn pose does not move at this instant.
     /// Returns whether the jump was smoothed (false: it snapped).
-    pub fn on_correction(&mut self, jump: Vec3, settings: &SmoothingSettings) -> bool {
+    pub fn on_correction(&mut self, jump: Vec3, settings: &CorrectionSmoothing) -> bool {
         // The drawn pose stays where it was: the offset takes up the jump.
         let total = self.current() - jump;
         if !total.is_finite() || total.length() > settings.teleport_distance {
@@ -252,7 +258,7 @@ mod tests {
 
     #[test]
     fn offset_keeps_the_drawn_pose_then_decays_to_zero_within_smooth_time() {
-        let s = SmoothingSettings::default();
+        let s = CorrectionSmoothing::default();
         let mut o = VisualOffset::default();
         // The simulation jumped 1 m back along x: drawn = simulated + offset stays put.
         assert!(o.on_correction(Vec3::new(-1.0, 0.0, 0.0), &s));
@@ -268,7 +274,7 @@ mod tests {
 
     #[test]
     fn large_jumps_clamp_and_teleports_snap() {
-        let s = SmoothingSettings::default();
+        let s = CorrectionSmoothing::default();
         let mut o = VisualOffset::default();
         assert!(o.on_correction(Vec3::new(3.0, 0.0, 0.0), &s));
         assert!((o.current().length() - 2.56).abs() < 1e-5);

@@ -37,7 +37,9 @@ pub use combat::{
     spread_seed, within_cone,
 };
 pub use conditions::{ConditionsError, LinkConditions, MAX_BURST};
-pub use correction::{CorrectionThrottle, SmoothingSettings, SpringOffset, VisualOffset};
+#[allow(deprecated)]
+pub use correction::SmoothingSettings;
+pub use correction::{CorrectionSmoothing, CorrectionThrottle, SpringOffset, VisualOffset};
 pub use delay::{
     DelayController, DelayPolicy, MAX_COUNTED_GAP, STALENESS_BIN, STALENESS_MEMORY, StateLoss,
     StateStaleness, finite_non_negative, repeat_after,

@@ -74,7 +74,8 @@ impl<T: Sequenced> SavedMoves<T> {
         self.moves.iter().skip(self.moves.len().saturating_sub(n))
     }
 
-    /// The newest move.
+    /// The newest move not yet acknowledged (the last pushed); `None` once every move has
+    /// been acknowledged.
     pub fn last(&self) -> Option<&T> {
         self.moves.back()
     }

@@ -90,7 +90,8 @@ pub fn body_blend(from: u32, to: u32, alpha: f32) -> f32 {
 /// How a proxy is rendered between states.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SmoothingMode {
-    /// The latest state.
+    /// The newest state at or before the view time (the oldest while none is), as is, until
+    /// the next one is due: stop motion, with no blending and no extrapolation.
     Snap,
     /// Lerp and slerp, one update behind.
     Linear,
@@ -297,7 +298,8 @@ impl StateBuffer {
         self.states.iter()
     }
 
-    /// The newest state.
+    /// The buffered state with the latest server time (not necessarily the last received:
+    /// late states are inserted in time order); `None` while empty.
     pub fn newest(&self) -> Option<&ProxyState> {
         self.states.back()
     }

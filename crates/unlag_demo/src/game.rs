@@ -23,7 +23,7 @@ use unlag::net::{
     LinkTraffic, NetClock, NetDirection, NetMessageAppExt, ReliableChannel, SequencedChannel,
     UnreliableChannel,
 };
-use unlag::rewind::{HitBoxLayout, LagCompensationPlugin, RewindQuery, UseHitBoxLayout};
+use unlag::rewind::{HitBoxLayout, RewindPlugin, RewindQuery, UseHitBoxLayout};
 use unlag::smoothing::{ProxySmoothing, ProxySmoothingPlugin, Teleported};
 
 /// Asset path of the characters' hit-box layout (players and bots alike).
@@ -205,7 +205,8 @@ impl KillFeed {
 /// scores) and their news on the clients. Needs the movement, rewind and combat plugins.
 #[derive(Clone, Debug, Default)]
 pub struct ShooterGamePlugin {
-    /// The rules.
+    /// The match's rules (bots, hit points, respawn time, bots' aim, status rate), inserted
+    /// as a resource when the plugin is built. Later changes go to the resource.
     pub settings: ShooterSettings,
 }
 
@@ -272,7 +273,7 @@ impl PluginGroup for ShooterPlugins {
             .add(unlag_testbed::RapierFixedPlugin::default())
             .add(MovementPredictionPlugin::<CharacterMovement>::default())
             .add(ProxySmoothingPlugin::default())
-            .add(LagCompensationPlugin::default())
+            .add(RewindPlugin::default())
             .add(CombatPlugin {
                 settings: CombatSettings {
                     weapons_path: Some(WEAPONS.into()),

@@ -63,7 +63,8 @@ impl Default for NetPanel {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("net panel: {field} = {value} is outside {range}")]
 pub struct PanelError {
-    /// The setting.
+    /// The name of the [`NetPanel`] field out of range (`"rtt_ms"`, `"jitter_ms"`,
+    /// `"loss_percent"` or `"update_rate_hz"`).
     pub field: &'static str,
     /// Its value.
     pub value: f64,

@@ -31,7 +31,8 @@ pub struct NetGraphUi;
 /// One bar of a strip: the `index`-th newest sample of `series`.
 #[derive(Component, Debug)]
 pub struct NetGraphBar {
-    /// The series drawn.
+    /// The curve the bar belongs to: its strip and colour, and the samples its height is
+    /// read from (as a share of the curve's scale).
     pub series: NetSeries,
     /// 0 is the newest sample.
     pub index: usize,

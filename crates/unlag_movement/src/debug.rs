@@ -7,7 +7,9 @@ use bevy::prelude::*;
 /// Written on a client each time a correction is applied.
 #[derive(Message, Copy, Clone, Debug, PartialEq)]
 pub struct CorrectionApplied {
-    /// The corrected character.
+    /// The client's own predicted character (its
+    /// [`AutonomousProxy`](unlag_net::AutonomousProxy)), reset to the server's state and its
+    /// later moves replayed.
     pub entity: Entity,
     /// Where the server had the character after the corrected move, metres.
     pub server_position: Vec3,

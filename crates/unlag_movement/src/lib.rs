@@ -124,7 +124,9 @@ impl<M: MovementModel> NextMove<M> {
 /// moves.
 #[derive(Message, Copy, Clone, Debug, PartialEq)]
 pub struct MovementEvent {
-    /// The character.
+    /// The client's own predicted character (its
+    /// [`AutonomousProxy`](unlag_net::AutonomousProxy)) that made the move. Only the
+    /// controlling client writes these: the server and other clients get none.
     pub entity: Entity,
     /// What happened.
     pub events: MoveEvents,
@@ -134,7 +136,7 @@ pub struct MovementEvent {
 /// time; its moves are now charged until the excess is paid back.
 #[derive(Message, Copy, Clone, Debug, PartialEq)]
 pub struct SpeedHackDetected {
-    /// The character.
+    /// The server's character entity whose moves are now charged (the one `client` controls).
     pub character: Entity,
     /// The client's link entity.
     pub client: Entity,

@@ -16,7 +16,7 @@ pub struct MoveEvents {
     pub jumped: bool,
     /// The character used its dash ability.
     pub dashed: bool,
-    /// The character landed.
+    /// The character touched the ground after falling (from a jump or off a ledge).
     pub landed: bool,
 }
 

@@ -167,7 +167,9 @@ impl<M: MovementModel> ServerMove<M> {
         })
     }
 
-    /// The packed bytes.
+    /// The packed bytes as sent, without lightyear's headers: the move count, the newest
+    /// move's sequence number, the correction ack and the end position, then the moves, newest
+    /// first.
     pub fn payload(&self) -> &[u8] {
         &self.payload
     }

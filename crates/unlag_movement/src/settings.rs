@@ -3,7 +3,7 @@
 use bevy::prelude::*;
 use core::marker::PhantomData;
 use unlag_core::{
-    CorrectionThrottle, Fields, PlayoutSettings, SettingsError, SmoothingSettings,
+    CorrectionSmoothing, CorrectionThrottle, Fields, PlayoutSettings, SettingsError,
     TimeDiscrepancySettings, Validate,
 };
 
@@ -55,7 +55,7 @@ pub struct MovementSettings<M> {
     /// Spacing of corrections.
     pub throttle: CorrectionThrottle,
     /// How the client hides a correction's jump.
-    pub smoothing: SmoothingSettings,
+    pub smoothing: CorrectionSmoothing,
     /// Seconds between two batched acknowledgements (default 0.1).
     pub ack_interval: f64,
     /// Speed-hack detection and resolution (on by default).
@@ -106,7 +106,7 @@ impl<M> Default for MovementSettings<M> {
             max_position_error_sq: 0.0003,
             max_move_delta: 0.125,
             throttle: CorrectionThrottle::default(),
-            smoothing: SmoothingSettings::default(),
+            smoothing: CorrectionSmoothing::default(),
             ack_interval: 0.1,
             time_discrepancy: TimeDiscrepancySettings::default(),
             force_corrections_during_resolution: true,

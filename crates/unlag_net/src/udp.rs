@@ -93,8 +93,10 @@ impl UdpServerLimits {
 }
 
 /// A lightyear server's UDP socket, in place of lightyear's `ServerUdpIo`: put it on the
-/// server entity with a [`LocalAddr`] (and netcode) and trigger lightyear's `Start`. See the
-/// [module](self) for what it bounds; its refusals are counted in [`ServerLinkStats`]. If the
+/// server entity with a [`LocalAddr`] (and netcode) and trigger lightyear's `Start`. It opens a
+/// link only for a netcode connection request, at most [`UdpServerLimits::new_links_per_second`]
+/// and never while [`UdpServerLimits::max_unconnected_links`] are still handshaking, and forgets
+/// an address the frame its link is gone; its refusals are counted in [`ServerLinkStats`]. If the
 /// address cannot be bound, it logs why and writes [`AppExit::error`].
 /// Needs [`UnlagNetPlugin`](crate::UnlagNetPlugin).
 #[derive(Component)]

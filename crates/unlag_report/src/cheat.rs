@@ -130,7 +130,7 @@ pub const MAGNET: f32 = 0.9;
 /// The cheater's state (resource on client 0's App).
 #[derive(Resource, Clone, Debug)]
 pub struct Cheater {
-    /// The cheat.
+    /// What client 0 does wrong, chosen with `--cheat`; the same for the whole match.
     pub cheat: Cheat,
     /// Frames since it started.
     pub frame: u64,

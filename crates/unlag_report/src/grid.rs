@@ -324,7 +324,9 @@ pub struct GridRow {
     pub conditions: Conditions,
     /// Whether it passed.
     pub pass: bool,
-    /// The acceptance figures.
+    /// The match's figures against an honest client's bounds (refusals, hits and misses
+    /// confirmed, corrections, pops, starved frames, peeker's advantage); `pass` is whether
+    /// none was missed.
     pub acceptance: Acceptance,
     /// Every figure of the match.
     pub report: Report,

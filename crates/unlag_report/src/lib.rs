@@ -57,7 +57,7 @@ use unlag::movement::{
     MovementSettings, MovementState, MovementStats,
 };
 use unlag::net::{NetClock, ServerWork, WorkPart};
-use unlag::rewind::{FrameHistory, LagCompensationPlugin, UseHitBoxLayout};
+use unlag::rewind::{FrameHistory, RewindPlugin, UseHitBoxLayout};
 use unlag::smoothing::{
     ProxyFlags, ProxySmoothingPlugin, RenderedPose, SmoothedProxy, SmoothingSettings,
 };
@@ -571,7 +571,7 @@ pub fn start_match_with(
                 ..default()
             },
         })
-        .add_plugins(LagCompensationPlugin::default())
+        .add_plugins(RewindPlugin::default())
         .add_plugins(CombatPlugin {
             settings: CombatSettings {
                 weapons_path: Some(unlag_demo::game::WEAPONS.into()),

@@ -181,7 +181,7 @@ impl FrameHistory {
     }
 
     /// The box around everywhere the character's boxes were from server time `since`
-    /// (seconds) on (whole chunks of [`CHUNK`] frames: a little earlier too), or `None` while
+    /// (seconds) on (whole chunks of `CHUNK` (8) frames: a little earlier too), or `None` while
     /// nothing is recorded.
     pub fn window_bounds_since(&self, since: f64) -> Option<Aabb> {
         if self.history.is_empty() {

@@ -130,7 +130,9 @@ pub enum LayoutShape {
 pub struct LayoutBox {
     /// The bone ("head", "upper_arm_l", ...).
     pub bone: String,
-    /// The shape.
+    /// The box's form and size, metres: a cuboid or a capsule along its local Y, centred
+    /// where its pose (`stand` or `crouch`, swung by `walk`) puts it. Sizes must be finite and
+    /// positive (a capsule's `half_height` may be 0).
     pub shape: LayoutShape,
     /// Whether a hit here is a headshot. Default false.
     #[serde(default)]
@@ -183,7 +185,8 @@ pub struct HitBoxLayout {
     /// The walk cycle the boxes' `walk` swings follow. Default [`WalkCycle::default`].
     #[serde(default)]
     pub walk_cycle: WalkCycle,
-    /// The boxes.
+    /// Every hit box of the character, each spawned as a child entity of it; at least one
+    /// (checked when parsed).
     pub boxes: Vec<LayoutBox>,
 }
 

@@ -1,7 +1,7 @@
 //! Lag compensation (seeds 000, 003): the server keeps a short history of every character's hit
 //! boxes and judges a shot against the poses at the time the shooter saw.
 //!
-//! See [`LagCompensationPlugin`]. The data flow:
+//! See [`RewindPlugin`]. The data flow:
 //!
 //! 1. A character (a server entity with [`Authority`](unlag_net::Authority)) carries [`HitBox`]es
 //!    on child entities: a shape, a bone name, whether it is the head, a damage multiplier. The
@@ -112,7 +112,8 @@ impl HitShape {
 #[reflect(Component)]
 #[require(Transform)]
 pub struct HitBox {
-    /// The shape.
+    /// The box's volume in the entity's local frame, metres: centred on its `Transform` and
+    /// turned with it. Queries skip a shape with a size not finite or negative.
     pub shape: HitShape,
     /// The bone it stands for ("head", "torso", ...).
     pub bone: String,
@@ -122,7 +123,7 @@ pub struct HitBox {
     pub damage_multiplier: f32,
 }
 
-/// Settings of [`LagCompensationPlugin`] (a resource).
+/// Settings of [`RewindPlugin`] (a resource).
 #[derive(Resource, Clone, Debug, Reflect)]
 pub struct RewindSettings {
     /// How far back the history reaches, seconds (default 5): the oldest view a client can
@@ -217,12 +218,17 @@ pub enum RewindSystems {
 /// [`HitBoxLayout`] assets and poses their boxes (crouching) on both sides. Add it on both
 /// sides; recording only happens on the server. Needs Bevy's `AssetPlugin` for layouts.
 #[derive(Clone, Debug, Default)]
-pub struct LagCompensationPlugin {
-    /// The settings.
+pub struct RewindPlugin {
+    /// The [`RewindSettings`] to start with: checked and inserted as a resource when the
+    /// plugin is built (settings out of range panic there). Later changes go to the resource.
     pub settings: RewindSettings,
 }
 
-impl Plugin for LagCompensationPlugin {
+/// The former name of [`RewindPlugin`] (everything else in this crate is `Rewind*`).
+#[deprecated(since = "0.2.0", note = "renamed `RewindPlugin`")]
+pub type LagCompensationPlugin = RewindPlugin;
+
+impl Plugin for RewindPlugin {
     fn build(&self, app: &mut App) {
         unlag_net::ValidatedSettingsAppExt::insert_validated(app, self.settings.clone())
             .init_resource::<RewindBroadPhase>()

@@ -12,7 +12,7 @@ use unlag_core::{FramePair, LookupError, SmoothingMode, ray_capsule};
 use unlag_net::{RenderedPose, SentStates};
 
 /// How far a claimed ease may lie from one smoothing could have drawn, metres: quantised states,
-/// and the moment of the jump found to within [`EASE_STEP`].
+/// and the moment of the jump found to within `EASE_STEP` (4 ms).
 pub const EASE_SLACK: f32 = 0.05;
 
 /// The step over the moments a claimed ease may have started at, seconds.
@@ -49,7 +49,8 @@ pub enum RewindError {
 /// What a rewound ray hit.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RewindHit {
-    /// The character hit.
+    /// The character whose hit box was touched: the entity with the [`FrameHistory`] that
+    /// recorded the box, not the hit-box child (that is `hit_box`).
     pub character: Entity,
     /// The hit-box entity.
     pub hit_box: Entity,

@@ -5,8 +5,8 @@ use crate::protocol::ProxyUpdates;
 use bevy::prelude::*;
 use lightyear::prelude::*;
 use unlag_core::{
-    DelayController, SampleKind, SmoothingMode, SmoothingSettings as OffsetSettings, StateBuffer,
-    StateLoss, StateRejected, StateShown, StateStaleness, VisualOffset,
+    CorrectionSmoothing, DelayController, SampleKind, SmoothingMode, StateBuffer, StateLoss,
+    StateRejected, StateShown, StateStaleness, VisualOffset,
 };
 use unlag_net::RenderedPose;
 use unlag_net::{AutonomousProxy, NetClock};
@@ -312,7 +312,7 @@ pub(crate) fn place_proxies(
     if !clock.synced {
         return;
     }
-    let offset_settings = OffsetSettings {
+    let offset_settings = CorrectionSmoothing {
         smooth_time: settings.extrapolation_smooth_time,
         max_smooth_distance: settings.teleport_distance,
         teleport_distance: settings.teleport_distance,

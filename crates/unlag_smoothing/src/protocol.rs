@@ -87,7 +87,8 @@ impl WireProxyState {
 pub struct ProxyUpdates {
     /// The server tick the states were sampled at.
     pub tick: u32,
-    /// The states.
+    /// One quantised state per proxy due at `tick`; at least one, and never one of an entity
+    /// the receiving client controls.
     pub states: Vec<WireProxyState>,
     /// Whether these states were sent before: slow proxies' states go twice
     /// ([`unlag_core::repeat_after`]), and a repeat's lateness is by design, not the link's.

@@ -229,7 +229,8 @@ impl Testbed {
         self
     }
 
-    /// The configuration.
+    /// The [`TestbedConfig`] given to [`Testbed::new`], unchanged: conditions set later with
+    /// [`Testbed::set_conditions`] or [`Testbed::set_client_conditions`] are not in it.
     pub fn config(&self) -> &TestbedConfig {
         &self.config
     }
