@@ -1,11 +1,11 @@
 //! The client side: shots fired at once against what is on screen, predicted ammo, results.
 
 use crate::protocol::{
-    CosmeticFire, CosmeticFires, FireRequest, FireResult, Rejection, ReloadDone, ReloadRequest,
-    WireClaim,
+    ConfirmedHit, CosmeticFire, CosmeticFires, FIRE_COPIES, FireRequest, FireResult, MAX_CLAIMS,
+    Rejection, ReloadDone, ReloadRequest, WireClaim,
 };
-use crate::server::shot_directions;
-use crate::{ConfirmedHit, Weapons};
+use crate::rules::shot_directions;
+use crate::settings::Weapons;
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::{QueryFilter, ReadRapierContext};
 use lightyear::prelude::*;
@@ -38,14 +38,6 @@ fn off_track(pose: &RenderedPose) -> f32 {
     let off = 0.5 * span as f32 * speed;
     if off.is_finite() { off } else { 0.0 }
 }
-
-/// Most targets one shot claims (the server refuses more as malformed).
-pub const MAX_CLAIMS: usize = 16;
-
-/// Copies of each fire (and reload) request sent (the server takes the first to arrive): a fire
-/// request's on the frames nearest to an even spread over the copy age the server allows
-/// (every frame at 60 frames/s), a reload request's one per frame.
-pub const FIRE_COPIES: u8 = 3;
 
 /// Game → combat (client): fire the weapon once.
 #[derive(Message, Copy, Clone, Debug, PartialEq)]

@@ -16,8 +16,9 @@
 //! step at age `a` ([`RewindQuery::segment`]) against the hit boxes rewound to that time.
 
 use crate::protocol::{ConfirmedHit, ProjectileImpact, ProjectileLaunched};
-use crate::server::{Health, deal_damage};
-use crate::{CombatSettings, CombatStats, Damaged, Killed, WeaponKind, WeaponSpec, Weapons};
+use crate::server::{CombatStats, Damaged, Health, Killed, deal_damage};
+use crate::settings::{CombatSettings, Weapons};
+use crate::weapons::{WeaponKind, WeaponSpec};
 use bevy::prelude::*;
 use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;

@@ -1,9 +1,18 @@
-//! The combat messages: a shot to the server, its verdict to the shooter, its echo to the rest.
+//! The combat messages (a shot to the server, its verdict to the shooter, its echo to the rest)
+//! and their limits on the wire.
 
 use bevy::ecs::entity::MapEntities;
 use bevy::prelude::*;
 use serde::{Deserialize, Serialize};
 use unlag_core::SmoothingMode;
+
+/// Most targets one shot claims (the server refuses more as malformed).
+pub const MAX_CLAIMS: usize = 16;
+
+/// Copies of each fire (and reload) request sent (the server takes the first to arrive): a fire
+/// request's on the frames nearest to an even spread over the copy age the server allows
+/// (every frame at 60 frames/s), a reload request's one per frame.
+pub const FIRE_COPIES: u8 = 3;
 
 /// What a shooter's client had on screen for one target it hit (see
 /// [`ClaimedView`](unlag_rewind::ClaimedView)).

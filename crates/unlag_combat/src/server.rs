@@ -5,13 +5,15 @@ use crate::protocol::{
     COSMETIC_BATCH, ConfirmedHit, CosmeticFire, CosmeticFires, FireRequest, FireResult, Rejection,
     ReloadDone, ReloadRequest,
 };
-use crate::{CombatSettings, WeaponKind, WeaponSpec, Weapons};
+use crate::rules::{outside_lag_range, shot_directions, shot_tolerance, view_time_tolerance};
+use crate::settings::{CombatSettings, Weapons};
+use crate::weapons::{WeaponKind, WeaponSpec};
 use bevy::ecs::system::SystemParam;
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
-use unlag_core::{Seq16, SharedFireGate, pellet_directions, spread_seed, within_cone};
+use unlag_core::{Seq16, SharedFireGate, within_cone};
 use unlag_net::{
     Authority, LinkTraffic, NetClock, ReliableChannel, RemoteClientClock, RemoteClockAt,
     UnreliableChannel,
@@ -394,70 +396,6 @@ pub(crate) fn reloads(
             }
         }
     }
-}
-
-/// The directions a shot of `spec` with this fire index and aim must carry: its pellets (or
-/// its one spread ray) rolled from a seed client and server both derive from the fire index
-/// alone, turned to the aim. The aim is not part of the seed: a client could otherwise try
-/// aims a rounding error apart until one rolled the pattern it wanted. Skipping fire indices
-/// instead costs fire rate ([`SharedFireGate`]), and no pattern is tighter than another
-/// ([`pellet_directions`]).
-pub fn shot_directions(spec: &WeaponSpec, fire_index: u32, aim: Vec3) -> Vec<Vec3> {
-    let seed = spread_seed(0, fire_index);
-    match spec.kind {
-        WeaponKind::Hitscan { spread_degrees } if spread_degrees > 0.0 => {
-            vec![pellet_directions(seed, aim, 2, spec.spread())[1]]
-        }
-        WeaponKind::Shotgun { pellets, .. } => {
-            pellet_directions(seed, aim, usize::from(pellets), spec.spread())
-        }
-        _ => vec![aim.normalize_or_zero()],
-    }
-}
-
-/// How far a shot's view time may be from the server's estimate of it, seconds: the fixed part,
-/// the link's jitter (the request's arrival varies with it), two server frames of arrival
-/// rounding, and two of the client's frames (a shot shows what was drawn the frame before it
-/// left, and the client's frame delays its reading of the server's clock too). The tight bound
-/// is the view-lag check after it.
-///
-/// `spread` is the span of the client's view-report lags the server measured (the tight
-/// check's window, 0 when unknown): the link's jitter term is at least that, so this coarse
-/// bound, centred on smoothed estimates, never refuses a shot the tight check finds in time.
-/// (The measured jitter is a smoothed average: under a wide, flat spread of delays it reads a
-/// quarter of the spread.)
-fn view_time_tolerance(
-    settings: &CombatSettings,
-    (jitter, client_frame, spread): (f64, f64, f64),
-    frame: f64,
-) -> f64 {
-    // Settings are validated, but a NaN or negative sum must still never cross a clamp's
-    // bounds: it counts as no tolerance (strict, never open).
-    unlag_core::finite_non_negative(
-        settings.view_time_tolerance
-            + (settings.view_time_jitter_factor * jitter).max(spread)
-            + 2.0 * frame
-            + 2.0 * client_frame,
-    )
-}
-
-/// [`view_time_tolerance`] for a shot, from its link as the server knew it at its arrival
-/// (with the span of the view reports' lags), seconds.
-fn shot_tolerance(settings: &CombatSettings, link: &RemoteClockAt, frame: f64) -> f64 {
-    view_time_tolerance(
-        settings,
-        (link.jitter, link.client_frame, link.lag_spread()),
-        frame,
-    )
-}
-
-/// Whether a packet that arrived `lag` seconds after the present it stamps lies outside the
-/// (least, most) lags of its client's view reports: too old for how this client's packets
-/// arrive, or stamped ahead of them by more than a frame or two of clock movement (which would
-/// cut reloads and fire intervals short). The copies of a shot are sorted by it as they arrive,
-/// and the copy judged is held to it.
-fn outside_lag_range(settings: &CombatSettings, (least, most): (f64, f64), lag: f64) -> bool {
-    lag > most + settings.view_lag_margin || lag < least - settings.view_lag_ahead_margin
 }
 
 /// Checks a request against the server's own view of the shooter; the reason when refused.
@@ -1160,7 +1098,7 @@ fn judge(
         && request.sent_delay.is_finite()
         && request.judged_time.is_finite()
         && request.directions.len() <= 64
-        && request.claims.len() <= crate::client::MAX_CLAIMS
+        && request.claims.len() <= crate::protocol::MAX_CLAIMS
         && request.directions.iter().all(|d| d.is_finite())
         && request
             .claims
