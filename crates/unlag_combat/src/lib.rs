@@ -35,16 +35,19 @@
 //! times involved.
 
 mod client;
+mod health;
 mod projectile;
 mod protocol;
 mod rules;
 mod server;
 mod settings;
+mod stats;
 mod weapons;
 
 pub use client::{
     Armory, FireCommand, LocalFire, LocalHit, ProxyHealth, ReloadCommand, RemoteFire, ShotConfirmed,
 };
+pub use health::{Damaged, Health, Killed};
 pub use projectile::{ClientProjectile, OwnProjectiles, Projectile, ProjectileExploded};
 pub use protocol::{
     COSMETIC_BATCH, ConfirmedHit, CosmeticFire, CosmeticFires, FIRE_COPIES, FireRequest,
@@ -52,11 +55,9 @@ pub use protocol::{
     WireClaim,
 };
 pub use rules::shot_directions;
-pub use server::{
-    CombatStats, Damaged, Health, Killed, LoggedShot, ServerArmory, ShotJudge, ShotLog,
-    ShotVerdict, TargetHit,
-};
+pub use server::{ServerArmory, ShotJudge, ShotVerdict, TargetHit};
 pub use settings::{CombatSettings, Weapons};
+pub use stats::{CombatStats, LoggedShot, ShotLog};
 pub use unlag_core::fake_projectile_hold;
 pub use weapons::{WeaponKind, WeaponSpec, WeaponTable, WeaponTableError, WeaponTableLoader};
 

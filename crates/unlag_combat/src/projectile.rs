@@ -15,9 +15,10 @@
 //! its view time then, `view time of the shot + hold + a`; the server sweeps the projectile's
 //! step at age `a` ([`RewindQuery::segment`]) against the hit boxes rewound to that time.
 
+use crate::health::{Damaged, Health, Killed, deal_damage};
 use crate::protocol::{ConfirmedHit, ProjectileImpact, ProjectileLaunched};
-use crate::server::{CombatStats, Damaged, Health, Killed, deal_damage};
 use crate::settings::{CombatSettings, Weapons};
+use crate::stats::CombatStats;
 use crate::weapons::{WeaponKind, WeaponSpec};
 use bevy::prelude::*;
 use lightyear::prelude::server::ClientOf;

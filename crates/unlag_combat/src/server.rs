@@ -1,5 +1,6 @@
 //! The server side: judge shots, apply damage from the server's own weapon table, reload.
 
+use crate::health::{Damaged, Health, Killed, deal_damage};
 use crate::projectile::Projectile;
 use crate::protocol::{
     COSMETIC_BATCH, ConfirmedHit, CosmeticFire, CosmeticFires, FireRequest, FireResult, Rejection,
@@ -7,6 +8,7 @@ use crate::protocol::{
 };
 use crate::rules::{outside_lag_range, shot_directions, shot_tolerance, view_time_tolerance};
 use crate::settings::{CombatSettings, Weapons};
+use crate::stats::{CombatStats, LoggedShot, ShotLog};
 use crate::weapons::{WeaponKind, WeaponSpec};
 use bevy::ecs::system::SystemParam;
 use bevy::platform::collections::HashMap;
@@ -25,56 +27,6 @@ use unlag_rewind::{ClaimedView, RewindError, RewindQuery};
 /// after a stall), or have been lost with the burst that the shot's copy outlived (the client
 /// sends it again once the server reports it missing, a round trip and a little later).
 const PLAYOUT_HOLD: f64 = 1.0;
-
-/// Hit points of a character (server; replicate it if clients should show it).
-#[derive(Component, Copy, Clone, Debug, PartialEq, Reflect)]
-#[reflect(Component)]
-pub struct Health {
-    /// Hit points left.
-    pub current: f32,
-    /// Hit points when full.
-    pub max: f32,
-}
-
-impl Health {
-    /// Full health of `max` hit points.
-    pub fn new(max: f32) -> Self {
-        Self { current: max, max }
-    }
-
-    /// Whether it has hit points left.
-    pub fn alive(&self) -> bool {
-        self.current > 0.0
-    }
-}
-
-/// Server → game: a character took damage from a confirmed shot.
-#[derive(Message, Clone, Debug, PartialEq)]
-pub struct Damaged {
-    /// The server's character entity hit; its [`Health`] has already dropped.
-    pub target: Entity,
-    /// The server's character entity that fired the shot or launched the projectile.
-    pub shooter: Entity,
-    /// The weapon's id.
-    pub weapon: u8,
-    /// Hit points taken.
-    pub damage: f32,
-    /// The bone hit (a headshot's when there was one).
-    pub bone: String,
-    /// Whether a pellet hit the head.
-    pub headshot: bool,
-}
-
-/// Server → game: a character's health reached zero.
-#[derive(Message, Clone, Debug, PartialEq)]
-pub struct Killed {
-    /// The server's character entity whose [`Health`] reached zero.
-    pub target: Entity,
-    /// The server's character entity that fired the killing shot or projectile.
-    pub shooter: Entity,
-    /// The weapon's id.
-    pub weapon: u8,
-}
 
 /// Per weapon on the server: rounds, reload, fire rate.
 #[derive(Clone, Debug)]
@@ -211,86 +163,6 @@ fn shortest_interval(table: &[WeaponSpec]) -> f64 {
         .map(|w| f64::from(w.fire_interval))
         .fold(f64::INFINITY, f64::min)
         .min(1.0)
-}
-
-/// One accepted hitscan or shotgun shot, as the server judged it (see [`ShotLog`]).
-#[derive(Clone, Debug)]
-pub struct LoggedShot {
-    /// The shooter's link.
-    pub link: Entity,
-    /// The server's character entity that fired (the one `link` controls).
-    pub shooter: Entity,
-    /// The request (claims mapped to the server's entities).
-    pub request: FireRequest,
-    /// The shooter's round trip when it was judged, seconds.
-    pub rtt: f64,
-    /// The server time it was judged at, seconds.
-    pub server_time: f64,
-}
-
-/// When this resource exists on the server, every accepted hitscan and shotgun shot is appended
-/// to it as it is judged, so a tool can judge the same shot other ways on the same history in
-/// the same frame (the report's validation comparison). Drain it: it is never emptied here.
-#[derive(Resource, Clone, Debug, Default)]
-pub struct ShotLog {
-    /// The shots, oldest first.
-    pub shots: Vec<LoggedShot>,
-}
-
-/// Server counters of combat.
-#[derive(Resource, Clone, Debug, Default, PartialEq)]
-pub struct CombatStats {
-    /// Shots accepted and judged.
-    pub accepted: u64,
-    /// Shots refused, by reason.
-    pub rejected: HashMap<Rejection, u64>,
-    /// Pellets confirmed on a target.
-    pub pellet_hits: u64,
-    /// Shots with a confirmed headshot.
-    pub headshots: u64,
-    /// Pellets that hit a target the shooter saw alive but that had died meanwhile (killed by
-    /// a shot the shooter had not heard of yet): misses, not refusals.
-    pub corpse_pellets: u64,
-    /// Claims on a pose held on one state past its extrapolation (not at the moment drawn):
-    /// what they show is older than the view, so they never count as hits.
-    pub stale_claims: u64,
-    /// Claims whose offset from the curve no starved frames explain, judged on the curve
-    /// instead ([`RewindQuery::ease_explained`](unlag_rewind::RewindQuery::ease_explained)):
-    /// a magnet pulling a hit box onto the ray, or a mode switch the server did not see.
-    pub unexplained_eases: u64,
-    /// Shots that arrived after their shooter died ([`Rejection::ShooterDead`]): answered, not
-    /// counted as refusals.
-    pub posthumous: u64,
-    /// Copies of shots already judged, dropped (each shot is sent several times).
-    pub duplicates: u64,
-    /// Shots judged against current poses because rewinding was off
-    /// ([`CombatSettings::rewind`]).
-    pub unrewound: u64,
-    /// Shots rewound only part of the way, their shooter's ping being above the cap or its
-    /// interpolation delay longer than the server compensates ([`CombatSettings::shot_lead`]).
-    pub partly_rewound: u64,
-    /// Projectiles launched.
-    pub projectiles: u64,
-    /// Projectile sweeps the rewind could not run (a query error), counted and logged at
-    /// powers of two.
-    pub projectile_sweep_errors: u64,
-    /// The latest shots' view time less the server's estimate of it, seconds (the last 256):
-    /// what backtrack protection measures.
-    pub view_time_errors: std::collections::VecDeque<f64>,
-    /// The latest shots' arrival lag after the view time their copy stamps, less the most the
-    /// client's view reports showed, seconds (the last 256): backtrack protection's margin in
-    /// use (honest shots stay at or below zero, plus a frame).
-    pub view_lag_excess: std::collections::VecDeque<f64>,
-    /// Wall-clock time the server spent checking and judging each of the latest shots
-    /// (rewind included), microseconds (the last 256): a measure for reports, not a limit.
-    pub judge_micros: std::collections::VecDeque<f64>,
-}
-
-impl CombatStats {
-    /// All refusals.
-    pub fn rejected_total(&self) -> u64 {
-        self.rejected.values().sum()
-    }
 }
 
 /// Gives every controlled character an armory once the weapons are known.
@@ -708,44 +580,6 @@ impl ShotJudge<'_, '_> {
             stats,
         )
     }
-}
-
-/// Takes `damage` off `target`'s [`Health`] (targets without one take the hit but no damage
-/// bookkeeping) and tells the game; whether it died of it.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn deal_damage(
-    health: &mut Query<&mut Health>,
-    damaged: &mut MessageWriter<Damaged>,
-    killed: &mut MessageWriter<Killed>,
-    target: Entity,
-    shooter: Entity,
-    weapon: u8,
-    damage: f32,
-    bone: &str,
-    headshot: bool,
-) -> bool {
-    let Ok(mut hp) = health.get_mut(target) else {
-        return false;
-    };
-    let was_alive = hp.alive();
-    hp.current = (hp.current - damage).max(0.0);
-    let died = was_alive && !hp.alive();
-    damaged.write(Damaged {
-        target,
-        shooter,
-        weapon,
-        damage,
-        bone: bone.to_owned(),
-        headshot,
-    });
-    if died {
-        killed.write(Killed {
-            target,
-            shooter,
-            weapon,
-        });
-    }
-    died
 }
 
 /// A shot waiting for its shooter's moves.
