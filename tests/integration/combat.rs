@@ -7,7 +7,7 @@ use core::time::Duration;
 use lightyear::prelude::*;
 use unlag::combat::{
     Armory, CombatPlugin, CombatSettings, CombatStats, FireCommand, Health, LocalFire,
-    ReloadCommand, ShotConfirmed,
+    ReloadCommand, ServerArmory, ShotConfirmed, WeaponTable,
 };
 use unlag::net::LinkConditions;
 use unlag::rewind::{CROUCHED_BIT, HitBox, RewindPlugin, UseHitBoxLayout};
@@ -1680,4 +1680,24 @@ fn the_first_shot_after_a_reload_is_never_refused() {
     assert!(fired >= 75, "at least two reloads: {fired} shots");
     assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
     assert_eq!(stats.accepted as usize, fired);
+}
+
+/// A weapon table swapped at run time used to index armories out of bounds: an armory fits the
+/// new table (weapons added start full, dropped ones are forgotten).
+#[test]
+fn an_armory_fits_a_table_that_replaced_its_own() {
+    let shipped = include_str!("../../assets/weapons.ron");
+    let full = WeaponTable::from_ron(shipped, "weapons.ron").unwrap();
+    let one = WeaponTable {
+        weapons: full.weapons[..1].to_vec(),
+    };
+    let mut armory = ServerArmory::new(&one.weapons, 0.01);
+    assert_eq!(armory.ammo(1), None);
+    armory.fit(&full.weapons);
+    for (id, spec) in full.weapons.iter().enumerate() {
+        assert_eq!(armory.ammo(id as u8), Some(spec.magazine));
+    }
+    armory.fit(&one.weapons);
+    assert_eq!(armory.ammo(1), None);
+    assert_eq!(armory.ammo(0), Some(one.weapons[0].magazine));
 }

@@ -1,6 +1,7 @@
 //! Health and kills on the server: hit points, and the messages that tell the game who hurt
 //! or killed whom.
 
+use bevy::ecs::system::SystemParam;
 use bevy::prelude::*;
 
 /// Hit points of a character (server; replicate it if clients should show it).
@@ -53,40 +54,59 @@ pub struct Killed {
     pub weapon: u8,
 }
 
-/// Takes `damage` off `target`'s [`Health`] (targets without one take the hit but no damage
-/// bookkeeping) and tells the game; whether it died of it.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn deal_damage(
-    health: &mut Query<&mut Health>,
-    damaged: &mut MessageWriter<Damaged>,
-    killed: &mut MessageWriter<Killed>,
-    target: Entity,
-    shooter: Entity,
-    weapon: u8,
-    damage: f32,
-    bone: &str,
-    headshot: bool,
-) -> bool {
-    let Ok(mut hp) = health.get_mut(target) else {
-        return false;
-    };
-    let was_alive = hp.alive();
-    hp.current = (hp.current - damage).max(0.0);
-    let died = was_alive && !hp.alive();
-    damaged.write(Damaged {
-        target,
-        shooter,
-        weapon,
-        damage,
-        bone: bone.to_owned(),
-        headshot,
-    });
-    if died {
-        killed.write(Killed {
-            target,
-            shooter,
-            weapon,
-        });
+/// One confirmed hit's harm, as [`Harm::deal`] takes it.
+pub(crate) struct Blow<'a> {
+    /// The server's character entity that fired the shot or launched the projectile.
+    pub shooter: Entity,
+    /// The weapon's id.
+    pub weapon: u8,
+    /// Hit points taken.
+    pub damage: f32,
+    /// The bone hit ("" for splash).
+    pub bone: &'a str,
+    /// Whether a pellet hit the head.
+    pub headshot: bool,
+}
+
+/// The characters' health and the messages that tell the game of damage and deaths: what a
+/// confirmed hit changes on the server, and nothing else does.
+#[derive(SystemParam)]
+pub(crate) struct Harm<'w, 's> {
+    health: Query<'w, 's, &'static mut Health>,
+    damaged: MessageWriter<'w, Damaged>,
+    killed: MessageWriter<'w, Killed>,
+}
+
+impl Harm<'_, '_> {
+    /// Whether `character` is dead (one without [`Health`] never is).
+    pub(crate) fn dead(&self, character: Entity) -> bool {
+        self.health.get(character).is_ok_and(|h| !h.alive())
     }
-    died
+
+    /// Takes the blow's damage off `target`'s [`Health`] (targets without one take the hit but
+    /// no damage bookkeeping) and tells the game; whether it died of it.
+    pub(crate) fn deal(&mut self, target: Entity, blow: Blow) -> bool {
+        let Ok(mut hp) = self.health.get_mut(target) else {
+            return false;
+        };
+        let was_alive = hp.alive();
+        hp.current = (hp.current - blow.damage).max(0.0);
+        let died = was_alive && !hp.alive();
+        self.damaged.write(Damaged {
+            target,
+            shooter: blow.shooter,
+            weapon: blow.weapon,
+            damage: blow.damage,
+            bone: blow.bone.to_owned(),
+            headshot: blow.headshot,
+        });
+        if died {
+            self.killed.write(Killed {
+                target,
+                shooter: blow.shooter,
+                weapon: blow.weapon,
+            });
+        }
+        died
+    }
 }

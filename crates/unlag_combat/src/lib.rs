@@ -34,20 +34,24 @@
 //! [`ProjectileExploded`] message on every client. See the `projectile` module's notes on the
 //! times involved.
 
+mod ammo;
 mod client;
 mod health;
+mod intake;
+mod judge;
 mod projectile;
 mod protocol;
 mod rules;
-mod server;
 mod settings;
 mod stats;
 mod weapons;
 
+pub use ammo::ServerArmory;
 pub use client::{
     Armory, FireCommand, LocalFire, LocalHit, ProxyHealth, ReloadCommand, RemoteFire, ShotConfirmed,
 };
 pub use health::{Damaged, Health, Killed};
+pub use judge::{Arrival, ShotJudge, ShotVerdict, TargetHit};
 pub use projectile::{ClientProjectile, OwnProjectiles, Projectile, ProjectileExploded};
 pub use protocol::{
     COSMETIC_BATCH, ConfirmedHit, CosmeticFire, CosmeticFires, FIRE_COPIES, FireRequest,
@@ -55,7 +59,6 @@ pub use protocol::{
     WireClaim,
 };
 pub use rules::shot_directions;
-pub use server::{ServerArmory, ShotJudge, ShotVerdict, TargetHit};
 pub use settings::{CombatSettings, Weapons};
 pub use stats::{CombatStats, LoggedShot, ShotLog};
 pub use unlag_core::fake_projectile_hold;
@@ -121,9 +124,10 @@ impl Plugin for CombatPlugin {
             .add_systems(
                 Update,
                 (
-                    server::arm_characters,
-                    server::reloads,
-                    server::judge_shots,
+                    ammo::arm_characters,
+                    ammo::take_reload_requests,
+                    ammo::finish_reloads,
+                    intake::judge_shots,
                     projectile::fly_projectiles,
                 )
                     .chain()

@@ -76,3 +76,42 @@ pub(crate) fn outside_lag_range(
 ) -> bool {
     lag > most + settings.view_lag_margin || lag < least - settings.view_lag_ahead_margin
 }
+
+/// Shots over which [`SHOT_LAG_DRIFT`] is judged: the last this many that passed the per-shot
+/// checks or were refused for arriving late.
+pub(crate) const SHOT_LAG_SHOTS: usize = 9;
+
+/// Most the median of a client's last [`SHOT_LAG_SHOTS`] shots may lag beyond the median of its
+/// view reports, seconds (0.04). Shot by shot, a copy stamped older than its view by less than
+/// the up-link's spread cannot be told from one of the link's slow trips (at ±125 ms of jitter,
+/// a 150-ms backtrack passes the lag range four times in ten); over shots it can: an honest
+/// client's shots travel the link its reports travel and lag about as they do (the first copy
+/// of three to arrive, a little less), a backtracking client's all lag by what it claims.
+pub(crate) const SHOT_LAG_DRIFT: f64 = 0.04;
+
+/// How much later than its view reports' median a client's last [`SHOT_LAG_SHOTS`] shots
+/// arrived after the present they stamp, seconds, oldest first: the evidence the drift check
+/// judges over shots ([`SHOT_LAG_DRIFT`]).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ShotLags(std::collections::VecDeque<f64>);
+
+impl ShotLags {
+    /// Adds one shot's lag beyond the reports' median, seconds, forgetting the oldest beyond
+    /// [`SHOT_LAG_SHOTS`].
+    pub(crate) fn push(&mut self, lag: f64) {
+        if self.0.len() == SHOT_LAG_SHOTS {
+            self.0.pop_front();
+        }
+        self.0.push_back(lag);
+    }
+
+    /// Whether a full window's median lags the reports' by more than [`SHOT_LAG_DRIFT`].
+    pub(crate) fn drifted(&self) -> bool {
+        if self.0.len() < SHOT_LAG_SHOTS {
+            return false;
+        }
+        let mut sorted: Vec<f64> = self.0.iter().copied().collect();
+        sorted.sort_by(f64::total_cmp);
+        sorted[SHOT_LAG_SHOTS / 2] > SHOT_LAG_DRIFT
+    }
+}

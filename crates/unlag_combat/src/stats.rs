@@ -84,3 +84,15 @@ impl CombatStats {
         self.rejected.values().sum()
     }
 }
+
+/// How many of the latest shots [`CombatStats`]' figures per shot keep.
+pub(crate) const SHOT_FIGURES: usize = 256;
+
+/// Adds `value` to one of [`CombatStats`]' figures per shot, forgetting the oldest beyond
+/// [`SHOT_FIGURES`].
+pub(crate) fn keep_latest(figures: &mut std::collections::VecDeque<f64>, value: f64) {
+    figures.push_back(value);
+    if figures.len() > SHOT_FIGURES {
+        figures.pop_front();
+    }
+}

@@ -52,7 +52,9 @@ pub use ping::{HighPingChange, HighPingMonitor, HighPingSettings};
 #[allow(deprecated)]
 pub use playout::PlayoutSettingsError;
 pub use playout::{ArrivalSpread, MovePlayout, PACE_WINDOW, PlayoutSettings};
-pub use projectile::{Ballistic, fake_projectile_hold, fake_projectile_life};
+pub use projectile::{
+    Ballistic, fake_projectile_hold, fake_projectile_life, projectile_judged_time,
+};
 pub use raycast::ray_capsule;
 pub use rng::SplitMix64;
 pub use seq::{ReceiveWindow, Seq16, SeqUnwrapper};

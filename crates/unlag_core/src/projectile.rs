@@ -74,9 +74,33 @@ pub fn fake_projectile_hold(rtt: f64, fudge: f64, cap: f64) -> f64 {
     (0.5 * (rtt - fudge) - crate::projectile_prediction_time(rtt, fudge, cap)).max(0.0)
 }
 
+/// The server time whose hit boxes a projectile's step ending at age `age` (seconds) is judged
+/// against, seconds: the shooter's view time at age 0 (`seen_from`) plus the age, never
+/// before `oldest` (the oldest time the rewind judges) nor after `now`; with no rewind
+/// (`seen_from` is `None`), the present. A history shorter than a tick puts `oldest` after
+/// `now`: then the present.
+pub fn projectile_judged_time(seen_from: Option<f64>, age: f32, now: f64, oldest: f64) -> f64 {
+    seen_from.map_or(now, |t| (t + f64::from(age)).clamp(oldest.min(now), now))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A history shorter than a tick puts the oldest judged time after the present: this used
+    /// to panic (a clamp with crossed bounds) on the first rewound projectile.
+    #[test]
+    fn a_history_shorter_than_a_tick_judges_the_present() {
+        let now = 10.0;
+        let oldest = now - 0.001 + 1.0 / 60.0;
+        assert_eq!(projectile_judged_time(Some(9.8), 0.05, now, oldest), now);
+        assert_eq!(
+            projectile_judged_time(Some(9.8), 0.05, now, 9.0),
+            9.8 + f64::from(0.05f32)
+        );
+        assert_eq!(projectile_judged_time(None, 0.05, now, 9.0), now);
+        assert_eq!(projectile_judged_time(Some(9.0), 0.05, now, 9.5), 9.5);
+    }
 
     #[test]
     fn the_path_is_the_same_in_one_step_or_many() {

@@ -1,0 +1,364 @@
+//! Ammo and reloads on the server: each character's [`ServerArmory`] (rounds, reloads, the one
+//! fire-rate gate over every weapon, the fire indices taken), the system that gives characters
+//! one, and the systems that start and finish reloads. The judge spends rounds through the
+//! armory's methods; nothing else changes it.
+
+use crate::protocol::{Rejection, ReloadDone, ReloadRequest};
+use crate::rules::{ShotLags, view_time_tolerance};
+use crate::settings::{CombatSettings, Weapons};
+use crate::weapons::{WeaponSpec, WeaponTable};
+use bevy::platform::collections::HashMap;
+use bevy::prelude::*;
+use lightyear::prelude::server::ClientOf;
+use lightyear::prelude::*;
+use unlag_core::SharedFireGate;
+use unlag_net::{Authority, NetClock, ReliableChannel, RemoteClientClock};
+
+/// Fire indices this close below the newest are copies of recent shots (the client sends each
+/// several times), dropped without an answer.
+const DUPLICATE_WINDOW: u32 = 8;
+
+/// Per weapon on the server: rounds, reload, fire rate.
+#[derive(Clone, Debug)]
+struct ServerWeapon {
+    ammo: u32,
+    /// The client's view times at which its reload started and ends, seconds.
+    reloading: Option<(f64, f64)>,
+    /// The view time of the latest reload request taken, seconds: copies and resends of it
+    /// (the same view time) are ignored.
+    last_reload_request: f64,
+}
+
+impl ServerWeapon {
+    fn full(spec: &WeaponSpec) -> Self {
+        Self {
+            ammo: spec.magazine,
+            reloading: None,
+            last_reload_request: f64::NEG_INFINITY,
+        }
+    }
+}
+
+/// The server's record of a character's weapons: the only ammo that counts.
+#[derive(Component, Clone, Debug)]
+pub struct ServerArmory {
+    weapons: Vec<ServerWeapon>,
+    /// One fire rate over every weapon: a shot owes its weapon's interval before the next
+    /// shot of any weapon (one weapon in hand at a time), and skipped fire indices owe the
+    /// shortest interval each.
+    gate: SharedFireGate,
+    /// The shortest fire interval of any weapon, seconds: what a skipped fire index owes.
+    shortest_interval: f64,
+    /// Fire indices skipped since the last shot the gate let through (shots that never
+    /// arrived: lost, or never sent): each owes fire rate at the next shot through it.
+    skipped: u32,
+    last_fire_index: u32,
+    /// Reloads finished and not yet announced: (weapon, fire index of the shot before).
+    reloaded: Vec<(u8, u32)>,
+    /// How much later than the view reports' median the last shots arrived after the present
+    /// they stamp (see [`ShotLags`]).
+    pub(crate) shot_lags: ShotLags,
+}
+
+impl ServerArmory {
+    /// Full magazines of every weapon in `table`, no shot taken; `allowance` is the fire-rate
+    /// slack ([`CombatSettings::fire_interval_allowance`], seconds).
+    pub fn new(table: &[WeaponSpec], allowance: f64) -> Self {
+        Self {
+            weapons: table.iter().map(ServerWeapon::full).collect(),
+            gate: SharedFireGate::new(allowance),
+            shortest_interval: shortest_interval(table),
+            skipped: 0,
+            last_fire_index: 0,
+            reloaded: Vec::new(),
+            shot_lags: ShotLags::default(),
+        }
+    }
+
+    /// Fits the armory to a weapon table that replaced the one it was made for (the game may
+    /// swap tables at run time): weapons the table added start with a full magazine, weapons
+    /// it dropped are forgotten, and no weapon holds more than its new magazine.
+    pub fn fit(&mut self, table: &[WeaponSpec]) {
+        self.weapons.truncate(table.len());
+        for spec in &table[self.weapons.len()..] {
+            self.weapons.push(ServerWeapon::full(spec));
+        }
+        for (weapon, spec) in self.weapons.iter_mut().zip(table) {
+            weapon.ammo = weapon.ammo.min(spec.magazine);
+        }
+        self.shortest_interval = shortest_interval(table);
+    }
+
+    /// Takes a client's [`ReloadRequest`] against weapon table `table`: `expected` is the
+    /// server's estimate of the client's view time when it was sent and `tolerance` how far
+    /// the claimed view time may be from it (seconds; the start is clamped into that range).
+    /// Starts the reload if the weapon is not full and not reloading already. Copies and
+    /// resends (a view time not after the last request's) and garbage (an unknown weapon,
+    /// a non-finite time) are ignored and change nothing: returns whether the request was
+    /// taken.
+    pub fn take_reload_request(
+        &mut self,
+        request: &ReloadRequest,
+        table: &WeaponTable,
+        expected: f64,
+        tolerance: f64,
+    ) -> bool {
+        let Some(spec) = table.get(request.weapon) else {
+            return false;
+        };
+        if !(expected.is_finite() && tolerance.is_finite() && request.view_time.is_finite()) {
+            return false;
+        }
+        let Some(w) = self.weapons.get_mut(usize::from(request.weapon)) else {
+            return false;
+        };
+        if request.view_time <= w.last_reload_request {
+            return false;
+        }
+        let tolerance = tolerance.max(0.0);
+        let started = request
+            .view_time
+            .clamp(expected - tolerance, expected + tolerance);
+        w.last_reload_request = request.view_time;
+        if w.reloading.is_none() && w.ammo < spec.magazine {
+            w.reloading = Some((started, started + f64::from(spec.reload_time)));
+        }
+        true
+    }
+
+    /// Rounds left in weapon `weapon`.
+    pub fn ammo(&self, weapon: u8) -> Option<u32> {
+        self.weapons.get(usize::from(weapon)).map(|w| w.ammo)
+    }
+
+    /// Whether weapon `weapon` is reloading (`None` for a weapon the armory does not have).
+    pub fn is_reloading(&self, weapon: u8) -> Option<bool> {
+        self.weapons
+            .get(usize::from(weapon))
+            .map(|w| w.reloading.is_some())
+    }
+
+    /// The newest fire index judged (0 before the first): a request at or below it is a copy
+    /// or a replay, dropped unjudged.
+    pub fn last_fire_index(&self) -> u32 {
+        self.last_fire_index
+    }
+
+    /// Takes a shot's fire index, the newest so far, and returns the newest before it. The
+    /// indices between the two never arrived (yet: one that arrives later is a copy): they owe
+    /// fire rate at the next shot through the gate, whatever becomes of this one. The first
+    /// shot an armory sees starts its count (a client keeps counting across characters and
+    /// connections). A copy of a recent shot is [`Rejection::Duplicate`], an older index
+    /// [`Rejection::StaleFireIndex`]; neither changes anything.
+    pub(crate) fn take_fire_index(&mut self, fire_index: u32) -> Result<u32, Rejection> {
+        let previous = self.last_fire_index;
+        if fire_index <= previous {
+            return Err(if previous - fire_index < DUPLICATE_WINDOW {
+                Rejection::Duplicate
+            } else {
+                Rejection::StaleFireIndex
+            });
+        }
+        self.last_fire_index = fire_index;
+        if previous > 0 {
+            self.skipped = self.skipped.saturating_add(fire_index - previous - 1);
+        }
+        Ok(previous)
+    }
+
+    /// Finishes weapon `weapon`'s reload if a shot fired at view time `view_time` (seconds) is
+    /// past its end: the client showed a full magazine of `spec` then. The reload is announced
+    /// as done after fire index `previous` (the newest before the shot).
+    /// [`Rejection::UnknownWeapon`] for a weapon the armory does not have.
+    pub(crate) fn finish_reload_by(
+        &mut self,
+        weapon: u8,
+        spec: &WeaponSpec,
+        view_time: f64,
+        previous: u32,
+    ) -> Result<(), Rejection> {
+        let w = self
+            .weapons
+            .get_mut(usize::from(weapon))
+            .ok_or(Rejection::UnknownWeapon)?;
+        if w.reloading.is_some_and(|(_, until)| view_time >= until) {
+            w.reloading = None;
+            w.ammo = spec.magazine;
+            self.reloaded.push((weapon, previous));
+        }
+        Ok(())
+    }
+
+    /// Whether weapon `weapon` has a round for a shot fired at view time `view_time` (seconds):
+    /// [`Rejection::NoAmmo`] when it is empty or was reloading by then (a shot fired before
+    /// the reload started, which may arrive after the reload request, spends a round of the
+    /// old magazine).
+    pub(crate) fn has_round(&self, weapon: u8, view_time: f64) -> Result<(), Rejection> {
+        let w = self
+            .weapons
+            .get(usize::from(weapon))
+            .ok_or(Rejection::UnknownWeapon)?;
+        let reloading = w.reloading.is_some_and(|(start, _)| view_time >= start);
+        if w.ammo == 0 || reloading {
+            return Err(Rejection::NoAmmo);
+        }
+        Ok(())
+    }
+
+    /// Lets a shot fired at view time `view_time` through the one fire-rate gate if the
+    /// previous shot's interval and the skipped fire indices (the shortest interval each:
+    /// skipping costs what firing would) are paid, `interval` (seconds) owed by this one;
+    /// [`Rejection::TooFast`] otherwise. The gate moves its credit either way.
+    pub(crate) fn pass_fire_rate(
+        &mut self,
+        view_time: f64,
+        interval: f64,
+    ) -> Result<(), Rejection> {
+        if !self
+            .gate
+            .try_fire(view_time, interval, self.skipped, self.shortest_interval)
+        {
+            return Err(Rejection::TooFast);
+        }
+        self.skipped = 0;
+        Ok(())
+    }
+
+    /// Spends one round of weapon `weapon` (none below zero).
+    pub(crate) fn spend_round(&mut self, weapon: u8) {
+        if let Some(w) = self.weapons.get_mut(usize::from(weapon)) {
+            w.ammo = w.ammo.saturating_sub(1);
+        }
+    }
+
+    /// Finishes every reload whose end the client's view clock (`view`, seconds) is past,
+    /// refilling from `table`, to be announced after the newest fire index.
+    fn finish_reloads_by(&mut self, view: f64, table: &WeaponTable) {
+        let last = self.last_fire_index;
+        for (id, w) in self.weapons.iter_mut().enumerate() {
+            if w.reloading.is_some_and(|(_, until)| view >= until) {
+                w.reloading = None;
+                w.ammo = table.weapons.get(id).map_or(0, |spec| spec.magazine);
+                self.reloaded.push((id as u8, last));
+            }
+        }
+    }
+}
+
+/// The shortest fire interval of the table's weapons, seconds (at most 1).
+fn shortest_interval(table: &[WeaponSpec]) -> f64 {
+    table
+        .iter()
+        .map(|w| f64::from(w.fire_interval))
+        .fold(f64::INFINITY, f64::min)
+        .min(1.0)
+}
+
+/// Gives every controlled character an armory once the weapons are known.
+pub(crate) fn arm_characters(
+    mut commands: Commands,
+    settings: Res<CombatSettings>,
+    weapons: Res<Weapons>,
+    characters: Query<Entity, (With<Authority>, With<ControlledBy>, Without<ServerArmory>)>,
+    mut armed: Query<&mut ServerArmory>,
+) {
+    let Some(table) = &weapons.table else {
+        return;
+    };
+    if weapons.is_changed() {
+        for mut armory in &mut armed {
+            armory.fit(&table.weapons);
+        }
+    }
+    for entity in &characters {
+        commands.entity(entity).insert(ServerArmory::new(
+            &table.weapons,
+            settings.fire_interval_allowance,
+        ));
+    }
+}
+
+/// Starts reloads: each client's [`ReloadRequest`]s, taken by its character's armory.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn take_reload_requests(
+    clock: Res<NetClock>,
+    time: Res<Time>,
+    settings: Res<CombatSettings>,
+    weapons: Res<Weapons>,
+    mut requests: Query<(Entity, &mut MessageReceiver<ReloadRequest>), With<ClientOf>>,
+    clocks: Query<&RemoteClientClock, With<ClientOf>>,
+    mut armories: Query<(Entity, &ControlledBy, &mut ServerArmory)>,
+    work: Option<Res<unlag_net::ServerWork>>,
+) {
+    let _work = work.as_deref().map(|w| w.time(unlag_net::WorkPart::Shots));
+    let Some(table) = &weapons.table else {
+        return;
+    };
+    let now = clock.server_time;
+    let frame = time.delta_secs_f64();
+    // Each link's character, found once per frame and only when a request came (not by a
+    // search of every armory per request: a flood of requests would cost players × requests).
+    let mut by_link: Option<HashMap<Entity, Entity>> = None;
+    for (link, mut receiver) in &mut requests {
+        if !receiver.has_messages() {
+            continue;
+        }
+        let Ok(remote) = clocks.get(link) else {
+            receiver.receive().for_each(drop);
+            continue;
+        };
+        let by_link = by_link.get_or_insert_with(|| {
+            armories
+                .iter()
+                .map(|(character, controlled, _)| (controlled.owner, character))
+                .collect()
+        });
+        let Some(mut armory) = by_link
+            .get(&link)
+            .and_then(|character| armories.get_mut(*character).ok())
+            .map(|(.., armory)| armory)
+        else {
+            receiver.receive().for_each(drop);
+            continue;
+        };
+        // The reload runs on the client's view clock, like its shots: it started at the view
+        // time it claims, held to the tolerance around our estimate of it.
+        let expected = remote.view_time(now - remote.rtt / 2.0);
+        let tolerance =
+            view_time_tolerance(&settings, (remote.jitter, remote.client_frame, 0.0), frame);
+        for request in receiver.receive() {
+            armory.take_reload_request(&request, table, expected, tolerance);
+        }
+    }
+}
+
+/// Finishes reloads once the client's view clock is past their end (a shot fired after it may
+/// finish one sooner: see the judge), and tells each client which of its reloads are done.
+pub(crate) fn finish_reloads(
+    clock: Res<NetClock>,
+    weapons: Res<Weapons>,
+    clocks: Query<&RemoteClientClock, With<ClientOf>>,
+    mut done: Query<&mut MessageSender<ReloadDone>, With<ClientOf>>,
+    mut armories: Query<(&ControlledBy, &mut ServerArmory)>,
+    work: Option<Res<unlag_net::ServerWork>>,
+) {
+    let _work = work.as_deref().map(|w| w.time(unlag_net::WorkPart::Shots));
+    let Some(table) = &weapons.table else {
+        return;
+    };
+    for (controlled, mut armory) in &mut armories {
+        let Ok(remote) = clocks.get(controlled.owner) else {
+            continue;
+        };
+        armory.finish_reloads_by(remote.view_time(clock.server_time), table);
+        for (weapon, fire_index) in armory.reloaded.drain(..) {
+            if let Ok(mut sender) = done.get_mut(controlled.owner) {
+                sender.send::<ReliableChannel>(ReloadDone {
+                    weapon,
+                    ammo: table.get(weapon).map_or(0, |spec| spec.magazine),
+                    fire_index,
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! The server's shot intake: each client's [`FireRequest`] copies are received, the best copy of
+//! each shot is held until its shooter's moves have caught up with it, judged
+//! ([`ShotJudge`](crate::ShotJudge)), and its verdict applied: damage dealt, the shooter
+//! answered, everyone else shown the shot.
+
+use crate::ammo::ServerArmory;
+use crate::health::{Blow, Harm};
+use crate::judge::{Arrival, ShotJudge, ShotVerdict, TargetHit};
+use crate::protocol::{
+    COSMETIC_BATCH, ConfirmedHit, CosmeticFire, CosmeticFires, FireRequest, FireResult, Rejection,
+};
+use crate::rules::outside_lag_range;
+use crate::settings::{CombatSettings, Weapons};
+use crate::stats::{CombatStats, LoggedShot, ShotLog, keep_latest};
+use bevy::platform::collections::HashMap;
+use bevy::prelude::*;
+use lightyear::prelude::server::ClientOf;
+use lightyear::prelude::*;
+use std::collections::VecDeque;
+use unlag_core::Seq16;
+use unlag_net::{
+    HeldShotsOldest, LinkTraffic, MoveTrail, NetClock, ReliableChannel, RemoteClientClock,
+    RemoteClockAt, UnreliableChannel,
+};
+
+/// Longest a shot waits beyond [`CombatSettings::max_shot_hold`] for the move of its shooter it
+/// names, seconds: the move may wait to be played out (the playout's wait, and its catch-up
+/// after a stall), or have been lost with the burst that the shot's copy outlived (the client
+/// sends it again once the server reports it missing, a round trip and a little later).
+const PLAYOUT_HOLD: f64 = 1.0;
+
+/// How long past the copies' span a shot whose first copy arrived late waits for a later one,
+/// seconds (the jitter spread of a link the copies can come through).
+const COPY_JITTER_WAIT: f64 = 0.06;
+
+/// Most shots one client may have waiting; beyond, the oldest is judged at once.
+const MAX_HELD_SHOTS: usize = 16;
+
+/// A shot naming a move further ahead of the server's than this is not waited for: the movement
+/// plugin's saved moves (256 by default, 4.3 s at 60 moves/s), beyond which a client's moves
+/// are lost to it anyway. After a second-long burst of losses an honest client is 100 moves
+/// ahead of what the server has played.
+const MAX_MOVES_AHEAD: i32 = 256;
+
+/// A shot waiting for its shooter's moves.
+pub(crate) struct HeldShot {
+    /// The copy judged: the first to arrive, or a later one that arrived in time.
+    request: FireRequest,
+    arrival: Arrival,
+    /// When the first copy arrived, server seconds.
+    first: f64,
+    /// Whether the copy held arrived later (or sooner) after the present it stamps than this
+    /// client's view reports did (the judge's arrival-lag check): under heavy jitter one copy
+    /// can land in a tail the reports have not sampled. Copies travel apart, so a later copy
+    /// that arrived within the range stands in for it; a backtracking client's copies are
+    /// all late.
+    late: bool,
+}
+
+/// The shots each client link has waiting, oldest first.
+pub(crate) type HeldShots = HashMap<Entity, VecDeque<HeldShot>>;
+
+/// The links the intake reads shots from and answers.
+type ShotLinks<'w, 's> = Query<
+    'w,
+    's,
+    (
+        Entity,
+        &'static mut MessageReceiver<FireRequest>,
+        &'static mut MessageSender<FireResult>,
+        &'static mut LinkTraffic,
+        &'static RemoteClientClock,
+    ),
+    With<ClientOf>,
+>;
+
+/// The links everyone else's shots are shown on.
+type EchoLinks<'w, 's> =
+    Query<'w, 's, (Entity, &'static mut MessageSender<CosmeticFires>), With<ClientOf>>;
+
+/// Judges every shot received, once the server has processed the moves it names, and applies
+/// the verdicts. (Parameters grouped: the rules and the clock; the figures kept; the links;
+/// the shooters; the judge and the harm it may do; the moves shots wait for.)
+pub(crate) fn judge_shots(
+    mut commands: Commands,
+    (settings, weapons, clock, time): (Res<CombatSettings>, Res<Weapons>, Res<NetClock>, Res<Time>),
+    (mut stats, mut log, work): (
+        ResMut<CombatStats>,
+        Option<ResMut<ShotLog>>,
+        Option<Res<unlag_net::ServerWork>>,
+    ),
+    (mut links, echo): (ShotLinks, EchoLinks),
+    mut shooters: Query<(Entity, &ControlledBy, &mut ServerArmory, &Transform)>,
+    mut judge: ParamSet<(ShotJudge, Harm)>,
+    (trails, mut oldest_held, mut held): (
+        Query<&MoveTrail>,
+        ResMut<HeldShotsOldest>,
+        Local<HeldShots>,
+    ),
+) {
+    let _work = work.as_deref().map(|w| w.time(unlag_net::WorkPart::Shots));
+    if weapons.table.is_none() {
+        return;
+    }
+    let mut echoes: Vec<(Entity, CosmeticFire)> = Vec::new();
+    // Each link's character, found once per frame (not once per shot).
+    let by_link: HashMap<Entity, Entity> = shooters
+        .iter()
+        .map(|(character, controlled, ..)| (controlled.owner, character))
+        .collect();
+    held.retain(|link, _| links.contains(*link));
+    let (now, frame) = (clock.server_time, time.delta_secs_f64());
+    for (link, mut requests, mut results, mut traffic, remote) in &mut links {
+        let queue = held.entry(link).or_default();
+        receive_copies(
+            queue,
+            &mut requests,
+            remote,
+            &settings,
+            (now, frame),
+            &mut stats,
+        );
+        let trail = by_link.get(&link).and_then(|c| trails.get(*c).ok());
+        let copies_wait = settings.copy_age_allowed(remote.client_frame) + COPY_JITTER_WAIT;
+        while let Some((request, arrival)) = take_ready(queue, trail, &settings, now, copies_wait) {
+            let Some((shooter, _, mut armory, transform)) = by_link
+                .get(&link)
+                .and_then(|character| shooters.get_mut(*character).ok())
+            else {
+                *stats.rejected.entry(Rejection::NoShooter).or_default() += 1;
+                continue;
+            };
+            let started = std::time::Instant::now();
+            let verdict = judge.p0().judge_arrived(
+                &request,
+                shooter,
+                link,
+                &mut armory,
+                transform.translation,
+                arrival,
+                &mut stats,
+            );
+            keep_latest(
+                &mut stats.judge_micros,
+                started.elapsed().as_secs_f64() * 1e6,
+            );
+            let ammo = armory.ammo(request.weapon).unwrap_or(0);
+            count_verdict(&mut stats, &verdict, &settings, &request);
+            let outcome = match verdict {
+                Ok(ShotVerdict::Launch(projectile)) => {
+                    commands.spawn(projectile);
+                    Ok(Vec::new())
+                }
+                Ok(ShotVerdict::Hits { hits, ends }) => {
+                    if let Some(log) = log.as_mut() {
+                        log.shots.push(LoggedShot {
+                            link,
+                            shooter,
+                            request: request.clone(),
+                            rtt: remote.rtt,
+                            server_time: now,
+                        });
+                    }
+                    let confirmed = confirm(&mut judge.p1(), &mut stats, hits, shooter, &request);
+                    echoes.push((link, cosmetic(shooter, &request, ends)));
+                    Ok(confirmed)
+                }
+                Err(reason) => match refusal(&mut stats, reason, &request, link) {
+                    Some(answer) => Err(answer),
+                    None => continue,
+                },
+            };
+            traffic.send_counted::<ReliableChannel, _>(
+                &mut results,
+                FireResult {
+                    fire_index: request.fire_index,
+                    weapon: request.weapon,
+                    ammo,
+                    rewound: settings.rewind,
+                    outcome,
+                },
+            );
+        }
+    }
+    let oldest = oldest_plausible(&held);
+    if oldest_held.0 != oldest {
+        oldest_held.0 = oldest;
+    }
+    send_echoes(&echoes, echo);
+}
+
+/// Takes this frame's copies of `remote`'s shots into its `queue`: a new shot joins the end,
+/// a copy of one waiting stands in for it if the one waiting arrived outside the range of the
+/// client's view reports' lags and the copy within (under heavy jitter one copy can land in a
+/// tail the reports have not sampled; copies travel apart, and a backtracking client's copies
+/// are all late). `(now, frame)`: the server's time and frame, seconds.
+fn receive_copies(
+    queue: &mut VecDeque<HeldShot>,
+    requests: &mut MessageReceiver<FireRequest>,
+    remote: &RemoteClientClock,
+    settings: &CombatSettings,
+    (now, frame): (f64, f64),
+    stats: &mut CombatStats,
+) {
+    // Decided once, as the copy arrives, against the view reports' range then (taken once per
+    // link and frame, and only when a shot came: it sorts the window).
+    let mut link_now: Option<RemoteClockAt> = None;
+    for request in requests.receive() {
+        let link_then = *link_now.get_or_insert_with(|| remote.at(now, frame));
+        let lag = link_then.lag_of(now, request.sent_view_time, request.sent_delay);
+        let arrival = Arrival {
+            time: now,
+            frame,
+            link: link_then,
+            moved_to: None,
+            witnessed: remote.witnessed(now, lag),
+        };
+        // Outside the reports' range on either side: a copy can land in either tail of the
+        // up-link's spread that the reports of the window have not sampled yet.
+        let late = link_then
+            .view_lag_range
+            .is_some_and(|range| outside_lag_range(settings, range, lag));
+        // (Among the newest few: copies arrive within frames of each other, and a flood costs
+        // no more than that per request.)
+        if let Some(waiting) = queue
+            .iter_mut()
+            .rev()
+            .take(MAX_HELD_SHOTS)
+            .find(|h| h.request.fire_index == request.fire_index)
+        {
+            if waiting.late && !late {
+                waiting.request = request;
+                waiting.arrival = arrival;
+                waiting.late = false;
+            }
+            stats.duplicates += 1;
+            continue;
+        }
+        queue.push_back(HeldShot {
+            request,
+            first: arrival.time,
+            arrival,
+            late,
+        });
+    }
+}
+
+/// The oldest shot of `queue` if its turn has come, in order of arrival: once the shooter's
+/// moves (its `trail`) have caught up with the move it names, or it has waited long enough
+/// for them, or names a move too far ahead to wait for; a late copy first waits `copies_wait`
+/// seconds for a copy in time. Its arrival then knows where that move left the shooter.
+fn take_ready(
+    queue: &mut VecDeque<HeldShot>,
+    trail: Option<&MoveTrail>,
+    settings: &CombatSettings,
+    now: f64,
+    copies_wait: f64,
+) -> Option<(FireRequest, Arrival)> {
+    let front = queue.front()?;
+    let seq = front.request.move_seq.map(Seq16);
+    let waited = now - front.first;
+    if front.late && waited < copies_wait {
+        return None;
+    }
+    let ready = match (trail, seq) {
+        (Some(trail), Some(seq)) => {
+            trail.reached(seq)
+                // A move that has arrived is only waiting its turn in the playout; one lost is
+                // sent again once the client sees it missing.
+                || waited >= settings.max_shot_hold + PLAYOUT_HOLD
+                || queue.len() > MAX_HELD_SHOTS
+                || trail.newest().is_none_or(|n| seq.diff(n) > MAX_MOVES_AHEAD)
+        }
+        _ => true,
+    };
+    if !ready {
+        return None;
+    }
+    let HeldShot {
+        request,
+        mut arrival,
+        ..
+    } = queue.pop_front()?;
+    arrival.moved_to = trail
+        .zip(seq)
+        .and_then(|(trail, seq)| trail.position_after(seq));
+    Some((request, arrival))
+}
+
+/// Counts an accepted shot, and how much of it was rewound.
+fn count_verdict(
+    stats: &mut CombatStats,
+    verdict: &Result<ShotVerdict, Rejection>,
+    settings: &CombatSettings,
+    request: &FireRequest,
+) {
+    if verdict.is_ok() {
+        stats.accepted += 1;
+        if !settings.rewind {
+            stats.unrewound += 1;
+        } else if request.judged_time > request.view_time {
+            stats.partly_rewound += 1;
+        }
+    }
+}
+
+/// Counts a refusal and returns the answer the shooter gets, if any: copies of a shot already
+/// judged (and replays of old ones) get none; a shot fired before its client heard it had died
+/// is answered (the ammo settles), counted apart, without a warning. Others are counted always
+/// and logged at the 1st, 2nd, 4th, 8th, ... of each reason: a flood of bad shots must not
+/// flood the log.
+fn refusal(
+    stats: &mut CombatStats,
+    reason: Rejection,
+    request: &FireRequest,
+    link: Entity,
+) -> Option<Rejection> {
+    match reason {
+        Rejection::Duplicate => {
+            stats.duplicates += 1;
+            None
+        }
+        Rejection::ShooterDead => {
+            stats.posthumous += 1;
+            Some(reason)
+        }
+        Rejection::StaleFireIndex => {
+            unlag_net::warn_counted!(
+                *stats.rejected.entry(reason).or_default(),
+                "stale shot {} from client {link} dropped",
+                request.fire_index
+            );
+            None
+        }
+        _ => {
+            unlag_net::warn_counted!(
+                *stats.rejected.entry(reason).or_default(),
+                "shot {} of client {link} refused: {reason:?}",
+                request.fire_index
+            );
+            Some(reason)
+        }
+    }
+}
+
+/// Deals an accepted shot's damage per target and returns what the shooter is told.
+fn confirm(
+    harm: &mut Harm,
+    stats: &mut CombatStats,
+    hits: Vec<TargetHit>,
+    shooter: Entity,
+    request: &FireRequest,
+) -> Vec<ConfirmedHit> {
+    let mut confirmed = Vec::with_capacity(hits.len());
+    for TargetHit {
+        target,
+        damage,
+        pellets,
+        bone,
+        headshot,
+    } in hits
+    {
+        stats.pellet_hits += u64::from(pellets);
+        let blow = Blow {
+            shooter,
+            weapon: request.weapon,
+            damage,
+            bone: &bone,
+            headshot,
+        };
+        let killed = harm.deal(target, blow);
+        confirmed.push(ConfirmedHit {
+            target,
+            bone,
+            headshot,
+            damage,
+            pellets,
+            killed,
+        });
+    }
+    if confirmed.iter().any(|c| c.headshot) {
+        stats.headshots += 1;
+    }
+    confirmed
+}
+
+/// What everyone but the shooter is shown of an accepted shot (effects only): where its pellets
+/// stopped.
+fn cosmetic(shooter: Entity, request: &FireRequest, ends: Vec<Vec3>) -> CosmeticFire {
+    CosmeticFire {
+        shooter,
+        weapon: request.weapon,
+        origin: request.origin,
+        ends: ends.into(),
+    }
+}
+
+/// The oldest time, server seconds, a shot left waiting may be judged at: the rewind's window
+/// must still reach it when its turn comes. Only shots that can pass count (one stamped older
+/// than its link's reports allow is refused anyway, and must not stretch the broad phase over
+/// the whole history while it waits).
+fn oldest_plausible(held: &HeldShots) -> Option<f64> {
+    held.values()
+        .flatten()
+        .map(|h| {
+            let link = &h.arrival.link;
+            let delay = link.interpolation_delay.max(link.delay_cap).max(0.0);
+            let allowed = link.view_lag_range.map_or(1.0, |(_, most)| most) + delay + 0.25;
+            let at = h.request.view_time.min(h.request.judged_time);
+            (at, h.arrival.time - at <= allowed)
+        })
+        .filter(|(t, plausible)| t.is_finite() && *plausible)
+        .map(|(t, _)| t)
+        .reduce(f64::min)
+}
+
+/// Shows every client the others' accepted shots: one batch per client per frame (of at most
+/// [`COSMETIC_BATCH`] shots each).
+fn send_echoes(echoes: &[(Entity, CosmeticFire)], mut echo: EchoLinks) {
+    if echoes.is_empty() {
+        return;
+    }
+    for (link, mut sender) in &mut echo {
+        let mut others = echoes.iter().filter(|(from, _)| *from != link).peekable();
+        while others.peek().is_some() {
+            let shots: Vec<CosmeticFire> = others
+                .by_ref()
+                .take(COSMETIC_BATCH)
+                .map(|(_, fire)| fire.clone())
+                .collect();
+            sender.send::<UnreliableChannel>(CosmeticFires { shots });
+        }
+    }
+}

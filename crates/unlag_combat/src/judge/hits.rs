@@ -1,0 +1,219 @@
+//! What a hitscan or shotgun shot hit: the claims on what its shooter drew, the rays through
+//! the hit boxes rewound to that view, the tally per target, and the wall test.
+
+use super::{ShotContext, TargetHit};
+use crate::protocol::Rejection;
+use crate::stats::CombatStats;
+use bevy::prelude::*;
+use unlag_rewind::{ClaimedView, RewindError, RewindHit};
+
+/// How far the first claim's shown time may be from the shot's view time, seconds: rounding
+/// (the blend travels as an `f32`) and the delay report's microseconds.
+const FIRST_CLAIM_SLACK: f64 = 0.002;
+
+/// A shot's claims, as the server takes them.
+pub(super) struct Claims {
+    /// The pose each claim shows, as the rewind replays it (an unexplained ease removed).
+    views: Vec<ClaimedView>,
+    /// Per claim, whether its hit counts: it claims one, the target was alive, the pose not
+    /// stale. A target that died after the shooter's screen showed it alive (killed by a shot
+    /// the shooter had not heard of yet) is a miss, not a refusal.
+    hits: Vec<bool>,
+    /// Targets claimed on a stale pose: never hit.
+    stale: Vec<Entity>,
+}
+
+impl ShotContext<'_, '_, '_> {
+    /// Takes the shot's claims, one per target, each showing the moment the shot shows
+    /// ([`Rejection::BadClaim`], [`Rejection::BadTarget`] otherwise). Counts, per claim and
+    /// even when a later claim refuses, eases that starved frames do not explain and claims on
+    /// stale poses.
+    pub(super) fn claims(&self, stats: &mut CombatStats) -> Result<Claims, Rejection> {
+        let (request, rewind, link) = (self.request, self.rewind, &self.arrival.link);
+        let mut claims = Claims {
+            views: Vec::with_capacity(request.claims.len()),
+            hits: Vec::with_capacity(request.claims.len()),
+            stale: Vec::new(),
+        };
+        let tolerance = crate::rules::shot_tolerance(self.settings, link, self.arrival.frame);
+        for (k, c) in request.claims.iter().enumerate() {
+            // One pose per target: a client drew each proxy once, so two claims on one target
+            // would make its hit box the union of two chosen poses.
+            if request.claims[..k].iter().any(|o| o.target == c.target) {
+                return Err(Rejection::BadClaim);
+            }
+            let mut claim = c.view();
+            // A claim shows one moment: the shot's view time (Extrapolate proxies are drawn at
+            // the present the client knows, one delay later), whether it blends two states or
+            // runs on past the newest one.
+            let shown = rewind.claimed_time(&claim).map_err(|e| match e {
+                RewindError::UnknownCharacter => Rejection::BadTarget,
+                _ => Rejection::BadClaim,
+            })?;
+            // An `Extrapolate` proxy is drawn at the present the client knows, one delay after
+            // the view time: its window moves there rather than widening to cover both.
+            let shift = if c.mode == unlag_core::SmoothingMode::Extrapolate {
+                link.interpolation_delay
+            } else {
+                0.0
+            };
+            let centre = request.judged_time + shift;
+            // The first claim is the one whose view time the shot carries: it was drawn at
+            // exactly that moment (an `Extrapolate` one a delay later, as closely as the
+            // reported delay follows the drawn one while it changes). Others may be proxies at
+            // other rates, drawn with their own delays.
+            let window = match (k, shift > 0.0) {
+                (0, false) => FIRST_CLAIM_SLACK,
+                (0, true) => FIRST_CLAIM_SLACK.max(
+                    unlag_net::PLAUSIBLE_DELAY_DECAY
+                        * (link.rtt / 2.0 + unlag_net::MIN_REPORT_GAP + link.client_frame)
+                        + FIRST_CLAIM_SLACK,
+                ),
+                _ => tolerance,
+            };
+            let off_time = (shown - centre).abs() > window;
+            if c.from != c.to && off_time {
+                return Err(Rejection::BadClaim);
+            }
+            // One state, not at the moment drawn: held past its extrapolation (a client starved
+            // of newer states; with loss it may hold an older state than the server sent) or
+            // shown before its first state. (Held before a teleport is the moment drawn:
+            // smoothing stays on the state before a teleport until the teleport's time.) What
+            // such a pose shows is older than the view, so it never counts as a hit (the client
+            // promises none on it): a miss, which still stops the pellet where it was drawn.
+            // Otherwise a held claim would let any state of the last second be claimed.
+            let stale = c.from == c.to
+                && off_time
+                && !(shown < centre && rewind.held_before_teleport(&claim, centre - window));
+            // An offset from the curve counts only as far as starved frames explain it:
+            // otherwise it could be a magnet pulling the hit box onto the ray. Judged as none:
+            // on the curve.
+            let drawn_at = if c.from == c.to { centre } else { shown };
+            if !rewind.ease_explained(&claim, drawn_at) {
+                claim.ease = Vec3::ZERO;
+                stats.unexplained_eases += 1;
+            }
+            claims.views.push(claim);
+            claims.hits.push(c.hit && !self.dead(c.target) && !stale);
+            if stale {
+                claims.stale.push(c.target);
+                stats.stale_claims += 1;
+            }
+        }
+        Ok(claims)
+    }
+
+    /// Each of the pellets' `rays`' first hit, rewound to the judged time (above the rewind
+    /// cap, later than the view time) with the claimed poses, or, with rewinding off, against
+    /// the present.
+    pub(super) fn trace(
+        &self,
+        rays: &[(Vec3, Vec3)],
+        claims: &Claims,
+    ) -> Result<Vec<Option<RewindHit>>, Rejection> {
+        let (request, spec, rewind) = (self.request, self.spec, self.rewind);
+        if self.settings.rewind {
+            rewind.rays_as_seen(
+                rays,
+                spec.range,
+                request.judged_time,
+                Some(self.shooter),
+                &claims.views,
+            )
+        } else {
+            rewind.rays(rays, spec.range, self.present, Some(self.shooter))
+        }
+        .map_err(|e| match e {
+            RewindError::UnknownCharacter => Rejection::BadTarget,
+            RewindError::InvalidView(_) | RewindError::TooOld { .. } => Rejection::BadClaim,
+            RewindError::Invalid => Rejection::Malformed,
+        })
+    }
+
+    /// The damage per target of the pellets' `answers` along their `rays`, where each pellet
+    /// stopped, and how many struck a claimed corpse. Only what the shooter saw hit counts: a hit it did not
+    /// see is a miss (and stops the pellet all the same), and so is a corpse.
+    pub(super) fn tally(
+        &self,
+        rays: &[(Vec3, Vec3)],
+        answers: &[Option<RewindHit>],
+        claims: &Claims,
+    ) -> (Vec<TargetHit>, Vec<Vec3>, u64) {
+        let (request, spec) = (self.request, self.spec);
+        let mut tally: Vec<TargetHit> = Vec::new();
+        let mut ends = Vec::with_capacity(answers.len());
+        let mut corpse_hits = 0u64;
+        let claimed = |e: Entity| {
+            !claims.stale.contains(&e) && request.claims.iter().any(|c| c.target == e && c.hit)
+        };
+        for ((origin, dir), answer) in rays.iter().zip(answers) {
+            match answer {
+                Some(hit) if claimed(hit.character) && self.dead(hit.character) => {
+                    corpse_hits += 1;
+                    ends.push(hit.point);
+                }
+                Some(hit) if claimed(hit.character) => {
+                    ends.push(hit.point);
+                    let multiplier = if hit.is_head {
+                        spec.headshot_multiplier
+                    } else {
+                        1.0
+                    } * hit.damage_multiplier;
+                    add_hit(&mut tally, hit, spec.damage * multiplier);
+                }
+                Some(hit) => ends.push(hit.point),
+                None => ends.push(*origin + *dir * spec.range),
+            }
+        }
+        (tally, ends, corpse_hits)
+    }
+
+    /// When every claimed hit failed: if the world stands between the shot and every target
+    /// claimed hit, the claim was a shot through a wall ([`Rejection::ThroughWall`]).
+    pub(super) fn not_through_wall(&self, claims: &Claims) -> Result<(), Rejection> {
+        let (request, rewind) = (self.request, self.rewind);
+        let behind_wall = |claim: &ClaimedView| {
+            rewind.view_pose(claim).is_ok_and(|poses| {
+                let body = poses.last().map_or(Vec3::ZERO, |p| p.0) + Vec3::Y;
+                let to = body - request.origin;
+                let length = to.length();
+                length > 0.1
+                    && rewind.wall(request.origin, to / length, length, Some(self.shooter))
+                        < length - 0.3
+            })
+        };
+        let mut hit_claims = claims
+            .views
+            .iter()
+            .zip(&claims.hits)
+            .filter(|(_, hit)| **hit)
+            .map(|(claim, _)| claim)
+            .peekable();
+        if hit_claims.peek().is_some() && hit_claims.all(behind_wall) {
+            return Err(Rejection::ThroughWall);
+        }
+        Ok(())
+    }
+}
+
+/// Adds one pellet's `damage` (hit points) to its target's share of the tally; its head hit
+/// names the bone once there is one.
+fn add_hit(tally: &mut Vec<TargetHit>, hit: &RewindHit, damage: f32) {
+    match tally.iter_mut().find(|t| t.target == hit.character) {
+        Some(t) => {
+            t.damage += damage;
+            t.pellets += 1;
+            if hit.is_head && !t.headshot {
+                t.bone = hit.bone.clone();
+                t.headshot = true;
+            }
+        }
+        None => tally.push(TargetHit {
+            target: hit.character,
+            damage,
+            pellets: 1,
+            bone: hit.bone.clone(),
+            headshot: hit.is_head,
+        }),
+    }
+}

@@ -1,0 +1,165 @@
+//! Timing checks: is the moment a shot claims to show the moment its client showed? Backtrack
+//! protection, judged at the shot's arrival against the shooter's link as it was then. Each
+//! refuses with [`Rejection::BadViewTime`] (the drift window counts late refusals by that
+//! reason: keep it).
+
+use super::ShotContext;
+use crate::protocol::Rejection;
+use crate::rules::{outside_lag_range, shot_tolerance};
+use crate::stats::{CombatStats, keep_latest};
+
+/// Fixed part of the slack on a shot's lead above the rewind cap, seconds (the jitter is
+/// added): the client's and the server's smoothed RTTs differ by this much on a steady link.
+const LEAD_SLACK: f64 = 0.01;
+
+/// How far a client's interpolation delay may have grown and shrunk, seconds, over the span in
+/// which its view time advanced `age` seconds, at the delay's default rates
+/// ([`unlag_core::DelayPolicy`]): while it grows, view time runs that much slower than real
+/// time, so the span is longer than `age`.
+fn delay_movement(age: f64) -> (f64, f64) {
+    let policy = unlag_core::DelayPolicy::default();
+    let age = unlag_core::finite_non_negative(age);
+    let span = age / (1.0 - policy.max_increase_rate).max(0.5);
+    (
+        policy.max_increase_rate * span,
+        policy.max_decrease_rate * span,
+    )
+}
+
+impl ShotContext<'_, '_, '_> {
+    /// Every timing check, in order; the view-time error and the lag excess go into `stats`'
+    /// figures as they are measured, whatever the verdict.
+    pub(super) fn timing(&self, stats: &mut CombatStats) -> Result<(), Rejection> {
+        self.reported()?;
+        self.view_time(stats)?;
+        let cap = self.delay_cap()?;
+        let age = self.copy_age()?;
+        self.lead(age, cap)?;
+        self.view_lag(stats)
+    }
+
+    /// A client that never reported its view cannot have its shots' timing checked.
+    fn reported(&self) -> Result<(), Rejection> {
+        if !self.arrival.link.reported {
+            return Err(Rejection::BadViewTime);
+        }
+        Ok(())
+    }
+
+    /// The shot left the client one way ago, so its view time should be the server's estimate
+    /// of the client's view time then, within the tolerance of the link and both frame rates.
+    fn view_time(&self, stats: &mut CombatStats) -> Result<(), Rejection> {
+        let (link, request) = (&self.arrival.link, self.request);
+        let expected = link.view_time(self.arrival.time - link.rtt / 2.0);
+        let tolerance = shot_tolerance(self.settings, link, self.arrival.frame);
+        keep_latest(&mut stats.view_time_errors, request.view_time - expected);
+        if (request.view_time - expected).abs() > tolerance {
+            return Err(Rejection::BadViewTime);
+        }
+        Ok(())
+    }
+
+    /// The rewind cap the client counted on, seconds: one the server announced to it lately
+    /// (it heard the last of them a trip ago), none larger; without one, the server's own.
+    ///
+    /// A shot is judged later than drawn only by the part of the trip the server does not
+    /// rewind, as the server measures it, and the part of the delay it does not compensate
+    /// (the delay the copy carries, held by the lag check: one claimed shorter than drawn
+    /// lags longer), by this cap. The two sides' smoothed RTTs differ by a few milliseconds
+    /// plus the link's jitter (honest clients at 500 ms: ±5 ms at 20 ms of jitter, ±18 ms at
+    /// 60 ms), and the delay moves a little between a shot and its copies; never earlier. A
+    /// client claiming a fuller rewind gains at most that slack.
+    fn delay_cap(&self) -> Result<f64, Rejection> {
+        let link = &self.arrival.link;
+        match self.request.delay_cap {
+            None => Ok(link.delay_cap),
+            Some(cap)
+                if cap.is_finite()
+                    && cap >= 0.0
+                    && link.announced_cap.is_some_and(|most| cap <= most + 1e-6) =>
+            {
+                Ok(cap)
+            }
+            Some(_) => Err(Rejection::BadViewTime),
+        }
+    }
+
+    /// The copy's age after its shot, seconds: at most a few of the client's frames (never
+    /// newer than the shot).
+    fn copy_age(&self) -> Result<f64, Rejection> {
+        let request = self.request;
+        let age = request.sent_view_time - request.view_time;
+        let allowed = self
+            .settings
+            .copy_age_allowed(self.arrival.link.recent_client_frame);
+        if !(-1e-6..=allowed).contains(&age) {
+            return Err(Rejection::BadViewTime);
+        }
+        Ok(age)
+    }
+
+    /// How much later than its view time the shot is judged (its lead, seconds): what the
+    /// client owed by the rewind cap `cap`, for the delay the copy carries as it moved over the
+    /// copy's `age`. Without rewinding the present is judged, whatever the shot's judged time.
+    fn lead(&self, age: f64, cap: f64) -> Result<(), Rejection> {
+        let (link, request, settings) = (&self.arrival.link, self.request, self.settings);
+        let lead = request.judged_time - request.view_time;
+        let lead_slack = LEAD_SLACK + link.jitter;
+        // The copy carries the delay when it left; the shot was led by the delay when it was
+        // fired, which moved since by no more than the delay may move in the copy's age (a
+        // slow client's copy follows its shot by a frame or two: 0.1 s and more with a hitch).
+        let (grown, shrunk) = delay_movement(age);
+        let owed = |delay: f64| settings.shot_lead(link.rtt, delay, Some(cap));
+        let (least, most) = (
+            owed(request.sent_delay - grown),
+            owed(request.sent_delay + shrunk),
+        );
+        if settings.rewind && (lead < 0.0 || lead < least - lead_slack || lead > most + lead_slack)
+        {
+            return Err(Rejection::BadViewTime);
+        }
+        Ok(())
+    }
+
+    /// Tighter, and free of the clock estimates: the copy may not arrive later after the view
+    /// time it stamps than the client's view reports do (nor ahead of them by more than a
+    /// frame or two). A client that has reported for a whole window and no longer does is
+    /// dodging the check.
+    fn view_lag(&self, stats: &mut CombatStats) -> Result<(), Rejection> {
+        let (link, request) = (&self.arrival.link, self.request);
+        match link.view_lag_range {
+            Some((least, most)) => {
+                let lag = link.lag_of(
+                    self.arrival.time,
+                    request.sent_view_time,
+                    request.sent_delay,
+                );
+                keep_latest(&mut stats.view_lag_excess, lag - most);
+                if outside_lag_range(self.settings, (least, most), lag) {
+                    return Err(Rejection::BadViewTime);
+                }
+                Ok(())
+            }
+            None if link.reporting_since_window => Err(Rejection::BadViewTime),
+            None => Ok(()),
+        }
+    }
+
+    /// How much later than the reports' median this copy arrived after the present it stamps,
+    /// seconds; none beyond the reports for one that came with a report stamped as it is.
+    /// `None` before the link has a median.
+    pub(super) fn drift(&self) -> Option<f64> {
+        let (link, request) = (&self.arrival.link, self.request);
+        link.view_lag_median.map(|centre| {
+            if self.arrival.witnessed {
+                0.0
+            } else {
+                link.lag_of(
+                    self.arrival.time,
+                    request.sent_view_time,
+                    request.sent_delay,
+                ) - centre
+            }
+        })
+    }
+}

@@ -1,0 +1,291 @@
+//! The server's projectiles in flight: announced to every client, each step swept against the
+//! hit boxes as the shooter saw them and the world, exploded (direct and splash damage from the
+//! server's weapon table) and their impact reported to every client.
+
+use super::Projectile;
+use crate::health::{Blow, Harm};
+use crate::protocol::{ConfirmedHit, ProjectileImpact, ProjectileLaunched};
+use crate::settings::Weapons;
+use crate::stats::CombatStats;
+use crate::weapons::{WeaponKind, WeaponSpec};
+use bevy::prelude::*;
+use lightyear::prelude::server::ClientOf;
+use lightyear::prelude::*;
+use unlag_net::{LinkTraffic, NetClock, ReliableChannel};
+use unlag_rewind::{RewindHit, RewindQuery, RewindSettings};
+
+/// The links projectiles are announced and reported on.
+type ProjectileLinks<'w, 's> = Query<
+    'w,
+    's,
+    (
+        Entity,
+        &'static mut MessageSender<ProjectileLaunched>,
+        &'static mut MessageSender<ProjectileImpact>,
+        &'static mut LinkTraffic,
+    ),
+    With<ClientOf>,
+>;
+
+/// Flies the server's projectiles to the present: announces new ones to every client, sweeps
+/// each step against the rewound hit boxes and the world, explodes them (direct and splash
+/// damage from the server's weapon table) and reports the impact to every client.
+pub(crate) fn fly_projectiles(
+    mut commands: Commands,
+    (weapons, clock, rewind_settings, work): (
+        Res<Weapons>,
+        Res<NetClock>,
+        Res<RewindSettings>,
+        Option<Res<unlag_net::ServerWork>>,
+    ),
+    mut stats: ResMut<CombatStats>,
+    mut projectiles: Query<(Entity, &mut Projectile)>,
+    mut links: ProjectileLinks,
+    rewind: RewindQuery,
+    mut harm: Harm,
+) {
+    let _work = work.as_deref().map(|w| w.time(unlag_net::WorkPart::Shots));
+    let Some(table) = &weapons.table else {
+        return;
+    };
+    let now = clock.server_time;
+    let step = clock.tick_duration.max(1e-3) as f32;
+    // No further back than the rewind judges now (the span the clients' views reach).
+    let oldest = rewind
+        .judged_window()
+        .map_or(now - rewind_settings.max_record_time, |w| w.0)
+        + clock.tick_duration;
+    for (entity, mut projectile) in &mut projectiles {
+        let Some(spec) = table.get(projectile.weapon) else {
+            commands.entity(entity).despawn();
+            continue;
+        };
+        let WeaponKind::Projectile {
+            radius, lifetime, ..
+        } = spec.kind
+        else {
+            commands.entity(entity).despawn();
+            continue;
+        };
+        if !projectile.announced {
+            projectile.announced = true;
+            stats.projectiles += 1;
+            announce(&projectile, &mut links);
+        }
+        let flown = Flown {
+            now,
+            step,
+            oldest,
+            radius,
+            lifetime,
+        };
+        let ended = fly(&mut projectile, flown, &rewind, &harm, &mut stats);
+        let exploded = ended.is_some();
+        if ended.is_none() && projectile.age < lifetime - 1e-6 {
+            continue;
+        }
+        let (point, direct, at) = ended.unwrap_or((
+            projectile.flight.position,
+            None,
+            projectile.judged_at(lifetime, now, oldest),
+        ));
+        let hits = if exploded {
+            explode(spec, &projectile, (point, direct, at), &rewind, &mut harm)
+        } else {
+            Vec::new()
+        };
+        stats.pellet_hits += hits.iter().map(|h| u64::from(h.pellets)).sum::<u64>();
+        report_impact(&projectile, point, exploded, &hits, &mut links);
+        commands.entity(entity).despawn();
+    }
+}
+
+/// Tells every client of a new projectile (the shooter's client that it is its own).
+fn announce(projectile: &Projectile, links: &mut ProjectileLinks) {
+    for (link, mut sender, _, mut traffic) in links {
+        traffic.send_counted::<ReliableChannel, _>(
+            &mut sender,
+            ProjectileLaunched {
+                shooter: projectile.shooter,
+                own: link == projectile.link,
+                weapon: projectile.weapon,
+                fire_index: projectile.fire_index,
+                origin: projectile.launch.position,
+                velocity: projectile.launch.velocity,
+                launch_time: projectile.launch_time,
+            },
+        );
+    }
+}
+
+/// Tells every client where a projectile's flight ended, whether it exploded and what it hit.
+fn report_impact(
+    projectile: &Projectile,
+    point: Vec3,
+    exploded: bool,
+    hits: &[ConfirmedHit],
+    links: &mut ProjectileLinks,
+) {
+    for (link, _, mut sender, mut traffic) in links {
+        traffic.send_counted::<ReliableChannel, _>(
+            &mut sender,
+            ProjectileImpact {
+                shooter: projectile.shooter,
+                own: link == projectile.link,
+                weapon: projectile.weapon,
+                fire_index: projectile.fire_index,
+                point,
+                exploded,
+                rewound: projectile.seen_from.is_some(),
+                hits: hits.to_vec(),
+            },
+        );
+    }
+}
+
+/// How far a projectile flies this frame and what it may hit: the server's time, its tick
+/// (the longest step) and the oldest time the rewind judges, seconds; the weapon's projectile
+/// radius (metres) and lifetime (seconds).
+#[derive(Clone, Copy)]
+struct Flown {
+    now: f64,
+    step: f32,
+    oldest: f64,
+    radius: f32,
+    lifetime: f32,
+}
+
+/// Flies `projectile` on to the present, step by step, each swept first against the living
+/// characters' hit boxes as the shooter saw them (the world occludes the sweep), then against
+/// the world. Where it ended, what it hit directly and the time it was judged at, if it hit
+/// anything.
+fn fly(
+    projectile: &mut Projectile,
+    flown: Flown,
+    rewind: &RewindQuery,
+    harm: &Harm,
+    stats: &mut CombatStats,
+) -> Option<(Vec3, Option<RewindHit>, f64)> {
+    let until = ((flown.now - projectile.launch_time) as f32).min(flown.lifetime);
+    while projectile.age < until - 1e-6 {
+        let dt = (until - projectile.age).min(flown.step);
+        let (from, to) = projectile.flight.advance(dt);
+        projectile.age += dt;
+        let at = projectile.judged_at(projectile.age - 0.5 * dt, flown.now, flown.oldest);
+        let length = from.distance(to);
+        if length < 1e-6 {
+            continue;
+        }
+        let dir = (to - from) / length;
+        match rewind.segment(from, to, flown.radius, at, Some(projectile.shooter)) {
+            // The dead do not stop projectiles (hitscan refuses them as targets too).
+            Ok(Some(hit)) if harm.dead(hit.character) => {}
+            Ok(Some(hit)) => return Some((from + dir * hit.distance, Some(hit), at)),
+            Ok(None) => {}
+            Err(e) => unlag_net::warn_counted!(
+                stats.projectile_sweep_errors,
+                "projectile sweep failed: {e}"
+            ),
+        }
+        let wall = rewind.wall(from, dir, length, Some(projectile.shooter));
+        if wall < length {
+            return Some((from + dir * wall, None, at));
+        }
+    }
+    None
+}
+
+/// Damage of an explosion at `point`, judged at server time `at`: the character hit directly
+/// (`direct`) takes the weapon's damage (head and box multipliers applied); every other
+/// character within the splash radius whose body the world does not hide takes splash damage
+/// falling off linearly with distance. The shooter takes none.
+fn explode(
+    spec: &WeaponSpec,
+    projectile: &Projectile,
+    (point, direct, at): (Vec3, Option<RewindHit>, f64),
+    rewind: &RewindQuery,
+    harm: &mut Harm,
+) -> Vec<ConfirmedHit> {
+    let WeaponKind::Projectile {
+        splash_damage,
+        splash_radius,
+        ..
+    } = spec.kind
+    else {
+        return Vec::new();
+    };
+    let mut dealt = Vec::new();
+    let mut exclude = vec![projectile.shooter];
+    let (shooter, weapon) = (projectile.shooter, projectile.weapon);
+    if let Some(hit) = direct {
+        exclude.push(hit.character);
+        let head = if hit.is_head {
+            spec.headshot_multiplier
+        } else {
+            1.0
+        };
+        let damage = spec.damage * head * hit.damage_multiplier;
+        let killed = harm.deal(
+            hit.character,
+            Blow {
+                shooter,
+                weapon,
+                damage,
+                bone: &hit.bone,
+                headshot: hit.is_head,
+            },
+        );
+        dealt.push(ConfirmedHit {
+            target: hit.character,
+            bone: hit.bone,
+            headshot: hit.is_head,
+            damage,
+            pellets: 1,
+            killed,
+        });
+    }
+    let near = rewind
+        .within(point, splash_radius, at, &exclude)
+        .unwrap_or_default();
+    for (target, distance) in near {
+        if harm.dead(target) {
+            continue;
+        }
+        // The world between the blast and the body shields it (seen from just before the
+        // impact: the point itself touches the surface hit).
+        let blast = point - projectile.flight.velocity.normalize_or_zero() * 0.1;
+        let shielded = rewind.root_at(target, at).is_ok_and(|(root, _)| {
+            let body = root + Vec3::Y;
+            let to = body - blast;
+            let length = to.length();
+            length > 0.3
+                && rewind.wall(blast, to / length, length, Some(projectile.shooter)) < length - 0.3
+        });
+        if shielded || splash_radius <= 0.0 {
+            continue;
+        }
+        let damage = splash_damage * (1.0 - distance / splash_radius).clamp(0.0, 1.0);
+        if damage <= 0.0 {
+            continue;
+        }
+        let killed = harm.deal(
+            target,
+            Blow {
+                shooter,
+                weapon,
+                damage,
+                bone: "",
+                headshot: false,
+            },
+        );
+        dealt.push(ConfirmedHit {
+            target,
+            bone: String::new(),
+            headshot: false,
+            damage,
+            pellets: 0,
+            killed,
+        });
+    }
+    dealt
+}
