@@ -11,7 +11,9 @@ use unlag::combat::{
 };
 use unlag::net::LinkConditions;
 use unlag::rewind::{CROUCHED_BIT, HitBox, RewindPlugin, UseHitBoxLayout};
-use unlag::smoothing::{ProxyFlags, ProxySmoothing, ProxySmoothingPlugin, SmoothedProxy};
+use unlag::smoothing::{
+    ProxyFlags, ProxySmoothing, ProxySmoothingPlugin, RenderedPose, SmoothedProxy,
+};
 use unlag_testbed::{Testbed, TestbedConfig};
 
 /// A target: strafes along x, jumps, crouches, each with its own phase.
@@ -1700,4 +1702,47 @@ fn an_armory_fits_a_table_that_replaced_its_own() {
     armory.fit(&one.weapons);
     assert_eq!(armory.ammo(1), None);
     assert_eq!(armory.ammo(0), Some(one.weapons[0].magazine));
+}
+
+/// A pose drawn between states `from` and `to` (ticks), `alpha` between them, at view time and
+/// with states at `times` (seconds), both moving at `speed` (m/s).
+fn drawn_pose(from: u32, to: u32, alpha: f32, times: (f64, f64), speed: f32) -> RenderedPose {
+    let shown = |time: f64| unlag::core::StateShown {
+        time,
+        velocity: Vec3::new(speed, 0.0, 0.0),
+        rotation: Quat::IDENTITY,
+        flags: 0,
+    };
+    RenderedPose {
+        from,
+        to,
+        alpha,
+        view_time: times.0,
+        delay: 0.1,
+        position: Vec3::ZERO,
+        ease: Vec3::ZERO,
+        flags: 0,
+        shown: [shown(times.0), shown(times.1)],
+        kind: unlag::core::SampleKind::Interpolated,
+        mode: unlag::core::SmoothingMode::Hermite,
+    }
+}
+
+/// How far a shot looks beside its ray for proxies to claim as drawn: half what the curve
+/// guesses, at the proxy's speed.
+#[test]
+fn a_proxy_may_be_off_its_track_by_half_what_its_curve_guesses() {
+    // 20 Hz at 6 m/s: 0.15 m. 1 Hz: 3 m. Extrapolated 0.2 s past one state: 0.6 m.
+    let close = drawn_pose(60, 63, 0.5, (1.0, 1.05), 6.0).off_track();
+    assert!((close - 0.15).abs() < 1e-4, "{close}");
+    let sparse = drawn_pose(60, 120, 0.5, (1.0, 2.0), 6.0).off_track();
+    assert!((sparse - 3.0).abs() < 1e-4, "{sparse}");
+    let ran_on = drawn_pose(60, 60, 0.2, (1.0, 1.0), 6.0).off_track();
+    assert!((ran_on - 0.6).abs() < 1e-4, "{ran_on}");
+    // A standing proxy is where it is drawn; garbage counts for nothing.
+    assert_eq!(drawn_pose(60, 120, 0.5, (1.0, 2.0), 0.0).off_track(), 0.0);
+    assert_eq!(
+        drawn_pose(60, 120, 0.5, (1.0, f64::NAN), 6.0).off_track(),
+        0.0
+    );
 }

@@ -10,6 +10,8 @@ use unlag::movement::{
 use unlag::net::{AutonomousProxy, NetConditions};
 use unlag::rewind::{RewindDebug, RewindDebugLog};
 use unlag::smoothing::{ProxySmoothing, RenderedPose, ServerGhosts, SmoothingDebug, SmoothingMode};
+use unlag_demo::display::display_problem;
+use unlag_demo::key::{KEY_ENV, KeySource, load_key, new_key, parse_key};
 use unlag_demo::{NetPanel, NetPanelPlugin};
 use unlag_report::{Pace, ReportOptions, start_match_with};
 use unlag_testbed::Testbed;
@@ -832,4 +834,86 @@ fn scripted_players_in_the_testbed_keep_their_link_and_measure_their_match() {
             );
         }
     }
+}
+
+// The server key and the display check: plain functions of unlag_demo, tested here because the
+// crate links Bevy (its own unit tests would be a second Bevy test binary).
+
+fn socket(text: &str) -> core::net::SocketAddr {
+    text.parse().unwrap()
+}
+
+#[test]
+fn a_public_address_needs_a_key_of_its_own() {
+    let err = load_key(None, None, None, socket("0.0.0.0:5888")).unwrap_err();
+    assert!(err.contains(KEY_ENV) && err.contains("--key-file"), "{err}");
+    let local = load_key(None, None, None, socket("127.0.0.1:5888")).unwrap();
+    assert_eq!(local.source, KeySource::Example);
+    let hex = new_key().unwrap();
+    let key = load_key(None, None, Some(hex.clone()), socket("0.0.0.0:5888")).unwrap();
+    assert_eq!(key.source, KeySource::Environment);
+    assert_eq!(format!("{:02x}", key.bytes[0]), hex[..2]);
+    assert!(
+        !format!("{key:?}").contains(&hex[..8]),
+        "the key is never printed"
+    );
+}
+
+#[test]
+fn a_key_file_is_read_and_wins_over_the_environment() {
+    let dir = std::env::temp_dir().join(format!("unlag-key-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("server.key");
+    let hex = new_key().unwrap();
+    std::fs::write(&path, format!("{hex}\n")).unwrap();
+    let other = new_key().unwrap();
+    let key = load_key(Some(&path), None, Some(other), socket("10.0.0.1:5888")).unwrap();
+    assert_eq!(key.source, KeySource::File(path.clone()));
+    assert_eq!(format!("{:02x}", key.bytes[31]), hex[62..]);
+    let missing = dir.join("missing.key");
+    let err = load_key(Some(&missing), None, None, socket("10.0.0.1:5888")).unwrap_err();
+    assert!(err.contains("missing.key"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_keys_are_refused_saying_what_is_wrong() {
+    assert!(
+        parse_key("abc", "$K")
+            .unwrap_err()
+            .contains("64 hex digits")
+    );
+    let not_hex = "zz".repeat(32);
+    assert!(parse_key(&not_hex, "$K").is_err());
+    let example: String = unlag_testbed::PRIVATE_KEY
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert!(
+        parse_key(&example, "$K")
+            .unwrap_err()
+            .contains("public key")
+    );
+}
+
+#[test]
+fn a_missing_or_dead_display_is_named() {
+    assert_eq!(display_problem(None), Err("DISPLAY is not set".into()));
+    assert_eq!(display_problem(Some(" ")), Err("DISPLAY is not set".into()));
+    assert!(
+        display_problem(Some("nonsense"))
+            .unwrap_err()
+            .contains("HOST:NUMBER")
+    );
+    assert!(
+        display_problem(Some(":x"))
+            .unwrap_err()
+            .contains("display number")
+    );
+    // No X server listens on display 4242 (its socket file, abstract socket or port).
+    let dead = display_problem(Some(":4242")).unwrap_err();
+    assert!(
+        dead.contains("no X server answers on DISPLAY=:4242"),
+        "{dead}"
+    );
 }

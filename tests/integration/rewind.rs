@@ -8,8 +8,8 @@ use lightyear::prelude::*;
 use unlag::net::{LinkConditions, NetClock};
 use unlag::rewind::{
     CROUCHED_BIT, ClaimedView, FrameHistory, HitBox, HitBoxLayout, HitShape, LayoutBone,
-    RewindDebug, RewindDebugLog, RewindError, RewindHit, RewindPlugin, RewindQuery, RewindStats,
-    UseHitBoxLayout,
+    RewindDebug, RewindDebugLog, RewindError, RewindHit, RewindPlugin, RewindQuery, RewindSettings,
+    RewindStats, UseHitBoxLayout,
 };
 use unlag::smoothing::{
     ProxyFlags, ProxySmoothing, ProxySmoothingPlugin, RenderedPose, SmoothedProxy, SmoothingMode,
@@ -863,4 +863,21 @@ fn capsule_casts_are_exact() {
     );
     assert!(hits > 5_000 && checked > 1_000);
     assert!(worst_ours < 1e-4, "{worst_ours}");
+}
+
+/// An infinite or NaN history set by hand used to overflow the frame count.
+#[test]
+fn history_frames_stay_bounded_whatever_the_record_time() {
+    let tick = Duration::from_secs_f64(1.0 / 60.0);
+    let frames = |t: f64| {
+        RewindSettings {
+            max_record_time: t,
+            ..Default::default()
+        }
+        .history_frames(tick)
+    };
+    assert_eq!(frames(1.0), 62);
+    assert_eq!(frames(f64::INFINITY), 3602);
+    assert_eq!(frames(f64::NAN), 2);
+    assert_eq!(frames(-1.0), 2);
 }

@@ -60,30 +60,3 @@ fn x_socket_answers(number: u16) -> bool {
     }
     false
 }
-
-#[cfg(test)]
-mod tests {
-    use super::display_problem;
-
-    #[test]
-    fn a_missing_or_dead_display_is_named() {
-        assert_eq!(display_problem(None), Err("DISPLAY is not set".into()));
-        assert_eq!(display_problem(Some(" ")), Err("DISPLAY is not set".into()));
-        assert!(
-            display_problem(Some("nonsense"))
-                .unwrap_err()
-                .contains("HOST:NUMBER")
-        );
-        assert!(
-            display_problem(Some(":x"))
-                .unwrap_err()
-                .contains("display number")
-        );
-        // No X server listens on display 4242 (its socket file, abstract socket or port).
-        let dead = display_problem(Some(":4242")).unwrap_err();
-        assert!(
-            dead.contains("no X server answers on DISPLAY=:4242"),
-            "{dead}"
-        );
-    }
-}

@@ -28,7 +28,8 @@ use bevy::prelude::*;
 use unlag_core::{Ballistic, fake_projectile_hold, projectile_prediction_time};
 
 /// A projectile in flight on the server (its own entity, not replicated: clients get one
-/// [`ProjectileLaunched`] and one [`ProjectileImpact`]).
+/// [`ProjectileLaunched`](crate::ProjectileLaunched) and one
+/// [`ProjectileImpact`](crate::ProjectileImpact)).
 #[derive(Component, Clone, Debug)]
 pub struct Projectile {
     /// The server's character entity that fired it (the one `link` controls). The flight

@@ -1,0 +1,191 @@
+//! The fire system: a fire command becomes a shot at once (predicted ammo and fire rate,
+//! traced against what is on screen, claims), reported to the game as [`LocalFire`] and sent to
+//! the server as unreliable copies over the next frames.
+
+use super::claims::claims;
+use super::trace::{ProxyScene, near_misses};
+use super::{Armory, FireCommand, LocalFire};
+use crate::projectile::OwnProjectiles;
+use crate::protocol::{FIRE_COPIES, FireRequest};
+use crate::rules::shot_directions;
+use crate::settings::{CombatSettings, Weapons};
+use crate::weapons::WeaponKind;
+use bevy::ecs::system::SystemParam;
+use bevy::prelude::*;
+use lightyear::prelude::*;
+use unlag_net::{AutonomousProxy, LinkTraffic, MoveTrail, NetClock, UnreliableChannel};
+
+/// Where shots leave: the link to the server, the copies of recent shots still due, and our
+/// character's moves (a shot names the newest, so the server judges it once that move is in).
+#[derive(SystemParam)]
+pub(crate) struct FireLink<'w, 's> {
+    link: Query<
+        'w,
+        's,
+        (
+            &'static mut MessageSender<FireRequest>,
+            &'static mut LinkTraffic,
+        ),
+        With<Client>,
+    >,
+    /// Shots sent, and how many copies of each are still due.
+    resend: Local<'s, Vec<(FireRequest, u8)>>,
+    trail: Query<'w, 's, &'static MoveTrail, With<AutonomousProxy>>,
+}
+
+impl FireLink<'_, '_> {
+    /// Sends the copies of recent shots that are due at view time `now` (seconds), each
+    /// stamped with the view time and delay of its frame.
+    ///
+    /// A copy older than the server takes (its frames ran long, or hitched) would only be
+    /// refused: it is dropped, and the shot stands on the copies already sent. The server
+    /// allows for the frames this client reported, and a frame can run longer than the usual
+    /// one: count on no more than the shortest frame reported lately. (No more than the server
+    /// allows for any client's frame, `MAX_CLIENT_FRAME`: below 10 fps a shot's third copy
+    /// would come older than the server takes, and be refused.)
+    fn send_due_copies(&mut self, clock: &NetClock, settings: &CombatSettings, now: f64) {
+        let allowed = settings.copy_age_allowed(
+            clock
+                .least_reported_frame
+                .min(clock.usual_frame)
+                .min(unlag_net::MAX_CLIENT_FRAME),
+        );
+        self.resend
+            .retain(|(request, _)| now - request.view_time <= allowed);
+        // Copies spread over the age the server allows rather than over consecutive frames: at
+        // 240 frames/s three frames span 8 ms, and a short burst of losses takes every copy.
+        // (Taken to the nearest frame: a client at 60 frames/s or slower sends one every
+        // frame.)
+        let spacing = (allowed - 0.002) / f64::from(FIRE_COPIES - 1) - clock.usual_frame / 2.0;
+        if let Ok((mut sender, mut traffic)) = self.link.single_mut() {
+            for (request, left) in self.resend.iter_mut() {
+                if now - request.sent_view_time < spacing - 1e-6 {
+                    continue;
+                }
+                request.sent_view_time = now;
+                request.sent_delay = clock.interpolation_delay;
+                traffic.send_counted::<UnreliableChannel, _>(&mut sender, request.clone());
+                *left -= 1;
+            }
+        }
+        self.resend.retain(|(_, left)| *left > 0);
+    }
+
+    /// Sends a new shot. Unreliable, sent again in the next frames: a lost copy costs a frame,
+    /// not the reliable channel's round-trip resend that the server could not tell from a shot
+    /// faking an older view time.
+    fn send(&mut self, request: FireRequest) {
+        if let Ok((mut sender, mut traffic)) = self.link.single_mut() {
+            traffic.send_counted::<UnreliableChannel, _>(&mut sender, request.clone());
+            self.resend.push((request, FIRE_COPIES - 1));
+        }
+    }
+
+    /// The newest move of our character, which the shot follows.
+    fn newest_move(&self) -> Option<u16> {
+        self.trail
+            .single()
+            .ok()
+            .and_then(|t| t.newest())
+            .map(|s| s.0)
+    }
+}
+
+/// Fire commands: checked against the predicted ammo and fire rate, traced at once against the
+/// proxies as drawn, reported locally and sent to the server.
+pub(crate) fn fire(
+    (clock, weapons, settings): (Res<NetClock>, Res<Weapons>, Res<CombatSettings>),
+    mut commands: MessageReader<FireCommand>,
+    armory: Option<ResMut<Armory>>,
+    scene: ProxyScene,
+    mut link: FireLink,
+    mut local: MessageWriter<LocalFire>,
+    mut projectiles: ResMut<OwnProjectiles>,
+) {
+    // Before the clock is synced there is no view time to stamp a shot with (the server would
+    // refuse it as seconds old), and before the player has a character nobody fires: a
+    // command then does nothing.
+    let (Some(mut armory), Some(table), true, true) =
+        (armory, &weapons.table, clock.synced, scene.has_character())
+    else {
+        commands.clear();
+        return;
+    };
+    // After a hitch what is on screen was drawn before it: a shot traced against it, or a copy
+    // stamped with it, would claim a view the hitch's length old, which the server rightly
+    // takes for backtracking. Shots and copies wait one frame for proxies drawn now (commands
+    // stay readable for one more frame).
+    if clock.frame_hitched {
+        return;
+    }
+    // The fire rate is kept on the view clock the server checks it on (the shots' view times).
+    // It is the view time on screen, the one every proxy of the server's default rate is drawn
+    // at (a shot that hits a proxy takes that proxy's).
+    let now = clock.drawn_view_time();
+    link.send_due_copies(&clock, &settings, now);
+    for command in commands.read() {
+        let (Some(spec), Some(aim)) = (table.get(command.weapon), command.aim.try_normalize())
+        else {
+            continue;
+        };
+        if !command.origin.is_finite() {
+            continue;
+        }
+        let Some(fire_index) = armory.take_shot(command.weapon, spec, now) else {
+            continue;
+        };
+        let (origin, directions) = (command.origin, shot_directions(spec, fire_index, aim));
+        // Above the rewind cap the server judges the shot later than it was drawn, by the
+        // part of the trip it does not rewind, and by the part of the delay it does not
+        // compensate: the shot is traced, and claims, where the proxies are on their curves
+        // then, so a hit marker promises what the server grants. By the server's own measure
+        // of the round trip and its cap on the delay (from its beats), so both sides agree.
+        let lead = settings.shot_lead(
+            clock.server_rtt.unwrap_or(clock.rtt),
+            clock.interpolation_delay,
+            clock.server_delay_cap,
+        );
+        let targets = scene.targets(lead);
+        // A projectile hits nothing yet: the server judges its flight.
+        let (hits, near) = if matches!(spec.kind, WeaponKind::Projectile { .. }) {
+            projectiles.fired(
+                &settings,
+                spec,
+                (command.weapon, fire_index),
+                (origin, directions[0]),
+                &clock,
+            );
+            (vec![None], Vec::new())
+        } else {
+            let hits = scene.trace(origin, &directions, spec, &targets);
+            let near = near_misses(origin, &directions, &hits, spec, &targets);
+            (hits, near)
+        };
+        let (claims, view_time) = claims(&hits, &near, &targets);
+        // Without a target, the view time on screen.
+        let view_time = view_time.unwrap_or(now);
+        link.send(FireRequest {
+            weapon: command.weapon,
+            fire_index,
+            origin,
+            aim,
+            directions: directions.clone(),
+            view_time,
+            judged_time: view_time + lead,
+            delay_cap: clock.server_delay_cap,
+            move_seq: link.newest_move(),
+            sent_view_time: now,
+            sent_delay: clock.interpolation_delay,
+            claims,
+        });
+        let hits = armory.expect(hits, (&targets, spec), fire_index, now, &scene.health);
+        local.write(LocalFire {
+            weapon: command.weapon,
+            fire_index,
+            origin,
+            directions,
+            hits,
+            view_time,
+        });
+    }
+}
