@@ -31,23 +31,9 @@ pub fn window_plugins(title: &str, size: (u32, u32)) -> impl PluginGroup {
         .set(unlag_demo::asset_plugin())
 }
 
-/// Ends `app` after `seconds` of real time, if given.
-pub fn quit_after(app: &mut App, seconds: Option<f64>) {
-    if let Some(s) = seconds {
-        app.add_systems(
-            Update,
-            move |time: Res<Time<Real>>, mut exit: MessageWriter<AppExit>| {
-                if time.elapsed_secs_f64() >= s {
-                    exit.write(AppExit::Success);
-                }
-            },
-        );
-    }
-}
-
 /// What a player without a display or a usable GPU driver is told, after the program's name.
-const HEADLESS_HINT: &str = "the shooter's dedicated server (`shooter --server ADDR`) \
-and the report (`cargo run --release --example report`) run without one";
+const HEADLESS_HINT: &str = "the shooter's dedicated server (`cargo run --release --example \
+server`) and the report (`cargo run --release --example report`) run without one";
 
 /// Exits with one clear line (code 1) when this machine has no display the window could open
 /// on: `DISPLAY` unset, or no X server answering on it. The examples draw through X11 only

@@ -112,7 +112,7 @@ fn main() -> AppExit {
                 .after(unlag::smoothing::ProxySmoothingSystems::Place)
                 .before(TransformSystems::Propagate),
         );
-    window::quit_after(&mut app, options.seconds);
+    unlag_demo::session::quit_after(&mut app, options.seconds);
     session::host(&mut app, server);
     app.run()
 }

@@ -15,7 +15,7 @@ pub struct HudUiPlugin;
 impl Plugin for HudUiPlugin {
     fn build(&self, app: &mut App) {
         app.add_systems(Startup, spawn)
-            .add_systems(Update, (status, marker, feed, help));
+            .add_systems(Update, (status, warning, centre, marker, feed, help));
     }
 }
 
@@ -130,23 +130,16 @@ fn spawn(mut commands: Commands) {
     ));
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The status lines: the link, health and score, the weapon and its ammo, hits, corrections
+/// and refusals, bandwidth and frame rate.
 fn status(
     time: Res<Time<Real>>,
     mut fps: Local<f32>,
     clock: Res<NetClock>,
-    ping: Res<PingMonitor>,
-    armory: Option<Res<Armory>>,
-    weapons: Res<Weapons>,
-    board: Res<Scoreboard>,
-    hud: Res<Hud>,
-    moves: Res<MovementStats>,
-    graph: Res<NetGraph>,
-    own: Query<Entity, With<AutonomousProxy>>,
-    loadout: Res<super::Loadout>,
+    (armory, weapons, loadout): (Option<Res<Armory>>, Res<Weapons>, Res<super::Loadout>),
+    (board, own): (Res<Scoreboard>, Query<Entity, With<AutonomousProxy>>),
+    (hud, moves, graph): (Res<Hud>, Res<MovementStats>, Res<NetGraph>),
     mut text: Query<&mut Text, (With<StatusText>, Without<WarningText>)>,
-    mut warning: Query<&mut Text, (With<WarningText>, Without<StatusText>)>,
-    mut centre: Query<&mut Text, (With<CentreText>, Without<StatusText>, Without<WarningText>)>,
 ) {
     let me = own.single().ok().and_then(|e| board.get(e));
     let health = me.map_or("—".to_owned(), |f| format!("{:.0}", f.health));
@@ -154,12 +147,9 @@ fn status(
         format!("   kills {}  deaths {}", f.kills, f.deaths)
     });
     let weapon = loadout.weapon();
-    let name = weapon
-        .and_then(|w| weapons.table.as_ref()?.get(w))
-        .map_or("—", |s| s.name.as_str());
-    let magazine = weapon
-        .and_then(|w| weapons.table.as_ref()?.get(w))
-        .map_or(0, |s| s.magazine);
+    let spec = weapon.and_then(|w| weapons.table.as_ref()?.get(w));
+    let name = spec.map_or("—", |s| s.name.as_str());
+    let magazine = spec.map_or(0, |s| s.magazine);
     let ammo = match (weapon, armory.as_deref()) {
         (Some(w), Some(a)) if a.reloading(w) => "reloading…".to_owned(),
         (Some(w), Some(a)) => format!("{}/{magazine}", a.ammo(w).unwrap_or(0)),
@@ -204,6 +194,13 @@ fn status(
     if let Ok(mut t) = text.single_mut() {
         t.0 = lines.join("\n");
     }
+}
+
+/// The high-ping warning, and above the rewind cap what it means for aiming.
+fn warning(
+    ping: Res<PingMonitor>,
+    mut warning: Query<&mut Text, (With<WarningText>, Without<StatusText>)>,
+) {
     if let Ok(mut t) = warning.single_mut() {
         t.0 = if ping.is_high() {
             format!(
@@ -218,6 +215,15 @@ fn status(
             String::new()
         };
     }
+}
+
+/// The centre line: the player is dead until respawned.
+fn centre(
+    board: Res<Scoreboard>,
+    own: Query<Entity, With<AutonomousProxy>>,
+    mut centre: Query<&mut Text, (With<CentreText>, Without<StatusText>, Without<WarningText>)>,
+) {
+    let me = own.single().ok().and_then(|e| board.get(e));
     if let Ok(mut t) = centre.single_mut() {
         t.0 = if me.is_some_and(|f| !f.alive) {
             "you are dead: back in a moment".to_owned()

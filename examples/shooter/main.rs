@@ -165,23 +165,12 @@ fn main() -> AppExit {
     match options.mode.clone() {
         Mode::Server(addr) => {
             let key = server_key_or_exit(&options, addr);
-            let mut server = session::server_app();
-            server
-                // lightyear's netcode warns once per replayed or garbled datagram, with no
-                // limit (a replay flood writes thousands of lines a second): errors only.
-                .add_plugins(bevy::log::LogPlugin {
-                    filter: format!(
-                        "{},lightyear_netcode::error=error",
-                        bevy::log::DEFAULT_FILTER
-                    ),
-                    ..default()
-                })
-                .add_plugins(plugins)
-                .add_plugins(unlag_demo::stats::ServerStatsPlugin {
-                    every: options.stats_every,
-                })
-                .insert_resource(options.panel.clone());
-            window::quit_after(&mut server, options.seconds);
+            let mut server = session::dedicated_shooter(
+                plugins.settings,
+                options.panel.clone(),
+                options.stats_every,
+            );
+            session::quit_after(&mut server, options.seconds);
             session::serve_udp(server, addr, key)
         }
         Mode::Listen => {
@@ -210,13 +199,7 @@ fn main() -> AppExit {
 /// The netcode key for a server on (or a client of) `addr` (`--key-file`, `$UNLAG_SERVER_KEY_FILE`,
 /// `$UNLAG_SERVER_KEY`, or the examples' public key on loopback), or one line and exit code 2.
 fn server_key_or_exit(options: &Options, addr: SocketAddr) -> key::ServerKey {
-    let var = |name: &str| std::env::var(name).ok();
-    let found = key::load_key(
-        options.key_file.as_deref(),
-        var(key::KEY_FILE_ENV),
-        var(key::KEY_ENV),
-        addr,
-    );
+    let found = key::load_key_from_env(options.key_file.as_deref(), addr);
     cli::options_or_exit("shooter", found)
 }
 
@@ -252,7 +235,7 @@ fn player_app(options: &Options, plugins: ShooterPlugins) -> App {
                 .chain()
                 .before(CombatSystems::Client),
         );
-    window::quit_after(&mut app, options.seconds);
+    session::quit_after(&mut app, options.seconds);
     app.add_systems(Last, print_summary);
     app
 }

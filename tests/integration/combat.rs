@@ -85,30 +85,9 @@ fn shoot(
         return;
     }
     let all: Vec<Entity> = proxies.iter().flat_map(|c| c.iter()).collect();
-    if all.is_empty() {
-        return;
-    }
-    let pick = all[(script.rng.next_u64() % all.len() as u64) as usize];
-    let Ok((hit_box, global)) = boxes.get(pick) else {
-        return;
-    };
-    let centre = global.translation();
     let eye = script.eye;
-    let toward = (centre - eye).normalize();
-    // Half the time the centre; else just outside the box, 2 cm beyond its widest extent
-    // sideways to the line of sight.
-    let target = if script.rng.next_u64() % 2 == 0 {
-        centre
-    } else {
-        let side = toward.cross(Vec3::Y).normalize();
-        let sign = if script.rng.next_u64() % 2 == 0 {
-            1.0
-        } else {
-            -1.0
-        };
-        // The box's extent along `side`: its support distance.
-        let extent = hit_box.shape.extent_along(global.rotation(), side);
-        centre + side * sign * (extent + 0.02)
+    let Some(target) = unlag_report::arena::aim_at_a_box(&mut script.rng, eye, &all, &boxes) else {
+        return;
     };
     let weapon = script.weapon;
     fire.write(FireCommand {

@@ -278,15 +278,13 @@ pub(crate) fn arm_characters(
     }
 }
 
-/// Starts reloads: each client's [`ReloadRequest`]s, taken by its character's armory.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn take_reload_requests(
-    clock: Res<NetClock>,
-    time: Res<Time>,
-    settings: Res<CombatSettings>,
-    weapons: Res<Weapons>,
+/// Starts and finishes reloads: each client's [`ReloadRequest`]s taken by its character's
+/// armory, then every reload the client's view clock is past finished and announced.
+pub(crate) fn reloads(
+    (clock, time, settings, weapons): (Res<NetClock>, Res<Time>, Res<CombatSettings>, Res<Weapons>),
     mut requests: Query<(Entity, &mut MessageReceiver<ReloadRequest>), With<ClientOf>>,
     clocks: Query<&RemoteClientClock, With<ClientOf>>,
+    mut done: Query<&mut MessageSender<ReloadDone>, With<ClientOf>>,
     mut armories: Query<(Entity, &ControlledBy, &mut ServerArmory)>,
     work: Option<Res<unlag_net::ServerWork>>,
 ) {
@@ -295,11 +293,40 @@ pub(crate) fn take_reload_requests(
         return;
     };
     let now = clock.server_time;
-    let frame = time.delta_secs_f64();
+    let tolerance = |remote: &RemoteClientClock| {
+        view_time_tolerance(
+            &settings,
+            (remote.jitter, remote.client_frame, 0.0),
+            time.delta_secs_f64(),
+        )
+    };
+    take_reload_requests(
+        table,
+        now,
+        &tolerance,
+        (&mut requests, &clocks),
+        &mut armories,
+    );
+    finish_reloads(table, now, &clocks, &mut done, &mut armories);
+}
+
+/// Takes each client's [`ReloadRequest`]s at server time `now` (seconds) into its character's
+/// armory: the reload starts at the view time it claims, held to `tolerance` around the
+/// server's estimate of it (its shots' view-time tolerance, seconds).
+fn take_reload_requests(
+    table: &WeaponTable,
+    now: f64,
+    tolerance: &dyn Fn(&RemoteClientClock) -> f64,
+    (requests, clocks): (
+        &mut Query<(Entity, &mut MessageReceiver<ReloadRequest>), With<ClientOf>>,
+        &Query<&RemoteClientClock, With<ClientOf>>,
+    ),
+    armories: &mut Query<(Entity, &ControlledBy, &mut ServerArmory)>,
+) {
     // Each link's character, found once per frame and only when a request came (not by a
     // search of every armory per request: a flood of requests would cost players × requests).
     let mut by_link: Option<HashMap<Entity, Entity>> = None;
-    for (link, mut receiver) in &mut requests {
+    for (link, mut receiver) in requests {
         if !receiver.has_messages() {
             continue;
         }
@@ -321,36 +348,29 @@ pub(crate) fn take_reload_requests(
             receiver.receive().for_each(drop);
             continue;
         };
-        // The reload runs on the client's view clock, like its shots: it started at the view
-        // time it claims, held to the tolerance around our estimate of it.
         let expected = remote.view_time(now - remote.rtt / 2.0);
-        let tolerance =
-            view_time_tolerance(&settings, (remote.jitter, remote.client_frame, 0.0), frame);
+        let tolerance = tolerance(remote);
         for request in receiver.receive() {
             armory.take_reload_request(&request, table, expected, tolerance);
         }
     }
 }
 
-/// Finishes reloads once the client's view clock is past their end (a shot fired after it may
-/// finish one sooner: see the judge), and tells each client which of its reloads are done.
-pub(crate) fn finish_reloads(
-    clock: Res<NetClock>,
-    weapons: Res<Weapons>,
-    clocks: Query<&RemoteClientClock, With<ClientOf>>,
-    mut done: Query<&mut MessageSender<ReloadDone>, With<ClientOf>>,
-    mut armories: Query<(&ControlledBy, &mut ServerArmory)>,
-    work: Option<Res<unlag_net::ServerWork>>,
+/// Finishes reloads once the client's view clock is past their end at server time `now`
+/// (seconds; a shot fired after it may finish one sooner: see the judge), and tells each
+/// client which of its reloads are done.
+fn finish_reloads(
+    table: &WeaponTable,
+    now: f64,
+    clocks: &Query<&RemoteClientClock, With<ClientOf>>,
+    done: &mut Query<&mut MessageSender<ReloadDone>, With<ClientOf>>,
+    armories: &mut Query<(Entity, &ControlledBy, &mut ServerArmory)>,
 ) {
-    let _work = work.as_deref().map(|w| w.time(unlag_net::WorkPart::Shots));
-    let Some(table) = &weapons.table else {
-        return;
-    };
-    for (controlled, mut armory) in &mut armories {
+    for (_, controlled, mut armory) in armories {
         let Ok(remote) = clocks.get(controlled.owner) else {
             continue;
         };
-        armory.finish_reloads_by(remote.view_time(clock.server_time), table);
+        armory.finish_reloads_by(remote.view_time(now), table);
         for (weapon, fire_index) in armory.reloaded.drain(..) {
             if let Ok(mut sender) = done.get_mut(controlled.owner) {
                 sender.send::<ReliableChannel>(ReloadDone {

@@ -130,56 +130,34 @@ pub(crate) fn judge_shots(
                 *stats.rejected.entry(Rejection::NoShooter).or_default() += 1;
                 continue;
             };
-            let started = std::time::Instant::now();
-            let verdict = judge.p0().judge_arrived(
-                &request,
-                shooter,
-                link,
-                &mut armory,
-                transform.translation,
-                arrival,
+            let position = transform.translation;
+            let (verdict, ammo) = judge_timed(
+                &judge.p0(),
+                (&request, arrival, link),
+                (shooter, &mut armory, position),
                 &mut stats,
             );
-            keep_latest(
-                &mut stats.judge_micros,
-                started.elapsed().as_secs_f64() * 1e6,
-            );
-            let ammo = armory.ammo(request.weapon).unwrap_or(0);
-            count_verdict(&mut stats, &verdict, &settings, &request);
-            let outcome = match verdict {
-                Ok(ShotVerdict::Launch(projectile)) => {
-                    commands.spawn(projectile);
-                    Ok(Vec::new())
-                }
-                Ok(ShotVerdict::Hits { hits, ends }) => {
-                    if let Some(log) = log.as_mut() {
-                        log.shots.push(LoggedShot {
-                            link,
-                            shooter,
-                            request: request.clone(),
-                            rtt: remote.rtt,
-                            server_time: now,
-                        });
-                    }
-                    let confirmed = confirm(&mut judge.p1(), &mut stats, hits, shooter, &request);
-                    echoes.push((link, cosmetic(shooter, &request, ends)));
-                    Ok(confirmed)
-                }
-                Err(reason) => match refusal(&mut stats, reason, &request, link) {
-                    Some(answer) => Err(answer),
-                    None => continue,
-                },
+            let judged = Judged {
+                request: &request,
+                link,
+                shooter,
+                rtt: remote.rtt,
+                now,
+                ammo,
+                rewound: settings.rewind,
             };
-            traffic.send_counted::<ReliableChannel, _>(
-                &mut results,
-                FireResult {
-                    fire_index: request.fire_index,
-                    weapon: request.weapon,
-                    ammo,
-                    rewound: settings.rewind,
-                    outcome,
-                },
-            );
+            let log = log.as_deref_mut();
+            if let Some(answer) = apply(
+                judged,
+                verdict,
+                &mut commands,
+                &mut judge,
+                &mut stats,
+                log,
+                &mut echoes,
+            ) {
+                traffic.send_counted::<ReliableChannel, _>(&mut results, answer);
+            }
         }
     }
     let oldest = oldest_plausible(&held);
@@ -287,16 +265,99 @@ fn take_ready(
     Some((request, arrival))
 }
 
+/// Judges the copy `request` that arrived at `arrival` on `link` for its shooter (the
+/// character, its armory and where it is now, metres), timing the judgement into
+/// [`CombatStats::judge_micros`]: the verdict, and the rounds left in the weapon.
+fn judge_timed(
+    judge: &ShotJudge,
+    (request, arrival, link): (&FireRequest, Arrival, Entity),
+    (shooter, armory, position): (Entity, &mut ServerArmory, Vec3),
+    stats: &mut CombatStats,
+) -> (Result<ShotVerdict, Rejection>, u32) {
+    let started = std::time::Instant::now();
+    let verdict = judge.judge_arrived(request, shooter, link, armory, position, arrival, stats);
+    keep_latest(
+        &mut stats.judge_micros,
+        started.elapsed().as_secs_f64() * 1e6,
+    );
+    (verdict, armory.ammo(request.weapon).unwrap_or(0))
+}
+
+/// A judged shot: the copy judged, its shooter's link and character, the link's round trip
+/// (seconds), the server's time (seconds), the rounds left in its weapon and whether the
+/// server rewinds.
+struct Judged<'a> {
+    request: &'a FireRequest,
+    link: Entity,
+    shooter: Entity,
+    rtt: f64,
+    now: f64,
+    ammo: u32,
+    rewound: bool,
+}
+
+/// Applies a verdict: counted; a projectile launched, or hits logged (with a [`ShotLog`]),
+/// dealt and shown to everyone else (`echoes`); a refusal counted. What the shooter is
+/// answered, or `None` for no answer (copies, replays).
+fn apply(
+    judged: Judged,
+    verdict: Result<ShotVerdict, Rejection>,
+    commands: &mut Commands,
+    judge: &mut ParamSet<(ShotJudge, Harm)>,
+    stats: &mut CombatStats,
+    log: Option<&mut ShotLog>,
+    echoes: &mut Vec<(Entity, CosmeticFire)>,
+) -> Option<FireResult> {
+    let Judged {
+        request,
+        link,
+        shooter,
+        rtt,
+        now,
+        ammo,
+        rewound,
+    } = judged;
+    count_verdict(stats, &verdict, rewound, request);
+    let outcome = match verdict {
+        Ok(ShotVerdict::Launch(projectile)) => {
+            commands.spawn(projectile);
+            Some(Ok(Vec::new()))
+        }
+        Ok(ShotVerdict::Hits { hits, ends }) => {
+            if let Some(log) = log {
+                log.shots.push(LoggedShot {
+                    link,
+                    shooter,
+                    request: request.clone(),
+                    rtt,
+                    server_time: now,
+                });
+            }
+            let confirmed = confirm(&mut judge.p1(), stats, hits, shooter, request);
+            echoes.push((link, cosmetic(shooter, request, ends)));
+            Some(Ok(confirmed))
+        }
+        Err(reason) => refusal(stats, reason, request, link).map(Err),
+    }?;
+    Some(FireResult {
+        fire_index: request.fire_index,
+        weapon: request.weapon,
+        ammo,
+        rewound,
+        outcome,
+    })
+}
+
 /// Counts an accepted shot, and how much of it was rewound.
 fn count_verdict(
     stats: &mut CombatStats,
     verdict: &Result<ShotVerdict, Rejection>,
-    settings: &CombatSettings,
+    rewound: bool,
     request: &FireRequest,
 ) {
     if verdict.is_ok() {
         stats.accepted += 1;
-        if !settings.rewind {
+        if !rewound {
             stats.unrewound += 1;
         } else if request.judged_time > request.view_time {
             stats.partly_rewound += 1;

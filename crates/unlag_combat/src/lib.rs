@@ -125,8 +125,7 @@ impl Plugin for CombatPlugin {
                 Update,
                 (
                     ammo::arm_characters,
-                    ammo::take_reload_requests,
-                    ammo::finish_reloads,
+                    ammo::reloads,
                     intake::judge_shots,
                     projectile::fly_projectiles,
                 )

@@ -387,7 +387,7 @@ fn bots_shoot(
     mut world: ParamSet<(RewindQuery, Query<&mut Health>)>,
     mut damaged: MessageWriter<Damaged>,
     mut killed: MessageWriter<Killed>,
-    mut echo: Query<(&mut MessageSender<CosmeticFires>, &mut LinkTraffic), With<ClientOf>>,
+    echo: Query<(&mut MessageSender<CosmeticFires>, &mut LinkTraffic), With<ClientOf>>,
 ) {
     let now = clock.server_time;
     let mut shots = Vec::new();
@@ -405,60 +405,8 @@ fn bots_shoot(
             if now < gun.next_shot || !alive.iter().any(|(e, _)| *e == bot) {
                 continue;
             }
-            let eye = state.0.feet + Vec3::Y * EYE_HEIGHT;
-            let visible = |(e, feet): &&(Entity, Vec3)| {
-                let chest = *feet + Vec3::Y * 1.3;
-                let to = chest - eye;
-                let d = to.length();
-                *e != bot
-                    && d > 0.5
-                    && d < settings.bot_range
-                    && rewind.wall(eye, to / d, d, Some(bot)) >= d - 0.3
-            };
-            let Some((_, feet)) = alive.iter().filter(visible).min_by(|a, b| {
-                a.1.distance_squared(state.0.feet)
-                    .total_cmp(&b.1.distance_squared(state.0.feet))
-            }) else {
-                // Nobody in sight: look again soon.
-                gun.next_shot = now + 0.25;
-                continue;
-            };
-            gun.next_shot = now + settings.bot_fire_interval;
-            let mut aim = *feet + Vec3::Y * 1.3;
-            if gun.rng.next_f64() as f32 >= settings.bot_accuracy {
-                let side = (aim - eye).cross(Vec3::Y).normalize_or(Vec3::X);
-                let sign = if gun.rng.next_u64() % 2 == 0 {
-                    1.0
-                } else {
-                    -1.0
-                };
-                let miss = 0.6 + 0.9 * gun.rng.next_f64() as f32;
-                aim += side * sign * miss + Vec3::Y * (gun.rng.next_f64() as f32 - 0.5);
-            }
-            let dir = (aim - eye).normalize_or(Vec3::NEG_Z);
-            let range = settings.bot_range;
-            let hit = rewind.ray(eye, dir, range, now, Some(bot)).ok().flatten();
-            let wall = rewind.wall(eye, dir, range, Some(bot));
-            let (end, hit) = match hit {
-                Some(h) if h.distance <= wall => (
-                    h.point,
-                    Some((
-                        h.character,
-                        settings.bot_damage
-                            * h.damage_multiplier
-                            * if h.is_head { 2.0 } else { 1.0 },
-                        h.bone,
-                        h.is_head,
-                    )),
-                ),
-                _ => (eye + dir * wall, None),
-            };
-            shots.push(BotShot {
-                bot,
-                origin: eye,
-                end,
-                hit,
-            });
+            let shooter = (bot, &mut *gun, state.0.feet);
+            shots.extend(bot_shot(shooter, &alive, &settings, &rewind, now));
         }
     }
     if shots.is_empty() {
@@ -466,32 +414,113 @@ fn bots_shoot(
     }
     let mut health = world.p1();
     for shot in &shots {
-        let Some((target, damage, bone, headshot)) = &shot.hit else {
-            continue;
+        deal_bot_hit(shot, &mut health, &mut damaged, &mut killed);
+    }
+    echo_bot_shots(&shots, echo);
+}
+
+/// `bot`'s shot (its gun and where its feet are, metres) at the nearest of the `alive`
+/// fighters it can see, missing by the settings' accuracy, traced against the present; `None`
+/// with nobody in sight (it looks again in a quarter second).
+fn bot_shot(
+    (bot, gun, feet): (Entity, &mut BotGun, Vec3),
+    alive: &[(Entity, Vec3)],
+    settings: &ShooterSettings,
+    rewind: &RewindQuery,
+    now: f64,
+) -> Option<BotShot> {
+    let eye = feet + Vec3::Y * EYE_HEIGHT;
+    let visible = |(e, target): &&(Entity, Vec3)| {
+        let chest = *target + Vec3::Y * 1.3;
+        let to = chest - eye;
+        let d = to.length();
+        *e != bot
+            && d > 0.5
+            && d < settings.bot_range
+            && rewind.wall(eye, to / d, d, Some(bot)) >= d - 0.3
+    };
+    let Some((_, target)) = alive.iter().filter(visible).min_by(|a, b| {
+        a.1.distance_squared(feet)
+            .total_cmp(&b.1.distance_squared(feet))
+    }) else {
+        gun.next_shot = now + 0.25;
+        return None;
+    };
+    gun.next_shot = now + settings.bot_fire_interval;
+    let mut aim = *target + Vec3::Y * 1.3;
+    if gun.rng.next_f64() as f32 >= settings.bot_accuracy {
+        let side = (aim - eye).cross(Vec3::Y).normalize_or(Vec3::X);
+        let sign = if gun.rng.next_u64() % 2 == 0 {
+            1.0
+        } else {
+            -1.0
         };
-        let Ok(mut hp) = health.get_mut(*target) else {
-            continue;
-        };
-        if !hp.alive() {
-            continue;
-        }
-        hp.current = (hp.current - damage).max(0.0);
-        damaged.write(Damaged {
+        let miss = 0.6 + 0.9 * gun.rng.next_f64() as f32;
+        aim += side * sign * miss + Vec3::Y * (gun.rng.next_f64() as f32 - 0.5);
+    }
+    let dir = (aim - eye).normalize_or(Vec3::NEG_Z);
+    let range = settings.bot_range;
+    let hit = rewind.ray(eye, dir, range, now, Some(bot)).ok().flatten();
+    let wall = rewind.wall(eye, dir, range, Some(bot));
+    let (end, hit) = match hit {
+        Some(h) if h.distance <= wall => (
+            h.point,
+            Some((
+                h.character,
+                settings.bot_damage * h.damage_multiplier * if h.is_head { 2.0 } else { 1.0 },
+                h.bone,
+                h.is_head,
+            )),
+        ),
+        _ => (eye + dir * wall, None),
+    };
+    Some(BotShot {
+        bot,
+        origin: eye,
+        end,
+        hit,
+    })
+}
+
+/// Takes a bot shot's damage off a living target's [`Health`] and tells the game.
+fn deal_bot_hit(
+    shot: &BotShot,
+    health: &mut Query<&mut Health>,
+    damaged: &mut MessageWriter<Damaged>,
+    killed: &mut MessageWriter<Killed>,
+) {
+    let Some((target, damage, bone, headshot)) = &shot.hit else {
+        return;
+    };
+    let Ok(mut hp) = health.get_mut(*target) else {
+        return;
+    };
+    if !hp.alive() {
+        return;
+    }
+    hp.current = (hp.current - damage).max(0.0);
+    damaged.write(Damaged {
+        target: *target,
+        shooter: shot.bot,
+        weapon: BOT_GUN,
+        damage: *damage,
+        bone: bone.clone(),
+        headshot: *headshot,
+    });
+    if !hp.alive() {
+        killed.write(Killed {
             target: *target,
             shooter: shot.bot,
             weapon: BOT_GUN,
-            damage: *damage,
-            bone: bone.clone(),
-            headshot: *headshot,
         });
-        if !hp.alive() {
-            killed.write(Killed {
-                target: *target,
-                shooter: shot.bot,
-                weapon: BOT_GUN,
-            });
-        }
     }
+}
+
+/// Shows every client the bots' shots of this frame (effects only), in one batch.
+fn echo_bot_shots(
+    shots: &[BotShot],
+    mut echo: Query<(&mut MessageSender<CosmeticFires>, &mut LinkTraffic), With<ClientOf>>,
+) {
     let fires: Vec<CosmeticFire> = shots
         .iter()
         .map(|s| CosmeticFire {

@@ -119,6 +119,16 @@ pub fn load_key(
     ))
 }
 
+/// [`load_key`] with the environment read here: `file` (the `--key-file` option), then
+/// [`KEY_FILE_ENV`], then [`KEY_ENV`], then the examples' public key on loopback.
+pub fn load_key_from_env(
+    file: Option<&Path>,
+    addr: core::net::SocketAddr,
+) -> Result<ServerKey, String> {
+    let var = |name: &str| std::env::var(name).ok();
+    load_key(file, var(KEY_FILE_ENV), var(KEY_ENV), addr)
+}
+
 /// A new random key as 64 hex digits, from the operating system's randomness.
 pub fn new_key() -> std::io::Result<String> {
     use std::io::Read;

@@ -58,6 +58,45 @@ pub fn server_app() -> App {
     app
 }
 
+/// The shooter's dedicated server, headless: [`server_app`] with the shooter's rules
+/// (`settings`: bots and their aim), the net panel's server settings (`panel`: update rate,
+/// rewinding, playout) and a `server stats:` line every `stats_every` seconds. Lightyear's
+/// netcode warns once per replayed or garbled datagram with no limit (a replay flood writes
+/// thousands of lines a second): its errors only are logged. [`serve_udp`] it.
+pub fn dedicated_shooter(
+    settings: crate::game::ShooterSettings,
+    panel: NetPanel,
+    stats_every: f64,
+) -> App {
+    let mut server = server_app();
+    server
+        .add_plugins(bevy::log::LogPlugin {
+            filter: format!(
+                "{},lightyear_netcode::error=error",
+                bevy::log::DEFAULT_FILTER
+            ),
+            ..default()
+        })
+        .add_plugins(crate::game::ShooterPlugins { settings })
+        .add_plugins(crate::stats::ServerStatsPlugin { every: stats_every })
+        .insert_resource(panel);
+    server
+}
+
+/// Makes `app` exit successfully after `seconds` of real time (never with `None`).
+pub fn quit_after(app: &mut App, seconds: Option<f64>) {
+    if let Some(s) = seconds {
+        app.add_systems(
+            Update,
+            move |time: Res<Time<Real>>, mut exit: MessageWriter<AppExit>| {
+                if time.elapsed_secs_f64() >= s {
+                    exit.write(AppExit::Success);
+                }
+            },
+        );
+    }
+}
+
 /// Adds lightyear's client, `UnlagNetPlugin` and a link conditioner (no conditions until the
 /// net panel sets some) to a client App (the player's, windowed or not). Then [`host`] a
 /// server in it or [`join_udp`] one.

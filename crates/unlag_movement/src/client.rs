@@ -113,19 +113,7 @@ pub(crate) fn apply_responses<M: MovementModel>(
             continue;
         };
         let (Some(mut state), Some(mut prediction)) = (state, prediction) else {
-            // The first response: the server's initial state.
-            if let Some(correction) = response.correction
-                && M::is_valid(&correction.state)
-            {
-                let mut p = Prediction::<M>::new(settings.max_saved_moves, response.ack);
-                p.correction_ack = correction.id;
-                tracing::debug!(target: "unlag::movement", entity = ?response.entity, seq = response.ack.0, "initial state");
-                commands
-                    .entity(response.entity)
-                    .insert((MovementState::<M>(correction.state), p));
-            } else {
-                stats.responses_dropped += 1;
-            }
+            start_prediction(&mut commands, response, &settings, &mut stats);
             continue;
         };
         if response.received.is_newer_than(prediction.received) {
@@ -157,19 +145,9 @@ pub(crate) fn apply_responses<M: MovementModel>(
         prediction.saved.acknowledge(response.ack);
         let before = M::position(&state.0);
         let server_state = correction.state.clone();
-        let mut current = correction.state;
         let filter = settings.query_filter(collider);
-        let replayed = with_collision_world(&rapier, &empty, filter, |world| {
-            let mut n = 0;
-            for m in prediction.saved.pending_mut() {
-                // Events of replayed moves are dropped: they fired when the move was live.
-                let (next, _events) =
-                    model.simulate(&current, &m.input, decode_dt(m.dt) as f32, world);
-                m.end = next.clone();
-                current = next;
-                n += 1;
-            }
-            n
+        let (current, replayed) = with_collision_world(&rapier, &empty, filter, |world| {
+            replay(&*model, &mut prediction, correction.state, world)
         });
         let after = M::position(&current);
         state.0 = current;
@@ -190,6 +168,48 @@ pub(crate) fn apply_responses<M: MovementModel>(
         });
         tracing::debug!(target: "unlag::movement", seq = response.ack.0, id = correction.id, replayed, error = (after - before).length(), "corrected");
     }
+}
+
+/// The first response for our character: the server's initial state, from which prediction
+/// starts (a response without a valid state is dropped, and the server sends it again).
+fn start_prediction<M: MovementModel>(
+    commands: &mut Commands,
+    response: MoveResponse<M>,
+    settings: &MovementSettings<M>,
+    stats: &mut MovementStats,
+) {
+    if let Some(correction) = response.correction
+        && M::is_valid(&correction.state)
+    {
+        let mut p = Prediction::<M>::new(settings.max_saved_moves, response.ack);
+        p.correction_ack = correction.id;
+        tracing::debug!(target: "unlag::movement", entity = ?response.entity, seq = response.ack.0, "initial state");
+        commands
+            .entity(response.entity)
+            .insert((MovementState::<M>(correction.state), p));
+    } else {
+        stats.responses_dropped += 1;
+    }
+}
+
+/// Replays every pending move of `prediction` from the server's `state` in `world`, each move
+/// keeping where it now ends: the state after the last, and how many were replayed. Events of
+/// replayed moves are dropped: they fired when the move was live.
+fn replay<M: MovementModel>(
+    model: &M,
+    prediction: &mut Prediction<M>,
+    state: M::State,
+    world: &crate::CollisionWorld,
+) -> (M::State, u64) {
+    let mut current = state;
+    let mut n = 0;
+    for m in prediction.saved.pending_mut() {
+        let (next, _events) = model.simulate(&current, &m.input, decode_dt(m.dt) as f32, world);
+        m.end = next.clone();
+        current = next;
+        n += 1;
+    }
+    (current, n)
 }
 
 /// FixedUpdate: simulates this tick's move at once and saves it.
@@ -310,64 +330,15 @@ pub(crate) fn send_moves<M: MovementModel>(
         if now - prediction.last_sent_at < settings.send_interval - 1e-9 && !urgent {
             continue;
         }
-        // Redundancy counts messages: the pending moves of the last `redundancy` messages go
-        // again, so that many lost packets in a row cost nothing. On a lossy link every
-        // pending move goes again, so a burst of losses is bridged by the first message that
-        // gets through.
-        let lossy = clock
-            .as_ref()
-            .is_some_and(|c| c.loss > settings.resend_all_above_loss);
-        let resend_from = prediction
-            .recent_firsts
-            .iter()
-            .rev()
-            .nth(settings.redundancy.saturating_sub(1))
-            .or(prediction.recent_firsts.front())
-            .copied()
-            .filter(|_| settings.redundancy > 0)
-            .unwrap_or(first_new);
-        // Moves the server has not reported as arrived: the newest, after `received`.
-        let received = prediction.received;
-        let unreceived = pending
-            .iter()
-            .rev()
-            .take_while(|m| m.seq.is_newer_than(received))
-            .count()
-            .max(new_count);
-        // The oldest of them is overdue when its report should have come back by now: lost
-        // beyond what redundancy bridges (a burst, whatever the loss measured downstream).
-        let overdue_after = clock.as_ref().map_or(1.0, |c| {
-            c.rtt + 4.0 * c.jitter + 2.0 * settings.ack_interval
-        });
-        let overdue =
-            unreceived > 0 && pending[pending.len() - unreceived].sent_at + overdue_after < now;
-        let every_unreceived = lossy || overdue;
-        let with_redundancy = if every_unreceived {
-            unreceived
-        } else {
-            pending
-                .iter()
-                .rev()
-                .take(unreceived)
-                .filter(|m| !resend_from.is_newer_than(m.seq))
-                .count()
-                .max(new_count)
-        };
-        // More than one message holds (after a long burst of losses, or of lost acks): the
-        // older moves go in messages of their own before the newest, at most
-        // `MAX_CATCH_UP_MESSAGES` in all. When every unreceived move goes again and they are
-        // too many, the oldest go first: the server plays moves in order and would have to
-        // guess the ones it lacks, while the newest keep until the reports catch up.
-        let take = with_redundancy.min(MAX_MOVES_PER_MESSAGE * MAX_CATCH_UP_MESSAGES);
-        let start = if every_unreceived {
-            pending.len() - with_redundancy
-        } else {
-            pending.len() - take
-        };
-        let chosen = &pending[start..start + take];
-        let mut chunks: Vec<&[&SavedMove<M>]> = chosen.rchunks(MAX_MOVES_PER_MESSAGE).collect();
-        chunks.reverse();
-        for chunk in chunks {
+        let range = choose_moves(
+            &prediction,
+            &pending,
+            (&settings, clock.as_deref()),
+            (first_new, new_count),
+            now,
+        );
+        let correction_ack = prediction.correction_ack;
+        for chunk in chunks(&pending[range]) {
             let data = ServerMoveData {
                 moves: chunk
                     .iter()
@@ -378,7 +349,7 @@ pub(crate) fn send_moves<M: MovementModel>(
                     })
                     .collect(),
                 end: encode_end(M::position(&chunk[chunk.len() - 1].end)),
-                correction_ack: prediction.correction_ack,
+                correction_ack,
             };
             tracing::trace!(target: "unlag::movement", newest = newest.0, moves = chunk.len(), "sent");
             // Unordered: a late message still brings moves the server may be waiting for (it
@@ -398,6 +369,79 @@ pub(crate) fn send_moves<M: MovementModel>(
         }
         prediction.last_sent_at = now;
     }
+}
+
+/// Which of the `pending` moves (oldest first) go in this send, `first_new` the first of the
+/// `new_count` new ones: the new moves, plus those of the last `redundancy` messages, so that
+/// many lost packets in a row cost nothing; on a lossy link, or when the oldest move the
+/// server has not reported is overdue, every move it has not reported. At most
+/// [`MAX_CATCH_UP_MESSAGES`] messages' worth.
+fn choose_moves<M: MovementModel>(
+    prediction: &Prediction<M>,
+    pending: &[&SavedMove<M>],
+    (settings, clock): (&MovementSettings<M>, Option<&NetClock>),
+    (first_new, new_count): (Seq16, usize),
+    now: f64,
+) -> core::ops::Range<usize> {
+    // On a lossy link every pending move goes again, so a burst of losses is bridged by the
+    // first message that gets through.
+    let lossy = clock.is_some_and(|c| c.loss > settings.resend_all_above_loss);
+    let resend_from = prediction
+        .recent_firsts
+        .iter()
+        .rev()
+        .nth(settings.redundancy.saturating_sub(1))
+        .or(prediction.recent_firsts.front())
+        .copied()
+        .filter(|_| settings.redundancy > 0)
+        .unwrap_or(first_new);
+    // Moves the server has not reported as arrived: the newest, after `received`.
+    let received = prediction.received;
+    let unreceived = pending
+        .iter()
+        .rev()
+        .take_while(|m| m.seq.is_newer_than(received))
+        .count()
+        .max(new_count);
+    // The oldest of them is overdue when its report should have come back by now: lost
+    // beyond what redundancy bridges (a burst, whatever the loss measured downstream).
+    let overdue_after = clock.map_or(1.0, |c| {
+        c.rtt + 4.0 * c.jitter + 2.0 * settings.ack_interval
+    });
+    let overdue =
+        unreceived > 0 && pending[pending.len() - unreceived].sent_at + overdue_after < now;
+    let every_unreceived = lossy || overdue;
+    let with_redundancy = if every_unreceived {
+        unreceived
+    } else {
+        pending
+            .iter()
+            .rev()
+            .take(unreceived)
+            .filter(|m| !resend_from.is_newer_than(m.seq))
+            .count()
+            .max(new_count)
+    };
+    // More than one message holds (after a long burst of losses, or of lost acks): the
+    // older moves go in messages of their own before the newest, at most
+    // `MAX_CATCH_UP_MESSAGES` in all. When every unreceived move goes again and they are too
+    // many, the oldest go first: the server plays moves in order and would have to guess the
+    // ones it lacks, while the newest keep until the reports catch up.
+    let take = with_redundancy.min(MAX_MOVES_PER_MESSAGE * MAX_CATCH_UP_MESSAGES);
+    let start = if every_unreceived {
+        pending.len() - with_redundancy
+    } else {
+        pending.len() - take
+    };
+    start..start + take
+}
+
+/// The `chosen` moves in messages of at most [`MAX_MOVES_PER_MESSAGE`], oldest first, the
+/// newest message full.
+fn chunks<'a, M: MovementModel>(chosen: &'a [&'a SavedMove<M>]) -> Vec<&'a [&'a SavedMove<M>]> {
+    let mut chunks: Vec<&[&SavedMove<M>]> = chosen.rchunks(MAX_MOVES_PER_MESSAGE).collect();
+    chunks.reverse();
+    chunks
 }
 
 /// PostUpdate: places the client's own character where it is predicted, plus the visual offset

@@ -343,6 +343,35 @@ pub(crate) fn start_characters<M: MovementModel>(
     }
 }
 
+/// The client links moves arrive on and corrections leave by.
+type MoveLinks<'w, 's, M> = Query<
+    'w,
+    's,
+    (
+        Entity,
+        Option<&'static RemoteId>,
+        &'static mut MessageReceiver<ServerMove<M>>,
+        &'static mut MessageSender<MoveResponse<M>>,
+        &'static mut LinkTraffic,
+        Option<&'static mut RemoteClientClock>,
+    ),
+    With<ClientOf>,
+>;
+
+/// The clients' characters of model `M`, as the server moves them.
+type MovedCharacters<'w, 's, M> = Query<
+    'w,
+    's,
+    (
+        Entity,
+        &'static ControlledBy,
+        &'static mut MovementState<M>,
+        &'static mut ServerMovement<M>,
+        Option<&'static RapierColliderHandle>,
+        Option<&'static mut unlag_net::MoveTrail>,
+    ),
+>;
+
 /// Update: takes in the moves clients sent, then simulates every character's moves in order,
 /// compares, and acknowledges or corrects.
 #[allow(clippy::too_many_arguments)]
@@ -350,73 +379,18 @@ pub(crate) fn process_moves<M: MovementModel>(
     model: Res<M>,
     settings: Res<MovementSettings<M>>,
     clock: Res<NetClock>,
-    rapier: ReadRapierContext,
-    empty: Local<EmptyPhysics>,
+    (rapier, empty): (ReadRapierContext, Local<EmptyPhysics>),
     mut stats: ResMut<MovementStats>,
     mut hacks: MessageWriter<SpeedHackDetected>,
-    mut links: Query<
-        (
-            Entity,
-            Option<&RemoteId>,
-            &mut MessageReceiver<ServerMove<M>>,
-            &mut MessageSender<MoveResponse<M>>,
-            &mut LinkTraffic,
-            Option<&mut RemoteClientClock>,
-        ),
-        With<ClientOf>,
-    >,
-    mut characters: Query<(
-        Entity,
-        &ControlledBy,
-        &mut MovementState<M>,
-        &mut ServerMovement<M>,
-        Option<&RapierColliderHandle>,
-        Option<&mut unlag_net::MoveTrail>,
-    )>,
+    mut links: MoveLinks<M>,
+    mut characters: MovedCharacters<M>,
     work: Option<Res<unlag_net::ServerWork>>,
 ) {
     let _work = work
         .as_deref()
         .map(|w| w.time(unlag_net::WorkPart::Movement));
     let now = clock.server_time;
-    // One character of this model per client: the one its link controls.
-    let by_owner: HashMap<Entity, Entity> =
-        characters.iter().map(|(e, c, ..)| (c.owner, e)).collect();
-    for (link, peer, mut receiver, ..) in &mut links {
-        let character = by_owner.get(&link).copied();
-        for message in receiver.receive() {
-            let Some(entity) = character else {
-                reject(&mut stats, RejectReason::NotControlled, link, peer);
-                continue;
-            };
-            let (_, _, _, mut server, _, mut trail) = characters.get_mut(entity).unwrap();
-            let data = match message.decode() {
-                Ok(data) => data,
-                Err(_) => {
-                    // An over-long list is told apart from garbage for the counters.
-                    let reason = if message
-                        .first_byte()
-                        .is_some_and(|n| n as usize > MAX_MOVES_PER_MESSAGE)
-                    {
-                        RejectReason::TooManyMoves
-                    } else {
-                        RejectReason::Malformed
-                    };
-                    reject(&mut stats, reason, link, peer);
-                    continue;
-                }
-            };
-            match take_in(&settings, now, &mut server, &data, &mut stats) {
-                Ok(()) => {
-                    if let (Some(trail), Some(newest)) = (trail.as_deref_mut(), data.moves.last()) {
-                        trail.set_arrived(newest.seq);
-                    }
-                }
-                Err(reason) => reject(&mut stats, reason, link, peer),
-            }
-        }
-    }
-
+    receive_moves(&settings, now, &mut links, &mut characters, &mut stats);
     for (entity, controlled, mut state, mut server, collider, mut trail) in &mut characters {
         let filter = settings.query_filter(collider);
         let gap_wait = gap_wait(
@@ -439,73 +413,36 @@ pub(crate) fn process_moves<M: MovementModel>(
         else {
             continue;
         };
-        // The up-link's spread as the move stream shows it: evidence for the view checks
-        // (taken again only when a message came).
-        if let Some(mut remote) = remote
-            && core::mem::take(&mut server.spread_changed)
-        {
-            if let Some(spread) = server.uplink_spread() {
-                remote.uplink_spread = spread;
-            }
-            // How often it really sends: the most of a frame the view checks allow it.
-            if let Some(spacing) = server.send_spacing() {
-                remote.move_spacing = spacing;
-            }
+        if let Some(remote) = remote {
+            server.share_uplink(remote);
         }
         if flagged {
-            unlag_net::warn_counted!(
-                target: "unlag::movement",
-                stats.speed_hacks_flagged,
-                "speed hack from client {:?} (link {link}): {:.3} s of excess time",
-                peer.map(|p| p.0),
-                server.time.excess()
-            );
-            hacks.write(SpeedHackDetected {
+            let hack = SpeedHackDetected {
                 character: entity,
                 client: link,
                 excess: server.time.excess(),
-            });
+            };
+            flag_speed_hack(hack, peer, &mut stats, &mut hacks);
         }
-        // Compare with the client's report for exactly the last processed move.
-        let last = server.last;
-        while server.reports.front().is_some_and(|r| r.0 < last) {
-            server.reports.pop_front();
-        }
-        let Some(&(_, end, correction_ack)) = server.reports.front().filter(|r| r.0 == last) else {
+        let Some(client_end) = server.report_to_compare() else {
             continue;
         };
-        server.reports.pop_front();
-        if server
-            .pending_correction
-            .is_some_and(|(id, _)| id != correction_ack)
-        {
-            // The client had not applied our last correction when it made these moves: they
-            // still start from the old state. (A lost correction is sent again by
-            // `send_acks`, under a new id.)
-            continue;
-        }
-        if server
-            .pending_correction
-            .is_some_and(|(id, _)| id == correction_ack)
-        {
-            server.pending_correction = None;
-        }
-        let client_end = decode_end(end);
         let error = M::position(&state.0).distance(client_end);
         let wrong = error * error > settings.max_position_error_sq
             || (server.time.resolving() && settings.force_corrections_during_resolution);
         if !wrong {
-            // Adopted only where the body can go straight from our place (never through a
-            // wall); else ours stands, within the error allowed, and nothing is sent.
-            if settings.accept_client_position
-                && client_end.is_finite()
-                && with_collision_world(&rapier, &empty, filter, |world| {
-                    model.may_move_to(&state.0, client_end, world)
-                })
-            {
-                state.0 = M::with_position(&state.0, client_end);
-            } else if settings.accept_client_position {
-                stats.client_positions_refused += 1;
+            if settings.accept_client_position {
+                let adopted = client_end.is_finite()
+                    && with_collision_world(&rapier, &empty, filter, |world| {
+                        model.may_move_to(&state.0, client_end, world)
+                    });
+                // Adopted only where the body can go straight from our place (never through a
+                // wall); else ours stands, within the error allowed, and nothing is sent.
+                if adopted {
+                    state.0 = M::with_position(&state.0, client_end);
+                } else {
+                    stats.client_positions_refused += 1;
+                }
             }
             continue;
         }
@@ -516,27 +453,125 @@ pub(crate) fn process_moves<M: MovementModel>(
             stats.corrections_throttled += 1;
             continue;
         }
-        let (ack, id) = send_state(
-            &mut server,
-            now,
-            entity,
-            &state.0,
-            &mut sender,
-            &mut traffic,
-        );
+        let corrected = (entity, &state.0);
+        let (ack, id) = send_state(&mut server, now, corrected, &mut sender, &mut traffic);
         tracing::debug!(target: "unlag::movement", seq = ack.0, error, id, "correction sent");
         stats.corrections_sent += 1;
         stats.acks_sent += 1;
     }
 }
 
-/// Sends the client the server's whole state after the last processed move, under a new
-/// correction id it must confirm; returns the acknowledged move and the id.
+/// Tells the game of a speed hack, counted with a rate-limited warning naming the client.
+fn flag_speed_hack(
+    hack: SpeedHackDetected,
+    peer: Option<&RemoteId>,
+    stats: &mut MovementStats,
+    hacks: &mut MessageWriter<SpeedHackDetected>,
+) {
+    unlag_net::warn_counted!(
+        target: "unlag::movement",
+        stats.speed_hacks_flagged,
+        "speed hack from client {:?} (link {}): {:.3} s of excess time",
+        peer.map(|p| p.0),
+        hack.client,
+        hack.excess
+    );
+    hacks.write(hack);
+}
+
+/// Takes in the moves each client sent for the character its link controls: refused (counted,
+/// with a rate-limited warning) when it controls none, when a message does not decode or holds
+/// too many moves, or when its moves fail the checks of [`take_in`]; else queued, and the
+/// newest move's arrival marked on the character's trail.
+fn receive_moves<M: MovementModel>(
+    settings: &MovementSettings<M>,
+    now: f64,
+    links: &mut MoveLinks<M>,
+    characters: &mut MovedCharacters<M>,
+    stats: &mut MovementStats,
+) {
+    // One character of this model per client: the one its link controls.
+    let by_owner: HashMap<Entity, Entity> =
+        characters.iter().map(|(e, c, ..)| (c.owner, e)).collect();
+    for (link, peer, mut receiver, ..) in links {
+        let character = by_owner.get(&link).copied();
+        for message in receiver.receive() {
+            let Some(entity) = character else {
+                reject(stats, RejectReason::NotControlled, link, peer);
+                continue;
+            };
+            let (_, _, _, mut server, _, mut trail) = characters.get_mut(entity).unwrap();
+            let data = match message.decode() {
+                Ok(data) => data,
+                Err(_) => {
+                    // An over-long list is told apart from garbage for the counters.
+                    let reason = if message
+                        .first_byte()
+                        .is_some_and(|n| n as usize > MAX_MOVES_PER_MESSAGE)
+                    {
+                        RejectReason::TooManyMoves
+                    } else {
+                        RejectReason::Malformed
+                    };
+                    reject(stats, reason, link, peer);
+                    continue;
+                }
+            };
+            match take_in(settings, now, &mut server, &data, stats) {
+                Ok(()) => {
+                    if let (Some(trail), Some(newest)) = (trail.as_deref_mut(), data.moves.last()) {
+                        trail.set_arrived(newest.seq);
+                    }
+                }
+                Err(reason) => reject(stats, reason, link, peer),
+            }
+        }
+    }
+}
+
+impl<M: MovementModel> ServerMovement<M> {
+    /// Gives the link's clock the up-link's spread as the move stream shows it, and how often
+    /// the client really sends (the most of a frame the view checks allow it): evidence for
+    /// the view checks, taken again only when a message came.
+    fn share_uplink(&mut self, mut remote: Mut<RemoteClientClock>) {
+        if !core::mem::take(&mut self.spread_changed) {
+            return;
+        }
+        if let Some(spread) = self.uplink_spread() {
+            remote.uplink_spread = spread;
+        }
+        if let Some(spacing) = self.send_spacing() {
+            remote.move_spacing = spacing;
+        }
+    }
+
+    /// Where the client reported its character after exactly the last processed move, to
+    /// compare with ours, once it had applied our last correction (moves made before it did
+    /// still start from the old state; a lost correction is sent again by `send_acks`, under
+    /// a new id). Older reports are dropped.
+    fn report_to_compare(&mut self) -> Option<Vec3> {
+        let last = self.last;
+        while self.reports.front().is_some_and(|r| r.0 < last) {
+            self.reports.pop_front();
+        }
+        let &(_, end, correction_ack) = self.reports.front().filter(|r| r.0 == last)?;
+        self.reports.pop_front();
+        match self.pending_correction {
+            Some((id, _)) if id != correction_ack => return None,
+            Some(_) => self.pending_correction = None,
+            None => {}
+        }
+        Some(decode_end(end))
+    }
+}
+
+/// Sends the client the server's whole state (its character `entity` in `state`) after the
+/// last processed move, under a new correction id it must confirm; returns the acknowledged
+/// move and the id.
 fn send_state<M: MovementModel>(
     server: &mut ServerMovement<M>,
     now: f64,
-    entity: Entity,
-    state: &M::State,
+    (entity, state): (Entity, &M::State),
     sender: &mut MessageSender<MoveResponse<M>>,
     traffic: &mut LinkTraffic,
 ) -> (Seq16, u8) {
@@ -949,8 +984,7 @@ pub(crate) fn send_acks<M: MovementModel>(
             send_state(
                 &mut server,
                 now,
-                entity,
-                &state.0,
+                (entity, &state.0),
                 &mut sender,
                 &mut traffic,
             );

@@ -857,6 +857,54 @@ impl NetBeat {
 /// Longest round trip a [`NetBeat`] may state, microseconds.
 pub const MAX_BEAT_RTT_US: u32 = 1_000_000;
 
+impl ClientClockState {
+    /// Takes one [`NetBeat`]: the server's update rate, frame, measured RTT and rewind cap;
+    /// the beats missed since the last count as lost (a late one, already counted lost, is
+    /// stale); and with a `reading` (this client's RTT, the time now and this frame, seconds:
+    /// connected, the RTT known) a sample of the server's clock. A malformed beat is dropped
+    /// with a counted warning.
+    fn take_beat(&mut self, beat: NetBeat, reading: Option<(f64, f64, f64)>) {
+        if !beat.is_valid() {
+            crate::warn_counted!(self.rejected_beats, "dropped a malformed NetBeat: {beat:?}");
+            return;
+        }
+        let previous = self.beats.latest();
+        let Some(n) = self.beats.unwrap(beat.seq) else {
+            return;
+        };
+        self.update_rate_hz = beat.update_rate_hz;
+        self.server_frame = f64::from(beat.frame_us) / 1e6;
+        self.server_rtt = (beat.rtt_us > 0).then(|| f64::from(beat.rtt_us) / 1e6);
+        self.server_delay_cap = (beat.delay_cap_us > 0).then(|| f64::from(beat.delay_cap_us) / 1e6);
+        match previous {
+            // A late beat was already counted as lost, and its stamp is stale.
+            Some(p) if n <= p => return,
+            _ => {
+                let missed = previous.map_or(0, |p| n - p - 1).min(1000);
+                for _ in 0..missed {
+                    self.loss.add(1.0, LOSS_ALPHA, LOSS_ALPHA);
+                }
+                self.loss.add(0.0, LOSS_ALPHA, LOSS_ALPHA);
+            }
+        }
+        let Some((rtt, now, frame)) = reading else {
+            return;
+        };
+        // The RTT carries two waits to be read, half a frame each on average: the pong's here
+        // and the ping's on the server. A beat travels the network's one way and waits to be
+        // read here: on average the middle of the frame before this one.
+        let network_one_way =
+            (rtt - self.frames.usual() / 2.0 - self.server_frame / 2.0).max(0.0) / 2.0;
+        let read_window = (frame, self.frames.usual());
+        self.server_clock.add_sample_read(
+            now - frame / 2.0,
+            read_window,
+            beat.server_time,
+            network_one_way,
+        );
+    }
+}
+
 /// PreUpdate on a client: reads beats and lightyear's RTT and jitter into [`NetClock`].
 pub(crate) fn update_client_clock(
     real: Res<Time<Real>>,
@@ -897,51 +945,13 @@ pub(crate) fn update_client_clock(
     clock.jitter = link.stats.jitter.as_secs_f64();
     // Until a few pongs are in, half the RTT is not a one-way trip worth adding.
     let rtt_known = ping.latency_samples_recv() >= MIN_PING_SAMPLES;
-    let read_window = (real.delta_secs_f64(), state.frames.usual());
+    // Read with the clock when connected and the RTT is known: (RTT, now, this frame), seconds.
+    let reading = (connected && rtt_known).then_some((clock.rtt, now, real.delta_secs_f64()));
     for beat in beats
         .into_iter()
         .flat_map(|mut b| b.receive().collect::<Vec<_>>())
     {
-        if !beat.is_valid() {
-            crate::warn_counted!(
-                state.rejected_beats,
-                "dropped a malformed NetBeat: {beat:?}"
-            );
-            continue;
-        }
-        let previous = state.beats.latest();
-        let Some(n) = state.beats.unwrap(beat.seq) else {
-            continue;
-        };
-        state.update_rate_hz = beat.update_rate_hz;
-        state.server_frame = f64::from(beat.frame_us) / 1e6;
-        state.server_rtt = (beat.rtt_us > 0).then(|| f64::from(beat.rtt_us) / 1e6);
-        state.server_delay_cap =
-            (beat.delay_cap_us > 0).then(|| f64::from(beat.delay_cap_us) / 1e6);
-        match previous {
-            // A late beat was already counted as lost, and its stamp is stale.
-            Some(p) if n <= p => continue,
-            _ => {
-                let missed = previous.map_or(0, |p| n - p - 1).min(1000);
-                for _ in 0..missed {
-                    state.loss.add(1.0, LOSS_ALPHA, LOSS_ALPHA);
-                }
-                state.loss.add(0.0, LOSS_ALPHA, LOSS_ALPHA);
-            }
-        }
-        if connected && rtt_known {
-            // The RTT carries two waits to be read, half a frame each on average: the pong's
-            // here and the ping's on the server. A beat travels the network's one way and waits
-            // to be read here: on average the middle of the frame before this one.
-            let network_one_way =
-                (clock.rtt - state.frames.usual() / 2.0 - state.server_frame / 2.0).max(0.0) / 2.0;
-            state.server_clock.add_sample_read(
-                now - real.delta_secs_f64() / 2.0,
-                read_window,
-                beat.server_time,
-                network_one_way,
-            );
-        }
+        state.take_beat(beat, reading);
     }
     // The smoothed clock: estimates are noisy by the jitter, and a view time that jumps with
     // every beat would make proxies stutter.
@@ -1342,29 +1352,36 @@ pub(crate) fn server_beats(
             }
         }
         if let Some(beat) = &beat {
-            let rtt_us = if remote.rtt.is_finite() {
-                (remote.rtt * 1e6)
-                    .round()
-                    .clamp(0.0, f64::from(MAX_BEAT_RTT_US)) as u32
-            } else {
-                0
-            };
-            let delay_cap_us = if remote.reported && remote.delay_cap.is_finite() {
-                (remote.delay_cap.clamp(0.0, MAX_REPORTED_DELAY) * 1e6).round() as u32
-            } else {
-                0
-            };
-            if delay_cap_us > 0 {
-                remote.announce_cap(clock.server_time, f64::from(delay_cap_us) / 1e6);
-            }
-            traffic.send_counted::<UnreliableChannel, _>(
-                &mut sender,
-                NetBeat {
-                    rtt_us,
-                    delay_cap_us,
-                    ..beat.clone()
-                },
-            );
+            let beat = remote.beat_for(beat, clock.server_time);
+            traffic.send_counted::<UnreliableChannel, _>(&mut sender, beat);
+        }
+    }
+}
+
+impl RemoteClientClock {
+    /// This client's copy of `beat`, sent at server time `now` (seconds): with the RTT the
+    /// server measures to it and the rewind cap on its delay (microseconds, 0 when unknown),
+    /// the cap announced as it goes (the view checks hold a shot's cap to one announced).
+    fn beat_for(&mut self, beat: &NetBeat, now: f64) -> NetBeat {
+        let rtt_us = if self.rtt.is_finite() {
+            (self.rtt * 1e6)
+                .round()
+                .clamp(0.0, f64::from(MAX_BEAT_RTT_US)) as u32
+        } else {
+            0
+        };
+        let delay_cap_us = if self.reported && self.delay_cap.is_finite() {
+            (self.delay_cap.clamp(0.0, MAX_REPORTED_DELAY) * 1e6).round() as u32
+        } else {
+            0
+        };
+        if delay_cap_us > 0 {
+            self.announce_cap(now, f64::from(delay_cap_us) / 1e6);
+        }
+        NetBeat {
+            rtt_us,
+            delay_cap_us,
+            ..beat.clone()
         }
     }
 }

@@ -325,27 +325,7 @@ pub(crate) fn guard_client_packets(
         if link.recv.len() == 0 {
             continue;
         }
-        // The channels this link receives on: a handful, read once per frame.
-        let rules: HashMap<u16, ChannelRule> = transport
-            .channel_receives()
-            .filter_map(|receive| {
-                let kind: ChannelKind = receive.channel_kind();
-                let id = *channels.get_net_from_kind(&kind)?;
-                let mode = channels.settings(kind)?.mode;
-                let reliable_window = matches!(
-                    mode,
-                    ChannelMode::OrderedReliable(_) | ChannelMode::UnorderedReliable(_)
-                );
-                let messages = !raw_channels.contains(&id);
-                Some((
-                    id,
-                    ChannelRule {
-                        reliable_window,
-                        messages,
-                    },
-                ))
-            })
-            .collect();
+        let rules = channel_rules(transport, &channels, &raw_channels);
         let compresses = transport.compression.algorithm.is_some();
         // Each packet once round the queue: kept ones go back in their order.
         for _ in 0..link.recv.len() {
@@ -393,6 +373,36 @@ pub(crate) fn guard_client_packets(
             }
         }
     }
+}
+
+/// The rules of the channels a link receives on (a handful, read once per frame), by net id:
+/// whether a channel is reliable (its ids are held to a window) and whether it carries
+/// lightyear messages (`raw_channels` are replicon's, which it reads itself).
+fn channel_rules(
+    transport: &Transport,
+    channels: &ChannelRegistry,
+    raw_channels: &[u16],
+) -> HashMap<u16, ChannelRule> {
+    transport
+        .channel_receives()
+        .filter_map(|receive| {
+            let kind: ChannelKind = receive.channel_kind();
+            let id = *channels.get_net_from_kind(&kind)?;
+            let mode = channels.settings(kind)?.mode;
+            let reliable_window = matches!(
+                mode,
+                ChannelMode::OrderedReliable(_) | ChannelMode::UnorderedReliable(_)
+            );
+            let messages = !raw_channels.contains(&id);
+            Some((
+                id,
+                ChannelRule {
+                    reliable_window,
+                    messages,
+                },
+            ))
+        })
+        .collect()
 }
 
 /// A whole message's bytes: the kind must be one the server takes from clients and, when

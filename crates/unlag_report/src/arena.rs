@@ -158,7 +158,6 @@ pub fn drive_client(
 /// `Update` on a client, before combat: every [`ClientScript::interval`], fire at a point of a random proxy's
 /// hit box as drawn (its centre, or 2 cm outside its silhouette), with a rifle most of the
 /// time, else the shotgun or the launcher; reload when empty.
-#[allow(clippy::too_many_arguments)]
 pub fn client_shoots(
     time: Res<Time>,
     script: Option<ResMut<ClientScript>>,
@@ -166,8 +165,7 @@ pub fn client_shoots(
     own: Query<&MovementState<CharacterMovement>, With<AutonomousProxy>>,
     proxies: Query<&Children, With<RenderedPose>>,
     boxes: Query<(&HitBox, &GlobalTransform)>,
-    mut fire: MessageWriter<FireCommand>,
-    mut reload: MessageWriter<ReloadCommand>,
+    (mut fire, mut reload): (MessageWriter<FireCommand>, MessageWriter<ReloadCommand>),
 ) {
     let Some(mut script) = script else {
         return;
@@ -192,32 +190,47 @@ pub fn client_shoots(
         }
         return;
     }
-    let all: Vec<Entity> = proxies.iter().flat_map(|c| c.iter()).collect();
-    if all.is_empty() {
-        return;
-    }
-    let pick = all[(script.rng.next_u64() % all.len() as u64) as usize];
-    let Ok((hit_box, global)) = boxes.get(pick) else {
-        return;
-    };
     let eye = me.0.feet + Vec3::Y * 1.6;
-    let centre = global.translation();
-    let toward = (centre - eye).normalize_or_zero();
-    let target = if script.rng.next_u64() % 2 == 0 {
-        centre
-    } else {
-        let side = toward.cross(Vec3::Y).normalize_or_zero();
-        let sign = if script.rng.next_u64() % 2 == 0 {
-            1.0
-        } else {
-            -1.0
-        };
-        let extent = hit_box.shape.extent_along(global.rotation(), side);
-        centre + side * sign * (extent + 0.02)
+    let all: Vec<Entity> = proxies.iter().flat_map(|c| c.iter()).collect();
+    let Some(target) = aim_at_a_box(&mut script.rng, eye, &all, &boxes) else {
+        return;
     };
     fire.write(FireCommand {
         weapon,
         origin: eye,
         aim: target - eye,
     });
+}
+
+/// Where a scripted shooter at `eye` aims: a point of a random hit box among `parts` (the
+/// proxies' children, as drawn), its centre half the time, else 2 cm outside its silhouette
+/// to one side of the line of sight: the report's clients and the combat tests shoot this
+/// way, so seen hits and seen misses both come close to every edge. `None` when there is no
+/// proxy, or the part drawn is not a hit box. Draws from `rng` in a fixed order (the part,
+/// centre or edge, the side), so a seed plays the same shots.
+pub fn aim_at_a_box(
+    rng: &mut SplitMix64,
+    eye: Vec3,
+    parts: &[Entity],
+    boxes: &Query<(&HitBox, &GlobalTransform)>,
+) -> Option<Vec3> {
+    if parts.is_empty() {
+        return None;
+    }
+    let pick = parts[(rng.next_u64() % parts.len() as u64) as usize];
+    let (hit_box, global) = boxes.get(pick).ok()?;
+    let centre = global.translation();
+    if rng.next_u64().is_multiple_of(2) {
+        return Some(centre);
+    }
+    let toward = (centre - eye).normalize_or_zero();
+    let side = toward.cross(Vec3::Y).normalize_or_zero();
+    let sign = if rng.next_u64().is_multiple_of(2) {
+        1.0
+    } else {
+        -1.0
+    };
+    // The box's extent along `side`: its support distance.
+    let extent = hit_box.shape.extent_along(global.rotation(), side);
+    Some(centre + side * sign * (extent + 0.02))
 }

@@ -29,7 +29,7 @@
 use bevy::prelude::*;
 use lightyear::prelude::*;
 use std::collections::VecDeque;
-use unlag::combat::{FireRequest, Weapons, WireClaim, shot_directions};
+use unlag::combat::{FireRequest, WeaponSpec, WeaponTable, Weapons, WireClaim, shot_directions};
 use unlag::movement::{CharacterMovement, MovementState};
 use unlag::net::{AutonomousProxy, UnreliableChannel};
 use unlag::rewind::HitBox;
@@ -245,16 +245,7 @@ pub fn cheat(
     };
     c.frame += 1;
     let now = time.elapsed_secs_f64();
-    // Seconds between two acts.
-    let every = match c.cheat {
-        Cheat::Teleport => 2.0,
-        Cheat::RapidFire => 0.0,
-        // The shotgun's full rate (0.8 s), a little late.
-        Cheat::SkipIndices => 0.81,
-        // The rifle's full rate.
-        Cheat::EveryWeapon => 0.1,
-        _ => 0.15,
-    };
+    let every = c.cheat.every();
     let due = *c.next_act.get_or_insert(now + every);
     if c.cheat == Cheat::Teleport
         && now >= due
@@ -266,23 +257,7 @@ pub fn cheat(
     if !c.cheat.shoots() {
         return;
     }
-    // Remember what was drawn: the first proxy and one of its boxes.
-    if let Some((proxy, pose, children)) = proxies.iter().next()
-        && let Some(centre) = children
-            .iter()
-            .filter_map(|b| boxes.get(b).ok())
-            .map(|g| g.translation())
-            .next()
-    {
-        c.history.push_back((pose.view_time, proxy, *pose, centre));
-        while c
-            .history
-            .front()
-            .is_some_and(|h| h.0 < pose.view_time - 1.0)
-        {
-            c.history.pop_front();
-        }
-    }
+    c.remember(&proxies, &boxes);
     let (Ok(me), Some(table), Some(newest)) = (
         own.single(),
         weapons.table.as_ref(),
@@ -296,13 +271,8 @@ pub fn cheat(
         return;
     }
     c.next_act = Some(due.max(now - every) + every);
-    let back = match c.cheat {
-        Cheat::Backtrack | Cheat::PongDelay | Cheat::SlowReports => BACKTRACK,
-        Cheat::LongDelay => LONG_DELAY,
-        Cheat::HeldClaim => HELD_FOR,
-        _ => 0.0,
-    };
-    let Some(&(view_time, proxy, pose, centre)) = c
+    let back = c.cheat.back();
+    let Some(&drawn) = c
         .history
         .iter()
         .rev()
@@ -310,125 +280,197 @@ pub fn cheat(
     else {
         return;
     };
-    let weapon = if c.cheat == Cheat::SkipIndices {
-        "shotgun"
-    } else {
-        "rifle"
-    };
-    let (Some(id), Some(spec), Some(shotgun), Some(shotgun_spec)) = (
-        table.id(weapon),
-        table.id(weapon).and_then(|id| table.get(id)),
-        table.id("shotgun"),
-        table.id("shotgun").and_then(|id| table.get(id)),
-    ) else {
+    let Some(((id, spec), (shotgun, shotgun_spec))) = c.cheat.weapons(table) else {
         return;
     };
     let eye = me.0.feet + Vec3::Y * 1.6;
-    let mut aim = (centre - eye).normalize_or_zero();
-    // The delay it draws with now, as its reports say (the long-delay cheat's reports say more).
-    let sent_delay = c.history.back().map_or(0.0, |h| h.2.delay)
-        + if c.cheat == Cheat::LongDelay {
-            LONG_DELAY
-        } else {
-            0.0
-        };
-    // The held-claim cheat keeps the view time of now, claiming the old pose's state held.
-    let view_time = if c.cheat == Cheat::HeldClaim {
-        newest
-    } else {
-        view_time
+    let Some(shot) = c.aim(drawn, newest, eye, &buffers) else {
+        return;
     };
-    let mut claim = WireClaim::drawn(proxy, &pose, true);
-    match c.cheat {
-        Cheat::HeldClaim => {
-            let Some((held, stands)) = buffers
-                .get(proxy)
-                .ok()
-                .and_then(|b| held_claim(proxy, b, &pose, centre))
-            else {
-                return;
-            };
-            aim = (stands - eye).normalize_or_zero();
-            claim = held;
-        }
-        Cheat::EaseMagnet => {
-            let side = magnet(aim, MAGNET);
-            aim = (centre + side - eye).normalize_or_zero();
-            claim.ease += side;
-        }
-        _ => {}
-    }
-    if c.cheat == Cheat::SkipIndices {
-        c.next_index += 8;
-    }
-    let fire_index = c.next_index;
-    c.next_index += 1;
-    let mut claims = vec![claim.clone()];
-    match c.cheat {
-        Cheat::DuplicateClaims => {
-            if let Some(&(_, _, older, _)) =
-                c.history.iter().rev().find(|(t, ..)| *t <= newest - 0.1)
-            {
-                claims.push(WireClaim::drawn(proxy, &older, true));
-            }
-        }
-        Cheat::FalseExtrapolate => {
-            // The pair around 30 ms after the view time, from the proxy's own buffer (a
-            // client drawing 80 ms behind at 20 Hz holds states about that far ahead).
-            let t = view_time + 0.03;
-            let pair = buffers.get(proxy).ok().and_then(|b| {
-                let states: Vec<_> = b.buffer.states().copied().collect();
-                states
-                    .windows(2)
-                    .find(|w| w[0].time <= t && t < w[1].time)
-                    .map(|w| (w[0], w[1]))
-            });
-            let Some((a, b)) = pair else {
-                return;
-            };
-            claims[0].from = a.tick;
-            claims[0].to = b.tick;
-            claims[0].alpha = ((t - a.time) / (b.time - a.time)) as f32;
-            claims[0].mode = unlag::core::SmoothingMode::Extrapolate;
-        }
-        _ => {}
-    }
     let Ok(mut sender) = link.single_mut() else {
         return;
     };
     c.sent += 1;
-    sender.send::<UnreliableChannel>(FireRequest {
-        weapon: id,
-        fire_index,
-        origin: eye,
-        aim,
-        directions: shot_directions(spec, fire_index, aim),
-        view_time,
-        judged_time: view_time,
-        delay_cap: None,
-        move_seq: None,
-        sent_view_time: view_time,
-        sent_delay,
-        claims: claims.clone(),
-    });
+    let mut send = |weapon: u8, spec: &WeaponSpec, fire_index: u32| {
+        sender.send::<UnreliableChannel>(FireRequest {
+            weapon,
+            fire_index,
+            origin: eye,
+            aim: shot.aim,
+            directions: shot_directions(spec, fire_index, shot.aim),
+            view_time: shot.view_time,
+            judged_time: shot.view_time,
+            delay_cap: None,
+            move_seq: None,
+            sent_view_time: shot.view_time,
+            sent_delay: shot.sent_delay,
+            claims: shot.claims.clone(),
+        });
+    };
+    send(id, spec, shot.fire_index);
     // The shotgun beside every fourth rifle shot, in the same frame.
     if c.cheat == Cheat::EveryWeapon && c.sent % 4 == 1 {
         let index = c.next_index;
         c.next_index += 1;
         c.sent += 1;
-        sender.send::<UnreliableChannel>(FireRequest {
-            weapon: shotgun,
-            fire_index: index,
-            origin: eye,
+        send(shotgun, shotgun_spec, index);
+    }
+}
+
+/// A cheating shot: its fire index, aim, the view time it stamps, the delay it reports
+/// (seconds) and its claims.
+struct CheatShot {
+    fire_index: u32,
+    aim: Vec3,
+    view_time: f64,
+    sent_delay: f64,
+    claims: Vec<WireClaim>,
+}
+
+impl Cheat {
+    /// Seconds between two acts.
+    fn every(self) -> f64 {
+        match self {
+            Cheat::Teleport => 2.0,
+            Cheat::RapidFire => 0.0,
+            // The shotgun's full rate (0.8 s), a little late.
+            Cheat::SkipIndices => 0.81,
+            // The rifle's full rate.
+            Cheat::EveryWeapon => 0.1,
+            _ => 0.15,
+        }
+    }
+
+    /// The weapon its shots fire (the shotgun to skip fire indices, else the rifle), and the
+    /// shotgun, each with its id in `table`.
+    fn weapons(self, table: &WeaponTable) -> Option<((u8, &WeaponSpec), (u8, &WeaponSpec))> {
+        let weapon = if self == Cheat::SkipIndices {
+            "shotgun"
+        } else {
+            "rifle"
+        };
+        let with_spec = |name: &str| table.id(name).and_then(|id| Some((id, table.get(id)?)));
+        Some((with_spec(weapon)?, with_spec("shotgun")?))
+    }
+
+    /// How old a view its shots claim, seconds.
+    fn back(self) -> f64 {
+        match self {
+            Cheat::Backtrack | Cheat::PongDelay | Cheat::SlowReports => BACKTRACK,
+            Cheat::LongDelay => LONG_DELAY,
+            Cheat::HeldClaim => HELD_FOR,
+            _ => 0.0,
+        }
+    }
+}
+
+impl Cheater {
+    /// Remembers what was drawn this frame: the first proxy and one of its boxes, for a
+    /// second.
+    fn remember(
+        &mut self,
+        proxies: &Query<(Entity, &RenderedPose, &Children)>,
+        boxes: &Query<&GlobalTransform, With<HitBox>>,
+    ) {
+        if let Some((proxy, pose, children)) = proxies.iter().next()
+            && let Some(centre) = children
+                .iter()
+                .filter_map(|b| boxes.get(b).ok())
+                .map(|g| g.translation())
+                .next()
+        {
+            self.history
+                .push_back((pose.view_time, proxy, *pose, centre));
+            while self
+                .history
+                .front()
+                .is_some_and(|h| h.0 < pose.view_time - 1.0)
+            {
+                self.history.pop_front();
+            }
+        }
+    }
+
+    /// The cheating shot at what was `drawn` (view time, proxy, pose, a box's centre) from
+    /// `eye`, `newest` being the newest view time remembered: its aim and claims as the cheat
+    /// bends them, and its fire index. `None` when the cheat finds nothing to bend.
+    fn aim(
+        &mut self,
+        (view_time, proxy, pose, centre): (f64, Entity, RenderedPose, Vec3),
+        newest: f64,
+        eye: Vec3,
+        buffers: &Query<&unlag::smoothing::ProxySmoothing>,
+    ) -> Option<CheatShot> {
+        let mut aim = (centre - eye).normalize_or_zero();
+        // The delay it draws with now, as its reports say (the long-delay cheat's reports say
+        // more).
+        let sent_delay = self.history.back().map_or(0.0, |h| h.2.delay)
+            + if self.cheat == Cheat::LongDelay {
+                LONG_DELAY
+            } else {
+                0.0
+            };
+        // The held-claim cheat keeps the view time of now, claiming the old pose's state held.
+        let view_time = if self.cheat == Cheat::HeldClaim {
+            newest
+        } else {
+            view_time
+        };
+        let mut claim = WireClaim::drawn(proxy, &pose, true);
+        match self.cheat {
+            Cheat::HeldClaim => {
+                let (held, stands) = buffers
+                    .get(proxy)
+                    .ok()
+                    .and_then(|b| held_claim(proxy, b, &pose, centre))?;
+                aim = (stands - eye).normalize_or_zero();
+                claim = held;
+            }
+            Cheat::EaseMagnet => {
+                let side = magnet(aim, MAGNET);
+                aim = (centre + side - eye).normalize_or_zero();
+                claim.ease += side;
+            }
+            _ => {}
+        }
+        if self.cheat == Cheat::SkipIndices {
+            self.next_index += 8;
+        }
+        let fire_index = self.next_index;
+        self.next_index += 1;
+        let mut claims = vec![claim];
+        match self.cheat {
+            Cheat::DuplicateClaims => {
+                if let Some(&(_, _, older, _)) =
+                    self.history.iter().rev().find(|(t, ..)| *t <= newest - 0.1)
+                {
+                    claims.push(WireClaim::drawn(proxy, &older, true));
+                }
+            }
+            Cheat::FalseExtrapolate => {
+                // The pair around 30 ms after the view time, from the proxy's own buffer (a
+                // client drawing 80 ms behind at 20 Hz holds states about that far ahead).
+                let t = view_time + 0.03;
+                let (a, b) = buffers.get(proxy).ok().and_then(|b| {
+                    let states: Vec<_> = b.buffer.states().copied().collect();
+                    states
+                        .windows(2)
+                        .find(|w| w[0].time <= t && t < w[1].time)
+                        .map(|w| (w[0], w[1]))
+                })?;
+                claims[0].from = a.tick;
+                claims[0].to = b.tick;
+                claims[0].alpha = ((t - a.time) / (b.time - a.time)) as f32;
+                claims[0].mode = unlag::core::SmoothingMode::Extrapolate;
+            }
+            _ => {}
+        }
+        Some(CheatShot {
+            fire_index,
             aim,
-            directions: shot_directions(shotgun_spec, index, aim),
             view_time,
-            judged_time: view_time,
-            delay_cap: None,
-            move_seq: None,
-            sent_view_time: view_time,
             sent_delay,
             claims,
-        });
+        })
     }
 }

@@ -19,8 +19,9 @@ use unlag_demo::key::ServerKey;
 use unlag_demo::session;
 use unlag_testbed::{ClientPace, Testbed, TestbedConfig};
 
+use crate::Agreement;
 use crate::arena::{ClientScript, add_client_script, client_shoots};
-use crate::{Agreement, Ledger, agree, keep};
+use crate::measure::{Ledger, agree, keep};
 
 /// How a [`udp_player`] plays.
 #[derive(Clone, Debug)]

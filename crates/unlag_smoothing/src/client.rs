@@ -5,8 +5,8 @@ use crate::protocol::ProxyUpdates;
 use bevy::prelude::*;
 use lightyear::prelude::*;
 use unlag_core::{
-    CorrectionSmoothing, DelayController, SampleKind, SmoothingMode, StateBuffer, StateLoss,
-    StateRejected, StateShown, StateStaleness, VisualOffset,
+    CorrectionSmoothing, DelayController, ProxyState, Sample, SampleKind, SmoothingMode,
+    StateBuffer, StateLoss, StateRejected, StateShown, StateStaleness, VisualOffset,
 };
 use unlag_net::RenderedPose;
 use unlag_net::{AutonomousProxy, NetClock};
@@ -235,27 +235,8 @@ pub(crate) fn receive_states(
             let state = wire.to_state(update.tick, time);
             let result = match existing {
                 Some(mut smoothing) => {
-                    let newest = smoothing.buffer.newest().map(|s| s.time);
-                    // The longer of the grid its states came on and the server's announced
-                    // rate: after the rate falls, the old grid's gaps are not losses.
-                    let interval = smoothing
-                        .buffer
-                        .recent_interval()
-                        .map(|i| i.max(clock.send_interval));
-                    let result = smoothing.buffer.push(state, clock.server_time);
-                    // A state newer than the newest, on a known grid: the gap tells how many
-                    // were lost on the way (a repeat stands in for its lost original).
-                    if result.is_ok()
-                        && let (Some(newest), Some(interval)) = (newest, interval)
-                        && time > newest
-                    {
-                        lateness.state_loss.observe(
-                            real.elapsed_secs_f64(),
-                            time - newest,
-                            interval,
-                        );
-                    }
-                    result
+                    let arrived = (clock.server_time, real.elapsed_secs_f64());
+                    smoothing.take_state(state, arrived, clock.send_interval, &mut lateness)
                 }
                 None => {
                     let at = match fresh.iter().position(|(e, _)| *e == wire.entity) {
@@ -268,23 +249,7 @@ pub(crate) fn receive_states(
                     fresh[at].1.buffer.push(state, clock.server_time)
                 }
             };
-            match result {
-                Ok(()) => stats.states_received += 1,
-                Err(reason) => {
-                    let n = match reason {
-                        StateRejected::Invalid => &mut stats.rejected_invalid,
-                        StateRejected::Duplicate => &mut stats.rejected_duplicate,
-                        StateRejected::OutOfOrder => &mut stats.rejected_out_of_order,
-                        StateRejected::FarFuture => &mut stats.rejected_far_future,
-                    };
-                    // Duplicates are normal (the server sends slow proxies' states twice).
-                    if reason == StateRejected::Duplicate {
-                        *n += 1;
-                    } else {
-                        unlag_net::warn_counted!(*n, "dropped a proxy state: {reason}");
-                    }
-                }
-            }
+            count_state(&mut stats, result);
         }
     }
     for (entity, smoothing) in fresh.drain(..) {
@@ -292,6 +257,69 @@ pub(crate) fn receive_states(
             .entity(entity)
             .insert((smoothing, Transform::default()));
     }
+}
+
+impl ProxySmoothing {
+    /// Buffers a received `state`; `arrived` is (server time, client time), seconds. A state
+    /// newer than the newest, on a known grid, tells `lateness` how many were lost on the way
+    /// (a repeat stands in for its lost original); the grid is the longer of the one its states
+    /// came on and the server's announced `send_interval` (after the rate falls, the old
+    /// grid's gaps are not losses).
+    fn take_state(
+        &mut self,
+        state: ProxyState,
+        (server_time, client_time): (f64, f64),
+        send_interval: f64,
+        lateness: &mut ArrivalLateness,
+    ) -> Result<(), StateRejected> {
+        let time = state.time;
+        let newest = self.buffer.newest().map(|s| s.time);
+        let interval = self.buffer.recent_interval().map(|i| i.max(send_interval));
+        let result = self.buffer.push(state, server_time);
+        if result.is_ok()
+            && let (Some(newest), Some(interval)) = (newest, interval)
+            && time > newest
+        {
+            lateness
+                .state_loss
+                .observe(client_time, time - newest, interval);
+        }
+        result
+    }
+}
+
+/// Counts a received state, or why it was dropped (duplicates are normal: the server sends
+/// slow proxies' states twice; the others are logged, rate-limited).
+fn count_state(stats: &mut SmoothingStats, result: Result<(), StateRejected>) {
+    let Err(reason) = result else {
+        stats.states_received += 1;
+        return;
+    };
+    let n = match reason {
+        StateRejected::Invalid => &mut stats.rejected_invalid,
+        StateRejected::Duplicate => &mut stats.rejected_duplicate,
+        StateRejected::OutOfOrder => &mut stats.rejected_out_of_order,
+        StateRejected::FarFuture => &mut stats.rejected_far_future,
+    };
+    if reason == StateRejected::Duplicate {
+        *n += 1;
+    } else {
+        unlag_net::warn_counted!(*n, "dropped a proxy state: {reason}");
+    }
+}
+
+/// What every proxy's delay this frame follows, measured over the frames before this one.
+struct DelayInputs {
+    /// The p99 of the states' lateness, seconds, once there is enough of it.
+    late: Option<f64>,
+    /// What the delay must cover beyond each proxy's interval for no more than the policy's
+    /// share of frames to starve, seconds.
+    covering: Option<f64>,
+    /// Loss as the beats measure it, or as the proxies' own states do, whichever is more
+    /// (0–1): the states are the denser sample, and the packets whose loss the bridge is for.
+    loss: f64,
+    /// The client's time, seconds.
+    now: f64,
 }
 
 /// PostUpdate: places every proxy at view time.
@@ -312,27 +340,77 @@ pub(crate) fn place_proxies(
     if !clock.synced {
         return;
     }
-    let offset_settings = CorrectionSmoothing {
+    let offsets = CorrectionSmoothing {
         smooth_time: settings.extrapolation_smooth_time,
         max_smooth_distance: settings.teleport_distance,
         teleport_distance: settings.teleport_distance,
     };
-    let late = lateness.p99();
-    // What the delay must cover beyond each proxy's interval for no more than the share of
-    // frames to starve, from the frames before this one.
     let now = time.elapsed_secs_f64();
+    let late = lateness.p99();
     let covering = lateness.covering(now, settings.delay_policy.starved_share);
-    // Loss as the beats measure it, or as the proxies' own states do, whichever is more: the
-    // states are the denser sample, and the packets whose loss the bridge is for.
     let loss = unlag_core::finite_non_negative(clock.loss).max(lateness.state_loss());
+    let inputs = DelayInputs {
+        late,
+        covering,
+        loss,
+        now,
+    };
+    let (dt, dt64) = (time.delta_secs(), time.delta_secs_f64());
     // The shortest delay in use: the proxies at the full update rate (slower ones wait longer).
     let mut shortest: Option<f64> = None;
     for (entity, mut proxy, mut transform, pose) in &mut proxies {
         let proxy = &mut *proxy;
-        // This proxy's delay: its own interval (a 1 Hz proxy cannot be shown 50 ms behind).
+        let delay = proxy.next_delay(&clock, &settings, &mut lateness, &inputs, dt64);
+        shortest = Some(shortest.map_or(delay, |s: f64| s.min(delay)));
+        let view_time = clock.server_time - clock.one_way() - delay;
+        let sampled = if proxy.mode == SmoothingMode::Extrapolate {
+            proxy.dead_reckon(&clock, &settings, &offsets, dt)
+        } else {
+            proxy
+                .buffer
+                .sample(view_time, proxy.mode, settings.max_extrapolation)
+                .map(|sample| (sample.position, sample.rotation, sample))
+        };
+        let Some((position, rotation, sample)) = sampled else {
+            continue;
+        };
+        let position = proxy.eased(position, &sample, view_time, &settings, &offsets, dt);
+        transform.translation = position;
+        transform.rotation = rotation;
+        proxy.count_frame(position, &sample, &mut stats);
+        let rendered = proxy.rendered(sample, (view_time, delay), position, &clock);
+        match pose {
+            Some(mut pose) => *pose = rendered,
+            None => {
+                commands.entity(entity).insert(rendered);
+            }
+        }
+    }
+    clock.proxy_delay = shortest;
+    clock.proxy_view_time = shortest.map(|d| clock.server_time - clock.one_way() - d);
+}
+
+/// Whether a sample of this kind was drawn starved (held or extrapolated).
+fn starved(kind: Option<SampleKind>) -> bool {
+    matches!(kind, Some(SampleKind::Held | SampleKind::Extrapolated))
+}
+
+impl ProxySmoothing {
+    /// This frame's interpolation delay, seconds, after `dt` seconds: its own interval (a 1 Hz
+    /// proxy cannot be shown 50 ms behind) plus the margin the states' lateness, loss and the
+    /// outages of recent frames ask for, approached at the policy's rates. Observes how stale
+    /// its newest state is for `lateness`.
+    fn next_delay(
+        &mut self,
+        clock: &NetClock,
+        settings: &SmoothingSettings,
+        lateness: &mut ArrivalLateness,
+        inputs: &DelayInputs,
+        dt: f64,
+    ) -> f64 {
         // Proxies at the server's default rate share its nominal interval, so they share one
         // delay (and one view time, which shots are judged at); others follow their own.
-        let interval = proxy
+        let interval = self
             .buffer
             .recent_interval()
             .map(|i| {
@@ -345,194 +423,206 @@ pub(crate) fn place_proxies(
             .unwrap_or(clock.send_interval);
         // How stale its newest state is this frame, beyond its interval: a frame drawn with a
         // delay shorter than the interval plus that starves.
-        if proxy.buffer.states().len() >= 3
-            && let Some(newest) = proxy.buffer.newest()
+        if self.buffer.states().len() >= 3
+            && let Some(newest) = self.buffer.newest()
         {
             let present = clock.server_time - clock.one_way();
             lateness
                 .staleness
-                .observe(now, present - newest.time - interval);
+                .observe(inputs.now, present - newest.time - interval);
         }
         // The measured lateness of states once there is enough of it, else a margin from the
         // jitter; and long enough for the outages the recent frames met.
         let policy = &settings.delay_policy;
-        let margin = late.unwrap_or(policy.jitter_multiplier * clock.jitter);
+        let margin = inputs
+            .late
+            .unwrap_or(policy.jitter_multiplier * clock.jitter);
         // A server whose frames outlast the interval (a slow listen host) sends a frame's
         // states together: at the worst phase of this client's frames against its, the newest
         // state is that frame less the interval staler, and late by the margin. The phase
         // drifts, so the covering measured may not have met the worst of it yet.
         let paired = (clock.server_frame - interval).max(0.0);
         let covering = if paired > 0.0 {
-            Some(covering.map_or(paired + margin, |c| c.max(paired + margin)))
+            Some(
+                inputs
+                    .covering
+                    .map_or(paired + margin, |c| c.max(paired + margin)),
+            )
         } else {
-            covering
+            inputs.covering
         };
-        proxy
-            .delay
-            .set_target(policy.target_covering(interval, margin, loss, covering));
+        self.delay
+            .set_target(policy.target_covering(interval, margin, inputs.loss, covering));
         // Until its interval is known nothing has been shown that could jump.
-        if proxy.buffer.states().len() < 3 {
-            proxy.delay.snap_to_target();
+        if self.buffer.states().len() < 3 {
+            self.delay.snap_to_target();
         }
-        let delay = proxy.delay.update(time.delta_secs_f64());
-        shortest = Some(shortest.map_or(delay, |s: f64| s.min(delay)));
-        let view_time = clock.server_time - clock.one_way() - delay;
-        let (position, rotation, sample) = if proxy.mode == SmoothingMode::Extrapolate {
-            // UE's simulated proxies: dead reckoning from the newest state at the present the
-            // client can know (server time less the one-way trip), easing into each new state.
-            let Some(newest) = proxy.buffer.newest().copied() else {
-                continue;
-            };
-            let present = clock.server_time - clock.one_way();
-            let Some(sample) = proxy.buffer.sample(
-                present.max(newest.time),
-                SmoothingMode::Hermite,
-                settings.max_extrapolation,
-            ) else {
-                continue;
-            };
-            let offset = match proxy.blend {
-                Some((tick, mut o)) if tick == newest.tick => {
-                    let current = o.advance(time.delta_secs());
-                    proxy.blend = Some((tick, o));
-                    current
-                }
-                _ => {
-                    // A new state: ease from where the old one's dead reckoning draws the
-                    // proxy now into the new path, so it keeps moving (measured against last
-                    // frame's drawing, the offset would also take up this frame's motion: a
-                    // stop of one frame, and an offset the server cannot tell from a magnet).
-                    // After a mode switch there is no old one: ease from where it was drawn.
-                    let before = proxy.blend.and_then(|(tick, o)| {
-                        proxy
-                            .buffer
-                            .get(tick)
-                            .map(|s| (run_on(s, present, settings.max_extrapolation), o))
-                    });
-                    let o = match (before, proxy.last_rendered) {
-                        _ if newest.teleport => VisualOffset::default(),
-                        (Some((was, mut o)), _) => {
-                            o.on_correction(sample.position - was, &offset_settings);
-                            o
-                        }
-                        (None, Some(shown)) => {
-                            let mut o = VisualOffset::default();
-                            o.on_correction(sample.position - shown, &offset_settings);
-                            o
-                        }
-                        (None, None) => VisualOffset::default(),
-                    };
-                    proxy.blend = Some((newest.tick, o));
-                    o.current()
-                }
-            };
-            (sample.position + offset, sample.rotation, sample)
-        } else {
-            let Some(sample) =
-                proxy
-                    .buffer
-                    .sample(view_time, proxy.mode, settings.max_extrapolation)
-            else {
-                continue;
-            };
-            (sample.position, sample.rotation, sample)
+        self.delay.update(dt)
+    }
+
+    /// `Extrapolate` mode, UE's simulated proxies: dead reckoning from the newest state at the
+    /// present the client can know (server time less the one-way trip), easing into each new
+    /// state over `dt` seconds. Where it is drawn, how it is turned, and the sample.
+    fn dead_reckon(
+        &mut self,
+        clock: &NetClock,
+        settings: &SmoothingSettings,
+        offsets: &CorrectionSmoothing,
+        dt: f32,
+    ) -> Option<(Vec3, Quat, Sample)> {
+        let newest = self.buffer.newest().copied()?;
+        let present = clock.server_time - clock.one_way();
+        let sample = self.buffer.sample(
+            present.max(newest.time),
+            SmoothingMode::Hermite,
+            settings.max_extrapolation,
+        )?;
+        let offset = match self.blend {
+            Some((tick, mut o)) if tick == newest.tick => {
+                let current = o.advance(dt);
+                self.blend = Some((tick, o));
+                current
+            }
+            _ => {
+                // A new state: ease from where the old one's dead reckoning draws the proxy
+                // now into the new path, so it keeps moving (measured against last frame's
+                // drawing, the offset would also take up this frame's motion: a stop of one
+                // frame, and an offset the server cannot tell from a magnet). After a mode
+                // switch there is no old one: ease from where it was drawn.
+                let before = self.blend.and_then(|(tick, o)| {
+                    self.buffer
+                        .get(tick)
+                        .map(|s| (run_on(s, present, settings.max_extrapolation), o))
+                });
+                let o = match (before, self.last_rendered) {
+                    _ if newest.teleport => VisualOffset::default(),
+                    (Some((was, mut o)), _) => {
+                        o.on_correction(sample.position - was, offsets);
+                        o
+                    }
+                    (None, Some(shown)) => {
+                        let mut o = VisualOffset::default();
+                        o.on_correction(sample.position - shown, offsets);
+                        o
+                    }
+                    (None, None) => VisualOffset::default(),
+                };
+                self.blend = Some((newest.tick, o));
+                o.current()
+            }
         };
+        Some((sample.position + offset, sample.rotation, sample))
+    }
+
+    /// Where the proxy is drawn, from `position` on its curve (or `Extrapolate`'s path), with
+    /// the eases that keep it from popping, advanced by `dt` seconds: after a mode switch,
+    /// from where it was drawn; back on the curve after starved frames, from where those
+    /// frames would draw it now (UE smooths the same way).
+    fn eased(
+        &mut self,
+        position: Vec3,
+        sample: &Sample,
+        view_time: f64,
+        settings: &SmoothingSettings,
+        offsets: &CorrectionSmoothing,
+        dt: f32,
+    ) -> Vec3 {
         // A new mode draws elsewhere: ease over from where the proxy was drawn (`Extrapolate`
         // eases by its own blend, started afresh by `set_mode`).
-        let switched = core::mem::take(&mut proxy.switched);
+        let switched = core::mem::take(&mut self.switched);
         if switched
-            && !matches!(proxy.mode, SmoothingMode::Extrapolate | SmoothingMode::Snap)
-            && let Some(shown) = proxy.last_rendered
+            && !matches!(self.mode, SmoothingMode::Extrapolate | SmoothingMode::Snap)
+            && let Some(shown) = self.last_rendered
         {
-            proxy.ease = VisualOffset::default();
-            proxy.ease.on_correction(position - shown, &offset_settings);
+            self.ease = VisualOffset::default();
+            self.ease.on_correction(position - shown, offsets);
         }
-        if switched && proxy.mode == SmoothingMode::Snap {
-            proxy.ease = VisualOffset::default();
+        if switched && self.mode == SmoothingMode::Snap {
+            self.ease = VisualOffset::default();
         }
-        // Back on the curve after holding or extrapolating: the curve has moved on from where
-        // the proxy was drawn; ease over to it instead of popping (UE smooths the same way).
-        let starved =
-            |k: Option<SampleKind>| matches!(k, Some(SampleKind::Held | SampleKind::Extrapolated));
         // The ease starts from where the starved frames would draw the proxy now (the state
         // they ran on, extrapolated as far as they may), so the proxy keeps moving through
         // the frame that recovers, and the offset is only what extrapolating got wrong: the
         // server checks claimed offsets against exactly that.
-        if proxy.mode != SmoothingMode::Extrapolate
+        if self.mode != SmoothingMode::Extrapolate
             && !switched
-            && starved(proxy.last_kind)
+            && starved(self.last_kind)
             && !starved(Some(sample.kind))
         {
-            let starved_now = proxy
+            let starved_now = self
                 .last_starved_on
-                .and_then(|tick| proxy.buffer.get(tick))
+                .and_then(|tick| self.buffer.get(tick))
                 .map(|s| run_on(s, view_time, settings.max_extrapolation));
-            match (starved_now, proxy.last_rendered) {
+            match (starved_now, self.last_rendered) {
                 (Some(was), _) => {
-                    proxy.ease.on_correction(position - was, &offset_settings);
+                    self.ease.on_correction(position - was, offsets);
                 }
                 (None, Some(shown)) => {
-                    proxy.ease = VisualOffset::default();
-                    proxy.ease.on_correction(position - shown, &offset_settings);
+                    self.ease = VisualOffset::default();
+                    self.ease.on_correction(position - shown, offsets);
                 }
                 (None, None) => {}
             }
         }
-        let position = position + proxy.ease.advance(time.delta_secs());
-        // Everything off the curve: the starved-frame ease, and `Extrapolate`'s blend.
-        let ease = position - sample.position;
-        proxy.last_kind = Some(sample.kind);
-        proxy.last_starved_on = (proxy.mode != SmoothingMode::Extrapolate
+        position + self.ease.advance(dt)
+    }
+
+    /// Remembers a frame drawn at `position` from `sample`, and counts it (held and
+    /// extrapolated frames apart) here and in `stats`.
+    fn count_frame(&mut self, position: Vec3, sample: &Sample, stats: &mut SmoothingStats) {
+        self.last_kind = Some(sample.kind);
+        self.last_starved_on = (self.mode != SmoothingMode::Extrapolate
             && starved(Some(sample.kind)))
         .then_some(sample.from);
-        transform.translation = position;
-        transform.rotation = rotation;
-        proxy.last_rendered = Some(position);
-        proxy.frames += 1;
+        self.last_rendered = Some(position);
+        self.frames += 1;
         stats.frames += 1;
         match sample.kind {
             SampleKind::Held => {
-                proxy.held += 1;
+                self.held += 1;
                 stats.held_frames += 1;
             }
-            SampleKind::Extrapolated if proxy.mode != SmoothingMode::Extrapolate => {
-                proxy.extrapolated += 1;
+            SampleKind::Extrapolated if self.mode != SmoothingMode::Extrapolate => {
+                self.extrapolated += 1;
                 stats.extrapolated_frames += 1;
             }
             _ => {}
         }
+    }
+
+    /// What a client drew this frame, for the view contract: the sample's state pair and
+    /// blend, the view time and delay (seconds), where it was drawn and how far off the curve
+    /// (metres). States older than a second before the view are pruned once read.
+    fn rendered(
+        &mut self,
+        sample: Sample,
+        (view_time, delay): (f64, f64),
+        position: Vec3,
+        clock: &NetClock,
+    ) -> RenderedPose {
         let shown = |tick: u32| {
-            proxy
-                .buffer
+            self.buffer
                 .get(tick)
                 .map_or_else(StateShown::default, StateShown::from)
         };
         let shown = [shown(sample.from), shown(sample.to)];
-        proxy
-            .buffer
+        self.buffer
             .prune(view_time.min(clock.server_time - clock.one_way()) - 1.0);
-        let rendered = RenderedPose {
+        RenderedPose {
             from: sample.from,
             to: sample.to,
             alpha: sample.alpha,
             view_time,
             delay,
             position,
-            ease,
+            // Everything off the curve: the starved-frame ease, and `Extrapolate`'s blend.
+            ease: position - sample.position,
             flags: sample.flags,
             shown,
             kind: sample.kind,
-            mode: proxy.mode,
-        };
-        match pose {
-            Some(mut pose) => *pose = rendered,
-            None => {
-                commands.entity(entity).insert(rendered);
-            }
+            mode: self.mode,
         }
     }
-    clock.proxy_delay = shortest;
-    clock.proxy_view_time = shortest.map(|d| clock.server_time - clock.one_way() - d);
 }
 
 /// Where a proxy starved on state `s` is drawn at `time` (server seconds): `s` run on by its

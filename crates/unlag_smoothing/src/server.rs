@@ -95,6 +95,21 @@ pub(crate) fn sample_proxies(
     }
 }
 
+/// The client links proxy states go out on.
+type StateLinks<'w, 's> = Query<
+    'w,
+    's,
+    (
+        Entity,
+        &'static mut MessageSender<ProxyUpdates>,
+        &'static mut LinkTraffic,
+    ),
+    (With<ClientOf>, With<Connected>),
+>;
+
+/// A proxy state due to every client but its owner's (the one that controls it, if any).
+type DueState = (WireProxyState, Option<Entity>);
+
 /// FixedPostUpdate: one [`ProxyUpdates`] per client with every proxy that is due, except the
 /// one the client controls (it predicts that one itself).
 pub(crate) fn send_due(
@@ -110,10 +125,7 @@ pub(crate) fn send_due(
         Option<&NetUpdateFrequency>,
         Option<&ControlledBy>,
     )>,
-    mut links: Query<
-        (Entity, &mut MessageSender<ProxyUpdates>, &mut LinkTraffic),
-        (With<ClientOf>, With<Connected>),
-    >,
+    mut links: StateLinks,
     work: Option<Res<unlag_net::ServerWork>>,
 ) {
     let _work = work
@@ -121,13 +133,14 @@ pub(crate) fn send_due(
         .map(|w| w.time(unlag_net::WorkPart::ProxyStates));
     let now_tick = timeline.tick().0;
     let now = f64::from(now_tick) * tick.0.as_secs_f64();
-    let mut due: Vec<(WireProxyState, Option<Entity>)> = Vec::new();
+    let mut due: Vec<DueState> = Vec::new();
     // Repeats of slow proxies' states, by the tick they were sampled at.
     let mut repeats: Vec<(u32, WireProxyState, Option<Entity>)> = Vec::new();
     for (entity, transform, flags, mut sampler, mut sent, frequency, controlled) in &mut proxies {
+        let owner = controlled.map(|c| c.owner);
         if let Some((at, tick, wire)) = sampler.repeat.take() {
             if now + 1e-9 >= at {
-                repeats.push((tick, wire, controlled.map(|c| c.owner)));
+                repeats.push((tick, wire, owner));
             } else {
                 sampler.repeat = Some((at, tick, wire));
             }
@@ -138,10 +151,32 @@ pub(crate) fn send_due(
         let rate = frequency
             .map_or(conditions.get().update_rate_hz, |f| f.0)
             .clamp(1.0, 60.0);
+        let pose = (entity, transform, flags.0);
+        due.push((
+            sampler.sample(pose, rate, (now_tick, now), &mut sent),
+            owner,
+        ));
+    }
+    send_repeats(repeats, &mut links);
+    send_states(&due, now_tick, &mut links);
+}
+
+impl ProxySampler {
+    /// The proxy's state, due at tick `now_tick` (server time `now`, seconds), at `rate`
+    /// states a second: recorded in what was `sent`, the next one and its repeat scheduled
+    /// (for slow rates), the teleport flag spent. `pose`: the proxy's entity, transform and
+    /// game flags.
+    fn sample(
+        &mut self,
+        (entity, transform, flags): (Entity, &Transform, u8),
+        rate: f32,
+        (now_tick, now): (u32, f64),
+        sent: &mut SentStates,
+    ) -> WireProxyState {
         // Stay on the rate's grid so the interval the clients measure is steady.
         let interval = 1.0 / f64::from(rate);
-        sampler.next_send = if now - sampler.next_send < interval {
-            sampler.next_send + interval
+        self.next_send = if now - self.next_send < interval {
+            self.next_send + interval
         } else {
             now + interval
         };
@@ -149,18 +184,23 @@ pub(crate) fn send_due(
             entity,
             transform.translation,
             transform.rotation,
-            sampler.velocity,
-            flags.0,
-            sampler.teleport,
+            self.velocity,
+            flags,
+            self.teleport,
         );
         sent.push(wire.to_state(now_tick, now));
-        sampler.repeat =
+        self.repeat =
             unlag_core::repeat_after(interval).map(|after| (now + after, now_tick, wire.clone()));
-        due.push((wire, controlled.map(|c| c.owner)));
-        sampler.teleport = false;
+        self.teleport = false;
+        wire
     }
+}
+
+/// Sends every client the repeats due of slow proxies' states but its own, one message per
+/// tick they were sampled at.
+fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: &mut StateLinks) {
     repeats.sort_by_key(|(tick, ..)| *tick);
-    for (link, mut sender, mut traffic) in &mut links {
+    for (link, mut sender, mut traffic) in links {
         for group in repeats.chunk_by(|a, b| a.0 == b.0) {
             let states: Vec<WireProxyState> = group
                 .iter()
@@ -179,11 +219,15 @@ pub(crate) fn send_due(
             }
         }
     }
+}
+
+/// Sends every client the states `due` at tick `now_tick` but its own, in one message.
+fn send_states(due: &[DueState], now_tick: u32, links: &mut StateLinks) {
     if due.is_empty() {
         return;
     }
     let mut per_link: HashMap<Entity, Vec<WireProxyState>> = HashMap::default();
-    for (link, ..) in &links {
+    for (link, ..) in links.iter() {
         let states = due
             .iter()
             .filter(|(_, owner)| *owner != Some(link))
@@ -191,7 +235,7 @@ pub(crate) fn send_due(
             .collect();
         per_link.insert(link, states);
     }
-    for (link, mut sender, mut traffic) in &mut links {
+    for (link, mut sender, mut traffic) in links {
         if let Some(states) = per_link.remove(&link)
             && !states.is_empty()
         {

@@ -135,24 +135,16 @@ pub(crate) fn fire(
             continue;
         };
         let (origin, directions) = (command.origin, shot_directions(spec, fire_index, aim));
-        // Above the rewind cap the server judges the shot later than it was drawn, by the
-        // part of the trip it does not rewind, and by the part of the delay it does not
-        // compensate: the shot is traced, and claims, where the proxies are on their curves
-        // then, so a hit marker promises what the server grants. By the server's own measure
-        // of the round trip and its cap on the delay (from its beats), so both sides agree.
-        let lead = settings.shot_lead(
-            clock.server_rtt.unwrap_or(clock.rtt),
-            clock.interpolation_delay,
-            clock.server_delay_cap,
-        );
+        let lead = shot_lead(&settings, &clock);
         let targets = scene.targets(lead);
         // A projectile hits nothing yet: the server judges its flight.
         let (hits, near) = if matches!(spec.kind, WeaponKind::Projectile { .. }) {
+            let (weapon, direction) = (command.weapon, directions[0]);
             projectiles.fired(
                 &settings,
                 spec,
-                (command.weapon, fire_index),
-                (origin, directions[0]),
+                (weapon, fire_index),
+                (origin, direction),
                 &clock,
             );
             (vec![None], Vec::new())
@@ -188,4 +180,17 @@ pub(crate) fn fire(
             view_time,
         });
     }
+}
+
+/// How much later than drawn the server judges a shot fired now, seconds: above the rewind cap,
+/// the part of the trip it does not rewind and the part of the delay it does not compensate.
+/// The shot is traced, and claims, where the proxies are on their curves then, so a hit marker
+/// promises what the server grants. By the server's own measure of the round trip and its cap
+/// on the delay (from its beats), so both sides agree.
+fn shot_lead(settings: &CombatSettings, clock: &NetClock) -> f64 {
+    settings.shot_lead(
+        clock.server_rtt.unwrap_or(clock.rtt),
+        clock.interpolation_delay,
+        clock.server_delay_cap,
+    )
 }

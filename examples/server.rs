@@ -1,0 +1,103 @@
+//! The shooter's dedicated server, headless: the arena, its bots and every rule of the shooter,
+//! served over UDP with no window and no renderer linked, so it builds and runs where the
+//! windowed examples cannot (a container, CI, a machine without a display or a GPU). The
+//! windowed shooter joins it with `--client ADDR`; `shooter --server` runs the same server.
+//!
+//! ```text
+//! cargo run --release --example server                      # UDP 0.0.0.0:5888
+//! cargo run --release --example server -- 127.0.0.1:6000 --bots 10 --stats 30
+//! ```
+//!
+//! | option | meaning |
+//! | --- | --- |
+//! | `ADDR` | the UDP address to serve on (default `0.0.0.0:5888`) |
+//! | `--key-file PATH` | the netcode key (else `$UNLAG_SERVER_KEY_FILE`, `$UNLAG_SERVER_KEY`, or the examples' public key on loopback only) |
+//! | `--new-key` | print a new random key and exit |
+//! | `--bots N` | bots in the arena (default 6) |
+//! | `--update-rate HZ` | proxy states a second (default 20) |
+//! | `--stats S` | a `server stats:` line every S seconds (default 10): memory, frame cost, links, refusals |
+//! | `--seconds S` | quit after S seconds |
+
+#[path = "common/cli.rs"]
+mod cli;
+
+use bevy::prelude::*;
+use core::net::SocketAddr;
+use unlag_demo::game::ShooterSettings;
+use unlag_demo::{NetPanel, key, session};
+
+/// What the server is asked to do.
+struct Options {
+    addr: SocketAddr,
+    key_file: Option<std::path::PathBuf>,
+    bots: usize,
+    panel: NetPanel,
+    stats_every: f64,
+    seconds: Option<f64>,
+}
+
+fn parse() -> Result<Options, String> {
+    let mut o = Options {
+        addr: SocketAddr::from(([0, 0, 0, 0], session::DEFAULT_PORT)),
+        key_file: None,
+        bots: ShooterSettings::default().bots,
+        panel: NetPanel::default(),
+        stats_every: 10.0,
+        seconds: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut number = |name: &str| cli::number(&mut args, name);
+        match flag.as_str() {
+            "--bots" => o.bots = number("--bots")? as usize,
+            "--update-rate" => o.panel.update_rate_hz = number("--update-rate")? as f32,
+            "--seconds" => o.seconds = Some(number("--seconds")?),
+            "--stats" => {
+                o.stats_every = number("--stats")?;
+                if o.stats_every <= 0.0 {
+                    return Err("--stats: seconds must be > 0".into());
+                }
+            }
+            "--key-file" => {
+                o.key_file = Some(args.next().ok_or("--key-file needs a path")?.into());
+            }
+            "--new-key" => {
+                match key::new_key() {
+                    Ok(hex) => println!("{hex}"),
+                    Err(e) => return Err(format!("--new-key: /dev/urandom: {e}")),
+                }
+                std::process::exit(0);
+            }
+            "-h" | "--help" => {
+                return Err(
+                    "usage: server [ADDR] [--key-file PATH] [--new-key] [--bots N] \
+                            [--update-rate HZ] [--stats S] [--seconds S]"
+                        .into(),
+                );
+            }
+            other if !other.starts_with("--") => {
+                o.addr = other
+                    .parse()
+                    .map_err(|e| format!("{other:?} is not an address to serve on: {e}"))?;
+            }
+            other => return Err(format!("unknown option {other} (try --help)")),
+        }
+    }
+    o.panel.validate().map_err(|e| e.to_string())?;
+    Ok(o)
+}
+
+fn main() -> AppExit {
+    let options = cli::options_or_exit("server", parse());
+    let key = cli::options_or_exit(
+        "server",
+        key::load_key_from_env(options.key_file.as_deref(), options.addr),
+    );
+    let settings = ShooterSettings {
+        bots: options.bots,
+        ..default()
+    };
+    let mut server = session::dedicated_shooter(settings, options.panel, options.stats_every);
+    session::quit_after(&mut server, options.seconds);
+    session::serve_udp(server, options.addr, key)
+}
