@@ -12,14 +12,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=$1 stats=$2; shift 2
 target=${CARGO_TARGET_DIR:-target}
-echo "against-server: building the shooter and loadtest examples (dev profile)"
+echo "against-server: building the server and loadtest examples (dev profile)"
 # --workspace: the features the test command builds with, so after it nothing is rebuilt.
-cargo build --locked -q --workspace --example shooter --example loadtest
+cargo build --locked -q --workspace --example server --example loadtest
 port=$((20000 + RANDOM % 20000))
 log=$(mktemp)
 trap 'kill "$server" 2>/dev/null || true; rm -f "$log"' EXIT
 # The server outlives the players by 20 s: netcode's timeout, then a status line with no one.
-"$target/debug/examples/shooter" --server "127.0.0.1:$port" --stats "$stats" \
+"$target/debug/examples/server" "127.0.0.1:$port" --stats "$stats" \
     --seconds "$((seconds + 21 + 2 * stats))" >"$log" 2>&1 &
 server=$!
 for _ in $(seq 100); do grep -q "serving on udp" "$log" && break; sleep 0.1; done

@@ -13,13 +13,13 @@ seconds=${1:-60}
 shift || true
 if [ $# -eq 0 ]; then set -- --clients 4 --rtt 100 --jitter 10 --loss 2; fi
 target=${CARGO_TARGET_DIR:-target}
-echo "real-vs-testbed: building the shooter and loadtest examples (dev profile)"
-cargo build --locked -q --workspace --example shooter --example loadtest
+echo "real-vs-testbed: building the server and loadtest examples (dev profile)"
+cargo build --locked -q --workspace --example server --example loadtest
 port=$((20000 + RANDOM % 20000))
 log=$(mktemp)
 trap 'kill "$server" 2>/dev/null || true; rm -f "$log"' EXIT
 # The server waits while the testbed plays first (faster than real time), then serves.
-"$target/debug/examples/shooter" --server "127.0.0.1:$port" --stats 3600 \
+"$target/debug/examples/server" "127.0.0.1:$port" --stats 3600 \
     --seconds "$((3 * seconds + 120))" >"$log" 2>&1 &
 server=$!
 for _ in $(seq 100); do grep -q "serving on udp" "$log" && break; sleep 0.1; done

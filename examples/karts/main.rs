@@ -4,7 +4,7 @@
 //! what each does with sparse states.
 //!
 //! ```text
-//! cargo run --release --example karts -- [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rate HZ] [--ghosts] [--autopilot] [--window WxH] [--seconds S]
+//! cargo run --release --features windowed --example karts -- [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rate HZ] [--ghosts] [--autopilot] [--window WxH] [--seconds S]
 //! ```
 //!
 //! `--rate` sets the proxies' update rate (1–60 Hz), `--ghosts` draws each bot's newest server

@@ -3,9 +3,9 @@
 //! technique off and feel what it saves you from.
 //!
 //! ```text
-//! cargo run --release --example shooter                  # listen server + you, one window
-//! cargo run --release --example shooter -- --server      # dedicated server on UDP 0.0.0.0:5888
-//! cargo run --release --example shooter -- --client 127.0.0.1:5888   # join it (several may)
+//! cargo run --release --features windowed --example shooter              # listen server + you
+//! cargo run --release --example server                                    # dedicated, headless
+//! cargo run --release --features windowed --example shooter -- --client 127.0.0.1:5888
 //! ```
 //!
 //! | option | meaning |
