@@ -1725,3 +1725,74 @@ fn a_proxy_may_be_off_its_track_by_half_what_its_curve_guesses() {
         0.0
     );
 }
+
+/// A fire command to send once, from the client's next frame.
+#[derive(Resource, Default)]
+struct FireOnce(Option<FireCommand>);
+
+fn fire_once(mut once: ResMut<FireOnce>, mut fire: MessageWriter<FireCommand>) {
+    if let Some(command) = once.0.take() {
+        fire.write(command);
+    }
+}
+
+/// A rocket fired into the floor at the shooter's feet is launched and explodes in the same
+/// server frame, so every client hears of its launch and its impact in one frame. Nothing of it
+/// may stay drawn after: the one spawned for the launch used to fly on through the floor for
+/// its whole lifetime, on the shooter's screen and everyone else's.
+#[test]
+fn a_projectile_launched_and_landed_in_one_frame_is_not_drawn_after() {
+    let conditions = LinkConditions {
+        latency: Duration::from_millis(200),
+        jitter: Duration::ZERO,
+        loss: 0.0,
+        update_rate_hz: 20.0,
+    };
+    let mut tb = combat_testbed_with(2, conditions, default(), 0, 1e9, |app| {
+        app.init_resource::<Impacts>()
+            .init_resource::<FireOnce>()
+            .add_systems(
+                Update,
+                (
+                    fire_once.before(unlag::combat::CombatSystems::Client),
+                    hear_impacts.after(unlag::combat::CombatSystems::Client),
+                ),
+            );
+    });
+    tb.server_world_mut().spawn((
+        Transform::from_xyz(0.0, -0.1, 0.0),
+        bevy_rapier3d::prelude::Collider::cuboid(30.0, 0.1, 30.0),
+    ));
+    tb.run_for(Duration::from_millis(500));
+    let (weapon, _) = weapon(&tb, "launcher");
+    // 30 cm above the floor, straight down: the projectile's first step (the prediction time,
+    // ~90 ms at 200 ms) goes through the floor.
+    tb.client_world_mut(0).resource_mut::<FireOnce>().0 = Some(FireCommand {
+        weapon,
+        origin: EYE - Vec3::Y * 1.3,
+        aim: Vec3::NEG_Y,
+    });
+    assert!(
+        tb.run_until(Duration::from_secs(3), |tb| {
+            !tb.client_world(0).resource::<Impacts>().0.is_empty()
+        }),
+        "the shooter heard no impact"
+    );
+    let impact = tb.client_world(0).resource::<Impacts>().0[0].0.clone();
+    assert!(impact.exploded, "{impact:?}");
+    assert!(
+        impact.point.y.abs() < 0.05,
+        "on the floor: {:?}",
+        impact.point
+    );
+    tb.run_for(Duration::from_millis(300));
+    for i in 0..2 {
+        let world = tb.client_world_mut(i);
+        let drawn: Vec<(Vec3, bool)> = world
+            .query::<(&unlag::combat::ClientProjectile, &Transform)>()
+            .iter(world)
+            .map(|(p, t)| (t.translation, p.fake))
+            .collect();
+        assert!(drawn.is_empty(), "client {i} still draws {drawn:?}");
+    }
+}

@@ -1,6 +1,6 @@
 //! Ammo and reloads on the server: each character's [`ServerArmory`] (rounds, reloads, the one
 //! fire-rate gate over every weapon, the fire indices taken), the system that gives characters
-//! one, and the systems that start and finish reloads. The judge spends rounds through the
+//! one, and the system that starts and finishes reloads. The judge spends rounds through the
 //! armory's methods; nothing else changes it.
 
 use crate::protocol::{Rejection, ReloadDone, ReloadRequest};

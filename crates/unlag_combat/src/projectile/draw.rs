@@ -126,6 +126,9 @@ pub(crate) fn client_projectiles(
 ) {
     let now = clock.server_time;
     own.show_fakes(&mut commands, now);
+    // Projectiles spawned this frame are not in `drawn` yet: an impact that came with its
+    // launch (a rocket fired into a wall at point-blank range) must end them too.
+    let mut spawned: Vec<(Entity, ClientProjectile)> = Vec::new();
     for mut receiver in &mut launches {
         for launch in receiver.receive() {
             let Some(projectile) =
@@ -134,12 +137,18 @@ pub(crate) fn client_projectiles(
                 continue;
             };
             let at = Transform::from_translation(projectile.position(now));
-            commands.spawn((projectile, at));
+            spawned.push((commands.spawn((projectile.clone(), at)).id(), projectile));
         }
     }
     for mut receiver in &mut impacts {
         for impact in receiver.receive() {
-            for (entity, projectile, _) in &drawn {
+            let drawn_now = drawn
+                .iter()
+                .map(|(entity, projectile, _)| (entity, projectile));
+            let spawned_now = spawned
+                .iter()
+                .map(|(entity, projectile)| (*entity, projectile));
+            for (entity, projectile) in drawn_now.chain(spawned_now) {
                 if projectile.ended_by(&impact) {
                     commands.entity(entity).try_despawn();
                 }
