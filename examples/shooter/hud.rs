@@ -142,18 +142,18 @@ fn status(
     mut text: Query<&mut Text, (With<StatusText>, Without<WarningText>)>,
 ) {
     let me = own.single().ok().and_then(|e| board.get(e));
-    let health = me.map_or("—".to_owned(), |f| format!("{:.0}", f.health));
+    let health = me.map_or("-".to_owned(), |f| format!("{:.0}", f.health));
     let score = me.map_or(String::new(), |f| {
         format!("   kills {}  deaths {}", f.kills, f.deaths)
     });
     let weapon = loadout.weapon();
     let spec = weapon.and_then(|w| weapons.table.as_ref()?.get(w));
-    let name = spec.map_or("—", |s| s.name.as_str());
+    let name = spec.map_or("-", |s| s.name.as_str());
     let magazine = spec.map_or(0, |s| s.magazine);
     let ammo = match (weapon, armory.as_deref()) {
-        (Some(w), Some(a)) if a.reloading(w) => "reloading…".to_owned(),
+        (Some(w), Some(a)) if a.reloading(w) => "reloading...".to_owned(),
         (Some(w), Some(a)) => format!("{}/{magazine}", a.ammo(w).unwrap_or(0)),
-        _ => "—".to_owned(),
+        _ => "-".to_owned(),
     };
     let kb = |s| graph.latest(s).unwrap_or(0.0) / 1000.0;
     let dt = time.delta_secs();
@@ -169,7 +169,7 @@ fn status(
                 clock.loss * 1e2
             )
         } else {
-            "connecting…".to_owned()
+            "connecting...".to_owned()
         },
         format!("health {health}{score}"),
         format!("{name}  {ammo}"),
