@@ -23,57 +23,42 @@ mod cli;
 
 use bevy::prelude::*;
 use core::net::SocketAddr;
+use unlag_demo::cli::ServerFlags;
 use unlag_demo::game::ShooterSettings;
-use unlag_demo::{NetPanel, key, session};
+use unlag_demo::{NetPanel, session};
 
 /// What the server is asked to do.
 struct Options {
     addr: SocketAddr,
-    key_file: Option<std::path::PathBuf>,
+    server: ServerFlags,
     bots: usize,
     panel: NetPanel,
-    stats_every: f64,
     seconds: Option<f64>,
 }
 
 fn parse() -> Result<Options, String> {
     let mut o = Options {
         addr: SocketAddr::from(([0, 0, 0, 0], session::DEFAULT_PORT)),
-        key_file: None,
+        server: ServerFlags::default(),
         bots: ShooterSettings::default().bots,
         panel: NetPanel::default(),
-        stats_every: 10.0,
         seconds: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
+        if o.server.take(&flag, &mut args)? {
+            continue;
+        }
         let mut number = |name: &str| cli::number(&mut args, name);
         match flag.as_str() {
             "--bots" => o.bots = number("--bots")? as usize,
             "--update-rate" => o.panel.update_rate_hz = number("--update-rate")? as f32,
             "--seconds" => o.seconds = Some(number("--seconds")?),
-            "--stats" => {
-                o.stats_every = number("--stats")?;
-                if o.stats_every <= 0.0 {
-                    return Err("--stats: seconds must be > 0".into());
-                }
-            }
-            "--key-file" => {
-                o.key_file = Some(args.next().ok_or("--key-file needs a path")?.into());
-            }
-            "--new-key" => {
-                match key::new_key() {
-                    Ok(hex) => println!("{hex}"),
-                    Err(e) => return Err(format!("--new-key: /dev/urandom: {e}")),
-                }
-                std::process::exit(0);
-            }
             "-h" | "--help" => {
-                return Err(
-                    "usage: server [ADDR] [--key-file PATH] [--new-key] [--bots N] \
-                            [--update-rate HZ] [--stats S] [--seconds S]"
-                        .into(),
-                );
+                return Err(format!(
+                    "usage: server [ADDR] {} [--bots N] [--update-rate HZ] [--seconds S]",
+                    ServerFlags::USAGE
+                ));
             }
             other if !other.starts_with("--") => {
                 o.addr = other
@@ -89,15 +74,13 @@ fn parse() -> Result<Options, String> {
 
 fn main() -> AppExit {
     let options = cli::options_or_exit("server", parse());
-    let key = cli::options_or_exit(
-        "server",
-        key::load_key_from_env(options.key_file.as_deref(), options.addr),
-    );
+    let key = cli::options_or_exit("server", options.server.key(options.addr));
     let settings = ShooterSettings {
         bots: options.bots,
         ..default()
     };
-    let mut server = session::dedicated_shooter(settings, options.panel, options.stats_every);
+    let mut server =
+        session::dedicated_shooter(settings, options.panel, options.server.stats_every);
     session::quit_after(&mut server, options.seconds);
     session::serve_udp(server, options.addr, key)
 }

@@ -46,12 +46,15 @@ if [ "$capture" = 1 ]; then
     exit 0
 fi
 
-failed=0
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-for t in "${TARGETS[@]}"; do
+
+# One target: its line (and, if it failed, what it found) into $scratch/$t.out, and a
+# $scratch/$t.failed marker when it failed. Always returns 0 (the caller reads the marker).
+fuzz_one() {
+    local t=$1
+    local log="$scratch/$t.log" out="$scratch/$t.out" verdict runs speed cov unit
     mkdir -p "$scratch/$t" "fuzz/corpus/$t"
-    log="$scratch/$t.log"
     # -timeout: one input taking 60 s is a hang (the first input of fire_request plays the match); -rss_limit_mb: a leak or a runaway allocation.
     if cargo +nightly fuzz run "${build[@]}" "$t" "$scratch/$t" "fuzz/corpus/$t" -- \
         "${limit[@]}" -timeout=60 -rss_limit_mb=4096 -detect_leaks=1 -print_final_stats=1 \
@@ -59,21 +62,41 @@ for t in "${TARGETS[@]}"; do
         verdict=ok
     else
         verdict=FAILED
-        failed=1
+        touch "$scratch/$t.failed"
     fi
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
     speed=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 || true)
-    printf '%-15s %-6s %12s inputs %9s/s  %s\n' "$t" "$verdict" "${runs:-0}" "${speed:-0}" "$cov"
+    printf '%-15s %-6s %12s inputs %9s/s  %s\n' "$t" "$verdict" "${runs:-0}" "${speed:-0}" "$cov" >"$out"
     if [ "$verdict" = FAILED ]; then
-        grep -E "ERROR|panicked|SUMMARY|Test unit written" "$log" | head -20 || tail -30 "$log"
-        grep -A3 "panicked" "$log" | head -12 || true
-        # The input itself, so a failure on a machine one cannot reach reproduces here:
-        # echo ... | base64 -d > x && cargo +nightly fuzz run TARGET x
-        unit=$(grep -o 'Test unit written to [^ ]*' "$log" | head -1 | sed 's/Test unit written to //' || true)
-        if [ -n "$unit" ] && [ -f "$unit" ] && [ "$(stat -c %s "$unit")" -le 4096 ]; then
-            echo "input (base64): $(base64 -w0 "$unit")"
-        fi
+        {
+            grep -E "ERROR|panicked|SUMMARY|Test unit written" "$log" | head -20 || tail -30 "$log"
+            grep -A3 "panicked" "$log" | head -12 || true
+            # The input itself, so a failure on a machine one cannot reach reproduces here:
+            # echo ... | base64 -d > x && cargo +nightly fuzz run TARGET x
+            unit=$(grep -o 'Test unit written to [^ ]*' "$log" | head -1 | sed 's/Test unit written to //' || true)
+            if [ -n "$unit" ] && [ -f "$unit" ] && [ "$(stat -c %s "$unit")" -le 4096 ]; then
+                echo "input (base64): $(base64 -w0 "$unit")"
+            fi
+        } >>"$out"
     fi
+    return 0
+}
+
+# libFuzzer runs one input at a time on one core: as many targets run at once as the machine has
+# cores, so each still gets a whole core for its time (and CI's fuzz step takes half as long on
+# two cores). The lines come out in the targets' order.
+parallel=$(nproc 2>/dev/null || echo 1)
+for t in "${TARGETS[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do
+        wait -n || true
+    done
+    fuzz_one "$t" &
+done
+wait
+failed=0
+for t in "${TARGETS[@]}"; do
+    cat "$scratch/$t.out"
+    if [ -f "$scratch/$t.failed" ]; then failed=1; fi
 done
 exit "$failed"

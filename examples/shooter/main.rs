@@ -60,6 +60,7 @@ use unlag::movement::{
     CharacterAction, CharacterInputPlugin, CharacterMovement, LookAngles, MovementState,
 };
 use unlag::net::AutonomousProxy;
+use unlag_demo::cli::ServerFlags;
 use unlag_demo::game::{EYE_HEIGHT, Scoreboard, ShooterPlugins, ShooterSettings, eye_height};
 use unlag_demo::{NetPanel, key, session};
 
@@ -80,10 +81,9 @@ struct Options {
     seconds: Option<f64>,
     window: (u32, u32),
     net_graph: bool,
-    /// `--key-file`: the netcode key of a dedicated server (see `unlag_demo::key`).
-    key_file: Option<std::path::PathBuf>,
-    /// `--stats`: seconds between a dedicated server's status lines.
-    stats_every: f64,
+    /// `--key-file`, `--stats`: the dedicated server's (`--server`) options; `--client` reads
+    /// its key from them too.
+    server: ServerFlags,
 }
 
 fn parse() -> Result<Options, String> {
@@ -95,11 +95,13 @@ fn parse() -> Result<Options, String> {
         seconds: None,
         window: (1280, 720),
         net_graph: false,
-        key_file: None,
-        stats_every: 10.0,
+        server: ServerFlags::default(),
     };
     let mut args = std::env::args().skip(1).peekable();
     while let Some(flag) = args.next() {
+        if o.server.take(&flag, &mut args)? {
+            continue;
+        }
         let mut number = |name: &str| cli::number(&mut args, name);
         match flag.as_str() {
             "--rtt" => o.panel.rtt_ms = number("--rtt")?,
@@ -107,12 +109,6 @@ fn parse() -> Result<Options, String> {
             "--loss" => o.panel.loss_percent = number("--loss")?,
             "--bots" => o.bots = number("--bots")? as usize,
             "--seconds" => o.seconds = Some(number("--seconds")?),
-            "--stats" => {
-                o.stats_every = number("--stats")?;
-                if o.stats_every <= 0.0 {
-                    return Err("--stats: seconds must be > 0".into());
-                }
-            }
             "--autopilot" => o.autopilot = true,
             "--window" => o.window = window::window_size(&mut args, "--window")?,
             "--rewind-gizmos" => o.panel.rewind_gizmos = true,
@@ -134,19 +130,12 @@ fn parse() -> Result<Options, String> {
                         .map_err(|e| format!("--client: {addr:?}: {e}"))?,
                 );
             }
-            "--key-file" => {
-                o.key_file = Some(args.next().ok_or("--key-file needs a path")?.into());
+            "-h" | "--help" => {
+                return Err(format!(
+                    "usage: shooter [--server [ADDR] | --client ADDR] {} [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rewind-gizmos] [--net-graph] [--autopilot] [--window WxH] [--seconds S]",
+                    ServerFlags::USAGE
+                ));
             }
-            "--new-key" => {
-                match key::new_key() {
-                    Ok(hex) => println!("{hex}"),
-                    Err(e) => return Err(format!("--new-key: /dev/urandom: {e}")),
-                }
-                std::process::exit(0);
-            }
-            "-h" | "--help" => return Err(
-                "usage: shooter [--server [ADDR] | --client ADDR] [--key-file PATH] [--new-key] [--bots N] [--rtt MS] [--jitter MS] [--loss PERCENT] [--rewind-gizmos] [--net-graph] [--autopilot] [--window WxH] [--stats S] [--seconds S]".into(),
-            ),
             other => return Err(format!("unknown option {other} (try --help)")),
         }
     }
@@ -168,7 +157,7 @@ fn main() -> AppExit {
             let mut server = session::dedicated_shooter(
                 plugins.settings,
                 options.panel.clone(),
-                options.stats_every,
+                options.server.stats_every,
             );
             session::quit_after(&mut server, options.seconds);
             session::serve_udp(server, addr, key)
@@ -196,11 +185,10 @@ fn main() -> AppExit {
     }
 }
 
-/// The netcode key for a server on (or a client of) `addr` (`--key-file`, `$UNLAG_SERVER_KEY_FILE`,
-/// `$UNLAG_SERVER_KEY`, or the examples' public key on loopback), or one line and exit code 2.
+/// The netcode key for a server on (or a client of) `addr` (see [`ServerFlags::key`]), or one
+/// line and exit code 2.
 fn server_key_or_exit(options: &Options, addr: SocketAddr) -> key::ServerKey {
-    let found = key::load_key_from_env(options.key_file.as_deref(), addr);
-    cli::options_or_exit("shooter", found)
+    cli::options_or_exit("shooter", options.server.key(addr))
 }
 
 /// The player's windowed App.

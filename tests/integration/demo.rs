@@ -897,6 +897,38 @@ fn bad_keys_are_refused_saying_what_is_wrong() {
 }
 
 #[test]
+fn a_dedicated_servers_options_are_taken_with_their_values_and_checked() {
+    use unlag_demo::cli::ServerFlags;
+    let mut args = ["7.5", "keys/server.key", "--bots"]
+        .map(String::from)
+        .into_iter();
+    let mut flags = ServerFlags::default();
+    assert_eq!(flags.stats_every, 10.0);
+    assert_eq!(flags.take("--stats", &mut args), Ok(true));
+    assert_eq!(flags.take("--key-file", &mut args), Ok(true));
+    assert_eq!(flags.stats_every, 7.5);
+    assert_eq!(
+        flags.key_file.as_deref(),
+        Some(std::path::Path::new("keys/server.key"))
+    );
+    // Another option is left to the example, with its value.
+    assert_eq!(flags.take("--bots", &mut args), Ok(false));
+    assert_eq!(args.next().as_deref(), Some("--bots"));
+
+    let refused = |flag: &str, value: &[&str]| {
+        let mut args = value.iter().map(|v| v.to_string());
+        ServerFlags::default().take(flag, &mut args).unwrap_err()
+    };
+    assert!(refused("--stats", &["0"]).contains("> 0"));
+    assert!(refused("--stats", &["NaN"]).contains("not a non-negative number"));
+    assert!(refused("--stats", &[]).contains("needs a value"));
+    assert!(refused("--key-file", &[]).contains("needs a path"));
+    // The key is read from the file the flag named, and a missing file is named.
+    let err = flags.key(socket("10.0.0.1:5888")).unwrap_err();
+    assert!(err.contains("keys/server.key"), "{err}");
+}
+
+#[test]
 fn a_missing_or_dead_display_is_named() {
     assert_eq!(display_problem(None), Err("DISPLAY is not set".into()));
     assert_eq!(display_problem(Some(" ")), Err("DISPLAY is not set".into()));

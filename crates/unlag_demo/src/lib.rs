@@ -1,6 +1,8 @@
 //! The game logic of `unlag`'s examples, apart from their rendering: what the `shooter` and
 //! `karts` examples run, and what the headless tests play.
 //!
+//! - [`cli`]: the examples' command lines, the dedicated server's options
+//!   ([`ServerFlags`](cli::ServerFlags)) included.
 //! - [`karts`]: the karts' track, bot karts and rules ([`KartPlugins`](karts::KartPlugins)).
 //! - [`panel`]: the net panel's settings ([`NetPanel`]) and their live application on client
 //!   and server ([`NetPanelPlugin`]).
@@ -15,6 +17,7 @@
 //! - [`shooter`]: the arena ([`spawn_arena`](shooter::spawn_arena)) and its server-driven bots
 //!   ([`BotBrain`](shooter::BotBrain), [`ShooterBotsPlugin`](shooter::ShooterBotsPlugin)).
 
+pub mod cli;
 pub mod display;
 pub mod game;
 pub mod hud;
