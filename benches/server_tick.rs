@@ -17,7 +17,8 @@
 //!
 //! The goal: 256 players within 4 ms per tick on one core of the 2-core test machine.
 //! Run as a test (`cargo test`), it plays 8 players for a few ticks; `cargo bench --bench
-//! server_tick -- '64|256'` plays only the counts given.
+//! server_tick -- '64|256'` plays only the counts given, and criterion's options work as
+//! usual (`-- --warm-up-time 1 --measurement-time 5`).
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
@@ -27,6 +28,7 @@ use std::time::Duration;
 use unlag::combat::CombatStats;
 use unlag::movement::MovementStats;
 use unlag::smoothing::SmoothingMode;
+use unlag_report::bench_args::{criterion_filter, filter_numbers};
 use unlag_report::{Pace, ReportOptions, reset_server_cost, server_cost, start_match};
 use unlag_testbed::Testbed;
 
@@ -55,23 +57,24 @@ fn players(n: usize) -> Testbed {
 fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     // `cargo bench --bench server_tick -- '64|256'` plays only those counts (criterion reads
-    // the same argument as its filter).
-    let asked: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .flat_map(|a| {
-            a.split('|')
-                .filter_map(|n| n.parse().ok())
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    // the same argument as its filter); criterion's own options and their values are not
+    // counts (`-- --warm-up-time 1` runs every count).
+    let asked = criterion_filter(std::env::args().skip(1))
+        .map(|f| filter_numbers(&f))
+        .unwrap_or_default();
     let counts: Vec<usize> = match (bench, asked.is_empty()) {
         (false, _) => vec![8],
         (true, true) => vec![16, 64, 128, 256],
         (true, false) => asked,
     };
     let ticks = if bench { 120 } else { 12 };
-    let mut criterion = Criterion::default().configure_from_args();
+    // Short runs by default (a tick of 256 players takes milliseconds); criterion's options on
+    // the command line (`--sample-size`, `--warm-up-time`, `--measurement-time`) override them.
+    let mut criterion = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(50))
+        .measurement_time(Duration::from_millis(200))
+        .configure_from_args();
     println!();
     println!("server µs per tick (mean / p99 over {ticks} ticks; this machine, this build)");
     println!(
@@ -121,11 +124,7 @@ fn main() {
         }
 
         let mut group = criterion.benchmark_group("server_tick");
-        group
-            .sampling_mode(SamplingMode::Flat)
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(50))
-            .measurement_time(Duration::from_millis(200));
+        group.sampling_mode(SamplingMode::Flat);
         group.bench_function(BenchmarkId::from_parameter(n), |b| {
             b.iter_custom(|iters| {
                 let before = tb.server_update_time();

@@ -670,3 +670,31 @@ fn a_client_below_ten_frames_a_second_sends_no_copy_older_than_the_server_takes(
     assert!(report.rejected.is_empty(), "{:?}", report.rejected);
     assert_eq!(report.disconnects, 0);
 }
+
+#[test]
+fn a_benchmarks_filter_is_found_among_criterions_own_options() {
+    use unlag_report::bench_args::{criterion_filter, filter_numbers};
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // The values of criterion's options are not a filter ("1" is not one player).
+    assert_eq!(
+        criterion_filter(args(&["--bench", "--warm-up-time", "1"])),
+        None
+    );
+    assert_eq!(
+        criterion_filter(args(&[
+            "--bench",
+            "-s",
+            "base",
+            "--sample-size",
+            "20",
+            "64|256"
+        ])),
+        Some("64|256".into())
+    );
+    assert_eq!(
+        criterion_filter(args(&["--warm-up-time=1", "--quick", "server_tick/64"])),
+        Some("server_tick/64".into())
+    );
+    assert_eq!(filter_numbers("64|256"), vec![64, 256]);
+    assert_eq!(filter_numbers("server_tick/64"), Vec::<usize>::new());
+}

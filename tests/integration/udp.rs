@@ -5,13 +5,13 @@
 
 use bevy::prelude::*;
 use core::time::Duration;
-use lightyear::prelude::server::ClientOf;
+use lightyear::prelude::server::{ClientOf, Server, Stopped};
 use lightyear::prelude::*;
 use std::net::UdpSocket;
 use unlag::core::SplitMix64;
 use unlag::net::{
-    CONNECTION_REQUEST_BYTES, LinkConditions, ServerLinkStats, ServerUdpSocket, UdpServerLimits,
-    is_connection_request, lightyear_clock_is_mocked,
+    CONNECTION_REQUEST_BYTES, LinkConditions, ServerLinkStats, ServerStopState, ServerUdpSocket,
+    StopRequest, UdpServerLimits, is_connection_request, lightyear_clock_is_mocked, real_elapsed,
 };
 use unlag_testbed::{UdpSession, UdpSessionConfig};
 
@@ -187,4 +187,69 @@ fn real_time_rtt_and_garbage_datagrams() {
             "client {i} RTT {rtt} after garbage"
         );
     }
+}
+
+/// Whether client `i` saw its connection end, and why.
+fn disconnected(session: &mut UdpSession, i: usize) -> Option<DisconnectedReason> {
+    let world = session.client_world_mut(i);
+    let mut q = world.query_filtered::<&Disconnected, With<Client>>();
+    q.iter(world).next().map(|d| d.reason.clone())
+}
+
+#[test]
+fn a_server_asked_to_stop_tells_its_clients_and_exits() {
+    let stop = StopRequest::default();
+    let mut session = UdpSession::new(UdpSessionConfig {
+        clients: 2,
+        conditions: LinkConditions::new(Duration::from_millis(40), Duration::ZERO, 0.0),
+        frame_rate_hz: 250.0,
+        stop: Some(stop.clone()),
+        ..Default::default()
+    });
+    assert!(
+        session.run_until(Duration::from_secs(5), |s| s.all_synced()),
+        "UDP clients did not sync"
+    );
+    session.run_for(Duration::from_millis(300));
+    assert_eq!(
+        *session.server_world().resource::<ServerStopState>(),
+        ServerStopState::default(),
+        "nothing stops before it is asked"
+    );
+    stop.ask();
+    let asked = real_elapsed();
+    let mut exit_written = None;
+    // The clients hear it from the server (netcode's disconnect) within the link's one-way
+    // time and a few frames: far inside the 10-s timeout they would otherwise wait for.
+    let mut told = false;
+    while !told && real_elapsed() - asked < Duration::from_secs(1) {
+        session.step();
+        if exit_written.is_none() && session.server_world().resource::<ServerStopState>().exited {
+            exit_written = Some(real_elapsed() - asked);
+        }
+        told = (0..2).all(|i| disconnected(&mut session, i).is_some());
+    }
+    let took = real_elapsed() - asked;
+    assert!(told, "the clients were not told within 1 s");
+    for i in 0..2 {
+        assert!(
+            matches!(
+                disconnected(&mut session, i),
+                Some(DisconnectedReason::ByPeer(_))
+            ),
+            "client {i}: {:?} after {took:?}",
+            disconnected(&mut session, i)
+        );
+    }
+    session.run_for(Duration::from_millis(100));
+    let state = session.server_world().resource::<ServerStopState>().clone();
+    assert_eq!(state.clients_told, 2);
+    assert!(state.exited, "{state:?}");
+    // The servers stopped (not the frame cap): disconnect sent in the first frame, the netcode
+    // server stopped in the next, the exit in the one after.
+    assert!(state.frames.is_some_and(|f| f <= 3), "{state:?}");
+    let world = session.server_world_mut();
+    let mut servers = world.query_filtered::<(), (With<Server>, With<Stopped>)>();
+    assert_eq!(servers.iter(world).count(), 1, "the server did not stop");
+    assert!(exit_written.is_some(), "no AppExit within the run");
 }

@@ -13,7 +13,9 @@ use lightyear::prelude::client::ClientPlugins;
 use lightyear::prelude::server::{NetcodeServer, ServerPlugins, Start};
 use lightyear::prelude::*;
 use std::sync::Mutex;
-use unlag::net::{LinkConditions, NetConditions, UnlagNetPlugin};
+use unlag::net::{
+    LinkConditions, NetConditions, ServerStopPlugin, ServerUdpSocket, StopRequest, UnlagNetPlugin,
+};
 use unlag::rewind::{RewindDebug, RewindDebugLog};
 use unlag_testbed::{
     PROTOCOL_ID, connect_client, connect_client_with_key, finish_app, link_crossbeam,
@@ -187,11 +189,26 @@ fn step_hosted_server(world: &mut World) {
 }
 
 /// Starts `server` (from [`server_app`], with the game's plugins) listening on UDP `addr`,
-/// sealing connect tokens with `key` (see [`crate::key`]), and runs it until the process ends.
-/// Needs no display.
+/// sealing connect tokens with `key` (see [`crate::key`]), and runs it until the process is
+/// asked to stop. Needs no display.
+///
+/// What an orchestrator needs of a match process:
+/// - once the socket is bound it prints one line on stdout, `ready: serving udp ADDR` (the
+///   bound address: with port 0, the port the system chose);
+/// - on SIGTERM (or SIGINT, SIGHUP) it finishes the frame it is in, sends every connected
+///   client netcode's disconnect, closes the socket and exits with code 0 (see
+///   [`ServerStopPlugin`]); a second signal exits at once with code 130.
 pub fn serve_udp(mut server: App, addr: SocketAddr, key: crate::key::ServerKey) -> AppExit {
     let source = key.source.to_string();
     let private_key = key.bytes;
+    let request = StopRequest::default();
+    stop_on_signals(&request);
+    server
+        .add_plugins(ServerStopPlugin {
+            request,
+            ..default()
+        })
+        .add_observer(announce_ready);
     server.add_systems(Startup, move |mut commands: Commands| {
         let netcode = commands
             .spawn((
@@ -209,6 +226,36 @@ pub fn serve_udp(mut server: App, addr: SocketAddr, key: crate::key::ServerKey) 
         info!("serving on udp {addr} (key: {source})");
     });
     server.run()
+}
+
+/// The line [`serve_udp`] prints on stdout once its socket is bound (then the address).
+pub const READY_LINE: &str = "ready: serving udp";
+
+/// Prints [`READY_LINE`] and the bound address when a server's UDP socket is bound.
+fn announce_ready(linked: On<Add, Linked>, servers: Query<&LocalAddr, With<ServerUdpSocket>>) {
+    if let Ok(local) = servers.get(linked.entity) {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        // A closed stdout (an orchestrator that does not read it) is no reason to stop serving.
+        let _ = writeln!(out, "{READY_LINE} {}", local.0);
+        let _ = out.flush();
+    }
+}
+
+/// Asks `request` on SIGTERM, SIGINT or SIGHUP; a second signal exits the process at once
+/// (code 130). Logs a warning when the process already has a handler (only one can be set).
+pub fn stop_on_signals(request: &StopRequest) {
+    let request = request.clone();
+    let installed = ctrlc::try_set_handler(move || {
+        if request.asked() {
+            eprintln!("a second signal: exiting without waiting");
+            std::process::exit(130);
+        }
+        request.ask();
+    });
+    if let Err(e) = installed {
+        warn!("no graceful stop on SIGTERM: {e}");
+    }
 }
 
 /// Makes `client` join the server at UDP `addr` when it starts, as client `id` (any number,

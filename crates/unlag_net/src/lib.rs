@@ -12,6 +12,7 @@ mod ping;
 mod protocol;
 mod roles;
 mod settings;
+mod shutdown;
 mod time_source;
 mod udp;
 mod view;
@@ -51,6 +52,7 @@ pub use roles::{
 pub use settings::{
     LastValidSettings, RefusedSettingsChanges, ValidatedSettingsAppExt, check_at_build,
 };
+pub use shutdown::{ServerStopPlugin, ServerStopState, StopRequest};
 pub use time_source::{NetTimeSource, lightyear_clock_is_mocked, real_elapsed, with_net_clock_at};
 pub use udp::{
     CONNECTION_REQUEST_BYTES, ServerUdpLink, ServerUdpSocket, UdpServerLimits,

@@ -25,6 +25,7 @@
 //! - **run**: simulated seconds per wall second.
 
 pub mod arena;
+pub mod bench_args;
 pub mod cheat;
 pub mod compare;
 pub mod grid;

@@ -12,7 +12,8 @@ use lightyear::prelude::server::{ClientOf, NetcodeServer, ServerPlugins, Start};
 use lightyear::prelude::*;
 use unlag_core::LinkConditions;
 use unlag_net::{
-    NetConditions, NetTimeSource, ServerUdpSocket, UdpServerLimits, UnlagNetPlugin, real_elapsed,
+    NetConditions, NetTimeSource, ServerStopPlugin, ServerUdpSocket, StopRequest, UdpServerLimits,
+    UnlagNetPlugin, real_elapsed,
 };
 
 use crate::{NetApps, PRIVATE_KEY, PROTOCOL_ID};
@@ -34,6 +35,9 @@ pub struct UdpSessionConfig {
     pub unconnected_link_timeout: f64,
     /// The server socket's limits on new links.
     pub udp_limits: UdpServerLimits,
+    /// When set, the server App stops on this request as a dedicated server does on SIGTERM
+    /// ([`ServerStopPlugin`]).
+    pub stop: Option<StopRequest>,
 }
 
 impl Default for UdpSessionConfig {
@@ -46,6 +50,7 @@ impl Default for UdpSessionConfig {
             frame_rate_hz: 250.0,
             unconnected_link_timeout: 10.0,
             udp_limits: UdpServerLimits::default(),
+            stop: None,
         }
     }
 }
@@ -88,6 +93,12 @@ impl UdpSession {
             .insert_resource(
                 NetConditions::new(config.conditions, config.seed).expect("conditions"),
             );
+        if let Some(request) = config.stop.clone() {
+            server.add_plugins(ServerStopPlugin {
+                request,
+                ..default()
+            });
+        }
         crate::apps::finish_app(&mut server);
         let world = server.world_mut();
         let server_entity = world
