@@ -12,7 +12,8 @@
 //!   history recording (`RewindSystems::Record`), shots and rewinds
 //!   (`CombatSystems::Server`), proxy states (`ProxySmoothingSystems::Send`), and the
 //!   `PreUpdate` and `PostUpdate` schedules (lightyear's transport and replication in and out:
-//!   the transport, measured apart) — and the shots judged per tick.
+//!   the transport, measured apart) — and the shots judged per tick; then the send's parts:
+//!   replicon's replication, typed messages, transport, netcode, link.
 //! - criterion `server_tick/N`: the whole server update per tick.
 //!
 //! The goal: 256 players within 4 ms per tick on one core of the 2-core test machine.
@@ -117,6 +118,16 @@ fn main() {
             cell(&cost.proxy_states_us),
             cell(&cost.receive_us),
             cell(&cost.send_us),
+        );
+        let p = &cost.send_parts;
+        println!(
+            "{:>7}   send's parts: replication {}, messages {}, transport {}, netcode {}, link {}",
+            "",
+            cell(&p.replication_us),
+            cell(&p.messages_us),
+            cell(&p.transport_us),
+            cell(&p.netcode_us),
+            cell(&p.link_us),
         );
         // A tenth of the players fire in each tick.
         if bench {

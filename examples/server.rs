@@ -10,13 +10,18 @@
 //!
 //! | option | meaning |
 //! | --- | --- |
-//! | `ADDR` | the UDP address to serve on (default `0.0.0.0:5888`) |
+//! | `ADDR` | the UDP address to serve on (else `--port`, `$UNLAG_SERVER_ADDR`, `$UNLAG_SERVER_PORT` on every interface, or `0.0.0.0:5888`) |
+//! | `--port N` | serve on UDP port N on every interface |
 //! | `--key-file PATH` | the netcode key (else `$UNLAG_SERVER_KEY_FILE`, `$UNLAG_SERVER_KEY`, or the examples' public key on loopback only) |
 //! | `--new-key` | print a new random key and exit |
 //! | `--bots N` | bots in the arena (default 6) |
 //! | `--update-rate HZ` | proxy states a second (default 20) |
 //! | `--stats S` | a `server stats:` line every S seconds (default 10): memory, frame cost, links, refusals |
 //! | `--seconds S` | quit after S seconds |
+//!
+//! For an orchestrator (see `deploy/Dockerfile`): once the socket is bound it prints
+//! `ready: serving udp ADDR` on stdout; SIGTERM stops it within a few frames, every client told,
+//! with exit code 0.
 
 #[path = "common/cli.rs"]
 mod cli;
@@ -29,7 +34,8 @@ use unlag_demo::{NetPanel, session};
 
 /// What the server is asked to do.
 struct Options {
-    addr: SocketAddr,
+    /// ADDR, when given on the command line.
+    addr: Option<SocketAddr>,
     server: ServerFlags,
     bots: usize,
     panel: NetPanel,
@@ -38,7 +44,7 @@ struct Options {
 
 fn parse() -> Result<Options, String> {
     let mut o = Options {
-        addr: SocketAddr::from(([0, 0, 0, 0], session::DEFAULT_PORT)),
+        addr: None,
         server: ServerFlags::default(),
         bots: ShooterSettings::default().bots,
         panel: NetPanel::default(),
@@ -61,9 +67,11 @@ fn parse() -> Result<Options, String> {
                 ));
             }
             other if !other.starts_with("--") => {
-                o.addr = other
-                    .parse()
-                    .map_err(|e| format!("{other:?} is not an address to serve on: {e}"))?;
+                o.addr = Some(
+                    other
+                        .parse()
+                        .map_err(|e| format!("{other:?} is not an address to serve on: {e}"))?,
+                );
             }
             other => return Err(format!("unknown option {other} (try --help)")),
         }
@@ -74,7 +82,8 @@ fn parse() -> Result<Options, String> {
 
 fn main() -> AppExit {
     let options = cli::options_or_exit("server", parse());
-    let key = cli::options_or_exit("server", options.server.key(options.addr));
+    let addr = cli::options_or_exit("server", options.server.addr(options.addr));
+    let key = cli::options_or_exit("server", options.server.key(addr));
     let settings = ShooterSettings {
         bots: options.bots,
         ..default()
@@ -82,5 +91,5 @@ fn main() -> AppExit {
     let mut server =
         session::dedicated_shooter(settings, options.panel, options.server.stats_every);
     session::quit_after(&mut server, options.seconds);
-    session::serve_udp(server, options.addr, key)
+    session::serve_udp(server, addr, key)
 }

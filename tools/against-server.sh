@@ -7,7 +7,8 @@
 #   tools/against-server.sh SECONDS STATS loadtest-args...
 #
 # Exit 1 when loadtest said the honest players were not clean, the server died or panicked,
-# it kept entities, links or addresses after everyone left, or its memory more than doubled.
+# it kept entities, links or addresses after everyone left, its memory more than doubled, or it
+# did not print its readiness line or stop with code 0 on SIGTERM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=$1 stats=$2; shift 2
@@ -18,11 +19,16 @@ cargo build --locked -q --workspace --example server --example loadtest
 port=$((20000 + RANDOM % 20000))
 log=$(mktemp)
 trap 'kill "$server" 2>/dev/null || true; rm -f "$log"' EXIT
-# The server outlives the players by 20 s: netcode's timeout, then a status line with no one.
+# The server is stopped as an orchestrator stops it (SIGTERM) once everyone has gone; --seconds
+# is only a cap, should it hang.
 "$target/debug/examples/server" "127.0.0.1:$port" --stats "$stats" \
-    --seconds "$((seconds + 21 + 2 * stats))" >"$log" 2>&1 &
+    --seconds "$((seconds + 60 + 3 * stats))" >"$log" 2>&1 &
 server=$!
-for _ in $(seq 100); do grep -q "serving on udp" "$log" && break; sleep 0.1; done
+# Its readiness line, which an orchestrator waits for too.
+for _ in $(seq 300); do grep -q "^ready: serving udp " "$log" && break; sleep 0.1; done
+if ! grep -q "^ready: serving udp 127.0.0.1:$port" "$log"; then
+    echo "against-server: no readiness line from the server in 30 s"; tail -20 "$log"; exit 1
+fi
 # One status period with no one yet (assets loaded, bots and their hit boxes spawned): the
 # baseline of what must be left once everyone has gone.
 sleep "$((stats + 1))"
@@ -32,7 +38,25 @@ verdict=0
 if ! kill -0 "$server" 2>/dev/null; then
     echo "against-server: the server died during the run"; tail -20 "$log"; exit 1
 fi
-wait "$server" || true
+# The players are gone: wait for a status line printed after netcode's timeout (10 s) that
+# shows no link, at most two periods past it.
+stats_count() { sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -c "^server stats:" || true; }
+gone_at=$(stats_count)
+for _ in $(seq $((10 * (10 + 2 * stats + 2)))); do
+    latest=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep "^server stats:" | tail -1)
+    if [ "$(stats_count)" -gt "$gone_at" ] && [[ "$latest" == *" links=0 "* ]]; then break; fi
+    sleep 0.1
+done
+kill -TERM "$server"
+stopped=0
+wait "$server" || stopped=$?
+if [ "$stopped" != 0 ]; then
+    echo "against-server: the server exited with $stopped on SIGTERM (0 expected)"; tail -20 "$log"; exit 1
+fi
+if ! grep -q "stopped after" "$log"; then
+    echo "against-server: the server did not stop gracefully on SIGTERM"; tail -20 "$log"; exit 1
+fi
+echo "against-server: SIGTERM stopped the server: $(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -o 'stopping: .*\|stopped after .*' | tr '\n' ';')"
 if grep -q "panicked" "$log"; then
     echo "against-server: the server panicked"; grep -A5 panicked "$log" | head -20; exit 1
 fi

@@ -10,7 +10,7 @@
 //!
 //! | option | meaning |
 //! | --- | --- |
-//! | `--server [ADDR]` | headless dedicated server over UDP (default `0.0.0.0:5888`), no window |
+//! | `--server [ADDR]` | headless dedicated server over UDP (else `--port`, `$UNLAG_SERVER_ADDR`, `$UNLAG_SERVER_PORT`, or `0.0.0.0:5888`), no window |
 //! | `--client ADDR` | join a dedicated server over UDP |
 //! | `--bots N` | bots in the arena (server or listen; default 6) |
 //! | `--rtt MS`, `--jitter MS`, `--loss PERCENT` | the net panel's starting conditions |
@@ -68,7 +68,8 @@ use unlag_demo::{NetPanel, key, session};
 #[derive(Clone, Debug)]
 enum Mode {
     Listen,
-    Server(SocketAddr),
+    /// `--server [ADDR]`: the address, when given (else `ServerFlags::addr`'s default).
+    Server(Option<SocketAddr>),
     Client(SocketAddr),
 }
 
@@ -114,14 +115,17 @@ fn parse() -> Result<Options, String> {
             "--rewind-gizmos" => o.panel.rewind_gizmos = true,
             "--net-graph" => o.net_graph = true,
             "--server" => {
-                let addr = match args.peek() {
-                    Some(a) if !a.starts_with("--") => args.next().unwrap_or_default(),
-                    _ => format!("0.0.0.0:{}", session::DEFAULT_PORT),
+                let given = match args.peek() {
+                    Some(a) if !a.starts_with("--") => {
+                        let addr = args.next().unwrap_or_default();
+                        Some(
+                            addr.parse()
+                                .map_err(|e| format!("--server: {addr:?}: {e}"))?,
+                        )
+                    }
+                    _ => None,
                 };
-                o.mode = Mode::Server(
-                    addr.parse()
-                        .map_err(|e| format!("--server: {addr:?}: {e}"))?,
-                );
+                o.mode = Mode::Server(given);
             }
             "--client" => {
                 let addr = args.next().ok_or("--client needs an address")?;
@@ -152,7 +156,8 @@ fn main() -> AppExit {
         },
     };
     match options.mode.clone() {
-        Mode::Server(addr) => {
+        Mode::Server(given) => {
+            let addr = cli::options_or_exit("shooter", options.server.addr(given));
             let key = server_key_or_exit(&options, addr);
             let mut server = session::dedicated_shooter(
                 plugins.settings,

@@ -929,6 +929,52 @@ fn a_dedicated_servers_options_are_taken_with_their_values_and_checked() {
 }
 
 #[test]
+fn a_dedicated_servers_address_comes_from_the_command_line_then_the_environment() {
+    use unlag_demo::cli::{ADDR_ENV, PORT_ENV, ServerFlags};
+    let env = |s: &str| Some(s.to_string());
+    let flags = ServerFlags::default();
+    assert_eq!(
+        flags.addr_from(None, None, None),
+        Ok(socket("0.0.0.0:5888"))
+    );
+    // An orchestrator's port, or its whole address, which wins over the port.
+    assert_eq!(
+        flags.addr_from(None, None, env("7000")),
+        Ok(socket("0.0.0.0:7000"))
+    );
+    assert_eq!(
+        flags.addr_from(None, env("10.1.2.3:7001"), env("7000")),
+        Ok(socket("10.1.2.3:7001"))
+    );
+    assert_eq!(
+        flags.addr_from(None, env(" "), env("")),
+        Ok(socket("0.0.0.0:5888"))
+    );
+    // What is typed wins over the environment: --port, then ADDR.
+    let mut args = ["7100"].map(String::from).into_iter();
+    let mut typed = ServerFlags::default();
+    assert_eq!(typed.take("--port", &mut args), Ok(true));
+    assert_eq!(
+        typed.addr_from(None, env("10.1.2.3:7001"), env("7000")),
+        Ok(socket("0.0.0.0:7100"))
+    );
+    assert_eq!(
+        typed.addr_from(Some(socket("127.0.0.1:6000")), None, None),
+        Ok(socket("127.0.0.1:6000"))
+    );
+    // Bad values name where they came from.
+    let err = flags.addr_from(None, None, env("70000")).unwrap_err();
+    assert!(err.contains(PORT_ENV) && err.contains("70000"), "{err}");
+    let err = flags.addr_from(None, env("localhost"), None).unwrap_err();
+    assert!(err.contains(ADDR_ENV), "{err}");
+    let mut args = ["x"].map(String::from).into_iter();
+    let err = ServerFlags::default()
+        .take("--port", &mut args)
+        .unwrap_err();
+    assert!(err.contains("--port"), "{err}");
+}
+
+#[test]
 fn a_missing_or_dead_display_is_named() {
     assert_eq!(display_problem(None), Err("DISPLAY is not set".into()));
     assert_eq!(display_problem(Some(" ")), Err("DISPLAY is not set".into()));

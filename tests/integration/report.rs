@@ -66,6 +66,18 @@ fn a_short_match_reports_every_figure_honestly() {
     assert!(c.movement_us.count >= 590, "{c:?}");
     assert!(c.movement_us.mean > 0.0 && c.record_us.mean > 0.0 && c.combat_us.mean > 0.0);
     assert!(c.proxy_states_us.mean > 0.0 && c.receive_us.mean > 0.0 && c.send_us.mean > 0.0);
+    // The send's parts ran inside it, each timed in every tick.
+    let p = &c.send_parts;
+    for part in [
+        &p.replication_us,
+        &p.messages_us,
+        &p.transport_us,
+        &p.netcode_us,
+        &p.link_us,
+    ] {
+        assert_eq!(part.count, c.send_us.count, "{p:?}");
+        assert!(part.mean > 0.0 && part.mean <= c.send_us.mean, "{c:?}");
+    }
     // The whole update holds every part (each tick's bucket is one or more whole updates).
     let parts = c.movement_us.mean
         + c.record_us.mean

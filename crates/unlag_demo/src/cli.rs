@@ -14,10 +14,17 @@ pub fn number(args: &mut impl Iterator<Item = String>, name: &str) -> Result<f64
         .ok_or_else(|| format!("{name}: {v:?} is not a non-negative number"))
 }
 
-/// The options of a dedicated server: where its netcode key comes from and how often it prints
-/// its status line.
+/// Environment variable with the whole address a dedicated server serves on (`0.0.0.0:5888`).
+pub const ADDR_ENV: &str = "UNLAG_SERVER_ADDR";
+/// Environment variable with the UDP port a dedicated server serves on, on every interface.
+pub const PORT_ENV: &str = "UNLAG_SERVER_PORT";
+
+/// The options of a dedicated server: its port, where its netcode key comes from and how often
+/// it prints its status line.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServerFlags {
+    /// `--port N`: serve on UDP port N on every interface.
+    pub port: Option<u16>,
     /// `--key-file PATH`: the file holding the netcode key (see [`key::load_key_from_env`] for
     /// the other places a key comes from).
     pub key_file: Option<PathBuf>,
@@ -28,6 +35,7 @@ pub struct ServerFlags {
 impl Default for ServerFlags {
     fn default() -> Self {
         Self {
+            port: None,
             key_file: None,
             stats_every: 10.0,
         }
@@ -36,7 +44,7 @@ impl Default for ServerFlags {
 
 impl ServerFlags {
     /// The flags as a usage line shows them.
-    pub const USAGE: &'static str = "[--key-file PATH] [--new-key] [--stats S]";
+    pub const USAGE: &'static str = "[--port N] [--key-file PATH] [--new-key] [--stats S]";
 
     /// Takes `flag` (and its value, the next of `args`) when it is a server's: `Ok(true)` if it
     /// was, `Ok(false)` if it is some other option, `Err` if its value is missing or out of
@@ -55,6 +63,10 @@ impl ServerFlags {
                 }
                 self.stats_every = every;
             }
+            "--port" => {
+                let port = args.next().ok_or("--port needs a number")?;
+                self.port = Some(parse_port(&port, "--port")?);
+            }
             "--key-file" => {
                 self.key_file = Some(args.next().ok_or("--key-file needs a path")?.into());
             }
@@ -68,10 +80,51 @@ impl ServerFlags {
         Ok(true)
     }
 
+    /// The address to serve on: `given` (the command line's ADDR), else `--port`, else
+    /// [`ADDR_ENV`], else [`PORT_ENV`] (on every interface), else `0.0.0.0:5888`. An
+    /// orchestrator sets the environment; a person types the flags.
+    pub fn addr(&self, given: Option<SocketAddr>) -> Result<SocketAddr, String> {
+        let var = |name: &str| std::env::var(name).ok();
+        self.addr_from(given, var(ADDR_ENV), var(PORT_ENV))
+    }
+
+    /// [`ServerFlags::addr`] with the environment's values given (`env_addr`, `env_port`);
+    /// empty values count as unset.
+    pub fn addr_from(
+        &self,
+        given: Option<SocketAddr>,
+        env_addr: Option<String>,
+        env_port: Option<String>,
+    ) -> Result<SocketAddr, String> {
+        let every_interface = |port| SocketAddr::from(([0, 0, 0, 0], port));
+        if let Some(addr) = given {
+            return Ok(addr);
+        }
+        if let Some(port) = self.port {
+            return Ok(every_interface(port));
+        }
+        if let Some(text) = env_addr.filter(|t| !t.trim().is_empty()) {
+            return text
+                .trim()
+                .parse()
+                .map_err(|e| format!("${ADDR_ENV}: {text:?} is not an address (IP:PORT): {e}"));
+        }
+        if let Some(text) = env_port.filter(|t| !t.trim().is_empty()) {
+            return parse_port(text.trim(), &format!("${PORT_ENV}")).map(every_interface);
+        }
+        Ok(every_interface(crate::session::DEFAULT_PORT))
+    }
+
     /// The netcode key for a server on (or a client of) `addr`: `--key-file`, else
     /// `$UNLAG_SERVER_KEY_FILE`, `$UNLAG_SERVER_KEY`, or the examples' public key on a loopback
     /// address only.
     pub fn key(&self, addr: SocketAddr) -> Result<key::ServerKey, String> {
         key::load_key_from_env(self.key_file.as_deref(), addr)
     }
+}
+
+/// A UDP port for option or variable `what`.
+fn parse_port(text: &str, what: &str) -> Result<u16, String> {
+    text.parse()
+        .map_err(|_| format!("{what}: {text:?} is not a port (0-65535)"))
 }

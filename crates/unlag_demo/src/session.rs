@@ -243,10 +243,15 @@ fn announce_ready(linked: On<Add, Linked>, servers: Query<&LocalAddr, With<Serve
 }
 
 /// Asks `request` on SIGTERM, SIGINT or SIGHUP; a second signal exits the process at once
-/// (code 130). Logs a warning when the process already has a handler (only one can be set).
+/// (code 130). Logs a warning when this process already set a handler with `ctrlc` (only one
+/// can be).
+///
+/// It replaces whatever the process inherited for those signals: a shell starts background
+/// jobs with SIGINT ignored, and a server started from a script must still stop gracefully.
+/// So `nohup` does not keep it alive when its terminal goes: run it under a supervisor.
 pub fn stop_on_signals(request: &StopRequest) {
     let request = request.clone();
-    let installed = ctrlc::try_set_handler(move || {
+    let installed = ctrlc::set_handler(move || {
         if request.asked() {
             eprintln!("a second signal: exiting without waiting");
             std::process::exit(130);

@@ -40,7 +40,7 @@ mod stopwatch;
 pub mod sweep;
 mod table;
 
-pub use model::{Agreement, Projectiles, Report, ServerCost, Stat};
+pub use model::{Agreement, Projectiles, Report, SendCost, ServerCost, Stat};
 pub use options::{OptionError, ReportOptions, USAGE};
 pub use run::run;
 pub use setup::{Pace, start_match, start_match_with};

@@ -113,6 +113,27 @@ pub struct ServerCost {
     pub send_us: Stat,
     /// The whole server update, every schedule from `First` to `Last`.
     pub total_us: Stat,
+    /// Lightyear's sets inside `send_us`, each timed from before its first system to after its
+    /// last.
+    pub send_parts: SendCost,
+}
+
+/// The parts of the server's `PostUpdate` that send, µs per tick (wall clock: this machine,
+/// this build). What is left of `send_us` is the rest of `PostUpdate` (transform propagation,
+/// the plugins' own late systems).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SendCost {
+    /// Replicon's replication send (`ServerSystems::Send`): every replicated entity against
+    /// every client.
+    pub replication_us: Stat,
+    /// Typed messages serialized into their channels (`MessageSystems::Send`).
+    pub messages_us: Stat,
+    /// Channels packed into packets (`TransportSystems::Send`).
+    pub transport_us: Stat,
+    /// Netcode encrypting packets into each link (`ConnectionSystems::Send`).
+    pub netcode_us: Stat,
+    /// Links handing datagrams to the socket or the in-process wire (`LinkSystems::Send`).
+    pub link_us: Stat,
 }
 
 /// Every figure of a match.

@@ -2,17 +2,20 @@
 //! receive and send and the whole update timed around their schedules (wall clock: this
 //! machine, this build).
 
-use crate::{ServerCost, Stat};
+use crate::{SendCost, ServerCost, Stat};
 use bevy::prelude::*;
 use core::time::Duration;
+use lightyear::connection::ConnectionSystems;
+use lightyear::link::LinkSystems;
 use lightyear::prelude::*;
+use lightyear::transport::plugin::TransportSystems;
 use std::time::Instant;
 use unlag::net::{ServerWork, WorkPart};
 use unlag_testbed::Testbed;
 
 /// Parts of the server's tick the [`Stopwatch`] times, in [`ServerCost`]'s order; the first
-/// four are [`WorkPart::ALL`].
-const PARTS: usize = 7;
+/// four are [`WorkPart::ALL`]; the last five are inside `PostUpdate` (`SEND`).
+const PARTS: usize = 12;
 const MOVEMENT: usize = 0;
 const RECORD: usize = 1;
 const COMBAT: usize = 2;
@@ -20,6 +23,11 @@ const PROXY_STATES: usize = 3;
 const RECEIVE: usize = 4;
 const SEND: usize = 5;
 const TOTAL: usize = 6;
+const REPLICATION: usize = 7;
+const MESSAGES: usize = 8;
+const TRANSPORT: usize = 9;
+const NETCODE: usize = 10;
+const LINK: usize = 11;
 
 /// Server: wall-clock time spent in each measured part during the current tick.
 #[derive(Resource, Default)]
@@ -110,6 +118,23 @@ pub(crate) fn add_stopwatch(server: &mut App) {
         .add_systems(Mark::Send, start::<SEND>)
         .add_systems(Mark::Sent, stop::<SEND>)
         .add_systems(Mark::End, (stop::<TOTAL>, close_tick).chain());
+    // Inside PostUpdate, around lightyear's send sets, in the order they run: replicon's
+    // replication, typed messages into channels, channels into packets, netcode's encryption
+    // into the link, the link to the socket or the in-process wire.
+    time_set::<REPLICATION>(server, bevy_replicon::server::ServerSystems::Send);
+    time_set::<MESSAGES>(server, MessageSystems::Send);
+    time_set::<TRANSPORT>(server, TransportSystems::Send);
+    time_set::<NETCODE>(server, ConnectionSystems::Send);
+    time_set::<LINK>(server, LinkSystems::Send);
+}
+
+/// Times system set `set` of `PostUpdate` as part `PART` (other systems the executor happens to
+/// run between its first and last are counted too: an estimate of the set's share).
+fn time_set<const PART: usize>(server: &mut App, set: impl SystemSet + Copy) {
+    server.add_systems(
+        PostUpdate,
+        (start::<PART>.before(set), stop::<PART>.after(set)),
+    );
 }
 
 /// The server's cost per tick over the ticks measured since the match started measuring (or
@@ -128,6 +153,13 @@ pub fn server_cost(tb: &Testbed) -> ServerCost {
         receive_us: part(RECEIVE),
         send_us: part(SEND),
         total_us: part(TOTAL),
+        send_parts: SendCost {
+            replication_us: part(REPLICATION),
+            messages_us: part(MESSAGES),
+            transport_us: part(TRANSPORT),
+            netcode_us: part(NETCODE),
+            link_us: part(LINK),
+        },
     }
 }
 

@@ -246,6 +246,18 @@ impl Report {
             "server µs per tick: receiving, sending (means)",
             format!("{:.1}, {:.1}", c.receive_us.mean, c.send_us.mean),
         );
+        let p = &c.send_parts;
+        row(
+            "server µs per tick, sending: replication, messages, transport, netcode, link (means)",
+            format!(
+                "{:.1}, {:.1}, {:.1}, {:.1}, {:.1}",
+                p.replication_us.mean,
+                p.messages_us.mean,
+                p.transport_us.mean,
+                p.netcode_us.mean,
+                p.link_us.mean
+            ),
+        );
         row(
             "server µs per tick: whole update (mean, p99)",
             format!("{:.1}, {:.1}", c.total_us.mean, c.total_us.p99),
