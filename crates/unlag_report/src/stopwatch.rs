@@ -120,20 +120,24 @@ pub(crate) fn add_stopwatch(server: &mut App) {
         .add_systems(Mark::End, (stop::<TOTAL>, close_tick).chain());
     // Inside PostUpdate, around lightyear's send sets, in the order they run: replicon's
     // replication, typed messages into channels, channels into packets, netcode's encryption
-    // into the link, the link to the socket or the in-process wire.
-    time_set::<REPLICATION>(server, bevy_replicon::server::ServerSystems::Send);
-    time_set::<MESSAGES>(server, MessageSystems::Send);
-    time_set::<TRANSPORT>(server, TransportSystems::Send);
-    time_set::<NETCODE>(server, ConnectionSystems::Send);
-    time_set::<LINK>(server, LinkSystems::Send);
-}
-
-/// Times system set `set` of `PostUpdate` as part `PART` (other systems the executor happens to
-/// run between its first and last are counted too: an estimate of the set's share).
-fn time_set<const PART: usize>(server: &mut App, set: impl SystemSet + Copy) {
+    // into the link, the link to the socket or the in-process wire. The marks are chained
+    // (each set's start after the previous set's stop), so the single-threaded executor runs
+    // them close around their set.
     server.add_systems(
         PostUpdate,
-        (start::<PART>.before(set), stop::<PART>.after(set)),
+        (
+            start::<REPLICATION>.before(bevy_replicon::server::ServerSystems::Send),
+            stop::<REPLICATION>.after(bevy_replicon::server::ServerSystems::Send),
+            start::<MESSAGES>.before(MessageSystems::Send),
+            stop::<MESSAGES>.after(MessageSystems::Send),
+            start::<TRANSPORT>.before(TransportSystems::Send),
+            stop::<TRANSPORT>.after(TransportSystems::Send),
+            start::<NETCODE>.before(ConnectionSystems::Send),
+            stop::<NETCODE>.after(ConnectionSystems::Send),
+            start::<LINK>.before(LinkSystems::Send),
+            stop::<LINK>.after(LinkSystems::Send),
+        )
+            .chain(),
     );
 }
 
