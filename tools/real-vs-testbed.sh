@@ -22,6 +22,7 @@ trap 'kill "$server" 2>/dev/null || true; rm -f "$log"' EXIT
 "$target/debug/examples/server" "127.0.0.1:$port" --stats 3600 \
     --seconds "$((3 * seconds + 120))" >"$log" 2>&1 &
 server=$!
-for _ in $(seq 100); do grep -q "serving on udp" "$log" && break; sleep 0.1; done
+# Its readiness line: printed once the socket is bound (the log's "serving on udp" comes before).
+for _ in $(seq 300); do grep -q "^ready: serving udp " "$log" && break; sleep 0.1; done
 "$target/debug/examples/loadtest" --server "127.0.0.1:$port" --seconds "$seconds" --compare "$@" \
     2>&1 | grep -v " INFO \| DEBUG "
