@@ -21,6 +21,7 @@ impl Plugin for ViewPlugin {
                 Update,
                 (
                     dress_hit_boxes,
+                    hide_dormant,
                     dress_projectiles,
                     show_the_dead,
                     collect_effects,
@@ -113,6 +114,23 @@ fn dress_hit_boxes(
             Mesh3d(mesh),
             MeshMaterial3d(part_material(&palette, hit_box)),
         ));
+    }
+}
+
+/// Characters the server stopped sending (not relevant to us now: far, or out of sight) are not
+/// drawn until it sends them again.
+fn hide_dormant(
+    mut bodies: Query<
+        (Has<unlag::smoothing::ProxyDormant>, &mut Visibility),
+        With<unlag::smoothing::ProxySmoothing>,
+    >,
+) {
+    for (dormant, mut visibility) in &mut bodies {
+        visibility.set_if_neq(if dormant {
+            Visibility::Hidden
+        } else {
+            Visibility::Inherited
+        });
     }
 }
 

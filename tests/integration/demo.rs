@@ -155,7 +155,20 @@ fn every_panel_setting_applies_to_a_running_match() {
             .resource::<SmoothingDebug>()
             .show_server_ghosts
     );
-    assert!(tb.client_world(0).resource::<ServerGhosts>().0.len() >= 4);
+    // A ghost for every proxy drawn (those out of the client's interest, dormant, have none),
+    // and at least four proxies.
+    let (drawn, dormant) = {
+        let world = tb.client_world_mut(0);
+        let mut q = world.query::<(&ProxySmoothing, Has<unlag::smoothing::ProxyDormant>)>();
+        q.iter(world).fold(
+            (0, 0),
+            |(d, z), (_, dormant)| {
+                if dormant { (d, z + 1) } else { (d + 1, z) }
+            },
+        )
+    };
+    assert!(drawn + dormant >= 4, "{drawn} drawn, {dormant} dormant");
+    assert_eq!(tb.client_world(0).resource::<ServerGhosts>().0.len(), drawn);
 
     // A panel out of range changes nothing.
     set_panel(&mut tb, |p| p.loss_percent = 50.0);

@@ -44,6 +44,8 @@ enum Path {
     CircleWithTeleport,
     /// Running forward and jumping: 0.7 s parabolic arcs 1.4 m high, 0.2 s on the ground.
     JumpArcs,
+    /// Out from 2 m to 34 m along x at 8 m/s and back (8 s a round), weaving 1 m either side.
+    OutAndBack,
 }
 
 #[derive(Resource, Clone, Copy)]
@@ -69,6 +71,11 @@ fn path_position(path: Path, t: f32) -> Vec3 {
                 0.0
             };
             Vec3::new(SPEED * 0.6 * t, y, 0.0)
+        }
+        Path::OutAndBack => {
+            let phase = t % 8.0;
+            let x = 2.0 + 8.0 * if phase < 4.0 { phase } else { 8.0 - phase };
+            Vec3::new(x, 0.0, (3.0 * t).sin())
         }
         Path::ZigZag => {
             // 0.6 s strafing one way at full speed, 0.2 s standing, 0.6 s the other way, ...
@@ -455,6 +462,7 @@ fn smoothing_matrix() {
                             Path::JumpArcs => "jump arcs",
                             Path::ZigZag => "zig-zag",
                             Path::CircleWithTeleport => "teleport",
+                            Path::OutAndBack => "out and back",
                         },
                         loss * 100.0,
                         r.error.rms,
@@ -572,4 +580,130 @@ fn the_mode_changes_live_without_a_pop() {
         let mut q = world.query::<&RenderedPose>();
         assert_eq!(q.single(world).unwrap().mode, mode);
     }
+}
+
+/// What a client drew of a proxy that goes out of its interest and back, frame by frame.
+#[derive(Resource, Default)]
+struct RelevanceSeen {
+    /// The last frame's error to the truth and the truth then, when it was drawn.
+    last: Option<(f32, Vec3)>,
+    /// The largest growth of the error in one frame beyond the proxy's own motion, metres.
+    worst_pop: f32,
+    /// Frames drawn, and frames the proxy was dormant.
+    drawn: u64,
+    dormant: u64,
+    /// The error of each first frame after a dormant spell, metres, and whether the state it
+    /// was drawn from came flagged a teleport.
+    woken_errors: Vec<(f32, bool)>,
+    /// The proxy's measured interval on the frames its truth was well inside the reduced ring.
+    reduced_intervals: Vec<f64>,
+}
+
+fn watch_relevance(
+    truth: Res<Truth>,
+    mut seen: ResMut<RelevanceSeen>,
+    proxies: Query<(
+        Option<&RenderedPose>,
+        &ProxySmoothing,
+        Has<unlag::smoothing::ProxyDormant>,
+    )>,
+) {
+    for (pose, smoothing, dormant) in &proxies {
+        let drawn = pose
+            .filter(|_| !dormant)
+            .and_then(|p| truth.at(p.view_time).map(|t| (p, t)));
+        let Some((pose, t)) = drawn else {
+            seen.dormant += u64::from(dormant);
+            seen.last = None;
+            continue;
+        };
+        let error = pose.position.distance(t);
+        match seen.last {
+            Some((last_error, last_truth)) => {
+                let pop = error - last_error - t.distance(last_truth);
+                seen.worst_pop = seen.worst_pop.max(pop);
+            }
+            None if seen.drawn > 0 => {
+                let flagged = smoothing.buffer.states().next().is_some_and(|s| s.teleport);
+                seen.woken_errors.push((error, flagged));
+            }
+            None => {}
+        }
+        if (13.0..19.0).contains(&t.x)
+            && let Some(interval) = smoothing.buffer.recent_interval()
+        {
+            seen.reduced_intervals.push(interval);
+        }
+        seen.drawn += 1;
+        seen.last = Some((error, t));
+    }
+}
+
+/// A proxy walking away from a client is sent less often, then not at all, and back: never a
+/// pop, one flagged snap each time it comes back, at the reduced rate in between.
+#[test]
+fn a_proxy_leaving_interest_and_coming_back_never_pops() {
+    use unlag::smoothing::{InterestSettings, ViewPoint};
+    let interest = InterestSettings {
+        full_within: 8.0,
+        reduced_within: 20.0,
+        reduced_rate_hz: 5.0,
+        hysteresis: 2.0,
+        line_of_sight: false,
+        hearing_distance: 10.0,
+        ..default()
+    };
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions: conditions(0.02),
+        ..default()
+    });
+    tb.add_plugins(ProxySmoothingPlugin {
+        interest,
+        ..default()
+    });
+    let truth = Truth::default();
+    tb.server()
+        .insert_resource(truth.clone())
+        .insert_resource(Script(Path::OutAndBack))
+        .add_systems(FixedUpdate, move_proxy)
+        .add_systems(
+            FixedPostUpdate,
+            record_truth.before(unlag::smoothing::ProxySmoothingSystems::Send),
+        );
+    tb.client(0)
+        .insert_resource(truth)
+        .init_resource::<RelevanceSeen>()
+        .add_systems(Last, watch_relevance);
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    let link = tb.server_link(0).unwrap();
+    tb.server_world_mut()
+        .entity_mut(link)
+        .insert(ViewPoint(Vec3::ZERO));
+    tb.server_world_mut().spawn((
+        SmoothedProxy,
+        NetUpdateFrequency(20.0),
+        Replicate::to_clients(NetworkTarget::All),
+    ));
+    tb.run_for(Duration::from_secs(16));
+    let seen = tb.client_world(0).resource::<RelevanceSeen>();
+    let stats = tb.client_world(0).resource::<SmoothingStats>().clone();
+    let reduced = Summary::of(&seen.reduced_intervals);
+    println!(
+        "drawn {} frames, dormant {}, worst pop {:.4} m, woken errors {:?} m, interval in the \
+         reduced ring {:.3}…{:.3} s; {stats:?}",
+        seen.drawn, seen.dormant, seen.worst_pop, seen.woken_errors, reduced.min, reduced.max,
+    );
+    assert!(stats.dormant >= 2 && stats.woken >= 2, "{stats:?}");
+    assert!(seen.dormant > 240, "dormant frames: {}", seen.dormant);
+    assert!(seen.woken_errors.len() >= 2);
+    for (error, flagged) in &seen.woken_errors {
+        assert!(*error < 0.05, "came back {error} m off: swept, not snapped");
+        assert!(flagged, "came back without the teleport flag");
+    }
+    assert!(seen.worst_pop <= 0.05, "popped {} m", seen.worst_pop);
+    assert!(
+        seen.reduced_intervals.len() > 100 && (reduced.p50 - 0.2).abs() < 1e-6,
+        "{reduced:?}"
+    );
 }

@@ -19,8 +19,8 @@ use lightyear::prelude::*;
 use std::collections::VecDeque;
 use unlag_core::Seq16;
 use unlag_net::{
-    HeldShotsOldest, LinkTraffic, MoveTrail, NetClock, ReliableChannel, RemoteClientClock,
-    RemoteClockAt, UnreliableChannel,
+    HeldShotsOldest, LinkTraffic, MoveTrail, NetClock, ProxyInterest, ReliableChannel,
+    RemoteClientClock, RemoteClockAt, UnreliableChannel,
 };
 
 /// Longest a shot waits beyond [`CombatSettings::max_shot_hold`] for the move of its shooter it
@@ -74,9 +74,17 @@ type ShotLinks<'w, 's> = Query<
     With<ClientOf>,
 >;
 
-/// The links everyone else's shots are shown on.
-type EchoLinks<'w, 's> =
-    Query<'w, 's, (Entity, &'static mut MessageSender<CosmeticFires>), With<ClientOf>>;
+/// The links everyone else's shots are shown on, with what each client can see or hear.
+type EchoLinks<'w, 's> = Query<
+    'w,
+    's,
+    (
+        Entity,
+        &'static mut MessageSender<CosmeticFires>,
+        Option<&'static ProxyInterest>,
+    ),
+    With<ClientOf>,
+>;
 
 /// Judges every shot received, once the server has processed the moves it names, and applies
 /// the verdicts. (Parameters grouped: the rules and the clock; the figures kept; the links;
@@ -475,14 +483,21 @@ fn oldest_plausible(held: &HeldShots) -> Option<f64> {
         .reduce(f64::min)
 }
 
-/// Shows every client the others' accepted shots: one batch per client per frame (of at most
-/// [`COSMETIC_BATCH`] shots each).
+/// Shows every client the others' accepted shots it can see or hear (its interest: the shooter
+/// is not dormant to it, or the shooter or the shot's origin is within its hearing): one batch
+/// per client per frame (of at most [`COSMETIC_BATCH`] shots each).
 fn send_echoes(echoes: &[(Entity, CosmeticFire)], mut echo: EchoLinks) {
     if echoes.is_empty() {
         return;
     }
-    for (link, mut sender) in &mut echo {
-        let mut others = echoes.iter().filter(|(from, _)| *from != link).peekable();
+    for (link, mut sender, interest) in &mut echo {
+        let heard = |fire: &CosmeticFire| {
+            interest.is_none_or(|i| i.hears(fire.shooter) || i.hears_at(fire.origin))
+        };
+        let mut others = echoes
+            .iter()
+            .filter(|(from, fire)| *from != link && heard(fire))
+            .peekable();
         while others.peek().is_some() {
             let shots: Vec<CosmeticFire> = others
                 .by_ref()

@@ -293,6 +293,11 @@ impl StateBuffer {
         }
     }
 
+    /// Forgets every state (a proxy starting afresh, as after a dormant spell).
+    pub fn clear(&mut self) {
+        self.states.clear();
+    }
+
     /// The buffered states, oldest first.
     pub fn states(&self) -> impl DoubleEndedIterator<Item = &ProxyState> + ExactSizeIterator {
         self.states.iter()

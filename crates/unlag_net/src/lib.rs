@@ -7,6 +7,7 @@
 mod clock;
 mod conditions;
 mod guard;
+mod interest;
 mod link;
 mod ping;
 mod protocol;
@@ -36,6 +37,10 @@ pub use conditions::NetConditions;
 pub use guard::{
     PacketGuardSettings, PacketMessage, PacketRefusal, PacketRefusals, ReliableWindows,
     channel_net_id, message_bytes, read_client_packet,
+};
+pub use interest::{
+    InterestPolicy, InterestSettings, InterestSystems, PairInterest, ProxyDormant, ProxyInterest,
+    Relevance, SightTested, ViewPoint,
 };
 pub use link::{
     KindTraffic, LinkBirth, LinkShaper, LinkTraffic, PeerLead, ServerLinkStats,

@@ -94,7 +94,9 @@ impl ProxySamples {
         let Some(mut poses) = client.try_query::<(Entity, &RenderedPose)>() else {
             return;
         };
+        let mut drawn = Vec::new();
         for (entity, pose) in poses.iter(client) {
+            drawn.push(entity);
             let Some(history) = map
                 .to_server()
                 .get(&entity)
@@ -146,6 +148,10 @@ impl ProxySamples {
                 SampleKind::Held | SampleKind::Extrapolated
             ));
         }
+        // A proxy not drawn this frame (dormant: the server stopped sending it) starts afresh
+        // when it is drawn again: its first frame snaps, flagged, and is no pop.
+        self.last_error
+            .retain(|(client, entity), _| *client != i || drawn.contains(entity));
     }
 }
 

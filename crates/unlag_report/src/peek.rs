@@ -186,6 +186,7 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
                 default_mode: options.smoothing,
                 ..default()
             },
+            ..default()
         })
         .add_plugins(CharacterProxyPlugin);
     spawn_wall(tb.server_world_mut());

@@ -93,6 +93,7 @@ pub fn start_match_with(
                 default_mode: options.smoothing,
                 ..default()
             },
+            ..default()
         })
         .add_plugins(RewindPlugin::default())
         .add_plugins(CombatPlugin {

@@ -26,6 +26,7 @@ mod debug;
 mod history;
 mod layout;
 mod query;
+mod sight;
 
 pub use debug::{DebugBox, RewindDebug, RewindDebugEntry, RewindDebugLog};
 pub use history::{FrameHistory, RewindBroadPhase, RewindStats, judged_span};
@@ -243,6 +244,13 @@ impl Plugin for RewindPlugin {
                     .run_if(any_with_component::<Server>)
                     .in_set(RewindSystems::Record),
             );
+        // Sight for interest management: tested where the world is known.
+        app.insert_resource(unlag_net::SightTested).add_systems(
+            FixedPostUpdate,
+            sight::test_sight
+                .run_if(any_with_component::<Server>)
+                .in_set(unlag_net::InterestSystems::Sight),
+        );
         layout::build(app);
         debug::build(app);
     }

@@ -1,15 +1,15 @@
 //! The client side: buffer each proxy's states and place it at view time.
 
 use crate::SmoothingSettings;
-use crate::protocol::ProxyUpdates;
+use crate::protocol::{ProxyDormancy, ProxyUpdates};
 use bevy::prelude::*;
 use lightyear::prelude::*;
 use unlag_core::{
     CorrectionSmoothing, DelayController, ProxyState, Sample, SampleKind, SmoothingMode,
     StateBuffer, StateLoss, StateRejected, StateShown, StateStaleness, VisualOffset,
 };
-use unlag_net::RenderedPose;
 use unlag_net::{AutonomousProxy, NetClock};
+use unlag_net::{ProxyDormant, RenderedPose};
 
 /// On a client, per simulated proxy: its received states, its smoothing mode (switchable at
 /// runtime) and how its frames were rendered.
@@ -37,6 +37,8 @@ pub struct ProxySmoothing {
     last_rendered: Option<Vec3>,
     /// The mode changed since the last frame (see [`ProxySmoothing::set_mode`]).
     switched: bool,
+    /// Back from a dormant spell and not yet three states in: its delay is kept, not snapped.
+    resumed: bool,
 }
 
 impl ProxySmoothing {
@@ -54,6 +56,7 @@ impl ProxySmoothing {
             last_starved_on: None,
             last_rendered: None,
             switched: false,
+            resumed: false,
         }
     }
 
@@ -197,6 +200,53 @@ pub struct SmoothingStats {
     pub held_frames: u64,
     /// Proxy frames extrapolated for want of a newer state.
     pub extrapolated_frames: u64,
+    /// Times a proxy went dormant (the server stopped sending it: not relevant to this client).
+    pub dormant: u64,
+    /// Times a dormant proxy was shown again, snapped to its first new state.
+    pub woken: u64,
+    /// States of a dormant proxy from before it went dormant, dropped (a late original or
+    /// repeat: the proxy is not drawn from them).
+    pub dropped_while_dormant: u64,
+}
+
+/// PreUpdate, before the states: proxies the server stopped sending go dormant (unless a state
+/// newer than the notice came already): their states and drawn pose are forgotten, and they
+/// are not placed until a newer state comes and its time is reached. (A game hides them while
+/// they have [`ProxyDormant`]; the demo does.)
+pub(crate) fn receive_dormancy(
+    mut commands: Commands,
+    mut stats: ResMut<SmoothingStats>,
+    mut link: Query<&mut MessageReceiver<ProxyDormancy>, With<Client>>,
+    mut proxies: Query<(&mut ProxySmoothing, Option<&ProxyDormant>), Without<AutonomousProxy>>,
+) {
+    let Ok(mut receiver) = link.single_mut() else {
+        return;
+    };
+    for notice in receiver.receive() {
+        for entity in notice.entities {
+            let Ok((mut smoothing, dormant)) = proxies.get_mut(entity) else {
+                stats.unknown_entity += 1;
+                continue;
+            };
+            let newer = smoothing
+                .buffer
+                .newest()
+                .is_some_and(|s| s.tick > notice.tick)
+                || dormant.is_some_and(|d| d.since_tick >= notice.tick);
+            if newer {
+                continue;
+            }
+            smoothing.restart();
+            stats.dormant += 1;
+            commands
+                .entity(entity)
+                .insert(ProxyDormant {
+                    since_tick: notice.tick,
+                    wakes_at: None,
+                })
+                .remove::<RenderedPose>();
+        }
+    }
 }
 
 /// PreUpdate: buffers received states.
@@ -209,7 +259,10 @@ pub(crate) fn receive_states(
     mut stats: ResMut<SmoothingStats>,
     mut lateness: ResMut<ArrivalLateness>,
     mut link: Query<&mut MessageReceiver<ProxyUpdates>, With<Client>>,
-    mut proxies: Query<Option<&mut ProxySmoothing>, Without<AutonomousProxy>>,
+    mut proxies: Query<
+        (Option<&mut ProxySmoothing>, Option<&mut ProxyDormant>),
+        Without<AutonomousProxy>,
+    >,
     mut fresh: Local<Vec<(Entity, ProxySmoothing)>>,
 ) {
     let Ok(mut receiver) = link.single_mut() else {
@@ -228,13 +281,25 @@ pub(crate) fn receive_states(
             lateness.add(clock.server_time - real.delta_secs_f64() - clock.one_way() - time);
         }
         for wire in &update.states {
-            let Ok(existing) = proxies.get_mut(wire.entity) else {
+            let Ok((existing, dormant)) = proxies.get_mut(wire.entity) else {
                 stats.unknown_entity += 1;
                 continue;
             };
             let state = wire.to_state(update.tick, time);
             let result = match existing {
                 Some(mut smoothing) => {
+                    if let Some(mut dormant) = dormant {
+                        // From before it went dormant: not drawn from. The first state after
+                        // it starts the proxy afresh (a teleport: no curve from where it was).
+                        if update.tick <= dormant.since_tick {
+                            stats.dropped_while_dormant += 1;
+                            continue;
+                        }
+                        if dormant.wakes_at.is_none() {
+                            smoothing.restart();
+                            dormant.wakes_at = Some(time);
+                        }
+                    }
                     let arrived = (clock.server_time, real.elapsed_secs_f64());
                     smoothing.take_state(state, arrived, clock.send_interval, &mut lateness)
                 }
@@ -260,6 +325,18 @@ pub(crate) fn receive_states(
 }
 
 impl ProxySmoothing {
+    /// Forgets every state and what the last frames drew: the next state starts the proxy
+    /// afresh, as its first did.
+    fn restart(&mut self) {
+        self.buffer.clear();
+        self.blend = None;
+        self.ease = VisualOffset::default();
+        self.last_kind = None;
+        self.last_starved_on = None;
+        self.last_rendered = None;
+        self.resumed = self.frames > 0;
+    }
+
     /// Buffers a received `state`; `arrived` is (server time, client time), seconds. A state
     /// newer than the newest, on a known grid, tells `lateness` how many were lost on the way
     /// (a repeat stands in for its lost original); the grid is the longer of the one its states
@@ -335,6 +412,7 @@ pub(crate) fn place_proxies(
         &mut ProxySmoothing,
         &mut Transform,
         Option<&mut RenderedPose>,
+        Option<&ProxyDormant>,
     )>,
 ) {
     if !clock.synced {
@@ -358,11 +436,28 @@ pub(crate) fn place_proxies(
     let (dt, dt64) = (time.delta_secs(), time.delta_secs_f64());
     // The shortest delay in use: the proxies at the full update rate (slower ones wait longer).
     let mut shortest: Option<f64> = None;
-    for (entity, mut proxy, mut transform, pose) in &mut proxies {
+    for (entity, mut proxy, mut transform, pose, dormant) in &mut proxies {
         let proxy = &mut *proxy;
-        let delay = proxy.next_delay(&clock, &settings, &mut lateness, &inputs, dt64);
-        shortest = Some(shortest.map_or(delay, |s: f64| s.min(delay)));
+        // A dormant proxy is held at the delay the drawn ones share (the one reports and shots
+        // carry), so that it comes back drawn at the same view time as its peers: a shot at it
+        // shows the moment the client reports, whatever the rate changed meanwhile.
+        let delay = if dormant.is_some() && clock.interpolation_delay.is_finite() {
+            proxy.delay = DelayController::new(settings.delay_policy, clock.interpolation_delay);
+            clock.interpolation_delay
+        } else {
+            proxy.next_delay(&clock, &settings, &mut lateness, &inputs, dt64)
+        };
         let view_time = clock.server_time - clock.one_way() - delay;
+        if let Some(dormant) = dormant {
+            // Shown again once the view reaches its first new state: snapped there (its
+            // buffer starts afresh), never swept from where it went dormant.
+            if dormant.wakes_at.is_none_or(|at| view_time < at) {
+                continue;
+            }
+            commands.entity(entity).remove::<ProxyDormant>();
+            stats.woken += 1;
+        }
+        shortest = Some(shortest.map_or(delay, |s: f64| s.min(delay)));
         let sampled = if proxy.mode == SmoothingMode::Extrapolate {
             proxy.dead_reckon(&clock, &settings, &offsets, dt)
         } else {
@@ -453,9 +548,15 @@ impl ProxySmoothing {
         };
         self.delay
             .set_target(policy.target_covering(interval, margin, inputs.loss, covering));
-        // Until its interval is known nothing has been shown that could jump.
+        // Until its interval is known nothing has been shown that could jump. (A proxy back from
+        // a dormant spell keeps the delay it followed meanwhile: the one its peers at the same
+        // rate share, and which shots at them are stamped with.)
         if self.buffer.states().len() < 3 {
-            self.delay.snap_to_target();
+            if !self.resumed {
+                self.delay.snap_to_target();
+            }
+        } else {
+            self.resumed = false;
         }
         self.delay.update(dt)
     }

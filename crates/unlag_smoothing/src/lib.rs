@@ -17,18 +17,21 @@
 //!    were used, so shots can tell the server exactly what was on screen.
 
 mod client;
+mod interest;
 mod protocol;
 mod server;
 
 pub use client::{ArrivalLateness, ProxySmoothing, SmoothingStats};
 
-pub use protocol::{ProxyUpdates, WireProxyState};
+pub use protocol::{ProxyDormancy, ProxyUpdates, WireProxyState};
 pub use server::{NetUpdateFrequency, SmoothedProxy, Teleported};
 // The view contract smoothing writes and the rewind reads lives in `unlag_net`; re-exported
 // here under the names smoothing users know.
 pub use unlag_core::{SampleKind, SmoothingMode, StateShown};
 pub use unlag_net::{
-    ProxyFlags, ProxySmoothingSystems, RenderedPose, SENT_STATES_SECONDS, SentStates,
+    InterestPolicy, InterestSettings, InterestSystems, PairInterest, ProxyDormant, ProxyFlags,
+    ProxyInterest, ProxySmoothingSystems, Relevance, RenderedPose, SENT_STATES_SECONDS, SentStates,
+    ViewPoint,
 };
 
 use bevy::ecs::schedule::common_conditions::any_with_component;
@@ -103,7 +106,7 @@ pub struct ServerGhosts(pub Vec<(Vec3, Quat)>);
 fn collect_ghosts(
     debug: Res<SmoothingDebug>,
     mut ghosts: ResMut<ServerGhosts>,
-    proxies: Query<&ProxySmoothing>,
+    proxies: Query<&ProxySmoothing, Without<ProxyDormant>>,
 ) {
     ghosts.0.clear();
     if debug.show_server_ghosts {
@@ -135,17 +138,23 @@ fn draw_ghosts(ghosts: Res<ServerGhosts>, mut gizmos: Gizmos) {
 pub struct ProxySmoothingPlugin {
     /// The settings (inserted as a resource).
     pub settings: SmoothingSettings,
+    /// Which proxies each client is sent, and how often (inserted as a resource; the server's
+    /// counts).
+    pub interest: InterestSettings,
 }
 
 impl Plugin for ProxySmoothingPlugin {
     fn build(&self, app: &mut App) {
         app.insert_validated(self.settings.clone())
+            .insert_validated(self.interest.clone())
             .init_resource::<SmoothingStats>()
             .init_resource::<ArrivalLateness>()
             .init_resource::<SmoothingDebug>()
             .init_resource::<ServerGhosts>()
             .register_type::<(NetUpdateFrequency, ProxyFlags, RenderedPose)>()
+            .register_type::<(InterestSettings, ViewPoint, ProxyDormant)>()
             .add_net_message_mapped::<ProxyUpdates>(NetDirection::ServerToClient)
+            .add_net_message_mapped::<ProxyDormancy>(NetDirection::ServerToClient)
             .configure_sets(
                 PreUpdate,
                 ProxySmoothingSystems::Receive
@@ -163,9 +172,24 @@ impl Plugin for ProxySmoothingPlugin {
                     .run_if(any_with_component::<Server>)
                     .in_set(ProxySmoothingSystems::Send),
             )
+            .configure_sets(
+                FixedPostUpdate,
+                (InterestSystems::Sight, InterestSystems::Decide)
+                    .chain()
+                    .before(ProxySmoothingSystems::Send),
+            )
+            .add_systems(
+                FixedPostUpdate,
+                (
+                    interest::ensure_interest.before(InterestSystems::Sight),
+                    interest::decide_interest.in_set(InterestSystems::Decide),
+                )
+                    .run_if(any_with_component::<Server>),
+            )
             .add_systems(
                 PreUpdate,
-                client::receive_states
+                (client::receive_dormancy, client::receive_states)
+                    .chain()
                     .run_if(any_with_component::<Client>)
                     .in_set(ProxySmoothingSystems::Receive),
             )

@@ -102,3 +102,22 @@ impl MapEntities for ProxyUpdates {
         }
     }
 }
+
+/// Server → client, reliably: the proxies the server stopped sending this client at server
+/// tick `tick` (no longer relevant to it, see [`unlag_net::Relevance::Dormant`]). The client
+/// stops drawing them until a state newer than `tick` comes, flagged a teleport.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ProxyDormancy {
+    /// The server tick they went dormant at: every state sent before is older.
+    pub tick: u32,
+    /// The proxies (mapped to the client's on arrival).
+    pub entities: Vec<Entity>,
+}
+
+impl MapEntities for ProxyDormancy {
+    fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
+        for e in &mut self.entities {
+            *e = mapper.get_mapped(*e);
+        }
+    }
+}

@@ -1,13 +1,16 @@
 //! The server side: sample proxies after each tick and send the due ones.
 
 use crate::SmoothingSettings;
-use crate::protocol::{ProxyUpdates, WireProxyState};
-use bevy::platform::collections::HashMap;
+use crate::interest::InterestSchedule;
+use crate::protocol::{ProxyDormancy, ProxyUpdates, TELEPORT_BIT, WireProxyState};
 use bevy::prelude::*;
 use lightyear::core::tick::TickDuration;
 use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
-use unlag_net::{LinkTraffic, NetConditions, ProxyFlags, SentStates, UnreliableChannel};
+use unlag_net::{
+    LinkTraffic, NetConditions, ProxyFlags, ProxyInterest, Relevance, ReliableChannel, SentStates,
+    UnreliableChannel,
+};
 
 /// Marks a server entity whose state is sent to clients for smoothing (its `Transform` is
 /// sampled after every tick).
@@ -95,14 +98,17 @@ pub(crate) fn sample_proxies(
     }
 }
 
-/// The client links proxy states go out on.
+/// The client links proxy states go out on, with what each is interested in and was sent.
 type StateLinks<'w, 's> = Query<
     'w,
     's,
     (
         Entity,
         &'static mut MessageSender<ProxyUpdates>,
+        &'static mut MessageSender<ProxyDormancy>,
         &'static mut LinkTraffic,
+        Option<&'static ProxyInterest>,
+        Option<&'static mut InterestSchedule>,
     ),
     (With<ClientOf>, With<Connected>),
 >;
@@ -158,7 +164,7 @@ pub(crate) fn send_due(
         ));
     }
     send_repeats(repeats, &mut links);
-    send_states(&due, now_tick, &mut links);
+    send_states(&due, (now_tick, now), &mut links);
 }
 
 impl ProxySampler {
@@ -196,15 +202,26 @@ impl ProxySampler {
     }
 }
 
-/// Sends every client the repeats due of slow proxies' states but its own, one message per
-/// tick they were sampled at.
+/// Sends every client the repeats due of slow proxies' states that it was sent the original
+/// of (not its own, nor any it is not interested in now), one message per tick they were
+/// sampled at.
 fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: &mut StateLinks) {
+    if repeats.is_empty() {
+        return;
+    }
     repeats.sort_by_key(|(tick, ..)| *tick);
-    for (link, mut sender, mut traffic) in links {
+    for (link, mut sender, _, mut traffic, _, schedule) in links {
+        let got_original = |tick: u32, proxy: Entity| {
+            schedule.as_ref().is_none_or(|s| {
+                s.pairs
+                    .get(&proxy)
+                    .is_some_and(|p| p.awake && p.last_tick == Some(tick))
+            })
+        };
         for group in repeats.chunk_by(|a, b| a.0 == b.0) {
             let states: Vec<WireProxyState> = group
                 .iter()
-                .filter(|(_, _, owner)| *owner != Some(link))
+                .filter(|(tick, s, owner)| *owner != Some(link) && got_original(*tick, s.entity))
                 .map(|(_, s, _)| s.clone())
                 .collect();
             if !states.is_empty() {
@@ -221,30 +238,60 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
     }
 }
 
-/// Sends every client the states `due` at tick `now_tick` but its own, in one message.
-fn send_states(due: &[DueState], now_tick: u32, links: &mut StateLinks) {
+/// Sends every client, in one message, the states `due` at tick `now_tick` (server time `now`,
+/// seconds) that its interest lets through: not its own; a reduced proxy's on its reduced
+/// rate's grid; none of a dormant one, whose going dormant the client is told once (reliably),
+/// and whose first state after that is flagged a teleport, so the client snaps to it once
+/// rather than sweep from where it left it.
+fn send_states(due: &[DueState], (now_tick, now): (u32, f64), links: &mut StateLinks) {
     if due.is_empty() {
         return;
     }
-    let mut per_link: HashMap<Entity, Vec<WireProxyState>> = HashMap::default();
-    for (link, ..) in links.iter() {
-        let states = due
-            .iter()
-            .filter(|(_, owner)| *owner != Some(link))
-            .map(|(s, _)| s.clone())
-            .collect();
-        per_link.insert(link, states);
-    }
-    for (link, mut sender, mut traffic) in links {
-        if let Some(states) = per_link.remove(&link)
-            && !states.is_empty()
-        {
+    let mut asleep: Vec<Entity> = Vec::new();
+    for (link, mut sender, mut dormancy, mut traffic, interest, mut schedule) in links {
+        let mut states = Vec::with_capacity(due.len());
+        for (wire, owner) in due {
+            if *owner == Some(link) {
+                continue;
+            }
+            let Some(schedule) = schedule.as_deref_mut() else {
+                states.push(wire.clone());
+                continue;
+            };
+            let relevance = interest.map_or(Relevance::Full, |i| i.relevance(wire.entity));
+            let pair = schedule.pairs.entry(wire.entity).or_default();
+            if !pair.take(relevance, now) {
+                if relevance == Relevance::Dormant && pair.awake {
+                    pair.awake = false;
+                    asleep.push(wire.entity);
+                }
+                continue;
+            }
+            let mut wire = wire.clone();
+            if !pair.awake && pair.sent_before {
+                wire.flags |= TELEPORT_BIT;
+            }
+            pair.awake = true;
+            pair.sent_before = true;
+            pair.last_tick = Some(now_tick);
+            states.push(wire);
+        }
+        if !states.is_empty() {
             traffic.send_counted::<UnreliableChannel, _>(
                 &mut sender,
                 ProxyUpdates {
                     tick: now_tick,
                     states,
                     repeat: false,
+                },
+            );
+        }
+        if !asleep.is_empty() {
+            traffic.send_counted::<ReliableChannel, _>(
+                &mut dormancy,
+                ProxyDormancy {
+                    tick: now_tick,
+                    entities: core::mem::take(&mut asleep),
                 },
             );
         }

@@ -57,9 +57,15 @@ impl FireLink<'_, '_> {
         // (Taken to the nearest frame: a client at 60 frames/s or slower sends one every
         // frame.)
         let spacing = (allowed - 0.002) / f64::from(FIRE_COPIES - 1) - clock.usual_frame / 2.0;
+        // The view time runs faster than the frames while the delay shrinks (after a spell of
+        // loss at a slow rate): a copy spaced by view time could then fall past the allowed
+        // age before it leaves, and the shot would stand on fewer copies. A copy whose next
+        // frame may come too late goes now.
+        let last_chance =
+            |r: &FireRequest| now - r.view_time + 1.5 * clock.usual_frame > allowed - 1e-6;
         if let Ok((mut sender, mut traffic)) = self.link.single_mut() {
             for (request, left) in self.resend.iter_mut() {
-                if now - request.sent_view_time < spacing - 1e-6 {
+                if now - request.sent_view_time < spacing - 1e-6 && !last_chance(request) {
                     continue;
                 }
                 request.sent_view_time = now;

@@ -7,7 +7,7 @@ use crate::weapons::WeaponSpec;
 use bevy::ecs::system::SystemParam;
 use bevy::prelude::*;
 use bevy_rapier3d::prelude::{QueryFilter, ReadRapierContext};
-use unlag_net::AutonomousProxy;
+use unlag_net::{AutonomousProxy, ProxyDormant};
 use unlag_rewind::{HitBox, LayoutBone, blend_poses, hit_box_ray};
 use unlag_smoothing::{ProxySmoothing, RenderedPose, SmoothingSettings};
 
@@ -48,6 +48,8 @@ pub(crate) struct ProxyScene<'w, 's> {
             &'static Children,
             Option<&'static ProxySmoothing>,
         ),
+        // A dormant proxy is not on screen (the server stopped sending it): not a target.
+        Without<ProxyDormant>,
     >,
     boxes: Query<
         'w,

@@ -11,7 +11,7 @@ use crate::weapons::{WeaponKind, WeaponSpec};
 use bevy::prelude::*;
 use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
-use unlag_net::{LinkTraffic, NetClock, ReliableChannel};
+use unlag_net::{LinkTraffic, NetClock, ProxyInterest, ReliableChannel};
 use unlag_rewind::{RewindHit, RewindQuery, RewindSettings};
 
 /// The links projectiles are announced and reported on.
@@ -23,6 +23,7 @@ type ProjectileLinks<'w, 's> = Query<
         &'static mut MessageSender<ProjectileLaunched>,
         &'static mut MessageSender<ProjectileImpact>,
         &'static mut LinkTraffic,
+        Option<&'static ProxyInterest>,
     ),
     With<ClientOf>,
 >;
@@ -100,9 +101,15 @@ pub(crate) fn fly_projectiles(
     }
 }
 
-/// Tells every client of a new projectile (the shooter's client that it is its own).
+/// Tells every client that can see or hear it of a new projectile (the shooter's client that
+/// it is its own): the shooter is not dormant to it, or the launch is within its hearing.
 fn announce(projectile: &Projectile, links: &mut ProjectileLinks) {
-    for (link, mut sender, _, mut traffic) in links {
+    for (link, mut sender, _, mut traffic, interest) in links {
+        let heard = interest
+            .is_none_or(|i| i.hears(projectile.shooter) || i.hears_at(projectile.launch.position));
+        if link != projectile.link && !heard {
+            continue;
+        }
         traffic.send_counted::<ReliableChannel, _>(
             &mut sender,
             ProjectileLaunched {
@@ -118,7 +125,9 @@ fn announce(projectile: &Projectile, links: &mut ProjectileLinks) {
     }
 }
 
-/// Tells every client where a projectile's flight ended, whether it exploded and what it hit.
+/// Tells every client that can see or hear it where a projectile's flight ended, whether it
+/// exploded and what it hit: the shooter's, those the shooter is not dormant to, and those
+/// within hearing of the impact (whoever it hit or splashed is).
 fn report_impact(
     projectile: &Projectile,
     point: Vec3,
@@ -126,7 +135,11 @@ fn report_impact(
     hits: &[ConfirmedHit],
     links: &mut ProjectileLinks,
 ) {
-    for (link, _, mut sender, mut traffic) in links {
+    for (link, _, mut sender, mut traffic, interest) in links {
+        let heard = interest.is_none_or(|i| i.hears(projectile.shooter) || i.hears_at(point));
+        if link != projectile.link && !heard {
+            continue;
+        }
         traffic.send_counted::<ReliableChannel, _>(
             &mut sender,
             ProjectileImpact {

@@ -1,0 +1,159 @@
+//! The server's interest policy ([`InterestPolicy::Distance`]) and, per client link, when each
+//! proxy's state is next due to it.
+
+use crate::server::SmoothedProxy;
+use bevy::ecs::entity::EntityHashMap;
+use bevy::prelude::*;
+use lightyear::core::tick::TickDuration;
+use lightyear::prelude::server::ClientOf;
+use lightyear::prelude::*;
+use unlag_net::{
+    InterestPolicy, InterestSettings, ProxyInterest, Relevance, SightTested, ViewPoint,
+};
+
+/// On a server's client link: per proxy, what was sent to that client and when its next state
+/// is due there.
+#[derive(Component, Default)]
+pub(crate) struct InterestSchedule {
+    pub(crate) pairs: EntityHashMap<PairSchedule>,
+}
+
+/// What one client was sent of one proxy.
+#[derive(Default)]
+pub(crate) struct PairSchedule {
+    /// When its next state is due at a reduced rate, server seconds.
+    pub(crate) next_send: f64,
+    /// Whether the client is being sent it (false before the first state and while dormant).
+    pub(crate) awake: bool,
+    /// Whether the client was ever sent one: the first after a dormant spell is a teleport.
+    pub(crate) sent_before: bool,
+    /// The tick of the last state sent to it (its repeat goes only where the original went).
+    pub(crate) last_tick: Option<u32>,
+}
+
+/// FixedPostUpdate, first: every connected link gets its interest and schedule.
+pub(crate) fn ensure_interest(
+    mut commands: Commands,
+    settings: Res<InterestSettings>,
+    links: Query<Entity, (With<ClientOf>, With<Connected>, Without<InterestSchedule>)>,
+) {
+    for link in &links {
+        commands.entity(link).insert((
+            ProxyInterest::new(settings.hearing_distance),
+            InterestSchedule::default(),
+        ));
+    }
+}
+
+/// FixedPostUpdate, [`unlag_net::InterestSystems::Decide`]: the distance policy. Each link's
+/// viewpoint is its [`ViewPoint`], else what it controls (a smoothed proxy first); per proxy, the tier its distance
+/// falls in (crossed back only `hysteresis` past a boundary), dormant when out of sight for
+/// longer than the linger (where sight is tested), audible within the hearing distance.
+/// Pairs of despawned proxies are forgotten.
+pub(crate) fn decide_interest(
+    (settings, timeline, tick, sight): (
+        Res<InterestSettings>,
+        Res<LocalTimeline>,
+        Res<TickDuration>,
+        Option<Res<SightTested>>,
+    ),
+    proxies: Query<(Entity, &Transform), With<SmoothedProxy>>,
+    controlled: Query<(&Transform, &ControlledBy, Has<SmoothedProxy>)>,
+    mut links: Query<(Entity, &mut ProxyInterest, Option<&ViewPoint>), With<ClientOf>>,
+    mut viewers: Local<EntityHashMap<(Vec3, bool)>>,
+) {
+    let s = &*settings;
+    if s.policy != InterestPolicy::Distance {
+        // The game's policy (or none) decides; the hearing distance still follows the settings.
+        for (_, mut interest, viewpoint) in &mut links {
+            interest.hearing_distance = s.hearing_distance;
+            interest.viewer = viewpoint.map(|v| v.0);
+        }
+        return;
+    }
+    let now = f64::from(timeline.tick().0) * tick.0.as_secs_f64();
+    // Each client's character: what it controls, a smoothed proxy first.
+    viewers.clear();
+    for (transform, c, smoothed) in &controlled {
+        let viewer = viewers
+            .entry(c.owner)
+            .or_insert((transform.translation, smoothed));
+        if smoothed && !viewer.1 {
+            *viewer = (transform.translation, true);
+        }
+    }
+    let sight_counts = s.line_of_sight && sight.is_some();
+    for (link, mut interest, viewpoint) in &mut links {
+        let interest = &mut *interest;
+        interest.hearing_distance = s.hearing_distance;
+        interest.viewer = viewpoint.map(|v| v.0).or(viewers.get(&link).map(|v| v.0));
+        let Some(viewer) = interest.viewer else {
+            // Nowhere to measure from: everything is relevant.
+            for (proxy, ..) in &proxies {
+                *interest.entry(proxy) = default();
+            }
+            continue;
+        };
+        for (proxy, transform) in &proxies {
+            let distance = viewer.distance(transform.translation);
+            let pair = interest.entry(proxy);
+            let tier = tier(s, pair.relevance, distance);
+            let out_of_sight = sight_counts
+                && distance > s.sight_always_within
+                && now - pair.in_sight_at > f64::from(s.linger);
+            pair.relevance = if out_of_sight {
+                Relevance::Dormant
+            } else {
+                tier
+            };
+            pair.audible = distance <= s.hearing_distance;
+        }
+        if timeline.tick().0.is_multiple_of(64) {
+            interest.retain(|e| proxies.contains(e));
+        }
+    }
+}
+
+/// The distance tier of a proxy `distance` metres away that was `was`: a boundary crossed
+/// outwards only `hysteresis` metres past it.
+fn tier(s: &InterestSettings, was: Relevance, distance: f32) -> Relevance {
+    let reduced = Relevance::Reduced(s.reduced_rate_hz);
+    let (full_edge, reduced_edge) = match was {
+        Relevance::Full => (
+            s.full_within + s.hysteresis,
+            s.reduced_within + s.hysteresis,
+        ),
+        Relevance::Reduced(_) => (s.full_within, s.reduced_within + s.hysteresis),
+        Relevance::Dormant => (s.full_within, s.reduced_within),
+    };
+    if distance <= full_edge {
+        Relevance::Full
+    } else if distance <= reduced_edge {
+        reduced
+    } else {
+        Relevance::Dormant
+    }
+}
+
+impl PairSchedule {
+    /// Whether a state due at `now` (server seconds) goes to this client at `relevance`, and
+    /// if so its next time at a reduced rate, on that rate's grid.
+    pub(crate) fn take(&mut self, relevance: Relevance, now: f64) -> bool {
+        match relevance {
+            Relevance::Full => true,
+            Relevance::Dormant => false,
+            Relevance::Reduced(hz) => {
+                if now + 1e-9 < self.next_send {
+                    return false;
+                }
+                let interval = 1.0 / f64::from(hz.clamp(1.0, 60.0));
+                self.next_send = if now - self.next_send < interval {
+                    self.next_send + interval
+                } else {
+                    now + interval
+                };
+                true
+            }
+        }
+    }
+}
