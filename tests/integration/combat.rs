@@ -1838,3 +1838,131 @@ fn a_projectile_launched_and_landed_in_one_frame_is_not_drawn_after() {
         assert!(drawn.is_empty(), "client {i} still draws {drawn:?}");
     }
 }
+
+/// Whether client `i`'s proxy nearest to `point` (within 4 m: a dormant one stays where it was
+/// last drawn) is dormant; `None` without one there.
+fn dormant_near(tb: &mut Testbed, i: usize, point: Vec3) -> Option<bool> {
+    let world = tb.client_world_mut(i);
+    let mut q = world
+        .query_filtered::<(&Transform, Has<unlag::smoothing::ProxyDormant>), With<ProxySmoothing>>(
+        );
+    q.iter(world)
+        .map(|(t, dormant)| (t.translation.distance(point), dormant))
+        .filter(|(d, _)| *d < 4.0)
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, dormant)| dormant)
+}
+
+/// Interest by sight: a character behind a wall (past the distance where sight is not needed)
+/// stops being sent and comes back when the wall goes; a client that neither sees nor hears a
+/// shooter is not sent its shots, and is again once it sees it.
+#[test]
+fn out_of_sight_characters_and_their_unheard_shots_are_not_sent() {
+    use bevy_rapier3d::prelude::Collider;
+    let mut tb = combat_testbed_with(2, lossy(100), default(), 1, 1e9, |app| {
+        client_scripts(app);
+    });
+    tb.client(1)
+        .init_resource::<Echoes>()
+        .add_systems(Update, hear);
+    tb.server_world_mut()
+        .insert_resource(unlag::smoothing::InterestSettings {
+            sight_always_within: 0.5,
+            linger: 0.3,
+            hearing_distance: 1.0,
+            ..default()
+        });
+    // The shooter's character is a smoothed proxy to the other client.
+    let shooter = {
+        let link = tb.server_link(0).unwrap();
+        let world = tb.server_world_mut();
+        let mut q = world.query::<(Entity, &ControlledBy)>();
+        q.iter(world).find(|(_, c)| c.owner == link).unwrap().0
+    };
+    tb.server_world_mut()
+        .entity_mut(shooter)
+        .insert(SmoothedProxy);
+    let (shooter_at, target_at) = (EYE - Vec3::Y * 1.6, Vec3::ZERO);
+    tb.run_for(Duration::from_secs(1));
+    assert_eq!(
+        dormant_near(&mut tb, 1, shooter_at),
+        Some(false),
+        "the shooter in sight"
+    );
+    // A wall between the two players (client 1 stands 2 m along x).
+    let between = tb
+        .server_world_mut()
+        .spawn((
+            Collider::cuboid(0.1, 1.5, 3.0),
+            Transform::from_xyz(1.0, 1.5, EYE.z),
+        ))
+        .id();
+    tb.run_for(Duration::from_secs(1));
+    assert_eq!(
+        dormant_near(&mut tb, 1, shooter_at),
+        Some(true),
+        "the shooter behind the wall"
+    );
+    assert_eq!(
+        dormant_near(&mut tb, 0, target_at),
+        Some(false),
+        "the target in sight"
+    );
+    start_script(&mut tb, 30);
+    tb.run_for(Duration::from_secs(3));
+    let accepted = tb.server_world().resource::<CombatStats>().accepted;
+    assert!(accepted >= 10, "{accepted}");
+    assert!(
+        tb.client_world(1).resource::<Echoes>().0.is_empty(),
+        "unseen and unheard, yet sent"
+    );
+
+    // The wall goes: the shooter is seen again, and so are its shots.
+    tb.server_world_mut().despawn(between);
+    tb.run_for(Duration::from_secs(1));
+    assert_eq!(
+        dormant_near(&mut tb, 1, shooter_at),
+        Some(false),
+        "the shooter in sight again"
+    );
+    let before = tb.server_world().resource::<CombatStats>().accepted;
+    tb.run_for(Duration::from_secs(3));
+    let accepted = tb.server_world().resource::<CombatStats>().accepted - before;
+    let heard = tb.client_world(1).resource::<Echoes>().0.len() as u64;
+    println!("{accepted} shots accepted in sight, {heard} shown to the other client");
+    assert!(
+        accepted >= 10 && heard >= accepted * 7 / 10,
+        "{heard} of {accepted}"
+    );
+
+    // A wall between the shooter and the target: the target goes, and comes back.
+    // (Once the last shots are judged: the client has no such wall to stop them.)
+    tb.client(0).world_mut().remove_resource::<Script>();
+    tb.run_for(Duration::from_secs(1));
+    let wall = tb
+        .server_world_mut()
+        .spawn((
+            Collider::cuboid(10.0, 1.5, 0.1),
+            Transform::from_xyz(0.0, 1.5, 6.0),
+        ))
+        .id();
+    tb.run_for(Duration::from_secs(1));
+    assert_eq!(
+        dormant_near(&mut tb, 0, target_at),
+        Some(true),
+        "the target behind the wall"
+    );
+    tb.server_world_mut().despawn(wall);
+    tb.run_for(Duration::from_secs(1));
+    assert_eq!(
+        dormant_near(&mut tb, 0, target_at),
+        Some(false),
+        "the target in sight again"
+    );
+    let stats = tb
+        .client_world(0)
+        .resource::<unlag::smoothing::SmoothingStats>();
+    assert!(stats.dormant >= 1 && stats.woken >= 1, "{stats:?}");
+    let refused = &tb.server_world().resource::<CombatStats>().rejected;
+    assert!(refused.is_empty(), "{refused:?}");
+}

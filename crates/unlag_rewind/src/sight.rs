@@ -2,7 +2,7 @@
 //! each client can see each character, against the static world as the rewind sees it (rapier
 //! colliders that are not characters or hit boxes).
 
-use crate::{FrameHistory, RewindQuery};
+use crate::RewindQuery;
 use bevy::prelude::*;
 use lightyear::core::tick::TickDuration;
 use lightyear::prelude::*;
@@ -13,6 +13,7 @@ use unlag_net::{InterestPolicy, InterestSettings, ProxyInterest, SentStates};
 const SIGHT_SLACK: f32 = 0.3;
 
 /// FixedPostUpdate, [`unlag_net::InterestSystems::Sight`]: marks each client's pairs in sight
+/// (every smoothed proxy's, those without hit boxes too)
 /// now ([`unlag_net::PairInterest::in_sight_at`]). A pair within
 /// [`InterestSettings::sight_always_within`] counts as in sight without a ray; one beyond the
 /// reduced distance is not tested (distance alone stops it). The others are tested once every
@@ -23,7 +24,7 @@ pub(crate) fn test_sight(
     timeline: Res<LocalTimeline>,
     tick: Res<TickDuration>,
     rewind: RewindQuery,
-    characters: Query<(Entity, &Transform), (With<SentStates>, With<FrameHistory>)>,
+    characters: Query<(Entity, &Transform), With<SentStates>>,
     mut links: Query<(Entity, &mut ProxyInterest)>,
 ) {
     let Some(s) = settings else {
