@@ -14,7 +14,12 @@
 //!   `PreUpdate` and `PostUpdate` schedules (lightyear's transport and replication in and out:
 //!   the transport, measured apart) — and the shots judged per tick; then the send's parts:
 //!   replicon's replication, typed messages, transport, netcode, link.
-//! - criterion `server_tick/N`: the whole server update per tick.
+//!
+//! Every count is played twice: with interest management off (`InterestPolicy::Everyone`:
+//! every client is sent every character) and on (the default `Distance` policy: characters out
+//! of a client's sight beyond 30 m are not sent to it, nor their shots out of its hearing).
+//! - criterion `server_tick/relevance off/N` and `server_tick/relevance on/N`: the whole server
+//!   update per tick.
 //!
 //! The goal: 256 players within 4 ms per tick on one core of the 2-core test machine.
 //! Run as a test (`cargo test`), it plays 8 players for a few ticks; `cargo bench --bench
@@ -28,7 +33,7 @@ use criterion::{BenchmarkId, Criterion, SamplingMode};
 use std::time::Duration;
 use unlag::combat::CombatStats;
 use unlag::movement::MovementStats;
-use unlag::smoothing::SmoothingMode;
+use unlag::smoothing::{InterestPolicy, InterestSettings, SmoothingMode};
 use unlag_report::bench_args::{criterion_filter, filter_numbers};
 use unlag_report::{Pace, ReportOptions, reset_server_cost, server_cost, start_match};
 use unlag_testbed::Testbed;
@@ -36,7 +41,8 @@ use unlag_testbed::Testbed;
 /// Ticks between two shots of one player.
 const FIRE_EVERY: u64 = 10;
 
-fn players(n: usize) -> Testbed {
+/// A match of `n` players, with interest management on (the default policy) or off.
+fn players(n: usize, relevance: bool) -> Testbed {
     let options = ReportOptions {
         bots: 0,
         clients: n,
@@ -52,7 +58,21 @@ fn players(n: usize) -> Testbed {
         frame_rate_hz: 60.0,
         fire_interval: FIRE_EVERY as f64 / 60.0,
     };
-    start_match(&options, pace).unwrap_or_else(|e| panic!("{n} players: {e}"))
+    let mut tb = start_match(&options, pace).unwrap_or_else(|e| panic!("{n} players: {e}"));
+    if !relevance {
+        tb.server_world_mut().insert_resource(InterestSettings {
+            policy: InterestPolicy::Everyone,
+            ..Default::default()
+        });
+    }
+    tb
+}
+
+/// Bytes the server has sent to all its clients, datagrams whole.
+fn bytes_sent(tb: &mut Testbed) -> u64 {
+    let world = tb.server_world_mut();
+    let mut links = world.query::<&unlag::net::LinkTraffic>();
+    links.iter(world).map(|t| t.bytes_sent).sum()
 }
 
 fn main() {
@@ -79,8 +99,9 @@ fn main() {
     println!();
     println!("server µs per tick (mean / p99 over {ticks} ticks; this machine, this build)");
     println!(
-        "{:>7} {:>15} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {:>7}",
+        "{:>7} {:>9} {:>15} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {:>7} {:>9}",
         "players",
+        "relevance",
         "whole update",
         "movement",
         "recording",
@@ -88,16 +109,21 @@ fn main() {
         "proxy states",
         "receive",
         "send",
-        "shots/t"
+        "shots/t",
+        "down B/s"
     );
-    for &n in &counts {
-        let mut tb = players(n);
+    for (&n, relevance) in counts.iter().flat_map(|n| [(n, false), (n, true)]) {
+        let mut tb = players(n, relevance);
+        let label = if relevance { "on" } else { "off" };
         reset_server_cost(&mut tb);
+        let sent_before = bytes_sent(&mut tb);
         let accepted = tb.server_world().resource::<CombatStats>().accepted;
         for _ in 0..ticks {
             tb.step();
         }
         let cost = server_cost(&tb);
+        // Downstream per client on the wire (datagrams the server sent, headers included).
+        let down = (bytes_sent(&mut tb) - sent_before) as f64 / n as f64 / (ticks as f64 / 60.0);
         let stats = tb.server_world().resource::<CombatStats>();
         let shots = (stats.accepted - accepted) as f64 / ticks as f64;
         // Honest players: nothing refused, no move rejected.
@@ -110,7 +136,7 @@ fn main() {
         );
         let cell = |s: &unlag_report::Stat| format!("{:.0} / {:.0}", s.mean, s.p99);
         println!(
-            "{n:>7} {:>15} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {shots:>7.1}",
+            "{n:>7} {label:>9} {:>15} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {shots:>7.1} {down:>9.0}",
             cell(&cost.total_us),
             cell(&cost.movement_us),
             cell(&cost.record_us),
@@ -121,7 +147,7 @@ fn main() {
         );
         let p = &cost.send_parts;
         println!(
-            "{:>7}   send's parts: replication {}, messages {}, transport {}, netcode {}, link {}",
+            "{:>17}   send's parts: replication {}, messages {}, transport {}, netcode {}, link {}",
             "",
             cell(&p.replication_us),
             cell(&p.messages_us),
@@ -136,7 +162,8 @@ fn main() {
 
         let mut group = criterion.benchmark_group("server_tick");
         group.sampling_mode(SamplingMode::Flat);
-        group.bench_function(BenchmarkId::from_parameter(n), |b| {
+        let id = BenchmarkId::new(format!("relevance {label}"), n);
+        group.bench_function(id, |b| {
             b.iter_custom(|iters| {
                 let before = tb.server_update_time();
                 for _ in 0..iters {

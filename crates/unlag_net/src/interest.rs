@@ -79,11 +79,12 @@ pub struct InterestSettings {
     /// Within this distance a proxy is sent whether or not it is in sight, metres (default
     /// 30): close fights, where a corner peek decides, are never culled.
     pub sight_always_within: f32,
-    /// How long a proxy stays relevant after it was last in sight, seconds (default 0.5): it
-    /// keeps being sent while it steps behind cover and out again.
+    /// How long a proxy stays relevant after it was last in sight, seconds (default 0.5, at
+    /// least twice `sight_interval`): it keeps being sent while it steps behind cover and out
+    /// again.
     pub linger: f32,
-    /// How often each pair's sight is tested, seconds (default 0.1; pairs are spread over the
-    /// ticks of that span).
+    /// How often each pair's sight is tested and each client's interest decided, seconds
+    /// (default 0.1; pairs and clients are spread over the ticks of that span).
     pub sight_interval: f32,
     /// Height of the eyes and of the target's upper body above a character's origin, metres
     /// (default 1.6): sight is tested from the viewer's eyes to the target's upper body and
@@ -139,6 +140,17 @@ impl Validate for InterestSettings {
         )?;
         f.within("linger", m(self.linger), 0.0, 60.0, "s")?;
         f.above("sight_interval", m(self.sight_interval), 0.0, 10.0, "s")?;
+        if self.linger < 2.0 * self.sight_interval {
+            return Err(f.error(
+                "linger",
+                format!("{} s", self.linger),
+                format!(
+                    "at least twice sight_interval ({} s): a pair in sight must not lapse \
+                     between two of its tests",
+                    self.sight_interval
+                ),
+            ));
+        }
         f.within("eye_height", m(self.eye_height), -100.0, 100.0, "m")?;
         f.within("sight_low", m(self.sight_low), -100.0, 100.0, "m")?;
         f.within("hearing_distance", m(self.hearing_distance), 0.0, 1e6, "m")

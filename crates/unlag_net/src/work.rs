@@ -14,7 +14,8 @@ pub enum WorkPart {
     Recording,
     /// Reloads, judging shots (checks and rewinds) and flying projectiles.
     Shots,
-    /// Sampling the proxies and building the state updates due to each client.
+    /// Sampling the proxies, deciding which each client is interested in (sight tests
+    /// included) and building the state updates due to each client.
     ProxyStates,
 }
 

@@ -13,10 +13,10 @@ use unlag_net::{InterestPolicy, InterestSettings, ProxyInterest, SentStates};
 const SIGHT_SLACK: f32 = 0.3;
 
 /// FixedPostUpdate, [`unlag_net::InterestSystems::Sight`]: marks each client's pairs in sight
-/// (every smoothed proxy's, those without hit boxes too)
-/// now ([`unlag_net::PairInterest::in_sight_at`]). A pair within
-/// [`InterestSettings::sight_always_within`] counts as in sight without a ray; one beyond the
-/// reduced distance is not tested (distance alone stops it). The others are tested once every
+/// now ([`unlag_net::PairInterest::in_sight_at`]), every smoothed proxy's (those without hit
+/// boxes too). A pair within [`InterestSettings::sight_always_within`] needs no ray (the policy
+/// counts it in sight as it decides it); one beyond the reduced distance is not tested
+/// (distance alone stops it). The others are tested once every
 /// [`InterestSettings::sight_interval`], spread over its ticks: from the viewer's eyes to the
 /// target's upper body and to its lower point, either clear.
 pub(crate) fn test_sight(
@@ -26,10 +26,14 @@ pub(crate) fn test_sight(
     rewind: RewindQuery,
     characters: Query<(Entity, &Transform), With<SentStates>>,
     mut links: Query<(Entity, &mut ProxyInterest)>,
+    work: Option<Res<unlag_net::ServerWork>>,
 ) {
     let Some(s) = settings else {
         return;
     };
+    let _work = work
+        .as_deref()
+        .map(|w| w.time(unlag_net::WorkPart::ProxyStates));
     if s.policy != InterestPolicy::Distance || !s.line_of_sight {
         return;
     }
@@ -47,8 +51,8 @@ pub(crate) fn test_sight(
         for (character, transform) in &characters {
             let target = transform.translation;
             let distance = viewer.distance(target);
+            // Near pairs need no ray (the policy counts them in sight as it decides them).
             if distance <= s.sight_always_within {
-                interest.entry(character).in_sight_at = now;
                 continue;
             }
             let due = (link.index_u32().wrapping_add(character.index_u32())) % stagger == phase;

@@ -299,6 +299,21 @@ pub(crate) fn receive_states(
                             smoothing.restart();
                             dormant.wakes_at = Some(time);
                         }
+                    } else if update.woken.contains(&wire.entity) {
+                        // Back from a dormant spell whose notice has not come yet (it is
+                        // reliable, this is not): start afresh here, hidden until its time.
+                        // Its older states are not drawn from: the server never sends the
+                        // states between, and a curve or a hold across the spell is no pose
+                        // the server would grant.
+                        smoothing.restart();
+                        stats.dormant += 1;
+                        commands
+                            .entity(wire.entity)
+                            .insert(ProxyDormant {
+                                since_tick: update.tick.saturating_sub(1),
+                                wakes_at: Some(time),
+                            })
+                            .remove::<RenderedPose>();
                     }
                     let arrived = (clock.server_time, real.elapsed_secs_f64());
                     smoothing.take_state(state, arrived, clock.send_interval, &mut lateness)
@@ -405,8 +420,7 @@ pub(crate) fn place_proxies(
     settings: Res<SmoothingSettings>,
     mut clock: ResMut<NetClock>,
     time: Res<Time>,
-    mut stats: ResMut<SmoothingStats>,
-    mut lateness: ResMut<ArrivalLateness>,
+    (mut stats, mut lateness): (ResMut<SmoothingStats>, ResMut<ArrivalLateness>),
     mut proxies: Query<(
         Entity,
         &mut ProxySmoothing,
@@ -414,6 +428,7 @@ pub(crate) fn place_proxies(
         Option<&mut RenderedPose>,
         Option<&ProxyDormant>,
     )>,
+    mut shared: Local<Option<DelayController>>,
 ) {
     if !clock.synced {
         return;
@@ -434,18 +449,26 @@ pub(crate) fn place_proxies(
         now,
     };
     let (dt, dt64) = (time.delta_secs(), time.delta_secs_f64());
+    // The delay every proxy at the nominal interval follows.
+    let nominal = delay_target(clock.send_interval, &clock, &settings, &inputs);
+    let shared = shared.get_or_insert_with(|| {
+        let mut d = DelayController::new(settings.delay_policy, nominal);
+        d.snap_to_target();
+        d
+    });
+    shared.set_target(nominal);
+    shared.update(dt64);
     // The shortest delay in use: the proxies at the full update rate (slower ones wait longer).
     let mut shortest: Option<f64> = None;
     for (entity, mut proxy, mut transform, pose, dormant) in &mut proxies {
         let proxy = &mut *proxy;
-        // A dormant proxy is held at the delay the drawn ones share (the one reports and shots
-        // carry), so that it comes back drawn at the same view time as its peers: a shot at it
-        // shows the moment the client reports, whatever the rate changed meanwhile.
-        let delay = if dormant.is_some() && clock.interpolation_delay.is_finite() {
-            proxy.delay = DelayController::new(settings.delay_policy, clock.interpolation_delay);
-            clock.interpolation_delay
+        // A dormant proxy follows the shared delay, so that it comes back drawn at the same
+        // view time as its peers: a shot at it shows the moment the client reports.
+        let delay = if dormant.is_some() {
+            proxy.delay = shared.clone();
+            shared.current()
         } else {
-            proxy.next_delay(&clock, &settings, &mut lateness, &inputs, dt64)
+            proxy.next_delay(&clock, &settings, (&mut lateness, &inputs), (shared, dt64))
         };
         let view_time = clock.server_time - clock.one_way() - delay;
         if let Some(dormant) = dormant {
@@ -485,26 +508,52 @@ pub(crate) fn place_proxies(
     clock.proxy_view_time = shortest.map(|d| clock.server_time - clock.one_way() - d);
 }
 
+/// The delay a proxy at `interval` seconds should have, seconds: its interval plus the margin
+/// the states' lateness, loss and the outages of recent frames ask for.
+fn delay_target(
+    interval: f64,
+    clock: &NetClock,
+    settings: &SmoothingSettings,
+    inputs: &DelayInputs,
+) -> f64 {
+    // The measured lateness of states once there is enough of it, else a margin from the
+    // jitter; and long enough for the outages the recent frames met.
+    let policy = &settings.delay_policy;
+    let margin = inputs
+        .late
+        .unwrap_or(policy.jitter_multiplier * clock.jitter);
+    // A server whose frames outlast the interval (a slow listen host) sends a frame's states
+    // together: at the worst phase of this client's frames against its, the newest state is
+    // that frame less the interval staler, and late by the margin. The phase drifts, so the
+    // covering measured may not have met the worst of it yet.
+    let paired = (clock.server_frame - interval).max(0.0);
+    let covering = if paired > 0.0 {
+        Some(
+            inputs
+                .covering
+                .map_or(paired + margin, |c| c.max(paired + margin)),
+        )
+    } else {
+        inputs.covering
+    };
+    policy.target_covering(interval, margin, inputs.loss, covering)
+}
+
 /// Whether a sample of this kind was drawn starved (held or extrapolated).
 fn starved(kind: Option<SampleKind>) -> bool {
     matches!(kind, Some(SampleKind::Held | SampleKind::Extrapolated))
 }
 
 impl ProxySmoothing {
-    /// This frame's interpolation delay, seconds, after `dt` seconds: its own interval (a 1 Hz
-    /// proxy cannot be shown 50 ms behind) plus the margin the states' lateness, loss and the
-    /// outages of recent frames ask for, approached at the policy's rates. Observes how stale
-    /// its newest state is for `lateness`.
-    fn next_delay(
-        &mut self,
+    /// This proxy's update interval, seconds: its own (a 1 Hz proxy cannot be shown 50 ms
+    /// behind), or the server's nominal one when it is within a quarter of it or not known yet
+    /// (fewer than two states). Observes how stale its newest state is for `lateness`.
+    fn interval(
+        &self,
         clock: &NetClock,
-        settings: &SmoothingSettings,
         lateness: &mut ArrivalLateness,
         inputs: &DelayInputs,
-        dt: f64,
     ) -> f64 {
-        // Proxies at the server's default rate share its nominal interval, so they share one
-        // delay (and one view time, which shots are judged at); others follow their own.
         let interval = self
             .buffer
             .recent_interval()
@@ -526,31 +575,31 @@ impl ProxySmoothing {
                 .staleness
                 .observe(inputs.now, present - newest.time - interval);
         }
-        // The measured lateness of states once there is enough of it, else a margin from the
-        // jitter; and long enough for the outages the recent frames met.
-        let policy = &settings.delay_policy;
-        let margin = inputs
-            .late
-            .unwrap_or(policy.jitter_multiplier * clock.jitter);
-        // A server whose frames outlast the interval (a slow listen host) sends a frame's
-        // states together: at the worst phase of this client's frames against its, the newest
-        // state is that frame less the interval staler, and late by the margin. The phase
-        // drifts, so the covering measured may not have met the worst of it yet.
-        let paired = (clock.server_frame - interval).max(0.0);
-        let covering = if paired > 0.0 {
-            Some(
-                inputs
-                    .covering
-                    .map_or(paired + margin, |c| c.max(paired + margin)),
-            )
-        } else {
-            inputs.covering
-        };
+        interval
+    }
+
+    /// This frame's interpolation delay, seconds, after `dt` seconds. Proxies at the server's
+    /// nominal interval (and dormant ones) all follow `shared` (one delay, one view time: the
+    /// one reports and shots carry, whenever a proxy came or came back); a proxy at another
+    /// interval follows its own controller towards that interval's target, starting from the
+    /// shared delay.
+    fn next_delay(
+        &mut self,
+        clock: &NetClock,
+        settings: &SmoothingSettings,
+        (lateness, inputs): (&mut ArrivalLateness, &DelayInputs),
+        (shared, dt): (&DelayController, f64),
+    ) -> f64 {
+        let interval = self.interval(clock, lateness, inputs);
+        if interval == clock.send_interval {
+            self.delay = shared.clone();
+            self.resumed = false;
+            return shared.current();
+        }
         self.delay
-            .set_target(policy.target_covering(interval, margin, inputs.loss, covering));
+            .set_target(delay_target(interval, clock, settings, inputs));
         // Until its interval is known nothing has been shown that could jump. (A proxy back from
-        // a dormant spell keeps the delay it followed meanwhile: the one its peers at the same
-        // rate share, and which shots at them are stamped with.)
+        // a dormant spell keeps the delay it followed meanwhile.)
         if self.buffer.states().len() < 3 {
             if !self.resumed {
                 self.delay.snap_to_target();

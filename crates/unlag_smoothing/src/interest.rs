@@ -45,23 +45,28 @@ pub(crate) fn ensure_interest(
     }
 }
 
-/// FixedPostUpdate, [`unlag_net::InterestSystems::Decide`]: the distance policy. Each link's
+/// FixedPostUpdate, [`unlag_net::InterestSystems::Decide`]: the distance policy, each link
+/// once every [`InterestSettings::sight_interval`] (the links spread over its ticks). Each link's
 /// viewpoint is its [`ViewPoint`], else what it controls (a smoothed proxy first); per proxy, the tier its distance
 /// falls in (crossed back only `hysteresis` past a boundary), dormant when out of sight for
 /// longer than the linger (where sight is tested), audible within the hearing distance.
 /// Pairs of despawned proxies are forgotten.
 pub(crate) fn decide_interest(
-    (settings, timeline, tick, sight): (
+    (settings, timeline, tick, sight, work): (
         Res<InterestSettings>,
         Res<LocalTimeline>,
         Res<TickDuration>,
         Option<Res<SightTested>>,
+        Option<Res<unlag_net::ServerWork>>,
     ),
     proxies: Query<(Entity, &Transform), With<SmoothedProxy>>,
     controlled: Query<(&Transform, &ControlledBy, Has<SmoothedProxy>)>,
     mut links: Query<(Entity, &mut ProxyInterest, Option<&ViewPoint>), With<ClientOf>>,
     mut viewers: Local<EntityHashMap<(Vec3, bool)>>,
 ) {
+    let _work = work
+        .as_deref()
+        .map(|w| w.time(unlag_net::WorkPart::ProxyStates));
     let s = &*settings;
     if s.policy != InterestPolicy::Distance {
         // The game's policy (or none) decides; the hearing distance still follows the settings.
@@ -71,7 +76,14 @@ pub(crate) fn decide_interest(
         }
         return;
     }
-    let now = f64::from(timeline.tick().0) * tick.0.as_secs_f64();
+    let dt = tick.0.as_secs_f64();
+    let now_tick = timeline.tick().0;
+    let now = f64::from(now_tick) * dt;
+    // Each link is decided once a sight interval, the links spread over its ticks (a pair's
+    // tier changes no faster than a character walks its hysteresis, and the linger covers
+    // the wait): a sixth of the pairs a tick at 60 Hz.
+    let stagger = ((f64::from(s.sight_interval) / dt).round() as u32).max(1);
+    let phase = now_tick % stagger;
     // Each client's character: what it controls, a smoothed proxy first.
     viewers.clear();
     for (transform, c, smoothed) in &controlled {
@@ -87,6 +99,9 @@ pub(crate) fn decide_interest(
         let interest = &mut *interest;
         interest.hearing_distance = s.hearing_distance;
         interest.viewer = viewpoint.map(|v| v.0).or(viewers.get(&link).map(|v| v.0));
+        if link.index_u32() % stagger != phase {
+            continue;
+        }
         let Some(viewer) = interest.viewer else {
             // Nowhere to measure from: everything is relevant.
             for (proxy, ..) in &proxies {
@@ -97,6 +112,10 @@ pub(crate) fn decide_interest(
         for (proxy, transform) in &proxies {
             let distance = viewer.distance(transform.translation);
             let pair = interest.entry(proxy);
+            // Near enough not to need sight: in sight now (the sight test skips such pairs).
+            if distance <= s.sight_always_within {
+                pair.in_sight_at = now;
+            }
             let tier = tier(s, pair.relevance, distance);
             let out_of_sight = sight_counts
                 && distance > s.sight_always_within
@@ -108,7 +127,7 @@ pub(crate) fn decide_interest(
             };
             pair.audible = distance <= s.hearing_distance;
         }
-        if timeline.tick().0.is_multiple_of(64) {
+        if (now_tick / stagger).is_multiple_of(64) {
             interest.retain(|e| proxies.contains(e));
         }
     }

@@ -8,8 +8,12 @@
 //!    tick (position, rotation, velocity from the last tick's motion, [`ProxyFlags`], teleport
 //!    when it jumped farther than the teleport distance or was marked [`Teleported`]). Entities
 //!    whose [`NetUpdateFrequency`] says they are due go out in one [`ProxyUpdates`] message per
-//!    client, skipping the entity the client controls.
-//! 2. **Client, `PreUpdate`**: states are checked and buffered per proxy ([`ProxySmoothing`]).
+//!    client, skipping the entity the client controls and those its [`ProxyInterest`] leaves
+//!    out (interest management, [`InterestSettings`]: by distance and sight by default; a
+//!    proxy that stops being sent is announced once in a [`ProxyDormancy`], and its first
+//!    state after that is flagged a teleport).
+//! 2. **Client, `PreUpdate`**: states are checked and buffered per proxy ([`ProxySmoothing`]);
+//!    a proxy announced dormant gets [`ProxyDormant`] and is not drawn until its next state.
 //! 3. **Client, `PostUpdate`**: each proxy is placed at its view time with its
 //!    [`SmoothingMode`]: `server_time − one_way − delay`, where the delay (see
 //!    [`unlag_net::NetClock`]) follows *that proxy's* update interval, so a 1 Hz proxy waits a

@@ -93,12 +93,19 @@ pub struct ProxyUpdates {
     /// Whether these states were sent before: slow proxies' states go twice
     /// ([`unlag_core::repeat_after`]), and a repeat's lateness is by design, not the link's.
     pub repeat: bool,
+    /// The proxies whose state here is the first since they were dormant to this client
+    /// (flagged a teleport too): the client starts them afresh from it, hidden until its time,
+    /// even if the (reliable) notice of their going dormant has not come yet. Usually empty.
+    pub woken: Vec<Entity>,
 }
 
 impl MapEntities for ProxyUpdates {
     fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
         for s in &mut self.states {
             s.entity = mapper.get_mapped(s.entity);
+        }
+        for e in &mut self.woken {
+            *e = mapper.get_mapped(*e);
         }
     }
 }

@@ -231,6 +231,7 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
                         tick: group[0].0,
                         states,
                         repeat: true,
+                        woken: Vec::new(),
                     },
                 );
             }
@@ -250,6 +251,7 @@ fn send_states(due: &[DueState], (now_tick, now): (u32, f64), links: &mut StateL
     let mut asleep: Vec<Entity> = Vec::new();
     for (link, mut sender, mut dormancy, mut traffic, interest, mut schedule) in links {
         let mut states = Vec::with_capacity(due.len());
+        let mut woken = Vec::new();
         for (wire, owner) in due {
             if *owner == Some(link) {
                 continue;
@@ -270,6 +272,7 @@ fn send_states(due: &[DueState], (now_tick, now): (u32, f64), links: &mut StateL
             let mut wire = wire.clone();
             if !pair.awake && pair.sent_before {
                 wire.flags |= TELEPORT_BIT;
+                woken.push(wire.entity);
             }
             pair.awake = true;
             pair.sent_before = true;
@@ -283,6 +286,7 @@ fn send_states(due: &[DueState], (now_tick, now): (u32, f64), links: &mut StateL
                     tick: now_tick,
                     states,
                     repeat: false,
+                    woken,
                 },
             );
         }
