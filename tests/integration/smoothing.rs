@@ -707,4 +707,18 @@ fn a_proxy_leaving_interest_and_coming_back_never_pops() {
         seen.reduced_intervals.len() > 100 && (reduced.p50 - 0.2).abs() < 1e-6,
         "{reduced:?}"
     );
+
+    // Out at 26 m: dormant. Interest switched off at runtime: sent again, however far.
+    tb.run_for(Duration::from_secs(3));
+    let dormant = |tb: &mut Testbed| {
+        let world = tb.client_world_mut(0);
+        let mut q = world.query_filtered::<(), With<unlag::smoothing::ProxyDormant>>();
+        q.iter(world).count()
+    };
+    assert_eq!(dormant(&mut tb), 1, "out of interest at 26 m");
+    tb.server_world_mut()
+        .resource_mut::<InterestSettings>()
+        .policy = unlag::smoothing::InterestPolicy::Everyone;
+    tb.run_for(Duration::from_secs(1));
+    assert_eq!(dormant(&mut tb), 0, "interest off: every proxy is sent");
 }

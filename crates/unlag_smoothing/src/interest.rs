@@ -46,11 +46,12 @@ pub(crate) fn ensure_interest(
 }
 
 /// FixedPostUpdate, [`unlag_net::InterestSystems::Decide`]: the distance policy, each link
-/// once every [`InterestSettings::sight_interval`] (the links spread over its ticks). Each link's
-/// viewpoint is its [`ViewPoint`], else what it controls (a smoothed proxy first); per proxy, the tier its distance
-/// falls in (crossed back only `hysteresis` past a boundary), dormant when out of sight for
-/// longer than the linger (where sight is tested), audible within the hearing distance.
-/// Pairs of despawned proxies are forgotten.
+/// once every [`InterestSettings::sight_interval`] (the links spread over its ticks). Each
+/// link's viewpoint is its [`ViewPoint`], else what it controls (a smoothed proxy first); per
+/// proxy, the tier its distance falls in (crossed back only `hysteresis` past a boundary),
+/// dormant when out of sight for longer than the linger (where sight is tested), audible within
+/// the hearing distance. Pairs of despawned proxies are forgotten, here and in what the link
+/// was sent. With [`InterestPolicy::Everyone`] every pair is forgotten: all are sent in full.
 pub(crate) fn decide_interest(
     (settings, timeline, tick, sight, work): (
         Res<InterestSettings>,
@@ -61,7 +62,15 @@ pub(crate) fn decide_interest(
     ),
     proxies: Query<(Entity, &Transform), With<SmoothedProxy>>,
     controlled: Query<(&Transform, &ControlledBy, Has<SmoothedProxy>)>,
-    mut links: Query<(Entity, &mut ProxyInterest, Option<&ViewPoint>), With<ClientOf>>,
+    mut links: Query<
+        (
+            Entity,
+            &mut ProxyInterest,
+            Option<&ViewPoint>,
+            Option<&mut InterestSchedule>,
+        ),
+        With<ClientOf>,
+    >,
     mut viewers: Local<EntityHashMap<(Vec3, bool)>>,
 ) {
     let _work = work
@@ -70,9 +79,13 @@ pub(crate) fn decide_interest(
     let s = &*settings;
     if s.policy != InterestPolicy::Distance {
         // The game's policy (or none) decides; the hearing distance still follows the settings.
-        for (_, mut interest, viewpoint) in &mut links {
+        for (_, mut interest, viewpoint, _) in &mut links {
             interest.hearing_distance = s.hearing_distance;
             interest.viewer = viewpoint.map(|v| v.0);
+            if s.policy == InterestPolicy::Everyone {
+                // Switched off at runtime: what the distance policy decided goes with it.
+                interest.retain(|_| false);
+            }
         }
         return;
     }
@@ -95,7 +108,7 @@ pub(crate) fn decide_interest(
         }
     }
     let sight_counts = s.line_of_sight && sight.is_some();
-    for (link, mut interest, viewpoint) in &mut links {
+    for (link, mut interest, viewpoint, schedule) in &mut links {
         let interest = &mut *interest;
         interest.hearing_distance = s.hearing_distance;
         interest.viewer = viewpoint.map(|v| v.0).or(viewers.get(&link).map(|v| v.0));
@@ -129,6 +142,9 @@ pub(crate) fn decide_interest(
         }
         if (now_tick / stagger).is_multiple_of(64) {
             interest.retain(|e| proxies.contains(e));
+            if let Some(mut schedule) = schedule {
+                schedule.pairs.retain(|e, _| proxies.contains(*e));
+            }
         }
     }
 }
