@@ -1984,3 +1984,35 @@ fn out_of_sight_characters_and_their_unheard_shots_are_not_sent() {
     let refused = &tb.server_world().resource::<CombatStats>().rejected;
     assert!(refused.is_empty(), "{refused:?}");
 }
+
+/// Targets that leave the match (despawned on the server) while shots at them are on their way
+/// (the client still draws them for a trip): those shots are judged without them, as misses on
+/// them, never refused.
+#[test]
+fn shots_at_a_target_that_just_left_are_not_refused() {
+    let mut tb = combat_testbed(150, default(), 3, 1e9, client_scripts);
+    start_script(&mut tb, 8);
+    tb.run_for(Duration::from_secs(2));
+    let targets: Vec<Entity> = {
+        let world = tb.server_world_mut();
+        let mut q = world.query_filtered::<Entity, With<Target>>();
+        q.iter(world).collect()
+    };
+    let before = tb.server_world().resource::<CombatStats>().accepted;
+    for target in targets.into_iter().take(2) {
+        tb.server_world_mut().despawn(target);
+        tb.run_for(Duration::from_millis(700));
+    }
+    let stats = tb.server_world().resource::<CombatStats>();
+    let gone = stats.gone_targets;
+    println!(
+        "{} accepted, {gone} claims on targets gone",
+        stats.accepted - before
+    );
+    assert!(stats.accepted - before >= 10, "{stats:?}");
+    assert!(stats.rejected.is_empty(), "{:?}", stats.rejected);
+    assert!(
+        gone > 0,
+        "no shot was in flight at a target that left: the test tests nothing"
+    );
+}

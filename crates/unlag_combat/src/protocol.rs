@@ -171,7 +171,9 @@ pub enum Rejection {
     BadViewTime,
     /// A claimed view that does not match what the server sent that client.
     BadClaim,
-    /// A target that is dead or unknown.
+    /// A claimed target the rewind cannot pose: a proxy without hit boxes. (A target the
+    /// server no longer has, one that left while the shot was on its way, is left out of the
+    /// judgement instead: see `CombatStats::gone_targets`.)
     BadTarget,
     /// Every claimed target is behind the static world from the shot's origin.
     ThroughWall,

@@ -50,6 +50,9 @@ pub struct CombatStats {
     /// instead ([`RewindQuery::ease_explained`](unlag_rewind::RewindQuery::ease_explained)):
     /// a magnet pulling a hit box onto the ray, or a mode switch the server did not see.
     pub unexplained_eases: u64,
+    /// Claims on a target the server no longer has (it left, or was despawned, while the shot
+    /// was on its way): judged as a miss on it, the shot judged without it.
+    pub gone_targets: u64,
     /// Shots that arrived after their shooter died ([`Rejection::ShooterDead`]): answered, not
     /// counted as refusals.
     pub posthumous: u64,

@@ -25,7 +25,8 @@ pub(super) struct Claims {
 
 impl ShotContext<'_, '_, '_> {
     /// Takes the shot's claims, one per target, each showing the moment the shot shows
-    /// ([`Rejection::BadClaim`], [`Rejection::BadTarget`] otherwise). Counts, per claim and
+    /// ([`Rejection::BadClaim`] otherwise); a claim on a target the server no longer has is
+    /// left out (counted in [`CombatStats::gone_targets`]). Counts, per claim and
     /// even when a later claim refuses, eases that starved frames do not explain and claims on
     /// stale poses.
     pub(super) fn claims(&self, stats: &mut CombatStats) -> Result<Claims, Rejection> {
@@ -46,10 +47,18 @@ impl ShotContext<'_, '_, '_> {
             // A claim shows one moment: the shot's view time (Extrapolate proxies are drawn at
             // the present the client knows, one delay later), whether it blends two states or
             // runs on past the newest one.
-            let shown = rewind.claimed_time(&claim).map_err(|e| match e {
-                RewindError::UnknownCharacter => Rejection::BadTarget,
-                _ => Rejection::BadClaim,
-            })?;
+            // A target the server no longer has left (or was despawned) while the shot was on
+            // its way: its client still drew it for a trip. Nothing is judged against it (a
+            // miss on it), and the shot is not refused for it: an entity that never was a
+            // character gains a cheater nothing either.
+            let shown = match rewind.claimed_time(&claim) {
+                Ok(shown) => shown,
+                Err(RewindError::UnknownCharacter) => {
+                    stats.gone_targets += 1;
+                    continue;
+                }
+                Err(_) => return Err(Rejection::BadClaim),
+            };
             // An `Extrapolate` proxy is drawn at the present the client knows, one delay after
             // the view time: its window moves there rather than widening to cover both.
             let shift = if c.mode == unlag_core::SmoothingMode::Extrapolate {
