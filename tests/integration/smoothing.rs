@@ -138,6 +138,21 @@ fn measure(truth: Res<Truth>, mut seen: ResMut<Seen>, poses: Query<&RenderedPose
     }
 }
 
+/// Moves the server's proxies along `path` and records their true poses after every tick:
+/// the record, for the client to measure against.
+fn script_server(tb: &mut Testbed, path: Path) -> Truth {
+    let truth = Truth::default();
+    tb.server()
+        .insert_resource(truth.clone())
+        .insert_resource(Script(path))
+        .add_systems(FixedUpdate, move_proxy)
+        .add_systems(
+            FixedPostUpdate,
+            record_truth.before(unlag::smoothing::ProxySmoothingSystems::Send),
+        );
+    truth
+}
+
 struct Run {
     error: Summary,
     max_jump: f64,
@@ -159,15 +174,7 @@ fn run(
         ..default()
     });
     tb.add_plugins(ProxySmoothingPlugin::default());
-    let truth = Truth::default();
-    tb.server()
-        .insert_resource(truth.clone())
-        .insert_resource(Script(path))
-        .add_systems(FixedUpdate, move_proxy)
-        .add_systems(
-            FixedPostUpdate,
-            record_truth.before(unlag::smoothing::ProxySmoothingSystems::Send),
-        );
+    let truth = script_server(&mut tb, path);
     tb.client(0)
         .insert_resource(truth)
         .init_resource::<Seen>()
@@ -663,15 +670,7 @@ fn a_proxy_leaving_interest_and_coming_back_never_pops() {
         interest,
         ..default()
     });
-    let truth = Truth::default();
-    tb.server()
-        .insert_resource(truth.clone())
-        .insert_resource(Script(Path::OutAndBack))
-        .add_systems(FixedUpdate, move_proxy)
-        .add_systems(
-            FixedPostUpdate,
-            record_truth.before(unlag::smoothing::ProxySmoothingSystems::Send),
-        );
+    let truth = script_server(&mut tb, Path::OutAndBack);
     tb.client(0)
         .insert_resource(truth)
         .init_resource::<RelevanceSeen>()

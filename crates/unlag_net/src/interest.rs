@@ -116,6 +116,15 @@ impl Default for InterestSettings {
     }
 }
 
+impl InterestSettings {
+    /// Over how many ticks of `tick_seconds` one `sight_interval` spreads its work (each
+    /// client's decision, each pair's sight test): at least 1. The sight test and the policy
+    /// share it, so a pair is tested and decided on the same cycle.
+    pub fn spread_ticks(&self, tick_seconds: f64) -> u32 {
+        ((f64::from(self.sight_interval) / tick_seconds).round() as u32).max(1)
+    }
+}
+
 impl Validate for InterestSettings {
     fn validate(&self) -> Result<(), SettingsError> {
         let f = Fields::new("InterestSettings (relevance)");

@@ -40,7 +40,7 @@ pub(crate) fn test_sight(
     let dt = tick.0.as_secs_f64();
     let now_tick = timeline.tick().0;
     let now = f64::from(now_tick) * dt;
-    let stagger = ((f64::from(s.sight_interval) / dt).round() as u32).max(1);
+    let stagger = s.spread_ticks(dt);
     let phase = now_tick % stagger;
     let farthest = s.reduced_within + s.hysteresis;
     for (link, mut interest) in &mut links {

@@ -236,15 +236,14 @@ pub(crate) fn receive_dormancy(
             if newer {
                 continue;
             }
-            smoothing.restart();
-            stats.dormant += 1;
-            commands
-                .entity(entity)
-                .insert(ProxyDormant {
+            smoothing.go_dormant(
+                &mut commands.entity(entity),
+                ProxyDormant {
                     since_tick: notice.tick,
                     wakes_at: None,
-                })
-                .remove::<RenderedPose>();
+                },
+                &mut stats,
+            );
         }
     }
 }
@@ -305,15 +304,14 @@ pub(crate) fn receive_states(
                         // Its older states are not drawn from: the server never sends the
                         // states between, and a curve or a hold across the spell is no pose
                         // the server would grant.
-                        smoothing.restart();
-                        stats.dormant += 1;
-                        commands
-                            .entity(wire.entity)
-                            .insert(ProxyDormant {
+                        smoothing.go_dormant(
+                            &mut commands.entity(wire.entity),
+                            ProxyDormant {
                                 since_tick: update.tick.saturating_sub(1),
                                 wakes_at: Some(time),
-                            })
-                            .remove::<RenderedPose>();
+                            },
+                            &mut stats,
+                        );
                     }
                     let arrived = (clock.server_time, real.elapsed_secs_f64());
                     smoothing.take_state(state, arrived, clock.send_interval, &mut lateness)
@@ -350,6 +348,19 @@ impl ProxySmoothing {
         self.last_starved_on = None;
         self.last_rendered = None;
         self.resumed = self.frames > 0;
+    }
+
+    /// Makes the proxy (`entity`) `dormant`: its states and drawn pose forgotten, counted in
+    /// `stats`.
+    fn go_dormant(
+        &mut self,
+        entity: &mut EntityCommands,
+        dormant: ProxyDormant,
+        stats: &mut SmoothingStats,
+    ) {
+        self.restart();
+        stats.dormant += 1;
+        entity.insert(dormant).remove::<RenderedPose>();
     }
 
     /// Buffers a received `state`; `arrived` is (server time, client time), seconds. A state

@@ -95,7 +95,7 @@ pub(crate) fn decide_interest(
     // Each link is decided once a sight interval, the links spread over its ticks (a pair's
     // tier changes no faster than a character walks its hysteresis, and the linger covers
     // the wait): a sixth of the pairs a tick at 60 Hz.
-    let stagger = ((f64::from(s.sight_interval) / dt).round() as u32).max(1);
+    let stagger = s.spread_ticks(dt);
     let phase = now_tick % stagger;
     // Each client's character: what it controls, a smoothed proxy first.
     viewers.clear();
