@@ -1999,7 +1999,36 @@ fn shots_at_a_target_that_just_left_are_not_refused() {
         q.iter(world).collect()
     };
     let before = tb.server_world().resource::<CombatStats>().accepted;
-    for target in targets.into_iter().take(2) {
+    // Twice: the moment the client fires a shot that hits a target on its screen, that target
+    // leaves on the server (the shot is then on its way, and claims it).
+    for _ in 0..2 {
+        let seen = tb.client_world(0).resource::<Ledger>().seen.len();
+        let hit_now = |tb: &Testbed| {
+            tb.client_world(0).resource::<Ledger>().seen[seen..]
+                .iter()
+                .flat_map(|f| f.hits.iter().flatten())
+                .map(|h| h.target)
+                .next_back()
+        };
+        assert!(tb.run_until(Duration::from_secs(3), |tb| hit_now(tb).is_some()));
+        let proxy = hit_now(&tb).expect("a hit");
+        let drawn = tb
+            .client_world(0)
+            .get::<GlobalTransform>(proxy)
+            .expect("the proxy hit")
+            .translation();
+        // The server's character the proxy stands for: the nearest one.
+        let world = tb.server_world_mut();
+        let mut q = world.query_filtered::<(Entity, &Transform), With<Target>>();
+        let target = q
+            .iter(world)
+            .filter(|(e, _)| targets.contains(e))
+            .min_by(|a, b| {
+                let d = |t: &Transform| t.translation.distance_squared(drawn);
+                d(a.1).total_cmp(&d(b.1))
+            })
+            .map(|(e, _)| e)
+            .expect("a target left");
         tb.server_world_mut().despawn(target);
         tb.run_for(Duration::from_millis(700));
     }

@@ -36,6 +36,25 @@ pub fn repeat_after(send_interval: f64) -> Option<f64> {
         .then_some(REPEAT_SHARE * send_interval)
 }
 
+/// The first tick after `tick` on the send grid of a rate whose interval is `interval` ticks
+/// (not necessarily whole; below one tick counts as one): the ticks ⌈k × interval⌉ for whole
+/// k, the same for every proxy at that rate.
+///
+/// One grid per rate, rather than one per proxy from the tick it was first sent: a client is
+/// sent every proxy at the nominal rate in one packet per send interval, not in one packet per
+/// tick holding the proxies whose own grid fell on it (three packets per interval at 20 Hz over
+/// 60-Hz ticks, each with its headers). On ticks, not seconds: a tick's length is rounded to
+/// the nanosecond, and a grid of seconds would drift off the ticks it falls on.
+pub fn next_on_grid(tick: u32, interval: f64) -> u32 {
+    let interval = if interval.is_finite() {
+        interval.max(1.0)
+    } else {
+        1.0
+    };
+    let k = (f64::from(tick) / interval + 1e-6).floor() + 1.0;
+    (k * interval - 1e-6).ceil().min(f64::from(u32::MAX)) as u32
+}
+
 /// How the target interpolation delay is chosen and how fast the delay in effect may follow it.
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DelayPolicy {
@@ -452,6 +471,41 @@ impl DelayController {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_send_grid_is_one_per_rate_whatever_tick_a_proxy_starts_on() {
+        // Walk a proxy along its grid from `start`, `n` states.
+        let walk = |start: u32, interval: f64, n: usize| {
+            let mut at = vec![start];
+            for _ in 0..n {
+                at.push(next_on_grid(*at.last().unwrap(), interval));
+            }
+            at
+        };
+        // 20 Hz over 60-Hz ticks: every third tick, from whichever tick a proxy was first sent.
+        for start in 0..7 {
+            let ticks = walk(start, 3.0, 40);
+            assert!(ticks[1..].iter().all(|t| t % 3 == 0), "{ticks:?}");
+            assert!(ticks.windows(2).skip(1).all(|w| w[1] - w[0] == 3));
+            assert!(ticks[1] > start && ticks[1] - start <= 3);
+        }
+        // 25 Hz over 60-Hz ticks (2.4 ticks): the same ticks for every start, 2 or 3 apart, and
+        // 25 of them a second, with no drift however long the match.
+        let a = walk(0, 2.4, 2_000);
+        let b = walk(1, 2.4, 2_000);
+        assert_eq!(a[1..], b[1..]);
+        assert!(a.windows(2).all(|w| (2..=3).contains(&(w[1] - w[0]))));
+        assert_eq!(a[25], 60);
+        assert_eq!(a[2_000], 4_800);
+        // Far into a long match (a day at 60 Hz), the grid stays on whole multiples.
+        let late = 5_184_000;
+        assert_eq!(next_on_grid(late, 3.0), late + 3);
+        assert_eq!(next_on_grid(late + 1, 3.0), late + 3);
+        // Faster than the ticks, or nonsense: every tick.
+        assert_eq!(next_on_grid(10, 0.5), 11);
+        assert_eq!(next_on_grid(10, f64::NAN), 11);
+        assert_eq!(next_on_grid(u32::MAX - 1, 3.0), u32::MAX);
+    }
 
     #[test]
     fn state_loss_counts_the_intervals_a_gap_holds_and_remembers_them() {

@@ -42,7 +42,7 @@ pub use correction::SmoothingSettings;
 pub use correction::{CorrectionSmoothing, CorrectionThrottle, SpringOffset, VisualOffset};
 pub use delay::{
     DelayController, DelayPolicy, MAX_COUNTED_GAP, STALENESS_BIN, STALENESS_MEMORY, StateLoss,
-    StateStaleness, finite_non_negative, repeat_after,
+    StateStaleness, finite_non_negative, next_on_grid, repeat_after,
 };
 pub use discrepancy::{MoveTime, TimeDiscrepancy, TimeDiscrepancySettings};
 pub use history::{FramePair, LookupError, PoseHistory, RecordError};

@@ -43,13 +43,13 @@ pub use interest::{
     Relevance, SightTested, ViewPoint,
 };
 pub use link::{
-    KindTraffic, LinkBirth, LinkShaper, LinkTraffic, PeerLead, ServerLinkStats,
+    AckDelay, KindTraffic, LinkBirth, LinkShaper, LinkTraffic, PeerLead, ServerLinkStats,
     plausible_netcode_datagram,
 };
 pub use ping::{HighPing, PingMonitor};
 pub use protocol::{
-    NetDirection, NetMessageAppExt, NetProtocol, ReliableChannel, SequencedChannel,
-    UnreliableChannel, short_type_name,
+    NetDirection, NetMessageAppExt, NetProtocol, RELIABLE_RESEND_MIN, ReliableChannel,
+    SequencedChannel, UnreliableChannel, short_type_name,
 };
 pub use roles::{
     Authority, AutonomousProxy, HeldShotsOldest, MoveTrail, SimulatedProxy, SimulatedVelocity,
@@ -167,6 +167,15 @@ pub struct UnlagNetPlugin {
     /// this far ahead only after this many reliable messages lost in a row; a refused packet
     /// is as if lost, and lightyear sends its reliable messages again.
     pub max_reliable_ahead: u16,
+    /// Longest a link waits, seconds, before it sends its peer a packet for acknowledgements
+    /// alone (0 to 0.25; default 0: lightyear's way, one in every frame that has
+    /// acknowledgements due and nothing else to send). With 0.05, the acknowledgements ride on
+    /// the link's next packet instead (a playing client sends one every tick, the server every
+    /// proxy send interval): at 240 frames a second the report measures 115 → 80 datagrams a
+    /// second up and 114 → 63 down, 17–22 % fewer bytes (see [`AckDelay`]). Above 0, the
+    /// reliable channel waits at least [`RELIABLE_RESEND_MIN`] plus this before it sends a
+    /// message again, so that an acknowledgement on its way is not taken for a loss.
+    pub ack_delay: f64,
 }
 
 impl Default for UnlagNetPlugin {
@@ -178,6 +187,7 @@ impl Default for UnlagNetPlugin {
             unconnected_link_timeout: 10.0,
             max_client_fragments: 0,
             max_reliable_ahead: PacketGuardSettings::default().max_reliable_ahead,
+            ack_delay: 0.0,
         }
     }
 }
@@ -200,6 +210,11 @@ impl Plugin for UnlagNetPlugin {
             "invalid UnlagNetPlugin: max_reliable_ahead = {} (must be 1 to 32767 ids)",
             self.max_reliable_ahead
         );
+        assert!(
+            (0.0..=0.25).contains(&self.ack_delay),
+            "invalid UnlagNetPlugin: ack_delay = {} (must be 0 to 0.25 s)",
+            self.ack_delay
+        );
         app.insert_resource(self.time_source)
             .init_resource::<NetConditions>()
             .init_resource::<NetClock>()
@@ -211,6 +226,7 @@ impl Plugin for UnlagNetPlugin {
             .init_resource::<ServerLinkStats>()
             .init_resource::<PeerLead>()
             .insert_resource(link::UnconnectedLinkTimeout(self.unconnected_link_timeout))
+            .insert_resource(link::AckDelay(self.ack_delay))
             .insert_resource(PacketGuardSettings {
                 max_fragments: self.max_client_fragments,
                 max_reliable_ahead: self.max_reliable_ahead,
@@ -220,7 +236,8 @@ impl Plugin for UnlagNetPlugin {
             .register_required_components::<ClientOf, RemoteClientClock>()
             .register_required_components::<ClientOf, clock::ReportState>()
             .register_required_components::<ClientOf, ReliableWindows>()
-            .register_required_components::<LinkOf, LinkBirth>();
+            .register_required_components::<LinkOf, LinkBirth>()
+            .register_required_components::<Link, link::LastPacketSent>();
 
         // The client's simulation runs at real time. lightyear would otherwise speed its
         // clock up or down by 5 % for seconds at a time to keep its input timeline ahead of
@@ -231,7 +248,7 @@ impl Plugin for UnlagNetPlugin {
             speedup_factor: 1.0,
             ..default()
         }));
-        protocol::register_channels(app);
+        protocol::register_channels(app, self.ack_delay);
         clock::register(app);
         roles::register(app);
         udp::register(app);
@@ -303,7 +320,12 @@ impl Plugin for UnlagNetPlugin {
         )
         .add_systems(
             PostUpdate,
-            link::send_datagrams.in_set(NetSystems::SendDatagrams),
+            (
+                link::pace_acks
+                    .after(TransportSystems::Send)
+                    .before(ConnectionSystems::Send),
+                link::send_datagrams.in_set(NetSystems::SendDatagrams),
+            ),
         );
     }
 }

@@ -30,6 +30,10 @@ pub struct LinkTraffic {
     /// Per message kind (short type name): messages and payload bytes sent through
     /// [`send_counted`](LinkTraffic::send_counted).
     pub sent_by_kind: HashMap<&'static str, KindTraffic>,
+    /// lightyear's acknowledgement-only packets this end did not send, because a packet had
+    /// left on this link less than [`UnlagNetPlugin::ack_delay`](crate::UnlagNetPlugin::ack_delay)
+    /// before (the acknowledgements ride on the next packet instead).
+    pub acks_withheld: u64,
 }
 
 /// Messages and payload bytes of one message kind.
@@ -221,6 +225,59 @@ pub struct ServerLinkStats {
     /// Addresses a [`ServerUdpSocket`](crate::ServerUdpSocket) forgot because their link was
     /// gone (timed out, disconnected or despawned).
     pub udp_addresses_forgotten: u64,
+}
+
+/// How long a link may owe its peer acknowledgements before it sends a packet for them alone,
+/// seconds (0: lightyear's way, a packet in every frame with acknowledgements due and nothing
+/// else to send). Inserted from [`UnlagNetPlugin::ack_delay`](crate::UnlagNetPlugin::ack_delay);
+/// changeable at any time (the report's `--packing off` sets 0 to compare).
+#[derive(Resource, Copy, Clone, Debug, PartialEq)]
+pub struct AckDelay(pub f64);
+
+/// When a link last handed a packet to its connection layer, seconds (real time).
+#[derive(Component, Copy, Clone, Debug, Default)]
+pub(crate) struct LastPacketSent(Option<f64>);
+
+/// `AckOnly`'s packet type in lightyear 0.30's packet header, the header's first byte.
+const ACK_ONLY_PACKET: u8 = 4;
+
+/// PostUpdate, between lightyear's transport and its connection layer: withholds an
+/// acknowledgement-only packet on a link that sent a packet less than [`AckDelay`] ago.
+///
+/// lightyear sends one whenever a frame has acknowledgements due and no data to carry them. A
+/// client drawing 240 frames a second sends its moves in the 60 that run a tick, and an
+/// acknowledgement-only packet in most of the others (the server's packets arrive between its
+/// ticks); a dedicated server looping at 250 Hz does the same to every client. That doubled the
+/// datagrams each way, and with them the headers (about 30 bytes each: 1.8 KB/s per client each
+/// way, measured by the report). Withheld, the acknowledgements ride on the link's next packet,
+/// which a playing client sends every tick and the server every send interval. The packet ids
+/// lightyear spent on the withheld packets are simply never seen by the peer: lightyear does not
+/// track acknowledgement-only packets for loss, and unlag measures loss from its own beats.
+pub(crate) fn pace_acks(
+    time: Res<Time<Real>>,
+    delay: Res<AckDelay>,
+    mut links: Query<(&mut Link, &mut LinkTraffic, &mut LastPacketSent)>,
+) {
+    let now = time.elapsed_secs_f64();
+    for (mut link, mut traffic, mut last) in &mut links {
+        match link.send.len() {
+            0 => continue,
+            // lightyear sends an acknowledgement-only packet only in a frame with no other.
+            1 => {
+                let Some(packet) = link.send.pop() else {
+                    continue;
+                };
+                let recent = last.0.is_some_and(|t| now - t < delay.0);
+                if recent && packet.first() == Some(&ACK_ONLY_PACKET) {
+                    traffic.acks_withheld += 1;
+                    continue;
+                }
+                link.send.push(packet);
+            }
+            _ => {}
+        }
+        last.0 = Some(now);
+    }
 }
 
 /// The timeout of links that never connect, seconds; see [`despawn_unconnected_links`].

@@ -90,8 +90,16 @@ fn client_rule<M: DeserializeOwned>(direction: NetDirection) -> ClientMessageRul
     }
 }
 
-/// Registers `unlag`'s channels; added by [`UnlagNetPlugin`](crate::UnlagNetPlugin).
-pub(crate) fn register_channels(app: &mut App) {
+/// The least time the reliable channel waits for a message's acknowledgement before it sends
+/// the message again, on top of a nonzero
+/// [`UnlagNetPlugin::ack_delay`](crate::UnlagNetPlugin::ack_delay) (lightyear waits 1.5 RTT,
+/// and nothing more by default: on a LAN, a message whose acknowledgement was held back for a
+/// packet to ride on would be sent twice).
+pub const RELIABLE_RESEND_MIN: core::time::Duration = core::time::Duration::from_millis(20);
+
+/// Registers `unlag`'s channels; added by [`UnlagNetPlugin`](crate::UnlagNetPlugin), whose
+/// `ack_delay` (seconds) the reliable channel's resends wait for.
+pub(crate) fn register_channels(app: &mut App, ack_delay: f64) {
     app.add_channel::<UnreliableChannel>(ChannelSettings {
         mode: ChannelMode::UnorderedUnreliable,
         ..default()
@@ -103,7 +111,14 @@ pub(crate) fn register_channels(app: &mut App) {
     })
     .add_direction(NetworkDirection::Bidirectional);
     app.add_channel::<ReliableChannel>(ChannelSettings {
-        mode: ChannelMode::OrderedReliable(ReliableSettings::default()),
+        mode: ChannelMode::OrderedReliable(ReliableSettings {
+            rtt_resend_min_delay: if ack_delay > 0.0 {
+                RELIABLE_RESEND_MIN + core::time::Duration::from_secs_f64(ack_delay)
+            } else {
+                core::time::Duration::ZERO
+            },
+            ..default()
+        }),
         ..default()
     })
     .add_direction(NetworkDirection::Bidirectional);

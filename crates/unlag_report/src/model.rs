@@ -176,6 +176,10 @@ pub struct Report {
     pub bytes_up_per_sec: f64,
     /// Downstream bytes per second per client, on the wire (mean over clients).
     pub bytes_down_per_sec: f64,
+    /// Upstream datagrams per second per client (mean over clients).
+    pub datagrams_up_per_sec: f64,
+    /// Downstream datagrams per second per client (mean over clients).
+    pub datagrams_down_per_sec: f64,
     /// Upstream payload bytes per second per client, by message kind.
     pub up_by_kind: BTreeMap<String, f64>,
     /// Downstream payload bytes per second per client, by message kind.

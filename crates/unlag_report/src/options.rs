@@ -51,6 +51,10 @@ pub struct ReportOptions {
     /// Whether the server plays each client's moves out at the pace they were made
     /// (`MovementSettings::playout`; default: the library's default, on).
     pub playout: bool,
+    /// Whether links send lightyear's acknowledgement-only packets only when nothing else has
+    /// left for [`PACKED_ACK_DELAY`](crate::PACKED_ACK_DELAY) (`UnlagNetPlugin::ack_delay`);
+    /// off (the library's default): in every frame that has some due, as lightyear does.
+    pub packing: bool,
 }
 
 impl Default for ReportOptions {
@@ -77,6 +81,7 @@ impl Default for ReportOptions {
             plot: None,
             grid: false,
             playout: unlag::core::PlayoutSettings::default().enabled,
+            packing: false,
         }
     }
 }
@@ -96,6 +101,9 @@ usage: report [options]
   --smoothing MODE   snap, linear, hermite or extrapolate (default hermite)
   --playout on|off   the server plays each client's moves out at the pace they were made
                      (MovementSettings::playout; default on)
+  --packing on|off   on: acknowledgements wait up to 50 ms to ride on a packet with data
+                     (UnlagNetPlugin::ack_delay); off: lightyear's acknowledgement-only
+                     packets in every frame that has some due (default off, as the library)
   --client-fps F     each client's frame rate, 5-480 frames/s (default: the server's 240)
   --frame-jitter P   how much a client's frame time varies, 0-90 % of its mean (default 0)
   --hitches P,MS     P % of a client's frames (0-50) take MS milliseconds (0-2000) each,
@@ -231,15 +239,8 @@ impl ReportOptions {
                     .parse::<u64>()
                     .map_err(|_| OptionError(format!("{name}: {value:?} is not a whole number")))?
             }
-            "--playout" => {
-                self.playout = match value.to_ascii_lowercase().as_str() {
-                    "on" => true,
-                    "off" => false,
-                    _ => {
-                        return Err(OptionError(format!("{name}: {value:?} is not on or off")));
-                    }
-                }
-            }
+            "--playout" => self.playout = on_off(name, value)?,
+            "--packing" => self.packing = on_off(name, value)?,
             "--smoothing" => {
                 self.smoothing = match value.to_ascii_lowercase().as_str() {
                     "snap" => SmoothingMode::Snap,
@@ -291,5 +292,14 @@ impl ReportOptions {
             .validate()
             .map_err(|e| OptionError(format!("network conditions: {e}")))?;
         Ok(conditions)
+    }
+}
+
+/// An `on`/`off` option's value.
+fn on_off(name: &str, value: &str) -> Result<bool, OptionError> {
+    match value.to_ascii_lowercase().as_str() {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(OptionError(format!("{name}: {value:?} is not on or off"))),
     }
 }

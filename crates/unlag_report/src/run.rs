@@ -123,6 +123,7 @@ fn described(options: &ReportOptions) -> BTreeMap<&'static str, String> {
             .into(),
         ),
         ("playout", if options.playout { "on" } else { "off" }.into()),
+        ("packing", if options.packing { "on" } else { "off" }.into()),
         (
             "cheat",
             options.cheat.map_or("none".into(), |c| c.name().to_owned()),
@@ -219,6 +220,12 @@ fn add_link(report: &mut Report, measures: &[ClientMeasures]) {
     ];
     report.bytes_up_per_sec = measures.iter().map(|m| m.bytes_up_per_sec).sum::<f64>() / n;
     report.bytes_down_per_sec = measures.iter().map(|m| m.bytes_down_per_sec).sum::<f64>() / n;
+    report.datagrams_up_per_sec = measures.iter().map(|m| m.datagrams_up_per_sec).sum::<f64>() / n;
+    report.datagrams_down_per_sec = measures
+        .iter()
+        .map(|m| m.datagrams_down_per_sec)
+        .sum::<f64>()
+        / n;
     for m in measures {
         for k in &m.up_by_kind {
             *report.up_by_kind.entry(k.kind.to_string()).or_default() += k.bytes_per_sec / n;

@@ -56,6 +56,11 @@ pub fn start_match(options: &ReportOptions, pace: Pace) -> Result<Testbed, Optio
     start_match_with(options, pace, |_| {})
 }
 
+/// The acknowledgement delay `--packing on` gives every App's
+/// [`AckDelay`](unlag::net::AckDelay), seconds (the reliable channel keeps its registered
+/// resend timing).
+pub const PACKED_ACK_DELAY: f64 = 0.05;
+
 /// [`start_match`], with `add` called once the match's plugins are in and before anything
 /// runs: to add a game's own plugins and resources to the server and the clients.
 pub fn start_match_with(
@@ -104,6 +109,13 @@ pub fn start_match_with(
         })
         .add_plugins(CharacterProxyPlugin);
     add(&mut tb);
+    if options.packing {
+        let ack_delay = unlag::net::AckDelay(PACKED_ACK_DELAY);
+        tb.server().insert_resource(ack_delay);
+        for i in 0..options.clients {
+            tb.client(i).insert_resource(ack_delay);
+        }
+    }
     tb.server().add_systems(FixedUpdate, drive_bots);
     add_stopwatch(tb.server());
     if options.compare_validation {

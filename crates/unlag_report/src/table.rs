@@ -213,16 +213,18 @@ impl Report {
         row(
             "upstream bytes/s per client",
             format!(
-                "{:.0} on the wire; payload: {}",
+                "{:.0} on the wire in {:.1} datagrams/s; payload: {}",
                 self.bytes_up_per_sec,
+                self.datagrams_up_per_sec,
                 kinds(&self.up_by_kind)
             ),
         );
         row(
             "downstream bytes/s per client",
             format!(
-                "{:.0} on the wire; payload: {}",
+                "{:.0} on the wire in {:.1} datagrams/s; payload: {}",
                 self.bytes_down_per_sec,
+                self.datagrams_down_per_sec,
                 kinds(&self.down_by_kind)
             ),
         );

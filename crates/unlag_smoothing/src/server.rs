@@ -36,7 +36,8 @@ pub(crate) struct ProxySampler {
     last: Option<(u32, Vec3)>,
     velocity: Vec3,
     teleport: bool,
-    next_send: f64,
+    /// The tick its next state is due at (0: at once).
+    next_tick: u32,
     /// The last state sent, its tick, and when it is sent again (slow proxies only).
     repeat: Option<(f64, u32, WireProxyState)>,
 }
@@ -151,7 +152,7 @@ pub(crate) fn send_due(
                 sampler.repeat = Some((at, tick, wire));
             }
         }
-        if now + 1e-9 < sampler.next_send {
+        if now_tick < sampler.next_tick {
             continue;
         }
         let rate = frequency
@@ -159,7 +160,12 @@ pub(crate) fn send_due(
             .clamp(1.0, 60.0);
         let pose = (entity, transform, flags.0);
         due.push((
-            sampler.sample(pose, rate, (now_tick, now), &mut sent),
+            sampler.sample(
+                pose,
+                (rate, tick.0.as_secs_f64()),
+                (now_tick, now),
+                &mut sent,
+            ),
             owner,
         ));
     }
@@ -168,24 +174,19 @@ pub(crate) fn send_due(
 }
 
 impl ProxySampler {
-    /// The proxy's state, due at tick `now_tick` (server time `now`, seconds), at `rate`
-    /// states a second: recorded in what was `sent`, the next one and its repeat scheduled
-    /// (for slow rates), the teleport flag spent. `pose`: the proxy's entity, transform and
-    /// game flags.
+    /// The proxy's state, due at tick `now_tick` (server time `now`, seconds; `tick`: a tick's
+    /// length, seconds), at `rate` states a second: recorded in what was `sent`, the next one
+    /// and its repeat scheduled (for slow rates), the teleport flag spent. `pose`: the proxy's
+    /// entity, transform and game flags.
     fn sample(
         &mut self,
         (entity, transform, flags): (Entity, &Transform, u8),
-        rate: f32,
+        (rate, tick): (f32, f64),
         (now_tick, now): (u32, f64),
         sent: &mut SentStates,
     ) -> WireProxyState {
-        // Stay on the rate's grid so the interval the clients measure is steady.
         let interval = 1.0 / f64::from(rate);
-        self.next_send = if now - self.next_send < interval {
-            self.next_send + interval
-        } else {
-            now + interval
-        };
+        self.next_tick = unlag_core::next_on_grid(now_tick, interval / tick);
         let wire = WireProxyState::new(
             entity,
             transform.translation,
