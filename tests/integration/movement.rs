@@ -704,6 +704,68 @@ fn through_long_bursts(rtt_ms: u64) {
     );
 }
 
+/// A link back from a long blackout in one direction only: the client's moves get through
+/// while the server's reports of them do not. The client sends its backlog on, send after
+/// send, rather than its oldest moves again and again until a report comes back: the server
+/// has the whole backlog within a few sends, and plays it without a guess, a flag or a
+/// correction. (Its oldest moves alone, until the reports came back, left the server's track
+/// of the player seconds behind, and the shots that wait for it were judged without it.)
+#[test]
+fn a_backlog_goes_on_while_the_servers_reports_of_it_are_lost() {
+    let base = LinkConditions::new(Duration::from_millis(100), Duration::from_millis(10), 0.0);
+    let mut tb = movement_testbed(1, base, MovementTestPlugin::default());
+    tb.server()
+        .init_resource::<Flags>()
+        .add_systems(Update, record_flags);
+    set_script(&mut tb, 0, walk_east);
+    tb.run_for(Duration::from_secs(2));
+    let entity = character_of(&mut tb, 0);
+    let processed = |tb: &Testbed| {
+        tb.server_world()
+            .get::<unlag::movement::ServerMovement<CharacterMovement>>(entity)
+            .unwrap()
+            .last_processed()
+    };
+    let made = |tb: &Testbed| client_stats(tb, 0).moves_simulated;
+    let (processed_before, made_before) = (processed(&tb), made(&tb));
+    let before = server_stats(&tb);
+    // 2.5 s of nothing either way (150 moves: more than one send holds), then the moves get
+    // through while the reports stay lost for 1.5 s.
+    let blackout = LinkConditions { loss: 1.0, ..base };
+    tb.set_client_conditions(0, blackout).unwrap();
+    tb.run_for(Duration::from_millis(2500));
+    tb.set_client_downlink(0, Some(blackout));
+    tb.set_client_conditions(0, base).unwrap();
+    tb.run_for(Duration::from_secs(1));
+    // The server has played what the client made up to a one-way trip, a send interval and
+    // the playout's wait ago, give or take a move each (the oldest moves again and again, until
+    // a report came back, left it 117 behind here).
+    let behind =
+        (made(&tb) - made_before) as i64 - i64::from(processed(&tb).diff(processed_before));
+    let wait = tb
+        .server_world()
+        .get::<unlag::movement::ServerMovement<CharacterMovement>>(entity)
+        .unwrap()
+        .playout_wait();
+    let expected = ((0.05 + 1.0 / 30.0 + wait) * 60.0).ceil() as i64 + 3;
+    println!("{behind} moves behind (playout's wait {wait:.3} s; at most {expected})");
+    assert!(
+        behind <= expected,
+        "the server is {behind} moves behind the client, 1 s after its moves got through"
+    );
+    tb.run_for(Duration::from_millis(500));
+    tb.set_client_downlink(0, None);
+    tb.run_for(Duration::from_secs(2));
+    let after = server_stats(&tb);
+    assert_eq!(after.missing_moves_filled, before.missing_moves_filled);
+    assert!(
+        tb.server_world().resource::<Flags>().0.is_empty(),
+        "flagged"
+    );
+    let stats = client_stats(&tb, 0);
+    assert_eq!(stats.corrections_received, 0, "{stats:?}");
+}
+
 /// Server time, where the server shows client 0's character (its `Transform`: hit boxes and
 /// proxy states come from there), the velocity its proxy states take, and where its moves
 /// took it (the played state).

@@ -50,6 +50,9 @@ pub struct Prediction<M: MovementModel> {
     last_sent_at: f64,
     /// The first new move of each of the last few messages, oldest first (for redundancy).
     recent_firsts: VecDeque<Seq16>,
+    /// In a catch-up (more moves unreceived than one send holds): the move the next send
+    /// starts from, the one after the last send's newest.
+    catch_up_next: Option<Seq16>,
     last_ack: Seq16,
     /// The newest move up to which the server has every move (see [`MoveResponse::received`]).
     received: Seq16,
@@ -69,6 +72,7 @@ impl<M: MovementModel> Prediction<M> {
             last_sent: Some(ack),
             last_sent_at: f64::NEG_INFINITY,
             recent_firsts: VecDeque::new(),
+            catch_up_next: None,
             last_ack: ack,
             received: ack,
             correction_ack: 0,
@@ -338,6 +342,7 @@ pub(crate) fn send_moves<M: MovementModel>(
             now,
         );
         let correction_ack = prediction.correction_ack;
+        let catch_up_next = pending.get(range.end).map(|m| m.seq);
         for chunk in chunks(&pending[range]) {
             let data = ServerMoveData {
                 moves: chunk
@@ -362,6 +367,7 @@ pub(crate) fn send_moves<M: MovementModel>(
         for m in prediction.saved.pending_mut().rev().take(new_count) {
             m.sent_at = m.sent_at.min(now);
         }
+        prediction.catch_up_next = catch_up_next;
         prediction.last_sent = Some(newest);
         prediction.recent_firsts.push_back(first_new);
         while prediction.recent_firsts.len() > settings.redundancy.max(1) {
@@ -429,7 +435,17 @@ fn choose_moves<M: MovementModel>(
     // ones it lacks, while the newest keep until the reports catch up.
     let take = with_redundancy.min(MAX_MOVES_PER_MESSAGE * MAX_CATCH_UP_MESSAGES);
     let start = if every_unreceived {
-        pending.len() - with_redundancy
+        let oldest = pending.len() - with_redundancy;
+        // A backlog longer than one send goes on in the next send from where this one ended
+        // (and from its oldest again once the newest went), rather than the oldest again and
+        // again until the server's report of them comes back: after a burst of losses both
+        // ways that report took seconds, the backlog with it, and the server's track of the
+        // player (and the shots that wait for it) fell that far behind.
+        prediction
+            .catch_up_next
+            .filter(|c| c.is_newer_than(received))
+            .and_then(|c| pending[oldest..].iter().position(|m| m.seq == c))
+            .map_or(oldest, |i| (oldest + i).min(pending.len() - take))
     } else {
         pending.len() - take
     };

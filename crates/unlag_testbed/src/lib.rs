@@ -288,6 +288,20 @@ impl Testbed {
             .set(conditions)
     }
 
+    /// Gives the server-to-client direction of client `i`'s link `down` instead of the
+    /// client's own conditions, from the next frame on (a link lost one way only); `None`
+    /// goes back to the client's conditions. Nothing for a client not started yet.
+    pub fn set_client_downlink(&mut self, i: usize, down: Option<LinkConditions>) {
+        let down = down.map(|c| {
+            NetConditions::new(c, 0)
+                .map(|n| n.each_way())
+                .unwrap_or_default()
+        });
+        if let Some(wire) = self.apps.wires.get_mut(i) {
+            wire.override_down(down);
+        }
+    }
+
     fn start(&mut self) {
         self.apps.finish_all();
         let server_addr = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 5000);

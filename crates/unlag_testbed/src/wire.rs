@@ -43,6 +43,8 @@ impl Direction {
 pub(crate) struct Wire {
     up: Direction,
     down: Direction,
+    /// Conditions of the server-to-client direction instead of the client's own, when set.
+    down_override: Option<PathConditions>,
 }
 
 impl Wire {
@@ -65,6 +67,7 @@ impl Wire {
                 to: to_client,
                 sim: LinkSimulator::new(none, seed ^ 0x5EED_F1A7),
             },
+            down_override: None,
         };
         (
             wire,
@@ -73,12 +76,21 @@ impl Wire {
         )
     }
 
-    /// Applies `each_way` to datagrams sent from now on, both directions.
+    /// Applies `each_way` to datagrams sent from now on, both directions (the server's to the
+    /// client: the override instead, if one is set).
     pub(crate) fn set_conditions(&mut self, each_way: PathConditions) {
+        let down = self.down_override.unwrap_or(each_way);
         if *self.up.sim.conditions() != each_way {
             self.up.sim.set_conditions(each_way);
-            self.down.sim.set_conditions(each_way);
         }
+        if *self.down.sim.conditions() != down {
+            self.down.sim.set_conditions(down);
+        }
+    }
+
+    /// Sets (or, with `None`, clears) the server-to-client direction's own conditions.
+    pub(crate) fn override_down(&mut self, down: Option<PathConditions>) {
+        self.down_override = down;
     }
 
     /// Before the server's frame at `now` (seconds): what has reached it from this client.
