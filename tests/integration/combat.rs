@@ -7,7 +7,7 @@ use core::time::Duration;
 use lightyear::prelude::*;
 use unlag::combat::{
     Armory, CombatPlugin, CombatSettings, CombatStats, FireCommand, Health, LocalFire,
-    ReloadCommand, ServerArmory, ShotConfirmed, WeaponTable,
+    ReloadCommand, ReloadRequest, ServerArmory, ShotConfirmed, WeaponTable,
 };
 use unlag::net::LinkConditions;
 use unlag::rewind::{CROUCHED_BIT, HitBox, RewindPlugin, UseHitBoxLayout};
@@ -1721,6 +1721,101 @@ fn the_first_shot_after_a_reload_is_never_refused() {
     assert!(fired >= 75, "at least two reloads: {fired} shots");
     assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
     assert_eq!(stats.accepted as usize, fired);
+}
+
+/// A reload made while the link is down both ways (a burst of losses that outlasts every early
+/// copy): the client sends its request in every frame until the server says it has it, so the
+/// server dates the copy that gets through when the reload was made, not when it arrived, and
+/// the first shots the client fires when its reload ends are not refused for want of rounds.
+#[test]
+fn a_reload_made_in_a_blackout_is_dated_when_it_was_made() {
+    let base = LinkConditions {
+        latency: Duration::from_millis(100),
+        jitter: Duration::from_millis(10),
+        loss: 0.0,
+        update_rate_hz: 20.0,
+    };
+    let mut tb = combat_testbed_with(1, base, default(), 3, 1e9, client_scripts);
+    start_script(&mut tb, 1);
+    let (rifle, _) = weapon(&tb, "rifle");
+    tb.run_for(Duration::from_secs(2));
+    let mut reloads_in_the_dark = 0;
+    for _ in 0..3 {
+        // The last rounds and the reload after them go out while the link is down.
+        let ammo = |tb: &Testbed| {
+            tb.client_world(0)
+                .resource::<unlag::combat::Armory>()
+                .ammo(rifle)
+        };
+        assert!(tb.run_until(Duration::from_secs(10), |tb| {
+            ammo(tb).is_some_and(|a| a <= 2)
+        }));
+        tb.set_client_conditions(0, LinkConditions { loss: 1.0, ..base })
+            .unwrap();
+        let dark = tb.now();
+        let mut reloaded = false;
+        while tb.now() - dark < Duration::from_millis(1500) {
+            tb.step();
+            reloaded |= tb
+                .client_world(0)
+                .resource::<unlag::combat::Armory>()
+                .reloading(rifle);
+        }
+        reloads_in_the_dark += usize::from(reloaded);
+        tb.set_client_conditions(0, base).unwrap();
+        tb.run_for(Duration::from_secs(3));
+    }
+    let stats = tb.server_world().resource::<CombatStats>().clone();
+    println!(
+        "{reloads_in_the_dark} reloads made in the dark; {} accepted, refused {:?}",
+        stats.accepted, stats.rejected
+    );
+    assert_eq!(reloads_in_the_dark, 3);
+    assert!(stats.accepted >= 60, "{stats:?}");
+    assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
+}
+
+/// A reload cannot be dated before a packet the server had from the client without it (an
+/// honest client sends its request in every packet until the server has it): one claimed a
+/// second back while the client's packets kept coming starts where the last of them left,
+/// less the view-time tolerance, so backdating buys nothing; one whose link was silent since
+/// the claimed start is dated as claimed; and without anything heard, as before, within the
+/// tolerance of the server's estimate.
+#[test]
+fn a_reload_is_dated_no_sooner_than_the_last_packet_heard_without_it() {
+    let shipped = include_str!("../../assets/weapons.ron");
+    let table = WeaponTable::from_ron(shipped, "weapons.ron").unwrap();
+    let rifle = table.id("rifle").unwrap();
+    let reload = f64::from(table.get(rifle).unwrap().reload_time);
+    // An armory with one round left in the rifle (fitted to a one-round magazine and back).
+    let one_left = || {
+        let mut small = table.clone();
+        small.weapons[usize::from(rifle)].magazine = 1;
+        let mut armory = ServerArmory::new(&table.weapons, 0.01);
+        armory.fit(&small.weapons);
+        armory.fit(&table.weapons);
+        armory
+    };
+    let request = ReloadRequest {
+        weapon: rifle,
+        view_time: 99.0,
+    };
+    let (expected, tolerance) = (100.0, 0.05);
+    let started = |heard: f64| {
+        let mut armory = one_left();
+        assert!(armory.take_reload_request(&request, &table, (expected, tolerance), heard));
+        let (start, end) = armory.reload_window(rifle).expect("reloading");
+        assert!((end - start - reload).abs() < 1e-9);
+        start
+    };
+    // Packets kept coming up to 20 ms ago: a second's backdating is cut to there.
+    assert!((started(99.98) - 99.93).abs() < 1e-9);
+    // Nothing heard since before the claim (a burst of losses): dated as made.
+    assert!((started(98.5) - 99.0).abs() < 1e-9);
+    // Nothing heard at all, or garbage: the estimate's own bound.
+    assert!((started(f64::NEG_INFINITY) - 99.95).abs() < 1e-9);
+    assert!((started(f64::NAN) - 99.95).abs() < 1e-9);
+    assert!((started(f64::INFINITY) - 99.95).abs() < 1e-9);
 }
 
 /// A weapon table swapped at run time used to index armories out of bounds: an armory fits the

@@ -3,7 +3,7 @@
 //! one, and the system that starts and finishes reloads. The judge spends rounds through the
 //! armory's methods; nothing else changes it.
 
-use crate::protocol::{Rejection, ReloadDone, ReloadRequest};
+use crate::protocol::{Rejection, ReloadDone, ReloadRequest, ReloadTaken};
 use crate::rules::{ShotLags, view_time_tolerance};
 use crate::settings::{CombatSettings, Weapons};
 use crate::weapons::{WeaponSpec, WeaponTable};
@@ -12,7 +12,9 @@ use bevy::prelude::*;
 use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
 use unlag_core::SharedFireGate;
-use unlag_net::{Authority, NetClock, ReliableChannel, RemoteClientClock};
+use unlag_net::{
+    Authority, LinkTraffic, NetClock, ReliableChannel, RemoteClientClock, UnreliableChannel,
+};
 
 /// Fire indices this close below the newest are copies of recent shots (the client sends each
 /// several times), dropped without an answer.
@@ -90,8 +92,14 @@ impl ServerArmory {
     }
 
     /// Takes a client's [`ReloadRequest`] against weapon table `table`: `expected` is the
-    /// server's estimate of the client's view time when it was sent and `tolerance` how far
-    /// the claimed view time may be from it (seconds; the start is clamped into that range).
+    /// server's estimate of the client's view time when it was sent, `tolerance` how far the
+    /// claimed view time may be from it, and `heard` the client's view time when the last
+    /// packet the server had from it before this one's frame left (seconds; not finite when
+    /// there was none).
+    /// The start is clamped between `heard` (or `expected`, if earlier) less `tolerance` and
+    /// `expected` plus `tolerance`: a client sends its request in every packet until the
+    /// server has it, so a reload cannot have started before a packet that came without it,
+    /// while a copy that outlived a burst of losses is dated when it was made.
     /// Starts the reload if the weapon is not full and not reloading already. Copies and
     /// resends (a view time not after the last request's) and garbage (an unknown weapon,
     /// a non-finite time) are ignored and change nothing: returns whether the request was
@@ -100,8 +108,8 @@ impl ServerArmory {
         &mut self,
         request: &ReloadRequest,
         table: &WeaponTable,
-        expected: f64,
-        tolerance: f64,
+        (expected, tolerance): (f64, f64),
+        heard: f64,
     ) -> bool {
         let Some(spec) = table.get(request.weapon) else {
             return false;
@@ -116,14 +124,35 @@ impl ServerArmory {
             return false;
         }
         let tolerance = tolerance.max(0.0);
+        // Nothing heard (non-finite) leaves the estimate's own bound.
+        let earliest = if heard.is_finite() && heard < expected {
+            heard
+        } else {
+            expected
+        };
         let started = request
             .view_time
-            .clamp(expected - tolerance, expected + tolerance);
+            .clamp(earliest - tolerance, expected + tolerance);
+
         w.last_reload_request = request.view_time;
         if w.reloading.is_none() && w.ammo < spec.magazine {
             w.reloading = Some((started, started + f64::from(spec.reload_time)));
         }
         true
+    }
+
+    /// The view times (seconds) at which weapon `weapon`'s reload under way started and ends,
+    /// as the server holds them; `None` when it is not reloading.
+    pub fn reload_window(&self, weapon: u8) -> Option<(f64, f64)> {
+        self.weapons.get(usize::from(weapon))?.reloading
+    }
+
+    /// Whether `request` is the reload request of `weapon` taken last (or an older one): its
+    /// copies need no more sending.
+    fn has_reload_request(&self, request: &ReloadRequest) -> bool {
+        self.weapons
+            .get(usize::from(request.weapon))
+            .is_some_and(|w| request.view_time <= w.last_reload_request)
     }
 
     /// Rounds left in weapon `weapon`.
@@ -282,10 +311,14 @@ pub(crate) fn arm_characters(
 /// armory, then every reload the client's view clock is past finished and announced.
 pub(crate) fn reloads(
     (clock, time, settings, weapons): (Res<NetClock>, Res<Time>, Res<CombatSettings>, Res<Weapons>),
-    mut requests: Query<(Entity, &mut MessageReceiver<ReloadRequest>), With<ClientOf>>,
+    mut requests: ReloadLinks,
     clocks: Query<&RemoteClientClock, With<ClientOf>>,
     mut done: Query<&mut MessageSender<ReloadDone>, With<ClientOf>>,
     mut armories: Query<(Entity, &ControlledBy, &mut ServerArmory)>,
+    (links, mut heard): (
+        Query<(Entity, &LinkTraffic), With<ClientOf>>,
+        Local<HeardFrom>,
+    ),
     work: Option<Res<unlag_net::ServerWork>>,
 ) {
     let _work = work.as_deref().map(|w| w.time(unlag_net::WorkPart::Shots));
@@ -302,31 +335,73 @@ pub(crate) fn reloads(
     };
     take_reload_requests(
         table,
-        now,
+        (now, &heard),
         &tolerance,
         (&mut requests, &clocks),
         &mut armories,
     );
+    heard.note(now, links.iter());
     finish_reloads(table, now, &clocks, &mut done, &mut armories);
+}
+
+/// The client links reload requests came on (lightyear inserts a receiver with the first),
+/// answered with [`ReloadTaken`].
+type ReloadLinks<'w, 's> = Query<
+    'w,
+    's,
+    (
+        Entity,
+        &'static mut MessageReceiver<ReloadRequest>,
+        &'static mut MessageSender<ReloadTaken>,
+    ),
+    With<ClientOf>,
+>;
+
+/// Per client link: the datagrams it had received, and the server time (seconds) of the last
+/// frame before this one in which some arrived (what [`ServerArmory::take_reload_request`]
+/// calls `heard`, in server time).
+#[derive(Default)]
+pub(crate) struct HeardFrom(HashMap<Entity, (u64, f64)>);
+
+impl HeardFrom {
+    /// The server time of the last frame before this one in which `link`'s datagrams arrived.
+    fn before(&self, link: Entity) -> Option<f64> {
+        self.0.get(&link).map(|&(_, at)| at)
+    }
+
+    /// After a frame at server time `now`: the links that received datagrams in it (the links
+    /// gone are forgotten).
+    fn note<'a>(&mut self, now: f64, links: impl Iterator<Item = (Entity, &'a LinkTraffic)>) {
+        let mut kept = HashMap::with_capacity(self.0.len());
+        for (link, traffic) in links {
+            let count = traffic.datagrams_received;
+            let at = match self.0.get(&link) {
+                Some(&(before, at)) if before == count => at,
+                _ => now,
+            };
+            kept.insert(link, (count, at));
+        }
+        self.0 = kept;
+    }
 }
 
 /// Takes each client's [`ReloadRequest`]s at server time `now` (seconds) into its character's
 /// armory: the reload starts at the view time it claims, held to `tolerance` around the
-/// server's estimate of it (its shots' view-time tolerance, seconds).
+/// server's estimate of it (its shots' view-time tolerance, seconds) and to no sooner than
+/// the last packet `heard` from the client before (see
+/// [`ServerArmory::take_reload_request`]). Every request the armory has is answered with a
+/// [`ReloadTaken`], once a frame, so the client stops sending it.
 fn take_reload_requests(
     table: &WeaponTable,
-    now: f64,
+    (now, heard): (f64, &HeardFrom),
     tolerance: &dyn Fn(&RemoteClientClock) -> f64,
-    (requests, clocks): (
-        &mut Query<(Entity, &mut MessageReceiver<ReloadRequest>), With<ClientOf>>,
-        &Query<&RemoteClientClock, With<ClientOf>>,
-    ),
+    (requests, clocks): (&mut ReloadLinks, &Query<&RemoteClientClock, With<ClientOf>>),
     armories: &mut Query<(Entity, &ControlledBy, &mut ServerArmory)>,
 ) {
     // Each link's character, found once per frame and only when a request came (not by a
     // search of every armory per request: a flood of requests would cost players × requests).
     let mut by_link: Option<HashMap<Entity, Entity>> = None;
-    for (link, mut receiver) in requests {
+    for (link, mut receiver, mut taken) in requests {
         if !receiver.has_messages() {
             continue;
         }
@@ -348,10 +423,26 @@ fn take_reload_requests(
             receiver.receive().for_each(drop);
             continue;
         };
-        let expected = remote.view_time(now - remote.rtt / 2.0);
+        let one_way = remote.rtt / 2.0;
+        let expected = remote.view_time(now - one_way);
+        let heard = heard
+            .before(link)
+            .map_or(f64::NEG_INFINITY, |at| remote.view_time(at - one_way));
         let tolerance = tolerance(remote);
+        let mut answers: Vec<ReloadTaken> = Vec::new();
         for request in receiver.receive() {
-            armory.take_reload_request(&request, table, expected, tolerance);
+            armory.take_reload_request(&request, table, (expected, tolerance), heard);
+            if armory.has_reload_request(&request)
+                && !answers.iter().any(|a| a.weapon == request.weapon)
+            {
+                answers.push(ReloadTaken {
+                    weapon: request.weapon,
+                    view_time: request.view_time,
+                });
+            }
+        }
+        for answer in answers {
+            taken.send::<UnreliableChannel>(answer);
         }
     }
 }

@@ -56,7 +56,7 @@ pub use projectile::{ClientProjectile, OwnProjectiles, Projectile, ProjectileExp
 pub use protocol::{
     COSMETIC_BATCH, ConfirmedHit, CosmeticFire, CosmeticFires, FIRE_COPIES, FireRequest,
     FireResult, ProjectileImpact, ProjectileLaunched, Rejection, ReloadDone, ReloadRequest,
-    WireClaim,
+    ReloadTaken, WireClaim,
 };
 pub use rules::shot_directions;
 pub use settings::{CombatSettings, Weapons};
@@ -112,6 +112,7 @@ impl Plugin for CombatPlugin {
             .add_net_message_mapped::<ProjectileImpact>(NetDirection::ServerToClient)
             .add_net_message::<ReloadRequest>(NetDirection::ClientToServer)
             .add_net_message::<ReloadDone>(NetDirection::ServerToClient)
+            .add_net_message::<ReloadTaken>(NetDirection::ServerToClient)
             // Shots are judged after the moves that left with them were taken in (their
             // origin is checked against the character's position).
             .configure_sets(

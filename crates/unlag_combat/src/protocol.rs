@@ -258,14 +258,28 @@ impl MapEntities for CosmeticFires {
     }
 }
 
-/// Client → server, unreliable, sent [`FIRE_COPIES`](crate::FIRE_COPIES) times on consecutive
-/// frames: reload the weapon (copies after the first are ignored).
+/// Client → server, unreliable, sent again in every frame until the server's
+/// [`ReloadTaken`] (or [`ReloadDone`]) for it arrives: reload the weapon (copies after the
+/// first are ignored). Sent in every frame, it is in every packet the client sent after the
+/// reload started, so the server may date a copy that arrived late (after a burst of losses)
+/// by its view time, as far back as the last packet it had from the client before.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ReloadRequest {
     /// The id of the weapon to reload (its place in the [`WeaponTable`](crate::WeaponTable)).
     pub weapon: u8,
     /// The client's view time when the reload started, server seconds: the reload runs on the
     /// same clock as the shots' view times, so both sides end it at the same shot.
+    pub view_time: f64,
+}
+
+/// Server → shooter, unreliable, once a frame while its copies come: the server has the
+/// reload request of `weapon` that started at view time `view_time` (seconds), and the client
+/// may stop sending it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ReloadTaken {
+    /// The id of the weapon (its place in the [`WeaponTable`](crate::WeaponTable)).
+    pub weapon: u8,
+    /// The request's view time, seconds.
     pub view_time: f64,
 }
 

@@ -305,6 +305,9 @@ pub struct RemoteClockAt {
     pub view_lag_median: Option<f64>,
     /// [`RemoteClientClock::reporting_since_window`] then.
     pub reporting_since_window: bool,
+    /// The latest view time an in-order report stamped then, seconds: about when the client
+    /// had the delay it last reported.
+    pub report_stamp: Option<f64>,
 }
 
 impl RemoteClockAt {
@@ -665,6 +668,7 @@ impl RemoteClientClock {
             view_lag_median: summary.map(|(.., median)| median),
             reporting_since_window: self.reporting_since_window(now),
             announced_cap: self.announced_cap(now),
+            report_stamp: self.latest_stamp.map(|(view_time, _)| view_time),
         }
     }
 

@@ -1,22 +1,35 @@
-//! Reloads on the client: shown at once, sent to the server as unreliable copies.
+//! Reloads on the client: shown at once, sent to the server in every frame until it has it.
 
 use super::{Armory, ReloadCommand};
-use crate::protocol::{FIRE_COPIES, ReloadRequest};
+use crate::protocol::{ReloadRequest, ReloadTaken};
 use crate::settings::Weapons;
 use bevy::prelude::*;
 use lightyear::prelude::*;
 use unlag_net::{LinkTraffic, NetClock, UnreliableChannel};
 
+/// Longest a reload request is sent again for without the server's answer, seconds of view
+/// time: beyond, the link is down for good (netcode times out sooner) or the server does not
+/// answer (one without the combat plugin's reloads).
+const RELOAD_RESEND_FOR: f64 = 10.0;
+
 /// Reload commands: sent to the server, shown at once; the magazine shows full when the reload
 /// time has passed on the view clock the shots are stamped with, where the server ends it too
-/// (its [`ReloadDone`] settles it).
+/// (its [`ReloadDone`](crate::ReloadDone) settles it).
 pub(crate) fn reload(
     clock: Res<NetClock>,
     weapons: Res<Weapons>,
     mut commands: MessageReader<ReloadCommand>,
     armory: Option<ResMut<Armory>>,
-    mut link: Query<(&mut MessageSender<ReloadRequest>, &mut LinkTraffic), With<Client>>,
-    mut resend: Local<Vec<(ReloadRequest, u8, f64)>>,
+    mut link: Query<
+        (
+            &mut MessageSender<ReloadRequest>,
+            // lightyear inserts a receiver when its first message arrives.
+            Option<&mut MessageReceiver<ReloadTaken>>,
+            &mut LinkTraffic,
+        ),
+        With<Client>,
+    >,
+    mut unanswered: Local<Vec<ReloadRequest>>,
 ) {
     // Before the clock is synced there is no view time to stamp a request with (the server
     // would read it as seconds in the past): a command then does nothing.
@@ -25,26 +38,17 @@ pub(crate) fn reload(
         return;
     };
     let now = clock.drawn_view_time();
-    // Unreliable copies on consecutive frames, like shots: a reliable resend would arrive a
-    // round trip late, and the server holds the reload's start to its estimate. Should all
-    // of them be lost, the request goes again every round trip while the reload lasts (the
-    // server takes each request once, by its view time).
-    let mut sender = link.single_mut().ok();
-    let again = clock.rtt.max(0.05);
-    for (request, left, next) in resend.iter_mut() {
-        if *left == 0 && now < *next {
-            continue;
-        }
-        if let Some((sender, traffic)) = sender.as_mut() {
-            traffic.send_counted::<UnreliableChannel, _>(sender, request.clone());
-        }
-        if *left > 0 {
-            *left -= 1;
-        } else {
-            *next = now + again;
+    let mut link = link.single_mut().ok();
+    // In every frame until the server says it has it (not a few copies, then one a round trip):
+    // then every packet that left after the reload started carries it, and the server dates
+    // one that outlived a burst of losses when it was made, since nothing it heard in between
+    // came without it. Unreliable: a reliable resend would arrive a round trip late.
+    if let Some((_, Some(answers), _)) = link.as_mut() {
+        for taken in answers.receive() {
+            unanswered.retain(|r| r.weapon != taken.weapon || r.view_time > taken.view_time);
         }
     }
-    resend.retain(|(request, ..)| armory.reloading(request.weapon));
+    unanswered.retain(|r| now - r.view_time < RELOAD_RESEND_FOR);
     for command in commands.read() {
         let Some(spec) = table.get(command.weapon) else {
             continue;
@@ -54,14 +58,16 @@ pub(crate) fn reload(
         };
         if w.reloading_until.is_none() && w.ammo.shown() < spec.magazine {
             w.reloading_until = Some(now + f64::from(spec.reload_time));
-            let request = ReloadRequest {
+            // An older one the server has not answered goes on too: shots were fired after it.
+            unanswered.push(ReloadRequest {
                 weapon: command.weapon,
                 view_time: now,
-            };
-            if let Some((sender, traffic)) = sender.as_mut() {
-                traffic.send_counted::<UnreliableChannel, _>(sender, request.clone());
-                resend.push((request, FIRE_COPIES - 1, now + again));
-            }
+            });
+        }
+    }
+    if let Some((sender, _, traffic)) = link.as_mut() {
+        for request in unanswered.iter() {
+            traffic.send_counted::<UnreliableChannel, _>(sender, request.clone());
         }
     }
     let magazines = armory.magazines.clone();
