@@ -567,7 +567,7 @@ fn shots_at_one_update_a_second_are_judged_where_the_client_saw_them() {
 }
 
 /// A reduced grid: a cell or two of each class the full grid (`report --grid`) sweeps, run as
-/// the grid runs them. Honest clients are never refused, every hit they see is confirmed and
+/// the grid runs them (for 10 s, or 30 s where corrections are allowed). Honest clients are never refused, every hit they see is confirmed and
 /// no miss is, and they are not corrected beyond the grid's bound for the loss.
 #[test]
 fn the_reduced_grid_refuses_nothing_and_agrees_on_every_shot() {
@@ -600,9 +600,15 @@ fn the_reduced_grid_refuses_nothing_and_agrees_on_every_shot() {
             .iter()
             .find(|c| c.name == name)
             .unwrap_or_else(|| panic!("no grid cell {name}"));
-        let report = run(&cell.options, &mut |_| {}).unwrap();
-        let a = accept(&cell.options, &report);
-        println!("{name}: {a:?}");
+        // Where up to 2 corrections a minute are allowed (beyond 10 % loss or bursts of 4), a
+        // 10-s match cannot tell the bound: its one correction reads 6 a minute. 30 s can.
+        let mut options = cell.options.clone();
+        if options.loss_percent > 10.0 || options.burst > 4.0 {
+            options.seconds = options.seconds.max(30.0);
+        }
+        let report = run(&options, &mut |_| {}).unwrap();
+        let a = accept(&options, &report);
+        println!("{name} ({} s): {a:?}", options.seconds);
         if a.refused != 0
             || report.disconnects != 0
             || a.hits_confirmed_percent < 99.5
