@@ -90,12 +90,20 @@ struct Guess<M: MovementModel> {
     pace: f32,
     /// Server time it started, seconds.
     started: f64,
+    /// The move time it runs no further than, seconds: where it started plus
+    /// [`PlayoutSettings::max_guess`](unlag_core::PlayoutSettings::max_guess). Past it the
+    /// track stood there, so that is where the moves that catch up with it take it from.
+    until: f64,
 }
 
 impl<M: MovementModel> Guess<M> {
-    /// Runs the guess on to move time `to`, in steps of at most [`GUESS_STEP`]; returns the
-    /// steps simulated.
+    /// Runs the guess on to move time `to` (no further than its `until`), in steps of at most
+    /// [`GUESS_STEP`]; returns the steps simulated.
     fn run_to(&mut self, model: &M, to: f64, world: &crate::CollisionWorld) -> u64 {
+        // Run on past its end, a guess that stood would be taken from where it never was
+        // shown: the moves that came after a long stall stepped the track by the difference
+        // (0.9 m in one frame when a 1.6-s backlog came at once).
+        let to = to.min(self.until);
         let mut steps = 0;
         while self.time < to - 1e-9 {
             let dt = (to - self.time).min(GUESS_STEP);
@@ -896,6 +904,7 @@ fn update_shown<M: MovementModel>(
                         input: M::guess_input(input),
                         pace: clock_pace,
                         started: now,
+                        until: server.move_time + playout.max_guess,
                     },
                     other,
                 ),
