@@ -340,7 +340,7 @@ pub(crate) fn reloads(
         (&mut requests, &clocks),
         &mut armories,
     );
-    heard.note(now, links.iter());
+    heard.note(now, &links);
     finish_reloads(table, now, &clocks, &mut done, &mut armories);
 }
 
@@ -371,17 +371,20 @@ impl HeardFrom {
 
     /// After a frame at server time `now`: the links that received datagrams in it (the links
     /// gone are forgotten).
-    fn note<'a>(&mut self, now: f64, links: impl Iterator<Item = (Entity, &'a LinkTraffic)>) {
-        let mut kept = HashMap::with_capacity(self.0.len());
+    fn note(&mut self, now: f64, links: &Query<(Entity, &LinkTraffic), With<ClientOf>>) {
+        // Updated in place: a map rebuilt every frame would allocate every frame.
         for (link, traffic) in links {
-            let count = traffic.datagrams_received;
-            let at = match self.0.get(&link) {
-                Some(&(before, at)) if before == count => at,
-                _ => now,
-            };
-            kept.insert(link, (count, at));
+            let received = traffic.datagrams_received;
+            let entry = self.0.entry(link).or_insert((received, now));
+            if entry.0 != received {
+                *entry = (received, now);
+            }
         }
-        self.0 = kept;
+        // Closed links are swept only when the map holds more entries than there are links,
+        // so a steady match never pays for the sweep.
+        if self.0.len() > links.iter().len() {
+            self.0.retain(|&link, _| links.contains(link));
+        }
     }
 }
 

@@ -247,9 +247,10 @@ const ACK_ONLY_PACKET: u8 = 4;
 /// lightyear sends one whenever a frame has acknowledgements due and no data to carry them. A
 /// client drawing 240 frames a second sends its moves in the 60 that run a tick, and an
 /// acknowledgement-only packet in most of the others (the server's packets arrive between its
-/// ticks); a dedicated server looping at 250 Hz does the same to every client. That doubled the
-/// datagrams each way, and with them the headers (about 30 bytes each: 1.8 KB/s per client each
-/// way, measured by the report). Withheld, the acknowledgements ride on the link's next packet,
+/// ticks); a dedicated server looping at 250 Hz does the same to every client. Measured by the
+/// report at its defaults (`--packing off` → `on`), a client's datagrams per second fall from
+/// 103 to 75 up and from 98 to 55 down, and its bytes on the wire from 7.3 to 6.4 KB/s up and
+/// from 9.2 to 7.5 KB/s down. Withheld, the acknowledgements ride on the link's next packet,
 /// which a playing client sends every tick and the server every send interval. The packet ids
 /// lightyear spent on the withheld packets are simply never seen by the peer: lightyear does not
 /// track acknowledgement-only packets for loss, and unlag measures loss from its own beats.
