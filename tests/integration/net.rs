@@ -1351,3 +1351,53 @@ fn acknowledgements_ride_on_data_when_paced() {
     assert!(up_on <= up_off, "up {up_off} → {up_on}");
     assert!(down_on < 0.66 * down_off, "down {down_off} → {down_on}");
 }
+
+/// lightyear's RTT is a moving average of the pongs that came in order, and under heavy
+/// jitter it wanders by a tenth of the link's spread within a couple of seconds (0.245 down to
+/// 0.223 s in 2.5 s on a 0.25-s ±62-ms link, as traced in the report), while the reports'
+/// median it bounds is taken over a 2-s window. Held to the reading of the last moment, an
+/// honest client's median crossed the bound when that moment fell on a low, and its shots
+/// were refused (`BadViewTime`); held to the readings over the window it does not. Reports
+/// stamped older by 40 ms still cross it, and one high reading (a held pong) moves the
+/// window's RTT no more than a low one does.
+#[test]
+fn the_reports_median_is_held_to_the_rtt_over_their_window() {
+    let honest = |backtrack: f64, spike: bool| {
+        let mut remote = unlag::net::RemoteClientClock::default();
+        remote.jitter = 0.024;
+        remote.uplink_spread = 0.054;
+        let mut now = 10.0;
+        for k in 0..60 {
+            now = 10.0 + f64::from(k) / 30.0;
+            // The RTT estimate drifts from 0.245 down to 0.2225 over the window.
+            let mut rtt = 0.245 - 0.0225 * f64::from(k) / 59.0;
+            if spike && k == 30 {
+                rtt = 0.4;
+            }
+            remote.set_rtt(now, rtt);
+            // Reports lagging 0.24–0.355 s (median 0.2985), as the trace's did.
+            let lag = 0.24 + 0.115 * f64::from((k * 7) % 60) / 59.0 + backtrack;
+            assert!(remote.record_view_lag(now, now - lag));
+        }
+        assert!((remote.rtt - 0.2225).abs() < 1e-9);
+        let window = remote.window_rtt(now - unlag::net::VIEW_LAG_WINDOW, now);
+        (remote.view_lag_range(now, 1.0 / 60.0), window, remote.rtt)
+    };
+    let (range, window, last) = honest(0.0, false);
+    assert!((window - 0.2339).abs() < 1e-3, "{window}");
+    assert!(range.is_some(), "the honest reports' median passes");
+    // Against the last reading alone it would not have: 0.2985 > 0.2225 + 0.025 + frame +
+    // half the spread.
+    assert!(0.2985 > last + unlag::net::VIEW_LAG_CENTER_SLACK + 1.0 / 60.0 + 0.027);
+    let (range, ..) = honest(0.04, false);
+    assert!(range.is_none(), "reports stamped 40 ms older cross it");
+    let (_, with_spike, _) = honest(0.0, true);
+    assert!(
+        (with_spike - window).abs() < 1e-3,
+        "{with_spike} against {window}"
+    );
+    // Without any reading the RTT of the moment stands.
+    let mut remote = unlag::net::RemoteClientClock::default();
+    remote.rtt = 0.1;
+    assert_eq!(remote.window_rtt(0.0, 1.0), 0.1);
+}

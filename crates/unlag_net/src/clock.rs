@@ -207,6 +207,12 @@ impl NetClock {
 pub struct RemoteClientClock {
     /// Round-trip time measured by the server, seconds.
     pub rtt: f64,
+    /// (server time, [`RemoteClientClock::rtt`]) each time it changed, over the last
+    /// [`VIEW_LAG_MEMORY`] (at most [`MAX_RTTS_KEPT`]): the view reports' median lag is a
+    /// statistic of a window, and is held to the RTT over the same window
+    /// ([`RemoteClientClock::set_rtt`]).
+    #[reflect(ignore)]
+    rtts: std::collections::VecDeque<(f64, f64)>,
     /// Jitter measured by the server, seconds.
     pub jitter: f64,
     /// The interpolation delay the client last reported, seconds (clamped to
@@ -375,6 +381,10 @@ pub const WITNESS_STEP_SLACK: f64 = 0.005;
 /// Most view lags kept, whatever the report rate (a flood of reports costs no more).
 const MAX_VIEW_LAGS: usize = 512;
 
+/// Most RTT readings kept ([`RemoteClientClock::set_rtt`]): lightyear's estimate changes once
+/// a pong, a few times a second.
+pub const MAX_RTTS_KEPT: usize = 256;
+
 /// How far the median lag of a client's view reports may exceed the RTT, seconds. An honest
 /// report lags about one round trip (its view time is the server time less half the RTT and
 /// the delay, and it travels the other half), so a median past this means the reports are
@@ -406,7 +416,8 @@ impl RemoteClientClock {
     /// longer: past the most once `b` exceeds the jitter's span.
     ///
     /// The reports are the client's word too, so they are held to what the link allows: their
-    /// median may not exceed the RTT by more than [`VIEW_LAG_CENTER_SLACK`], `frame` and half
+    /// median may not exceed the RTT over their window ([`RemoteClientClock::window_rtt`]) by
+    /// more than [`VIEW_LAG_CENTER_SLACK`], `frame` and half
     /// the move stream's [`RemoteClientClock::uplink_spread`] (else `None`: a client stamping
     /// every report older gains at most that, and a spread is not faked without delaying
     /// every move), and the most is capped at the median plus [`VIEW_LAG_JITTER_FACTOR`] × the
@@ -466,11 +477,12 @@ impl RemoteClientClock {
         let frame = frame.clamp(0.0, MAX_FRAME_SLACK);
         // No more than half the round trip: a trip's spread above its median is smaller than
         // the trip (a link's jitter is at most its one-way latency).
-        let uplink = self.uplink_spread.clamp(0.0, self.rtt.max(0.0) / 2.0);
+        let rtt = self.window_rtt(since, now);
+        let uplink = self.uplink_spread.clamp(0.0, rtt.max(0.0) / 2.0);
         // Under heavy jitter the pings' RTT leans to the quick trips more than the reports'
         // median does (0.43 s for a 0.5-s ±125-ms link): half the move stream's spread is
         // allowed for it.
-        if median > self.rtt + VIEW_LAG_CENTER_SLACK + frame + uplink / 2.0 {
+        if median > rtt + VIEW_LAG_CENTER_SLACK + frame + uplink / 2.0 {
             return None;
         }
         let spread = (VIEW_LAG_JITTER_FACTOR * self.jitter).max(uplink);
@@ -479,6 +491,50 @@ impl RemoteClientClock {
         // it a hundred times: its spread above the median is the link's, wherever the
         // reports' largest happened to fall short of it.
         Some((least, most.max(median_all + uplink).min(cap), median_all))
+    }
+
+    /// Takes lightyear's RTT estimate at server time `now`, seconds, keeping it for the
+    /// window's RTT ([`RemoteClientClock::window_rtt`]).
+    pub fn set_rtt(&mut self, now: f64, rtt: f64) {
+        self.rtt = rtt;
+        if !(now.is_finite() && rtt.is_finite()) {
+            return;
+        }
+        if self.rtts.back().is_none_or(|&(_, last)| last != rtt) {
+            if self.rtts.len() == MAX_RTTS_KEPT {
+                self.rtts.pop_front();
+            }
+            self.rtts.push_back((now, rtt));
+        }
+        forget_before(&mut self.rtts, now - VIEW_LAG_MEMORY);
+    }
+
+    /// The median of the RTT readings from server time `since` to `now` (and the one standing
+    /// at `since`), seconds; [`RemoteClientClock::rtt`] without any.
+    ///
+    /// lightyear's estimate is a moving average of the pongs that came in order: under heavy
+    /// jitter it wanders by a tenth of the link's spread within a second or two (0.245 to
+    /// 0.223 s in 2.5 s on a 0.25-s ±62-ms link), while the view reports' median it bounds is
+    /// taken over a window of such seconds. Held to the reading of one moment, an honest
+    /// median crossed its bound whenever that moment fell on a low.
+    pub fn window_rtt(&self, since: f64, now: f64) -> f64 {
+        let standing = self
+            .rtts
+            .iter()
+            .rposition(|(t, _)| *t <= since)
+            .unwrap_or(0);
+        let mut readings: Vec<f64> = self
+            .rtts
+            .iter()
+            .skip(standing)
+            .filter(|(t, _)| *t <= now)
+            .map(|(_, rtt)| *rtt)
+            .collect();
+        if readings.is_empty() {
+            return self.rtt;
+        }
+        readings.sort_by(f64::total_cmp);
+        readings[readings.len() / 2]
     }
 
     /// Whether this client has been sending view reports for a whole window by server time
@@ -1276,13 +1332,15 @@ pub(crate) fn update_server_clock(
         ..default()
     };
     for (link, mut remote, _id) in &mut clients {
-        remote.rtt = link.stats.rtt.as_secs_f64();
+        #[allow(unused_mut)]
+        let mut rtt = link.stats.rtt.as_secs_f64();
         #[cfg(feature = "cheats")]
         if let Some((cheater, delay)) = cheats.as_ref().and_then(|c| c.pong_delay)
             && _id.is_some_and(|id| id.0 == PeerId::Netcode(cheater))
         {
-            remote.rtt += delay;
+            rtt += delay;
         }
+        remote.set_rtt(clock.server_time, rtt);
         remote.jitter = link.stats.jitter.as_secs_f64();
     }
 }
