@@ -716,3 +716,16 @@ fn a_benchmarks_filter_is_found_among_criterions_own_options() {
     assert_eq!(filter_numbers("64|256"), vec![64, 256]);
     assert_eq!(filter_numbers("server_tick/64"), Vec::<usize>::new());
 }
+
+/// A bot that respawns is a proxy started afresh, and at 10 % loss one of its first states is
+/// lost now and then: the one gap between its first two states then spans two intervals. Read
+/// as the proxy's own rate, it was drawn with a 10-Hz proxy's longer delay (90 ms longer than
+/// every other proxy's), and a shot at it carried that older view time while its copy was
+/// stamped with the shared one: refused (`BadViewTime`, with this seed). A proxy's own
+/// interval is read from its states only once a few gaps agree.
+#[test]
+fn a_proxy_whose_first_gap_held_a_loss_is_drawn_at_the_nominal_rate() {
+    let (report, a) = grid_cell("rtt=0 × loss=10", 3);
+    assert_eq!(a.refused, 0, "{:?}", report.rejected);
+    assert!(a.hits_confirmed_percent >= 99.5, "{a:?}");
+}

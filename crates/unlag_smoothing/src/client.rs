@@ -550,6 +550,15 @@ fn delay_target(
     policy.target_covering(interval, margin, inputs.loss, covering)
 }
 
+/// Gaps between a proxy's states needed before an interval up to [`MAX_BRIDGED_GAP`] nominal
+/// ones is read from them (the smallest of its last four): with fewer, a lost state could pass
+/// for a slower rate. At 10 % loss three gaps all hold a loss one time in a thousand.
+const MIN_GAPS_FOR_INTERVAL: usize = 3;
+
+/// The most nominal intervals a gap between a proxy's first states may span and still be
+/// taken for lost states rather than the proxy's own, slower rate.
+const MAX_BRIDGED_GAP: f64 = 3.0;
+
 /// Whether a sample of this kind was drawn starved (held or extrapolated).
 fn starved(kind: Option<SampleKind>) -> bool {
     matches!(kind, Some(SampleKind::Held | SampleKind::Extrapolated))
@@ -558,24 +567,38 @@ fn starved(kind: Option<SampleKind>) -> bool {
 impl ProxySmoothing {
     /// This proxy's update interval, seconds: its own (a 1 Hz proxy cannot be shown 50 ms
     /// behind), or the server's nominal one when it is within a quarter of it or not known yet
-    /// (fewer than two states). Observes how stale its newest state is for `lateness`.
+    /// (fewer than two states, or fewer than [`MIN_GAPS_FOR_INTERVAL`] gaps of up to
+    /// [`MAX_BRIDGED_GAP`] nominal intervals). Observes how stale its newest state is for
+    /// `lateness`.
     fn interval(
         &self,
         clock: &NetClock,
         lateness: &mut ArrivalLateness,
         inputs: &DelayInputs,
     ) -> f64 {
+        // A gap of two or three intervals between a proxy's first states says little: one
+        // lost state makes a gap of two, read as a proxy at half the rate, drawn with that
+        // rate's longer delay (its own controller snaps to it before anything is shown). A shot
+        // at it then carried a view time a delay's difference older than the copies stamped
+        // with the shared one, and was refused (a respawned bot at 10 % loss: 90 ms). Until a
+        // few gaps agree, such a proxy is taken at the nominal interval; a much slower one
+        // (a 1-Hz proxy beside 20-Hz ones) is read from its first gap.
+        let nominal = clock.send_interval;
         let interval = self
             .buffer
             .recent_interval()
+            .filter(|&i| {
+                self.buffer.states().len() > MIN_GAPS_FOR_INTERVAL
+                    || i > (MAX_BRIDGED_GAP + 0.5) * nominal
+            })
             .map(|i| {
-                if (i - clock.send_interval).abs() < 0.25 * clock.send_interval {
-                    clock.send_interval
+                if (i - nominal).abs() < 0.25 * nominal {
+                    nominal
                 } else {
                     i
                 }
             })
-            .unwrap_or(clock.send_interval);
+            .unwrap_or(nominal);
         // How stale its newest state is this frame, beyond its interval: a frame drawn with a
         // delay shorter than the interval plus that starves.
         if self.buffer.states().len() >= 3
