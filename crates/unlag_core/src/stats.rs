@@ -33,15 +33,6 @@ impl Ewma {
         self.samples += 1;
     }
 
-    /// [`Ewma::add`], but the average is the plain mean of the samples so far until there
-    /// are 1 / `alpha` of them (a warm start): one started from its first sample leans to
-    /// what the first said until dozens have come (a loss average of weight 0.02 from a first
-    /// beat received read 6 % after 50 beats, 5 s, of a link losing 10 %).
-    pub fn add_warm(&mut self, sample: f64, alpha: f64, beta: f64) {
-        let plain = 1.0 / (self.samples as f64 + 1.0);
-        self.add(sample, alpha.max(plain), beta);
-    }
-
     /// The average, or 0 before any sample.
     pub fn mean(&self) -> f64 {
         self.mean
@@ -105,31 +96,6 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_warm_started_average_is_the_plain_mean_until_it_has_its_window() {
-        // A link losing one beat in ten, from its first beat received.
-        let (mut warm, mut cold) = (Ewma::new(), Ewma::new());
-        for k in 0..200 {
-            let lost = if k % 10 == 9 { 1.0 } else { 0.0 };
-            warm.add_warm(lost, 0.02, 0.02);
-            cold.add(lost, 0.02, 0.02);
-            if k == 9 {
-                assert!((warm.mean() - 0.1).abs() < 1e-12, "{}", warm.mean());
-                assert!(cold.mean() < 0.03, "{}", cold.mean());
-            }
-            if k == 49 {
-                assert!((warm.mean() - 0.1).abs() < 1e-12, "{}", warm.mean());
-                assert!(cold.mean() < 0.07, "{}", cold.mean());
-            }
-        }
-        // Past its window it moves as the moving average does.
-        let before = warm.mean();
-        warm.add_warm(1.0, 0.02, 0.02);
-        assert!((warm.mean() - (before + 0.02 * (1.0 - before))).abs() < 1e-12);
-        warm.add_warm(f64::NAN, 0.02, 0.02);
-        assert_eq!(warm.samples(), 201);
-    }
 
     #[test]
     fn ewma_converges_and_skips_nan() {

@@ -941,14 +941,10 @@ impl ClientClockState {
             Some(p) if n <= p => return,
             _ => {
                 let missed = previous.map_or(0, |p| n - p - 1).min(1000);
-                // Warm-started: the plain mean of the beats so far until there are 50, so
-                // that a lossy link's delay is sized for its loss within a second or two, not
-                // after the 6 s a moving average from the first beat took to read 7 % of a
-                // link losing 10 % (starving meanwhile through losses not yet counted).
                 for _ in 0..missed {
-                    self.loss.add_warm(1.0, LOSS_ALPHA, LOSS_ALPHA);
+                    self.loss.add(1.0, LOSS_ALPHA, LOSS_ALPHA);
                 }
-                self.loss.add_warm(0.0, LOSS_ALPHA, LOSS_ALPHA);
+                self.loss.add(0.0, LOSS_ALPHA, LOSS_ALPHA);
             }
         }
         let Some((rtt, now, frame)) = reading else {
