@@ -188,6 +188,24 @@ impl DelayPolicy {
             .find(|&k| loss.powi(k as i32 + 1) <= share)
             .unwrap_or(MAX_BRIDGED_STATES)
     }
+
+    /// How much staler than its interval a proxy sent every `send_interval` seconds, arriving
+    /// up to `margin` seconds late, finds its newest state when a link losing `loss` (0–1)
+    /// takes [`DelayPolicy::lost_in_a_row`] states together, seconds: a covering for
+    /// [`DelayPolicy::target_covering`] before one has been measured. `None` where the bridge
+    /// ([`DelayPolicy::target_with_margin`]) already covers it: one lost state, or a proxy
+    /// whose states are repeated ([`repeat_after`]).
+    pub fn covering_lost_in_a_row(
+        &self,
+        send_interval: f64,
+        margin: f64,
+        loss: f64,
+    ) -> Option<f64> {
+        let in_a_row = self.lost_in_a_row(loss);
+        (in_a_row > 1 && repeat_after(send_interval).is_none()).then(|| {
+            f64::from(in_a_row) * finite_non_negative(send_interval) + finite_non_negative(margin)
+        })
+    }
 }
 
 impl DelayPolicy {
@@ -617,6 +635,12 @@ mod tests {
             ..p
         };
         assert_eq!(lax.lost_in_a_row(0.10), 1);
+        // What the delay covers for it: two 50-ms states and the margin at 10 %; nothing
+        // beyond the bridge for one, nor for a repeated (10-Hz) proxy.
+        let two = p.covering_lost_in_a_row(0.05, 0.01, 0.10).unwrap();
+        assert!((two - 0.11).abs() < 1e-12, "{two}");
+        assert_eq!(p.covering_lost_in_a_row(0.05, 0.01, 0.05), None);
+        assert_eq!(p.covering_lost_in_a_row(0.1, 0.01, 0.20), None);
     }
 
     #[test]

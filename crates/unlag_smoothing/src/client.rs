@@ -552,13 +552,8 @@ fn delay_target(
     // the repeat): the newest state is then that many intervals staler than its own. The
     // beats' loss, not the states': a proxy falling to a reduced rate shows gaps the states'
     // count takes for losses until its buffer knows the new interval.
-    let in_a_row = policy.lost_in_a_row(clock.loss);
-    let covering = if in_a_row > 1 && unlag_core::repeat_after(interval).is_none() {
-        let expected = f64::from(in_a_row) * interval + margin;
-        Some(covering.map_or(expected, |c| c.max(expected)))
-    } else {
-        covering
-    };
+    let expected = policy.covering_lost_in_a_row(interval, margin, clock.loss);
+    let covering = covering.into_iter().chain(expected).reduce(f64::max);
     policy.target_covering(interval, margin, inputs.loss, covering)
 }
 
