@@ -213,37 +213,56 @@ pub struct SmoothingStats {
 /// newer than the notice came already): their states and drawn pose are forgotten, and they
 /// are not placed until a newer state comes and its time is reached. (A game hides them while
 /// they have [`ProxyDormant`]; the demo does.)
+///
+/// A notice can come in the same frame as the proxy's first states, before they made it a
+/// smoothed proxy (a slow client reads a frame's worth of messages at once, and a pair can go
+/// dormant a tick after its first state): it goes dormant all the same, so that those states
+/// are never drawn from. Dropped, the notice left a proxy drawn with no state after its third,
+/// and its staleness (seconds, growing) stretched every proxy's delay to 0.8 s.
 pub(crate) fn receive_dormancy(
     mut commands: Commands,
     mut stats: ResMut<SmoothingStats>,
     mut link: Query<&mut MessageReceiver<ProxyDormancy>, With<Client>>,
-    mut proxies: Query<(&mut ProxySmoothing, Option<&ProxyDormant>), Without<AutonomousProxy>>,
+    mut proxies: Query<
+        (Option<&mut ProxySmoothing>, Option<&mut ProxyDormant>),
+        Without<AutonomousProxy>,
+    >,
 ) {
     let Ok(mut receiver) = link.single_mut() else {
         return;
     };
     for notice in receiver.receive() {
         for entity in notice.entities {
-            let Ok((mut smoothing, dormant)) = proxies.get_mut(entity) else {
+            let Ok((smoothing, dormant)) = proxies.get_mut(entity) else {
                 stats.unknown_entity += 1;
                 continue;
             };
             let newer = smoothing
-                .buffer
-                .newest()
+                .as_ref()
+                .and_then(|s| s.buffer.newest())
                 .is_some_and(|s| s.tick > notice.tick)
-                || dormant.is_some_and(|d| d.since_tick >= notice.tick);
+                || dormant
+                    .as_ref()
+                    .is_some_and(|d| d.since_tick >= notice.tick);
             if newer {
                 continue;
             }
-            smoothing.go_dormant(
-                &mut commands.entity(entity),
-                ProxyDormant {
-                    since_tick: notice.tick,
-                    wakes_at: None,
-                },
-                &mut stats,
-            );
+            let notice = ProxyDormant {
+                since_tick: notice.tick,
+                wakes_at: None,
+            };
+            match (smoothing, dormant) {
+                (Some(mut smoothing), _) => {
+                    smoothing.go_dormant(&mut commands.entity(entity), notice, &mut stats);
+                }
+                // Dormant before its first states were taken in: a later notice only moves
+                // the tick its states are from before.
+                (None, Some(mut dormant)) => *dormant = notice,
+                (None, None) => {
+                    stats.dormant += 1;
+                    commands.entity(entity).insert(notice);
+                }
+            }
         }
     }
 }
@@ -317,6 +336,15 @@ pub(crate) fn receive_states(
                     smoothing.take_state(state, arrived, clock.send_interval, &mut lateness)
                 }
                 None => {
+                    // Went dormant before its first states were taken in: those from before
+                    // are not drawn from, and the first after wakes it.
+                    if let Some(mut dormant) = dormant {
+                        if update.tick <= dormant.since_tick {
+                            stats.dropped_while_dormant += 1;
+                            continue;
+                        }
+                        dormant.wakes_at.get_or_insert(time);
+                    }
                     let at = match fresh.iter().position(|(e, _)| *e == wire.entity) {
                         Some(i) => i,
                         None => {
