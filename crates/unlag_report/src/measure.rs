@@ -9,7 +9,7 @@ use bevy_replicon::shared::server_entity_map::ServerEntityMap;
 use unlag::combat::{LocalFire, ProjectileExploded, ShotConfirmed};
 use unlag::core::SampleKind;
 use unlag::movement::CorrectionApplied;
-use unlag::net::NetClock;
+use unlag::net::{NetClock, SentStates};
 use unlag::rewind::FrameHistory;
 use unlag::smoothing::RenderedPose;
 use unlag_testbed::Testbed;
@@ -78,6 +78,9 @@ pub(crate) struct ProxySamples {
     /// Per frame: how much more the error grew than the character itself moved (a pop the
     /// player sees beyond the motion), metres; frames across a teleport left out.
     pub(crate) pops: Vec<f64>,
+    /// The same against the server track's motion alone, not the pace the client's states
+    /// showed (see [`ProxySamples::sample`]), metres.
+    pub(crate) track_pops: Vec<f64>,
 }
 
 impl ProxySamples {
@@ -97,10 +100,10 @@ impl ProxySamples {
         let mut drawn = Vec::new();
         for (entity, pose) in poses.iter(client) {
             drawn.push(entity);
-            let Some(history) = map
+            let Some((server_entity, history)) = map
                 .to_server()
                 .get(&entity)
-                .and_then(|e| server.get::<FrameHistory>(*e))
+                .and_then(|e| Some((e, server.get::<FrameHistory>(*e)?)))
             else {
                 continue;
             };
@@ -136,10 +139,31 @@ impl ProxySamples {
                     .map_or(0.0, |(before, after)| {
                         after.distance(before) / SPEED_WINDOW as f32
                     });
-                let motion = moved.max(mean_speed * (pose.view_time - last_view).abs() as f32);
+                let track = moved.max(mean_speed * (pose.view_time - last_view).abs() as f32);
+                // Nor does one drawn along the curve its states make, at that curve's pace:
+                // the track may stand for half a second and then run (a player whose moves a
+                // burst of loss held up, a 1-Hz proxy between its states), which no client
+                // can know. The curve is this frame's (the two states it was drawn between,
+                // or the one it ran on from), taken at this frame's view time and the last's:
+                // a snap onto a new curve, or of the ease, still moves it further than that.
+                let shown = server.get::<SentStates>(*server_entity).and_then(|sent| {
+                    let (a, b) = (sent.get(pose.from)?, sent.get(pose.to)?);
+                    let alpha = |time: f64| {
+                        if pose.from == pose.to {
+                            // Run on for as long as this frame did, and no longer.
+                            ((time - a.time) as f32).clamp(0.0, pose.alpha.max(0.0))
+                        } else {
+                            ((time - a.time) / (b.time - a.time)).clamp(0.0, 1.0) as f32
+                        }
+                    };
+                    let on_curve = |time: f64| unlag::core::replay(pose.mode, a, b, alpha(time)).0;
+                    Some(on_curve(pose.view_time).distance(on_curve(last_view)))
+                });
+                let motion = track.max(shown.unwrap_or(0.0));
                 if moved < TELEPORT_DISTANCE {
-                    let pop = f64::from(error.length() - last.length() - motion).max(0.0);
-                    self.pops.push(pop);
+                    let growth = error.length() - last.length();
+                    self.pops.push(f64::from(growth - motion).max(0.0));
+                    self.track_pops.push(f64::from(growth - track).max(0.0));
                 }
             }
             self.frames += 1;

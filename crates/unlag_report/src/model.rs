@@ -152,8 +152,12 @@ pub struct Report {
     /// Largest change of a proxy's error from one frame to the next, metres.
     pub proxy_max_jump_m: f64,
     /// Largest growth of a proxy's error from one frame to the next beyond the character's
-    /// own motion in that frame (a pop), teleports left out, metres.
+    /// own motion in that frame (a pop), teleports left out, metres: its motion on the server's
+    /// track, or the pace the client's states showed it at, whichever is more (a proxy drawn
+    /// smoothly between two states does not pop where the track stood and then ran).
     pub proxy_max_pop_m: f64,
+    /// The same against the server track's motion alone, metres.
+    pub proxy_max_track_pop_m: f64,
     /// Interpolation delay in effect on the clients, per frame, milliseconds.
     pub interpolation_delay_ms: Stat,
     /// Share of proxy frames held or extrapolated, 0–1.

@@ -157,6 +157,7 @@ fn add_proxies(report: &mut Report, proxies: &ProxySamples) {
     report.proxy_error_m = Stat::of(&proxies.errors, 1.0);
     report.proxy_max_jump_m = proxies.jumps.iter().copied().fold(0.0, f64::max);
     report.proxy_max_pop_m = proxies.pops.iter().copied().fold(0.0, f64::max);
+    report.proxy_max_track_pop_m = proxies.track_pops.iter().copied().fold(0.0, f64::max);
     report.interpolation_delay_ms = Stat::of(&proxies.delays, 1000.0);
     report.starved_share = proxies.starved as f64 / proxies.frames.max(1) as f64;
 }

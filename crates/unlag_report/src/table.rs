@@ -87,11 +87,13 @@ impl Report {
             ),
         );
         row(
-            "largest per-frame jump of the error (its growth beyond the character's own motion)",
+            "largest per-frame jump of the error (its growth beyond the character's own motion; \
+             beyond its motion on the server's track alone)",
             format!(
-                "{:.1} mm ({:.1} mm)",
+                "{:.1} mm ({:.1} mm; {:.1} mm)",
                 self.proxy_max_jump_m * 1e3,
-                self.proxy_max_pop_m * 1e3
+                self.proxy_max_pop_m * 1e3,
+                self.proxy_max_track_pop_m * 1e3
             ),
         );
         row(
