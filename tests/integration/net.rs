@@ -619,22 +619,27 @@ fn overtaken_view_reports_widen_the_range_to_the_links_slow_trips() {
         let lag = 0.2 + 0.02 * (f64::from(k % 5) / 2.0 - 1.0);
         assert!(remote.record_view_lag(now, now - lag - 0.1));
     }
+    // The most lies beyond the largest by what 60 reports leave unseen of their span.
+    let unseen = |span: f64, n: f64| unlag::net::UNSEEN_TAIL_STEPS * span / (n - 1.0);
     let (_, most_in_order) = remote.view_lag_range(now, 1.0 / 60.0).unwrap();
-    assert!((most_in_order - 0.22).abs() < 1e-9, "{most_in_order}");
+    let expected = 0.22 + unseen(0.04, 60.0);
+    assert!((most_in_order - expected).abs() < 1e-9, "{most_in_order}");
     // Overtaken reports that took 0.25 s, with their own delay (0.12 s).
     for k in 0..5 {
         let at = now + 0.001 * f64::from(k + 1);
         assert!(remote.record_overtaken_view_lag(at, at - 0.25 - 0.12, 0.12));
     }
     let (least, most) = remote.view_lag_range(now + 0.01, 1.0 / 60.0).unwrap();
-    assert!((most - 0.25).abs() < 1e-9, "most {most}");
+    let expected = 0.25 + unseen(0.07, 65.0);
+    assert!((most - expected).abs() < 1e-9, "most {most}");
     assert!((least - 0.18).abs() < 1e-9, "least {least}");
     // A delay beyond the compensated cap is the client's to draw with: the lag is taken with
     // it (0.25 s, a trip of the link); only its shots' judged time moves
     // (`unlag::net::delay_shortfall`).
     assert!(remote.record_overtaken_view_lag(now + 0.02, now + 0.02 - 0.25 - 0.5, 0.5));
     let (_, most) = remote.view_lag_range(now + 0.025, 1.0 / 60.0).unwrap();
-    assert!((most - 0.25).abs() < 1e-9, "most {most}");
+    let expected = 0.25 + unseen(0.07, 66.0);
+    assert!((most - expected).abs() < 1e-9, "most {most}");
     // A report that lagged 0.55 s lifts the most no further than the median-based cap;
     // garbage is refused.
     assert!(remote.record_overtaken_view_lag(now + 0.025, now + 0.025 - 0.55 - 0.1, 0.1));
@@ -672,7 +677,9 @@ fn the_move_streams_spread_reaches_where_the_reports_fell_short() {
         assert!(remote.record_view_lag(now, now - lag));
     }
     let (_, most_reports) = remote.view_lag_range(now, frame).unwrap();
-    assert!((most_reports - 0.55).abs() < 1e-9, "{most_reports}");
+    // Beyond the largest by what 30 reports leave unseen of their span.
+    let expected = 0.55 + unlag::net::UNSEEN_TAIL_STEPS * 0.15 / 29.0;
+    assert!((most_reports - expected).abs() < 1e-9, "{most_reports}");
     let median = 0.4 + 0.15 * 5.0 / 9.0;
     remote.uplink_spread = 0.12;
     let (least, most) = remote.view_lag_range(now, frame).unwrap();
@@ -717,7 +724,14 @@ fn a_burst_of_lost_view_reports_keeps_the_links_range_for_a_while_only() {
     let after = remote
         .view_lag_range(now, frame)
         .expect("the newest reports stand for the link");
-    assert_eq!(after, before);
+    // The same reports' least; their most beyond the largest by what the 8 newest leave
+    // unseen (more than the window's 20 did: fewer reports, less seen).
+    assert_eq!(after.0, before.0);
+    let eight = 0.11 + unlag::net::UNSEEN_TAIL_STEPS * 0.02 / 7.0;
+    assert!(
+        before.1 < after.1 && (after.1 - eight).abs() < 1e-9,
+        "{after:?}"
+    );
     assert_eq!(remote.client_frame, frame_before);
     // A copy stamped 50 ms older than its view is outside it as before.
     assert!(after.1 < 0.11 + 0.05);

@@ -881,3 +881,45 @@ fn history_frames_stay_bounded_whatever_the_record_time() {
     assert_eq!(frames(f64::NAN), 2);
     assert_eq!(frames(-1.0), 2);
 }
+
+/// `HitShape::inflated` moves every face: a ray just outside a capsule or a box reaches the
+/// grown shape and not the shape, one just inside reaches the shape and not the shrunk one,
+/// and no size goes below zero.
+#[test]
+fn an_inflated_hit_shape_moves_its_faces_by_the_margin() {
+    use unlag::rewind::{HitShape, hit_box_ray};
+    let m = 1e-4;
+    let capsule = HitShape::Capsule {
+        half_height: 0.16,
+        radius: 0.06,
+    };
+    let cuboid = HitShape::Cuboid {
+        half_extents: Vec3::new(0.2, 0.3, 0.06),
+    };
+    for shape in [capsule, cuboid] {
+        // Along X, passing the shape's surface on +Z by `offset`.
+        let reach = |shape: &HitShape, offset: f32| {
+            let origin = Vec3::new(-5.0, 0.0, 0.06 + offset);
+            hit_box_ray(
+                shape,
+                Vec3::ZERO,
+                Quat::IDENTITY,
+                origin,
+                Vec3::X,
+                10.0,
+                0.0,
+            )
+            .is_some()
+        };
+        assert!(!reach(&shape, m / 2.0) && reach(&shape.inflated(m), m / 2.0));
+        assert!(reach(&shape, -m / 2.0) && !reach(&shape.inflated(-m), -m / 2.0));
+        assert!(reach(&shape.inflated(-m), -2.0 * m));
+    }
+    assert_eq!(
+        capsule.inflated(-1.0),
+        HitShape::Capsule {
+            half_height: 0.16,
+            radius: 0.0
+        }
+    );
+}

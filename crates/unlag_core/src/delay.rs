@@ -55,10 +55,9 @@ pub fn next_on_grid(tick: u32, interval: f64) -> u32 {
     (k * interval - 1e-6).ceil().min(f64::from(u32::MAX)) as u32
 }
 
-/// Most states in a row [`DelayPolicy::lost_in_a_row`] expects to be lost from the loss rate
-/// alone (a link losing a third of its packets): longer outages are measured, not modelled
-/// ([`DelayPolicy::target_covering`]).
-pub const MAX_BRIDGED_STATES: u32 = 3;
+/// Most states in a row [`DelayPolicy::lost_in_a_row`] expects to be lost (half a second of
+/// 20-Hz states): longer outages are measured, not modelled ([`DelayPolicy::target_covering`]).
+pub const MAX_BRIDGED_STATES: u32 = 10;
 
 /// How the target interpolation delay is chosen and how fast the delay in effect may follow it.
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -171,37 +170,46 @@ impl DelayPolicy {
         }
     }
 
-    /// How many states in a row a link losing `loss` (0–1) of its packets independently
-    /// loses often enough to starve more than [`DelayPolicy::starved_share`] of the frames: the
-    /// least `k` from 1 to [`MAX_BRIDGED_STATES`] with `loss^(k + 1)` within the share (with
-    /// `k` states bridged, a proxy starves only when `k + 1` go missing together).
+    /// How many states in a row a link losing `loss` (0–1) of its packets loses often enough
+    /// to starve more than [`DelayPolicy::starved_share`] of the frames, when a lost state is
+    /// followed by another with probability `continuation` (0–1; [`StateLoss::continuation`],
+    /// `None` before it is known, and never taken below `loss`: independent loss): the least
+    /// `k` from 1 to [`MAX_BRIDGED_STATES`] with `loss × continuation^k` within the share. With
+    /// `k` states bridged a proxy starves through every run longer than `k`, and the runs'
+    /// lengths are geometric: the share of the time starved is the loss times the chance that a
+    /// run goes on past `k` (`loss^(k + 1)` when losses are independent).
     ///
-    /// One is enough up to about 7 % loss (the bridge every lossy link keeps); at 10 % two in
-    /// a row go 1 % of the time, and in a short match they starved 1.1–1.3 % of the frames
-    /// before the covering of the recent frames ([`StateStaleness`]) had met them: it learns
-    /// an outage only by starving through it. This is what to expect before that; bursts
-    /// longer than independent loss makes them are still the covering's.
-    pub fn lost_in_a_row(&self, loss: f64) -> u32 {
+    /// Independent loss: one is enough up to about 7 % loss (the bridge every lossy link
+    /// keeps); at 10 % two in a row go 1 % of the time, and in a short match they starved
+    /// 1.1–1.3 % of the frames before the covering of the recent frames ([`StateStaleness`])
+    /// had met them: it learns an outage only by starving through it. Loss in bursts: at 10 %
+    /// in runs of three states, eight. This is what to expect before the covering has met as
+    /// long a run; it keeps what it measures beyond.
+    pub fn lost_in_a_row(&self, loss: f64, continuation: Option<f64>) -> u32 {
         let loss = finite_non_negative(loss).min(1.0);
+        let continuation = continuation
+            .map(finite_non_negative)
+            .map_or(loss, |c| c.min(1.0).max(loss));
         let share = finite_non_negative(self.starved_share);
         (1..MAX_BRIDGED_STATES)
-            .find(|&k| loss.powi(k as i32 + 1) <= share)
+            .find(|&k| loss * continuation.powi(k as i32) <= share)
             .unwrap_or(MAX_BRIDGED_STATES)
     }
 
     /// How much staler than its interval a proxy sent every `send_interval` seconds, arriving
     /// up to `margin` seconds late, finds its newest state when a link losing `loss` (0–1)
-    /// takes [`DelayPolicy::lost_in_a_row`] states together, seconds: a covering for
-    /// [`DelayPolicy::target_covering`] before one has been measured. `None` where the bridge
-    /// ([`DelayPolicy::target_with_margin`]) already covers it: one lost state, or a proxy
-    /// whose states are repeated ([`repeat_after`]).
+    /// takes [`DelayPolicy::lost_in_a_row`] states together (`continuation` as there),
+    /// seconds: a covering for [`DelayPolicy::target_covering`] before one has been measured.
+    /// `None` where the bridge ([`DelayPolicy::target_with_margin`]) already covers it: one
+    /// lost state, or a proxy whose states are repeated ([`repeat_after`]).
     pub fn covering_lost_in_a_row(
         &self,
         send_interval: f64,
         margin: f64,
         loss: f64,
+        continuation: Option<f64>,
     ) -> Option<f64> {
-        let in_a_row = self.lost_in_a_row(loss);
+        let in_a_row = self.lost_in_a_row(loss, continuation);
         (in_a_row > 1 && repeat_after(send_interval).is_none()).then(|| {
             f64::from(in_a_row) * finite_non_negative(send_interval) + finite_non_negative(margin)
         })
@@ -384,6 +392,10 @@ impl StateStaleness {
 /// [`StateLoss::share`] has no answer.
 const MIN_STATE_LOSS_WEIGHT: f64 = 32.0;
 
+/// Fewer runs of lost states than this (with their decayed weight) and
+/// [`StateLoss::continuation`] has no answer: one burst says little about the next.
+pub const MIN_RUNS: f64 = 2.0;
+
 /// Most states one gap between two received states counts as lost: a longer pause (a proxy
 /// the server stopped sending, a link that was down) says nothing more about the loss to come.
 pub const MAX_COUNTED_GAP: u32 = 32;
@@ -397,9 +409,14 @@ pub const MAX_COUNTED_GAP: u32 = 32;
 /// the states it is there for are being lost. Each proxy's states are another, denser sample
 /// of the same link, and the very packets whose loss starves a frame. Like [`StateStaleness`],
 /// it remembers long enough that a quiet spell between two losses does not drop the bridge.
+///
+/// It also counts the runs the lost states came in (one per gap that held any), for how
+/// likely a lost state is to be followed by another ([`StateLoss::continuation`]): loss that
+/// comes in bursts takes many states in a row far more often than its share alone says.
 #[derive(Clone, Debug, Default)]
 pub struct StateLoss {
     lost: f64,
+    runs: f64,
     total: f64,
     decayed_at: Option<f64>,
 }
@@ -420,14 +437,25 @@ impl StateLoss {
             0.0
         };
         self.lost += lost;
+        self.runs += if lost > 0.0 { 1.0 } else { 0.0 };
         self.total += lost + 1.0;
     }
 
     fn decay(&mut self, now: f64) {
         if let Some(factor) = decay_due(&mut self.decayed_at, now) {
             self.lost *= factor;
+            self.runs *= factor;
             self.total *= factor;
         }
+    }
+
+    /// How likely (0–1) a lost state is to be followed by another lost one: the lost states
+    /// less the runs they came in, over the lost states. About the loss share itself on a link
+    /// that loses independently; near `1 − 1/n` where losses come in runs of `n`. `None` until
+    /// [`MIN_RUNS`] runs were seen.
+    pub fn continuation(&self) -> Option<f64> {
+        (self.runs >= MIN_RUNS && self.lost > 0.0)
+            .then(|| ((self.lost - self.runs) / self.lost).clamp(0.0, 1.0))
     }
 
     /// Share (0–1) of the recent states lost; 0 until enough states came to tell.
@@ -621,26 +649,66 @@ mod tests {
         let p = DelayPolicy::default();
         // Two in a row stay within the 0.5 % share up to ~7 % loss; at 10 % they go 1 % of
         // the time, three in a row 0.1 %.
-        assert_eq!(p.lost_in_a_row(0.0), 1);
-        assert_eq!(p.lost_in_a_row(0.05), 1);
-        assert_eq!(p.lost_in_a_row(0.07), 1);
-        assert_eq!(p.lost_in_a_row(0.10), 2);
-        assert_eq!(p.lost_in_a_row(0.16), 2);
-        assert_eq!(p.lost_in_a_row(0.20), 3);
-        assert_eq!(p.lost_in_a_row(0.9), MAX_BRIDGED_STATES);
-        assert_eq!(p.lost_in_a_row(f64::NAN), 1);
+        assert_eq!(p.lost_in_a_row(0.0, None), 1);
+        assert_eq!(p.lost_in_a_row(0.05, None), 1);
+        assert_eq!(p.lost_in_a_row(0.07, None), 1);
+        assert_eq!(p.lost_in_a_row(0.10, None), 2);
+        assert_eq!(p.lost_in_a_row(0.16, None), 2);
+        assert_eq!(p.lost_in_a_row(0.20, None), 3);
+        assert_eq!(p.lost_in_a_row(0.9, None), MAX_BRIDGED_STATES);
+        assert_eq!(p.lost_in_a_row(f64::NAN, None), 1);
+        // Measured independence is the same; a continuation below the loss is taken at it.
+        assert_eq!(p.lost_in_a_row(0.10, Some(0.10)), 2);
+        assert_eq!(p.lost_in_a_row(0.10, Some(0.0)), 2);
+        // In runs of three states (a lost one followed by another two times in three), 10 %
+        // loss starves 0.5 % of the time only past eight in a row: 0.1 × (2/3)^8 = 0.0039.
+        assert_eq!(p.lost_in_a_row(0.10, Some(2.0 / 3.0)), 8);
+        // Runs that never end are bridged as far as the model goes; garbage is no run.
+        assert_eq!(p.lost_in_a_row(0.10, Some(1.0)), MAX_BRIDGED_STATES);
+        assert_eq!(p.lost_in_a_row(0.10, Some(f64::NAN)), 2);
         // A policy that lets more frames starve expects fewer.
         let lax = DelayPolicy {
             starved_share: 0.02,
             ..p
         };
-        assert_eq!(lax.lost_in_a_row(0.10), 1);
+        assert_eq!(lax.lost_in_a_row(0.10, None), 1);
         // What the delay covers for it: two 50-ms states and the margin at 10 %; nothing
         // beyond the bridge for one, nor for a repeated (10-Hz) proxy.
-        let two = p.covering_lost_in_a_row(0.05, 0.01, 0.10).unwrap();
+        let two = p.covering_lost_in_a_row(0.05, 0.01, 0.10, None).unwrap();
         assert!((two - 0.11).abs() < 1e-12, "{two}");
-        assert_eq!(p.covering_lost_in_a_row(0.05, 0.01, 0.05), None);
-        assert_eq!(p.covering_lost_in_a_row(0.1, 0.01, 0.20), None);
+        assert_eq!(p.covering_lost_in_a_row(0.05, 0.01, 0.05, None), None);
+        assert_eq!(p.covering_lost_in_a_row(0.1, 0.01, 0.20, None), None);
+        let eight = p
+            .covering_lost_in_a_row(0.05, 0.01, 0.10, Some(2.0 / 3.0))
+            .unwrap();
+        assert!((eight - 0.41).abs() < 1e-12, "{eight}");
+    }
+
+    #[test]
+    fn lost_states_that_come_in_runs_are_told_from_independent_ones() {
+        let mut independent = StateLoss::default();
+        let mut bursty = StateLoss::default();
+        assert_eq!(independent.continuation(), None);
+        let interval = 0.05;
+        let mut now = 0.0;
+        for i in 0..400 {
+            now += interval;
+            // One state in ten lost alone, against three in a row out of every thirty.
+            let gap = if i % 10 == 9 { 2.0 } else { 1.0 };
+            independent.observe(now, gap * interval, interval);
+            let gap = if i % 27 == 26 { 4.0 } else { 1.0 };
+            bursty.observe(now, gap * interval, interval);
+        }
+        assert_eq!(independent.continuation(), Some(0.0));
+        let c = bursty.continuation().unwrap();
+        assert!((c - 2.0 / 3.0).abs() < 1e-9, "{c}");
+        // About the same share lost either way.
+        assert!((independent.share() - bursty.share()).abs() < 0.01);
+        // A single run says nothing yet.
+        let mut once = StateLoss::default();
+        once.observe(0.0, 0.05, 0.05);
+        once.observe(0.05, 0.5, 0.05);
+        assert_eq!(once.continuation(), None);
     }
 
     #[test]

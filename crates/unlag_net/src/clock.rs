@@ -394,6 +394,11 @@ pub const VIEW_LAG_CENTER_SLACK: f64 = 0.025;
 /// Multiple of the measured jitter above the median lag that the most a shot may lag can reach.
 pub const VIEW_LAG_JITTER_FACTOR: f64 = 3.0;
 
+/// How many times the reports' span over their number less one the most a shot may lag lies
+/// beyond the largest report ([`RemoteClientClock::view_lag_range`]): what a window's few
+/// dozen reports leave unseen of the link's spread.
+pub const UNSEEN_TAIL_STEPS: f64 = 3.0;
+
 /// Fixed slack above the median lag, with [`VIEW_LAG_JITTER_FACTOR`], seconds.
 pub const VIEW_LAG_SLACK: f64 = 0.015;
 
@@ -420,7 +425,9 @@ impl RemoteClientClock {
     /// more than [`VIEW_LAG_CENTER_SLACK`], `frame` and half
     /// the move stream's [`RemoteClientClock::uplink_spread`] (else `None`: a client stamping
     /// every report older gains at most that, and a spread is not faked without delaying
-    /// every move), and the most is capped at the median plus [`VIEW_LAG_JITTER_FACTOR`] × the
+    /// every move). The most is the largest report's lag and what so few reports leave
+    /// unseen of the link's spread beyond it ([`UNSEEN_TAIL_STEPS`] × their span over their
+    /// number less one), capped at the median plus [`VIEW_LAG_JITTER_FACTOR`] × the
     /// jitter (or the move stream's [`RemoteClientClock::uplink_spread`], if larger),
     /// [`VIEW_LAG_SLACK`] and `frame` (a few late stamps cannot widen it). The most is at least
     /// the median plus the move stream's spread: a window's reports sample the up-link a few
@@ -487,10 +494,20 @@ impl RemoteClientClock {
         }
         let spread = (VIEW_LAG_JITTER_FACTOR * self.jitter).max(uplink);
         let cap = median.max(median_all) + spread + VIEW_LAG_SLACK + frame;
+        // The largest of n reports falls short of the most the link itself does by about
+        // their span over n − 1 (the unbiased estimate of an even spread's top adds that once),
+        // and a shot's copy is one more draw: with `UNSEEN_TAIL_STEPS` of them it lands above
+        // about once in e³·n copies (at ±62 ms of jitter a copy came 10 ms past the 33 reports
+        // of its window, and was refused). Within the cap: the reports cannot widen it.
+        let unseen = UNSEEN_TAIL_STEPS * (most - least) / (all.len() - 1).max(1) as f64;
         // The reports sample the up-link a few dozen times a window; the move stream samples
         // it a hundred times: its spread above the median is the link's, wherever the
         // reports' largest happened to fall short of it.
-        Some((least, most.max(median_all + uplink).min(cap), median_all))
+        Some((
+            least,
+            (most + unseen).max(median_all + uplink).min(cap),
+            median_all,
+        ))
     }
 
     /// Takes lightyear's RTT estimate at server time `now`, seconds, keeping it for the

@@ -29,9 +29,9 @@ pub use clock::{
     BEAT_INTERVAL, DelayReport, MAX_CLIENT_FRAME, MAX_FRAME_SLACK, MAX_PROVEN_CLIENT_FRAME,
     MAX_REPORT_RATE, MAX_REPORTED_DELAY, MIN_REPORT_GAP, MIN_VIEW_LAG_SAMPLES, NetBeat, NetClock,
     PLAUSIBLE_DELAY_DECAY, PLAUSIBLE_DELAY_SLACK, REPORT_BURST, REPORT_INTERVAL, RemoteClientClock,
-    RemoteClockAt, ReportContext, ReportRefusal, ReportState, VIEW_LAG_CENTER_SLACK,
-    VIEW_LAG_JITTER_FACTOR, VIEW_LAG_MEMORY, VIEW_LAG_SLACK, VIEW_LAG_WINDOW, delay_shortfall,
-    plausible_delay, server_time_now, server_time_of_world,
+    RemoteClockAt, ReportContext, ReportRefusal, ReportState, UNSEEN_TAIL_STEPS,
+    VIEW_LAG_CENTER_SLACK, VIEW_LAG_JITTER_FACTOR, VIEW_LAG_MEMORY, VIEW_LAG_SLACK,
+    VIEW_LAG_WINDOW, delay_shortfall, plausible_delay, server_time_now, server_time_of_world,
 };
 pub use conditions::NetConditions;
 pub use guard::{

@@ -74,6 +74,25 @@ impl HitShape {
         }
     }
 
+    /// The shape with every face moved `by` metres outwards (inwards when negative): a
+    /// capsule's radius, a box's half extents plus `by`, never below zero. A grown box keeps
+    /// square corners, so it holds everything within `by` of the box (and a little more).
+    pub fn inflated(&self, by: f32) -> HitShape {
+        let size = |v: f32| (v + by).max(0.0);
+        match *self {
+            HitShape::Cuboid { half_extents } => HitShape::Cuboid {
+                half_extents: half_extents.to_array().map(size).into(),
+            },
+            HitShape::Capsule {
+                half_height,
+                radius,
+            } => HitShape::Capsule {
+                half_height,
+                radius: size(radius),
+            },
+        }
+    }
+
     /// Radius of a sphere around the shape's centre that contains it, metres (0 for a shape
     /// that is not [solid](Self::is_solid)).
     pub fn bounding_radius(&self) -> f32 {

@@ -163,6 +163,12 @@ impl ArrivalLateness {
         self.state_loss.share()
     }
 
+    /// How likely (0–1) a lost proxy state was to be followed by another lost one, recently
+    /// ([`StateLoss::continuation`]); `None` until a few runs of them were seen.
+    pub fn loss_continuation(&self) -> Option<f64> {
+        self.state_loss.continuation()
+    }
+
     /// The 99th percentile of lateness, seconds, once enough states arrived.
     pub fn p99(&mut self) -> Option<f64> {
         if self.samples.len() < Self::MIN_SAMPLES {
@@ -449,6 +455,8 @@ struct DelayInputs {
     /// Loss as the beats measure it, or as the proxies' own states do, whichever is more
     /// (0–1): the states are the denser sample, and the packets whose loss the bridge is for.
     loss: f64,
+    /// How likely a lost state was to be followed by another ([`StateLoss::continuation`]).
+    continuation: Option<f64>,
     /// The client's time, seconds.
     now: f64,
 }
@@ -485,6 +493,7 @@ pub(crate) fn place_proxies(
         late,
         covering,
         loss,
+        continuation: lateness.loss_continuation(),
         now,
     };
     let (dt, dt64) = (time.delta_secs(), time.delta_secs_f64());
@@ -575,12 +584,13 @@ fn delay_target(
     } else {
         inputs.covering
     };
-    // The states a lossy link takes in a row, expected from its loss before the covering has
-    // starved through such an outage (proxies whose states are repeated bridge a loss with
-    // the repeat): the newest state is then that many intervals staler than its own. The
-    // beats' loss, not the states': a proxy falling to a reduced rate shows gaps the states'
-    // count takes for losses until its buffer knows the new interval.
-    let expected = policy.covering_lost_in_a_row(interval, margin, clock.loss);
+    // The states a lossy link takes in a row, expected from its loss and how its losses run
+    // before the covering has starved through such an outage (proxies whose states are
+    // repeated bridge a loss with the repeat): the newest state is then that many intervals
+    // staler than its own. The beats' loss, not the states': a proxy falling to a reduced
+    // rate shows gaps the states' count takes for losses until its buffer knows the new
+    // interval (how the states' losses run only weighs the loss the beats saw).
+    let expected = policy.covering_lost_in_a_row(interval, margin, clock.loss, inputs.continuation);
     let covering = covering.into_iter().chain(expected).reduce(f64::max);
     policy.target_covering(interval, margin, inputs.loss, covering)
 }
