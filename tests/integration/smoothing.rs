@@ -407,6 +407,7 @@ fn forged_states_are_refused_and_counted() {
                 states,
                 repeat: false,
                 woken: Vec::new(),
+                asleep: Vec::new(),
             });
     };
     // Not a rotation; a tick an hour ahead; a tick long gone; an entity the client never saw.

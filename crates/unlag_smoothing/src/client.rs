@@ -229,46 +229,65 @@ pub(crate) fn receive_dormancy(
     mut commands: Commands,
     mut stats: ResMut<SmoothingStats>,
     mut link: Query<&mut MessageReceiver<ProxyDormancy>, With<Client>>,
-    mut proxies: Query<
-        (Option<&mut ProxySmoothing>, Option<&mut ProxyDormant>),
-        Without<AutonomousProxy>,
-    >,
+    mut proxies: Proxies,
 ) {
     let Ok(mut receiver) = link.single_mut() else {
         return;
     };
     for notice in receiver.receive() {
         for entity in notice.entities {
-            let Ok((smoothing, dormant)) = proxies.get_mut(entity) else {
-                stats.unknown_entity += 1;
-                continue;
-            };
-            let newer = smoothing
-                .as_ref()
-                .and_then(|s| s.buffer.newest())
-                .is_some_and(|s| s.tick > notice.tick)
-                || dormant
-                    .as_ref()
-                    .is_some_and(|d| d.since_tick >= notice.tick);
-            if newer {
-                continue;
-            }
-            let notice = ProxyDormant {
-                since_tick: notice.tick,
-                wakes_at: None,
-            };
-            match (smoothing, dormant) {
-                (Some(mut smoothing), _) => {
-                    smoothing.go_dormant(&mut commands.entity(entity), notice, &mut stats);
-                }
-                // Dormant before its first states were taken in: a later notice only moves
-                // the tick its states are from before.
-                (None, Some(mut dormant)) => *dormant = notice,
-                (None, None) => {
-                    stats.dormant += 1;
-                    commands.entity(entity).insert(notice);
-                }
-            }
+            note_dormant(entity, notice.tick, &mut proxies, &mut commands, &mut stats);
+        }
+    }
+}
+
+/// The proxies a client's smoothing takes states and notices for.
+type Proxies<'w, 's> = Query<
+    'w,
+    's,
+    (
+        Option<&'static mut ProxySmoothing>,
+        Option<&'static mut ProxyDormant>,
+    ),
+    Without<AutonomousProxy>,
+>;
+
+/// Makes `entity` dormant since server tick `since` (a [`ProxyDormancy`] notice, or its
+/// repeat in [`ProxyUpdates::asleep`]), unless a state newer than that came already or it is
+/// dormant since then or later; counted in `stats`.
+fn note_dormant(
+    entity: Entity,
+    since: u32,
+    proxies: &mut Proxies,
+    commands: &mut Commands,
+    stats: &mut SmoothingStats,
+) {
+    let Ok((smoothing, dormant)) = proxies.get_mut(entity) else {
+        stats.unknown_entity += 1;
+        return;
+    };
+    let newer = smoothing
+        .as_ref()
+        .and_then(|s| s.buffer.newest())
+        .is_some_and(|s| s.tick > since)
+        || dormant.as_ref().is_some_and(|d| d.since_tick >= since);
+    if newer {
+        return;
+    }
+    let notice = ProxyDormant {
+        since_tick: since,
+        wakes_at: None,
+    };
+    match (smoothing, dormant) {
+        (Some(mut smoothing), _) => {
+            smoothing.go_dormant(&mut commands.entity(entity), notice, stats);
+        }
+        // Dormant before its first states were taken in: a later notice only moves the tick
+        // its states are from before.
+        (None, Some(mut dormant)) => *dormant = notice,
+        (None, None) => {
+            stats.dormant += 1;
+            commands.entity(entity).insert(notice);
         }
     }
 }
@@ -283,10 +302,7 @@ pub(crate) fn receive_states(
     mut stats: ResMut<SmoothingStats>,
     mut lateness: ResMut<ArrivalLateness>,
     mut link: Query<&mut MessageReceiver<ProxyUpdates>, With<Client>>,
-    mut proxies: Query<
-        (Option<&mut ProxySmoothing>, Option<&mut ProxyDormant>),
-        Without<AutonomousProxy>,
-    >,
+    mut proxies: Proxies,
     mut fresh: Local<Vec<(Entity, ProxySmoothing)>>,
 ) {
     let Ok(mut receiver) = link.single_mut() else {
@@ -295,6 +311,10 @@ pub(crate) fn receive_states(
     let tick = clock.tick_duration;
     for update in receiver.receive() {
         let time = f64::from(update.tick) * tick;
+        // Proxies gone dormant lately, told again in case the reliable notice is late.
+        for &(entity, since) in &update.asleep {
+            note_dormant(entity, since, &mut proxies, &mut commands, &mut stats);
+        }
         // How late it came for the last frame drawn without it (the one before this): a
         // state read now is drawn now, so the wait to be read is not lateness, and the delay
         // need not cover it (a 10-fps client would otherwise keep 100 ms more than it needs).

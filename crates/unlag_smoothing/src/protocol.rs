@@ -87,8 +87,8 @@ impl WireProxyState {
 pub struct ProxyUpdates {
     /// The server tick the states were sampled at.
     pub tick: u32,
-    /// One quantised state per proxy due at `tick`; at least one, and never one of an entity
-    /// the receiving client controls.
+    /// One quantised state per proxy due at `tick` (none only when the message is there for
+    /// `asleep`), and never one of an entity the receiving client controls.
     pub states: Vec<WireProxyState>,
     /// Whether these states were sent before: slow proxies' states go twice
     /// ([`unlag_core::repeat_after`]), and a repeat's lateness is by design, not the link's.
@@ -97,6 +97,11 @@ pub struct ProxyUpdates {
     /// (flagged a teleport too): the client starts them afresh from it, hidden until its time,
     /// even if the (reliable) notice of their going dormant has not come yet. Usually empty.
     pub woken: Vec<Entity>,
+    /// The proxies the client stopped being sent lately, each with the tick it went dormant
+    /// at: what the reliable [`ProxyDormancy`] says, repeated in the next few messages, so the
+    /// client stops drawing a proxy whose states stopped as soon as they would have come
+    /// rather than a resend later. Usually empty.
+    pub asleep: Vec<(Entity, u32)>,
 }
 
 impl MapEntities for ProxyUpdates {
@@ -105,6 +110,9 @@ impl MapEntities for ProxyUpdates {
             s.entity = mapper.get_mapped(s.entity);
         }
         for e in &mut self.woken {
+            *e = mapper.get_mapped(*e);
+        }
+        for (e, _) in &mut self.asleep {
             *e = mapper.get_mapped(*e);
         }
     }

@@ -1,7 +1,7 @@
 //! The server side: sample proxies after each tick and send the due ones.
 
 use crate::SmoothingSettings;
-use crate::interest::InterestSchedule;
+use crate::interest::{ASLEEP_REPEATS, InterestSchedule};
 use crate::protocol::{ProxyDormancy, ProxyUpdates, TELEPORT_BIT, WireProxyState};
 use bevy::prelude::*;
 use lightyear::core::tick::TickDuration;
@@ -233,6 +233,7 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
                         states,
                         repeat: true,
                         woken: Vec::new(),
+                        asleep: Vec::new(),
                     },
                 );
             }
@@ -267,6 +268,8 @@ fn send_states(due: &[DueState], (now_tick, now): (u32, f64), links: &mut StateL
                 if relevance == Relevance::Dormant && pair.awake {
                     pair.awake = false;
                     asleep.push(wire.entity);
+                    schedule.asleep.retain(|(e, ..)| *e != wire.entity);
+                    schedule.asleep.push((wire.entity, now_tick, 0));
                 }
                 continue;
             }
@@ -274,13 +277,25 @@ fn send_states(due: &[DueState], (now_tick, now): (u32, f64), links: &mut StateL
             if !pair.awake && pair.sent_before {
                 wire.flags |= TELEPORT_BIT;
                 woken.push(wire.entity);
+                schedule.asleep.retain(|(e, ..)| *e != wire.entity);
             }
             pair.awake = true;
             pair.sent_before = true;
             pair.last_tick = Some(now_tick);
             states.push(wire);
         }
-        if !states.is_empty() {
+        // Those gone dormant lately ride along, a few messages each.
+        let mut told = Vec::new();
+        if let Some(schedule) = schedule.as_deref_mut() {
+            for (entity, since, times) in &mut schedule.asleep {
+                told.push((*entity, *since));
+                *times += 1;
+            }
+            schedule
+                .asleep
+                .retain(|(.., times)| *times < ASLEEP_REPEATS);
+        }
+        if !states.is_empty() || !told.is_empty() {
             traffic.send_counted::<UnreliableChannel, _>(
                 &mut sender,
                 ProxyUpdates {
@@ -288,6 +303,7 @@ fn send_states(due: &[DueState], (now_tick, now): (u32, f64), links: &mut StateL
                     states,
                     repeat: false,
                     woken,
+                    asleep: told,
                 },
             );
         }
