@@ -854,3 +854,33 @@ fn a_proxy_gone_out_of_sight_is_known_dormant_with_the_next_states() {
         report.interpolation_delay_ms
     );
 }
+
+/// A moment unrelated to the frames (a state arriving, a peek's start) falls in a long frame
+/// more often than a short one, so it waits `E[f²] / 2E[f]` for the next frame, not half a
+/// mean frame: the peek's printed parts counted half a mean frame per side, and with 3 % of
+/// frames hitching for 250 ms this seed's peeks came 84 ms over them. With the mean wait
+/// (45 ms a side there, 12 before) they come within a tick.
+#[test]
+fn a_hitching_clients_frames_wait_as_long_as_a_random_moment_waits() {
+    use core::time::Duration;
+    use unlag_testbed::ClientPace;
+    let steady = ClientPace::steady(60.0);
+    assert!((steady.mean_wait_secs() - 1.0 / 120.0).abs() < 1e-12);
+    // Frames varied evenly by ±90 %: E[f²] = f²(1 + 0.81/3).
+    let varied = ClientPace {
+        frame_jitter: 0.9,
+        ..steady
+    };
+    assert!((varied.mean_wait_secs() - 1.27 / 120.0).abs() < 1e-12);
+    let hitching = ClientPace {
+        hitch_share: 0.03,
+        hitch: Duration::from_millis(250),
+        ..steady
+    };
+    let mean = 0.97 / 60.0 + 0.03 * 0.25;
+    let square = 0.97 / 3600.0 + 0.03 * 0.0625;
+    assert!((hitching.mean_wait_secs() - square / (2.0 * mean)).abs() < 1e-12);
+    assert!(hitching.mean_wait_secs() > 0.045);
+    let (_, a) = honest_grid_cell("hitches 3 % × 250 ms", 2);
+    assert!(a.peek_excess_ms <= 1000.0 / 60.0, "{a:?}");
+}

@@ -62,8 +62,10 @@ pub struct PeekFigures {
     /// Part: the holder's interpolation delay (mean over the peeks), milliseconds.
     pub holder_delay_ms: f64,
     /// Part, with paced clients (`--client-fps`): the peeker's moves wait for its frame to be
-    /// sent and the holder's screen for its next frame, half a mean frame each on average, and
-    /// a listen server's states wait half a frame of its host for the send; milliseconds
+    /// sent and the holder's screen for its next frame, and a listen server's states wait for
+    /// a frame of its host to be sent, each the mean wait from a random moment to the next
+    /// frame ([`ClientPace::mean_wait_secs`](unlag_testbed::ClientPace::mean_wait_secs): half
+    /// a frame when frames are even, more when some are long, as hitches are); milliseconds
     /// (0 when the clients step with the server).
     pub frames_ms: f64,
     /// The parts added up, milliseconds.
@@ -269,8 +271,8 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         tick_wait_ms: 1000.0 / 60.0 / 2.0,
         holder_delay_ms: delays.iter().sum::<f64>() / delays.len().max(1) as f64 * 1000.0,
         frames_ms: options.client_pace().map_or(0.0, |pace| {
-            let frame = pace.frame_secs() * 1000.0;
-            frame + if options.listen { frame / 2.0 } else { 0.0 }
+            let wait = pace.mean_wait_secs() * 1000.0;
+            2.0 * wait + if options.listen { wait } else { 0.0 }
         }),
         parts_ms: 0.0,
     };

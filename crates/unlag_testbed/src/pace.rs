@@ -73,6 +73,31 @@ impl ClientPace {
     pub fn frame_secs(&self) -> f64 {
         1.0 / self.fps
     }
+
+    /// How long, on average, something that happens at a moment unrelated to the frames (a
+    /// state arriving, a script's wish) waits for the next frame, seconds: half the mean of the
+    /// frames' squares over their mean, `E[f²] / 2E[f]`, not half a mean frame. A random moment
+    /// falls in a long frame more often than a short one: with 3 % of 60-fps frames hitching
+    /// for 250 ms it waits 45 ms, where half a mean frame is 12.
+    pub fn mean_wait_secs(&self) -> f64 {
+        let frame = self.frame_secs();
+        let jitter = self.frame_jitter.clamp(0.0, 0.9);
+        let hitch = self.hitch.as_secs_f64().max(1e-4);
+        let share = if self.hitch_share > 0.0 {
+            self.hitch_share.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        // A frame varied uniformly by ±j: E[f²] = f²(1 + j²/3).
+        let mean = (1.0 - share) * frame + share * hitch;
+        let square =
+            (1.0 - share) * frame * frame * (1.0 + jitter * jitter / 3.0) + share * hitch * hitch;
+        if mean > 0.0 {
+            square / (2.0 * mean)
+        } else {
+            0.0
+        }
+    }
 }
 
 /// One client App's frame clock: when its last frame ran and when the next one is due.
