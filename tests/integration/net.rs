@@ -1028,6 +1028,7 @@ fn a_clients_malformed_packets_are_refused_before_lightyear_reads_them() {
             server_time: 1.0,
             update_rate_hz: 20.0,
             frame_us: 16_667,
+            long_frame_us: 16_667,
             rtt_us: 0,
             delay_cap_us: 0,
         },
@@ -1212,6 +1213,7 @@ fn delay_reports_beyond_the_rate_cap_are_dropped_and_counted() {
         server_time,
         real_time,
         frame,
+        long_frame: frame,
         interval: 0.05,
         slower: None,
     };
@@ -1303,6 +1305,7 @@ fn a_report_with_an_implausible_lag_changes_nothing() {
         server_time: 10.0,
         real_time: 10.0,
         frame: 1.0 / 60.0,
+        long_frame: 1.0 / 60.0,
         interval: 0.05,
         slower: None,
     };

@@ -855,6 +855,24 @@ fn a_proxy_gone_out_of_sight_is_known_dormant_with_the_next_states() {
     );
 }
 
+/// A listen host that hitches (2 % of its 10-fps frames take 250 ms) sends no state through a
+/// hitch, and every proxy of every client starves at once; each client learned that only by
+/// starving through it, one by one (this seed: 0.68 % of the frames starved). The server now
+/// measures its own frames and says in its beats how long a frame it must be covered for
+/// (`NetClock::server_long_frame`): after the first hitch every client covers the next ones.
+#[test]
+fn a_hitching_listen_hosts_long_frames_are_covered_before_they_starve_anyone() {
+    let (report, a) = honest_grid_cell("corner: fps=10+hitches × listen", 3);
+    assert!(a.starved_percent <= 0.25, "{a:?}");
+    // Covered, not by a delay stretched past the hitch: the host's frames (0.25 s, frames of
+    // 0.1 s around it) and a state interval bound it.
+    assert!(
+        report.interpolation_delay_ms.max < 400.0,
+        "{:?}",
+        report.interpolation_delay_ms
+    );
+}
+
 /// A moment unrelated to the frames (a state arriving, a peek's start) falls in a long frame
 /// more often than a short one, so it waits `E[f²] / 2E[f]` for the next frame, not half a
 /// mean frame: the peek's printed parts counted half a mean frame per side, and with 3 % of

@@ -388,6 +388,104 @@ impl StateStaleness {
     }
 }
 
+/// Width of one bin of [`FrameOutages`], seconds: its answers are rounded up to it.
+const FRAME_BIN: f64 = 0.002;
+
+/// Longest frame [`FrameOutages`] tells apart, seconds (a longer one counts as this long: a
+/// server that stops for longer is down, not slow).
+const MAX_OUTAGE_FRAME: f64 = 1.0;
+
+/// Fewer frames than this (decayed) in hand and [`FrameOutages::covering`] has no answer.
+const MIN_OUTAGE_FRAMES: f32 = 16.0;
+
+/// How long a server's own frames leave its clients without a newer state: a server sends
+/// states at the end of its frames, so through a frame of `f` seconds the newest state a
+/// client can have ages by up to `f`. A slow listen host's frames (100 ms at 10 fps), and
+/// above all its hitches (a 250-ms shader compile), starve every client's proxies at once,
+/// whatever their links: [`FrameOutages::covering`] is the frame length that no more than a
+/// given share of the time goes beyond, which the server announces so that clients cover it
+/// before they have starved through it, and which its compensation cap allows for.
+///
+/// Measured by the server on its own frames: evidence a client cannot forge. A histogram of
+/// [`FRAME_BIN`] bins whose weights decay over [`STALENESS_MEMORY`], like [`StateStaleness`]:
+/// fixed memory and constant cost per frame, whatever the frame rate.
+#[derive(Clone, Debug)]
+pub struct FrameOutages {
+    /// Decaying count of frames per bin (bin `i`: up to `(i + 1) × FRAME_BIN` seconds).
+    bins: Vec<f32>,
+    /// Sum of `bins`.
+    frames: f32,
+    /// Caller's time of the last decay.
+    decayed_at: Option<f64>,
+}
+
+impl Default for FrameOutages {
+    fn default() -> Self {
+        Self {
+            bins: vec![0.0; (MAX_OUTAGE_FRAME / FRAME_BIN).ceil() as usize],
+            frames: 0.0,
+            decayed_at: None,
+        }
+    }
+}
+
+impl FrameOutages {
+    /// Records a frame of `frame` seconds that ended at `now` (any steady clock, seconds).
+    /// Non-finite and non-positive lengths are ignored; longer than a second counts as one.
+    pub fn observe(&mut self, now: f64, frame: f64) {
+        if !(now.is_finite() && frame.is_finite() && frame > 0.0) {
+            return;
+        }
+        if let Some(factor) = decay_due(&mut self.decayed_at, now) {
+            let factor = factor as f32;
+            self.bins.iter_mut().for_each(|w| *w *= factor);
+            self.frames = self.bins.iter().sum();
+        }
+        let last = self.bins.len() - 1;
+        // (Less a hair, so that a frame on a bin's edge, 0.1 s, is not pushed over it by the
+        // division's rounding.)
+        let i = ((frame / FRAME_BIN - 1e-9).ceil() as usize)
+            .saturating_sub(1)
+            .min(last);
+        self.bins[i] += 1.0;
+        self.frames += 1.0;
+    }
+
+    /// The least frame length `x`, seconds, such that the recent frames ran beyond `x` for no
+    /// more than `share` (0–1) of their time: `Σ max(0, f − x) ≤ share × Σ f` over the frames
+    /// `f` (each rounded up to its bin). A client whose delay covers a frame of `x` starves
+    /// through the server's frames no more than that share of the time. `None` with fewer
+    /// than 16 frames in hand or a `share` outside 0–1.
+    pub fn covering(&self, share: f64) -> Option<f64> {
+        if self.frames < MIN_OUTAGE_FRAMES || !(0.0..1.0).contains(&share) {
+            return None;
+        }
+        let length = |i: usize| (i + 1) as f64 * FRAME_BIN;
+        let total: f64 = self
+            .bins
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| f64::from(n) * length(i))
+            .sum();
+        let budget = share * total;
+        // From the longest frames down: with the `count` frames longer than `x` (their lengths
+        // summing to `sum`), the time beyond `x` is `sum − count × x`, which falls to the
+        // budget at `x = (sum − budget) / count`: the answer, if no shorter frame is longer.
+        let (mut count, mut sum) = (0.0, 0.0);
+        for (i, &n) in self.bins.iter().enumerate().rev() {
+            if n <= 0.0 {
+                continue;
+            }
+            if count > 0.0 && (sum - budget) / count >= length(i) {
+                break;
+            }
+            count += f64::from(n);
+            sum += f64::from(n) * length(i);
+        }
+        Some(((sum - budget) / count).max(0.0))
+    }
+}
+
 /// Fewer states in hand than this (decayed, about the last [`STALENESS_MEMORY`]) and
 /// [`StateLoss::share`] has no answer.
 const MIN_STATE_LOSS_WEIGHT: f64 = 32.0;
@@ -574,6 +672,70 @@ mod tests {
         assert_eq!(next_on_grid(10, 0.5), 11);
         assert_eq!(next_on_grid(10, f64::NAN), 11);
         assert_eq!(next_on_grid(u32::MAX - 1, 3.0), u32::MAX);
+    }
+
+    #[test]
+    fn a_servers_long_frames_are_covered_for_all_but_the_share_of_the_time() {
+        // Frames of `lengths`, repeated `times`, one after the other.
+        let play = |outages: &mut FrameOutages, now: &mut f64, lengths: &[f64], times: usize| {
+            for _ in 0..times {
+                for &f in lengths {
+                    *now += f;
+                    outages.observe(*now, f);
+                }
+            }
+        };
+        // The same within one moment: nothing decays, so the figures are exact.
+        let at_once = |outages: &mut FrameOutages, lengths: &[f64], times: usize| {
+            for _ in 0..times {
+                for &f in lengths {
+                    outages.observe(0.0, f);
+                }
+            }
+        };
+        let mut now = 0.0;
+        let mut none = FrameOutages::default();
+        play(&mut none, &mut now, &[0.1], 15);
+        assert_eq!(none.covering(0.005), None, "too few frames to tell");
+        // A steady 10-fps host: its frame, less the share.
+        let mut steady = FrameOutages::default();
+        at_once(&mut steady, &[0.1], 200);
+        let x = steady.covering(0.005).unwrap();
+        assert!((x - 0.1 * 0.995).abs() < 1e-6, "{x}");
+        // The same host hitching 2 % of its frames for 250 ms: the hitches are 5 % of the
+        // time, far above the share, and the covering is nearly the hitch: the 2 × (0.25 − x)
+        // seconds beyond it per 10.3 s are the share.
+        let mut hitching = FrameOutages::default();
+        let mut pattern = vec![0.1; 49];
+        pattern.push(0.25);
+        at_once(&mut hitching, &pattern, 20);
+        let x = hitching.covering(0.005).unwrap();
+        let expected = 0.25 - 0.005 * (49.0 * 0.1 + 0.25);
+        assert!((x - expected).abs() < 1e-6, "{x} against {expected}");
+        // Time beyond the answer is the share: no less, no more.
+        let total = 20.0 * (49.0 * 0.1 + 0.25);
+        assert!((20.0 * (0.25 - x) - 0.005 * total).abs() < 1e-6);
+        // A dedicated server at 60 Hz with one 250-ms stall in a minute: that stall alone is
+        // 0.4 % of the time, within the share, so the covering stays near the usual frame.
+        let mut dedicated = FrameOutages::default();
+        let tick = 0.002 * 9.0; // the bins' edge above 1/60 s
+        at_once(&mut dedicated, &[tick], 1_800);
+        at_once(&mut dedicated, &[0.25], 1);
+        at_once(&mut dedicated, &[tick], 1_800);
+        let x = dedicated.covering(0.005).unwrap();
+        assert!(x < 0.25 && x >= tick * 0.99, "{x}");
+        // The hitches fade with time: a minute of 60-Hz frames later they weigh little.
+        hitching.observe(now, tick);
+        play(&mut hitching, &mut now, &[tick], 3_600);
+        let x = hitching.covering(0.005).unwrap();
+        assert!(x < 0.1, "{x}");
+        // Nonsense is ignored; shares outside 0–1 have no answer.
+        hitching.observe(now, f64::NAN);
+        hitching.observe(f64::INFINITY, 0.1);
+        hitching.observe(now, -1.0);
+        assert_eq!(hitching.covering(1.0), None);
+        assert_eq!(hitching.covering(-0.1), None);
+        assert!(hitching.covering(0.0).unwrap() <= MAX_OUTAGE_FRAME);
     }
 
     #[test]

@@ -41,8 +41,9 @@ pub use conditions::{ConditionsError, LinkConditions, MAX_BURST};
 pub use correction::SmoothingSettings;
 pub use correction::{CorrectionSmoothing, CorrectionThrottle, SpringOffset, VisualOffset};
 pub use delay::{
-    DelayController, DelayPolicy, MAX_BRIDGED_STATES, MAX_COUNTED_GAP, MIN_RUNS, STALENESS_BIN,
-    STALENESS_MEMORY, StateLoss, StateStaleness, finite_non_negative, next_on_grid, repeat_after,
+    DelayController, DelayPolicy, FrameOutages, MAX_BRIDGED_STATES, MAX_COUNTED_GAP, MIN_RUNS,
+    STALENESS_BIN, STALENESS_MEMORY, StateLoss, StateStaleness, finite_non_negative, next_on_grid,
+    repeat_after,
 };
 pub use discrepancy::{MoveTime, TimeDiscrepancy, TimeDiscrepancySettings};
 pub use history::{FramePair, LookupError, PoseHistory, RecordError};

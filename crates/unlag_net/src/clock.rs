@@ -153,6 +153,12 @@ pub struct NetClock {
     /// server whose frames last longer than the update interval (a slow listen host) sends
     /// the states of a frame together.
     pub server_frame: f64,
+    /// On a client: the server's long frame, from its beats, seconds (0 until one says): the
+    /// frame length its recent frames ran beyond for no more than the delay policy's starved
+    /// share of the time ([`unlag_core::FrameOutages::covering`]). A listen host that hitches
+    /// leaves every client without a new state for as long; a delay that covers it starves
+    /// through no more of them than the share.
+    pub server_long_frame: f64,
     /// The shortest frame time among this client's last few delay reports, seconds (at most
     /// [`NetClock::usual_frame`]): what the server allows for this client's frames is bounded
     /// by what it was told, so what the client counts on must be too.
@@ -789,6 +795,9 @@ pub struct NetBeat {
     /// half of one on average before the server reads them, which the RTT carries but the
     /// one-way trip of a beat does not.
     pub frame_us: u32,
+    /// The server's long frame ([`NetClock::server_long_frame`]), whole microseconds (at most
+    /// a second; 0 until it has seen enough frames).
+    pub long_frame_us: u32,
     /// The round trip the server measures to this client, whole microseconds (at most a
     /// second; 0 until measured): what it judges this client's shots by
     /// ([`NetClock::server_rtt`]).
@@ -843,6 +852,8 @@ pub(crate) struct ClientClockState {
     frames: FramePace,
     /// The server's usual frame from its last beat, seconds.
     server_frame: f64,
+    /// The server's long frame from its last beat, seconds ([`NetClock::server_long_frame`]).
+    server_long_frame: f64,
     /// The round trip the server measures to this client, from its last beat, seconds.
     server_rtt: Option<f64>,
     /// The longest delay the server compensates for this client, from its last beat, seconds.
@@ -865,6 +876,7 @@ impl ClientClockState {
             report_seq: Seq16::default(),
             frames: FramePace::default(),
             server_frame: 0.0,
+            server_long_frame: 0.0,
             server_rtt: None,
             server_delay_cap: None,
             reported_frames: std::collections::VecDeque::new(),
@@ -884,6 +896,11 @@ pub(crate) struct ServerBeatState {
     slower: Option<(f64, f64)>,
     /// The server's own frames (their usual length travels in the beats).
     frames: FramePace,
+    /// The server's own frames as outages of its states (their covering travels in the
+    /// beats as the long frame, and the compensation cap allows for it).
+    outages: unlag_core::FrameOutages,
+    /// The long frame, seconds, as last taken from `outages` (once per beat).
+    long_frame: f64,
 }
 
 pub(crate) fn register(app: &mut App) {
@@ -926,6 +943,7 @@ impl NetBeat {
             && beat.server_time.is_finite()
             && beat.server_time >= 0.0
             && beat.frame_us <= MAX_BEAT_FRAME_US
+            && beat.long_frame_us <= MAX_BEAT_FRAME_US
             && beat.rtt_us <= MAX_BEAT_RTT_US
             && f64::from(beat.delay_cap_us) <= MAX_REPORTED_DELAY * 1e6
     }
@@ -951,6 +969,7 @@ impl ClientClockState {
         };
         self.update_rate_hz = beat.update_rate_hz;
         self.server_frame = f64::from(beat.frame_us) / 1e6;
+        self.server_long_frame = f64::from(beat.long_frame_us) / 1e6;
         self.server_rtt = (beat.rtt_us > 0).then(|| f64::from(beat.rtt_us) / 1e6);
         self.server_delay_cap = (beat.delay_cap_us > 0).then(|| f64::from(beat.delay_cap_us) / 1e6);
         match previous {
@@ -1005,6 +1024,7 @@ pub(crate) fn update_client_clock(
     clock.server_rtt = state.server_rtt;
     clock.server_delay_cap = state.server_delay_cap;
     clock.server_frame = state.server_frame;
+    clock.server_long_frame = state.server_long_frame;
     clock.least_reported_frame = state
         .reported_frames
         .iter()
@@ -1175,6 +1195,9 @@ pub struct ReportContext {
     pub real_time: f64,
     /// The server's usual frame, seconds.
     pub frame: f64,
+    /// The server's long frame ([`NetClock::server_long_frame`]), seconds: the compensation
+    /// cap allows for a delay that covers it.
+    pub long_frame: f64,
     /// The proxy update interval now, seconds.
     pub interval: f64,
     /// When the update rate last went up (real time, seconds) and the slower interval before
@@ -1267,9 +1290,10 @@ impl ReportState {
         // longer one is the client's to draw with; its shots are judged later by the rest
         // (`delay_shortfall`).
         let spread = link_spread(remote);
-        let mut most = plausible_delay(at.interval, spread, at.frame);
+        let frame = at.frame.max(at.long_frame);
+        let mut most = plausible_delay(at.interval, spread, frame);
         if let Some((since, old)) = at.slower {
-            let shrinking = plausible_delay(old, spread, at.frame)
+            let shrinking = plausible_delay(old, spread, frame)
                 - PLAUSIBLE_DELAY_DECAY * (at.real_time - since);
             most = most.max(shrinking);
         }
@@ -1381,7 +1405,11 @@ pub(crate) fn server_beats(
 ) {
     let now = real.elapsed_secs_f64();
     state.frames.observe(real.delta_secs_f64());
+    state.outages.observe(now, real.delta_secs_f64());
     let frame = state.frames.usual();
+    // What the compensation cap allows for the server's frames: its long frame (as of the
+    // last beat), or its usual one when that is longer.
+    let long_frame = frame.max(state.long_frame);
     let interval = 1.0 / f64::from(conditions.get().update_rate_hz.max(0.1));
     // The rate went up: clients' delays shrink from the old interval's gradually.
     if let Some(previous) = state.interval
@@ -1389,8 +1417,8 @@ pub(crate) fn server_beats(
     {
         // Unless an earlier, slower rate still allows more.
         let earlier = state.slower.is_some_and(|(since, old)| {
-            plausible_delay(old, 0.0, frame) - PLAUSIBLE_DELAY_DECAY * (now - since)
-                > plausible_delay(previous, 0.0, frame)
+            plausible_delay(old, 0.0, long_frame) - PLAUSIBLE_DELAY_DECAY * (now - since)
+                > plausible_delay(previous, 0.0, long_frame)
         });
         if !earlier {
             state.slower = Some((now, previous));
@@ -1401,11 +1429,18 @@ pub(crate) fn server_beats(
     let beat = (now >= state.next_beat).then(|| {
         state.next_beat = now + BEAT_INTERVAL;
         state.seq = state.seq.next();
+        // The share clients are held to by default (`DelayPolicy::starved_share`), as the
+        // timing checks take the default policy's rates.
+        let share = unlag_core::DelayPolicy::default().starved_share;
+        state.long_frame = state.outages.covering(share).unwrap_or(0.0);
         NetBeat {
             seq: state.seq,
             server_time: clock.server_time,
             update_rate_hz: conditions.get().update_rate_hz,
             frame_us: (frame * 1e6)
+                .round()
+                .clamp(0.0, f64::from(MAX_BEAT_FRAME_US)) as u32,
+            long_frame_us: (state.long_frame * 1e6)
                 .round()
                 .clamp(0.0, f64::from(MAX_BEAT_FRAME_US)) as u32,
             rtt_us: 0,
@@ -1418,6 +1453,7 @@ pub(crate) fn server_beats(
                 server_time: clock.server_time,
                 real_time: now,
                 frame,
+                long_frame,
                 interval,
                 slower,
             };

@@ -604,6 +604,19 @@ fn delay_target(
     } else {
         inputs.covering
     };
+    // The server's long frame, which its hitches (a 250-ms pause of a listen host) go beyond
+    // for no more than the starved share of the time: each starves every proxy of every
+    // client at once, and the covering measured learns one only by starving through it. The
+    // newest state is then that frame less the interval staler, late by the link's jitter
+    // (not the margin: the lateness measured carries the host's usual frame, which the long
+    // one holds).
+    let long = (clock.server_long_frame - interval).max(0.0);
+    let covering = if long > 0.0 {
+        let long = long + policy.jitter_multiplier * clock.jitter;
+        Some(covering.map_or(long, |c| c.max(long)))
+    } else {
+        covering
+    };
     // The states a lossy link takes in a row, expected from its loss and how its losses run
     // before the covering has starved through such an outage (proxies whose states are
     // repeated bridge a loss with the repeat): the newest state is then that many intervals
