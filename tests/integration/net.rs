@@ -1193,6 +1193,58 @@ fn a_clients_oversized_fragment_is_refused_before_lightyear_reads_it() {
     assert!(server_view(&tb, 0).1.rtt > 0.0 && rtt_before > 0.0);
 }
 
+/// A listen host that hitches sends no state through a hitch, and every client starves at once:
+/// the server measures its own frames (`FrameOutages`) and its beats carry the frame length they
+/// run beyond for no more than the starved share of the time (`NetClock::server_long_frame`),
+/// which clients cover and the compensation cap allows for. A steady dedicated server's long
+/// frame is its short one, and changes nothing.
+#[test]
+fn a_hitching_hosts_long_frame_is_announced_and_compensated() {
+    use unlag::net::plausible_delay;
+    use unlag_testbed::ClientPace;
+    let mut tb = testbed(1, conditions(100, 0, 0.0));
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    tb.run_for(Duration::from_secs(3));
+    let clock = tb.client_clock(0).clone();
+    assert!(
+        clock.server_long_frame > 0.0 && clock.server_long_frame < 0.01,
+        "{clock:?}"
+    );
+    // A 10-fps listen host, one frame in ten taking 250 ms: the hitches are a fifth of its
+    // time, and the long frame is nearly the hitch (0.244 s: 0.25 less the share of the time).
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 2,
+        conditions: conditions(100, 0, 0.0),
+        client_pace: Some(ClientPace {
+            hitch_share: 0.1,
+            hitch: Duration::from_millis(250),
+            ..ClientPace::steady(10.0)
+        }),
+        listen: true,
+        ..default()
+    });
+    assert!(tb.run_until(Duration::from_secs(5), |tb| tb.all_synced()));
+    tb.run_for(Duration::from_secs(6));
+    let clock = tb.client_clock(1).clone();
+    assert!(
+        (0.2..=0.26).contains(&clock.server_long_frame),
+        "{}",
+        clock.server_long_frame
+    );
+    // The server compensates a delay that covers it (the smoothing plugin's clients draw with
+    // one: `report::a_hitching_listen_hosts_long_frames_are_covered_before_they_starve_anyone`),
+    // where its usual frame alone allowed 0.23 s here.
+    let (_, remote) = server_view(&tb, 1);
+    assert!(
+        remote.delay_cap >= plausible_delay(0.05, 0.0, clock.server_long_frame) - 0.005,
+        "{remote:?}"
+    );
+    assert!(
+        remote.delay_cap > plausible_delay(0.05, 0.0, clock.server_frame) + 0.1,
+        "{remote:?}"
+    );
+}
+
 /// The server takes a client's delay reports up to twice the honest rate, with a burst for a
 /// jittery link and a whole long frame's worth on a slow server; a flood beyond is dropped
 /// before it costs anything, counted, and changes nothing.
