@@ -155,7 +155,8 @@ pub struct NetClock {
     pub server_frame: f64,
     /// On a client: the server's long frame, from its beats, seconds (0 until one says): the
     /// frame length its recent frames ran beyond for no more than the delay policy's starved
-    /// share of the time ([`unlag_core::FrameOutages::covering`]). A listen host that hitches
+    /// share of the time ([`unlag_core::FrameOutages::covering`]), at most
+    /// [`MAX_FRAME_SLACK`]. A listen host that hitches
     /// leaves every client without a new state for as long; a delay that covers it starves
     /// through no more of them than the share.
     pub server_long_frame: f64,
@@ -1405,7 +1406,11 @@ pub(crate) fn server_beats(
 ) {
     let now = real.elapsed_secs_f64();
     state.frames.observe(real.delta_secs_f64());
-    state.outages.observe(now, real.delta_secs_f64());
+    // Only frames someone waited through: before the first client connects a server sends no
+    // states, and its first frames (loading, a window's first shaders) are no outage.
+    if !clients.is_empty() {
+        state.outages.observe(now, real.delta_secs_f64());
+    }
     let frame = state.frames.usual();
     // What the compensation cap allows for the server's frames: its long frame (as of the
     // last beat), or its usual one when that is longer.
@@ -1430,9 +1435,16 @@ pub(crate) fn server_beats(
         state.next_beat = now + BEAT_INTERVAL;
         state.seq = state.seq.next();
         // The share clients are held to by default (`DelayPolicy::starved_share`), as the
-        // timing checks take the default policy's rates.
+        // timing checks take the default policy's rates. At most `MAX_FRAME_SLACK`, as the
+        // view checks allow for a server's frame: a server that stalls longer (a cold shader
+        // cache's first frames, over a second each) starves its clients whatever they do, and
+        // compensating such a delay would let any client of it claim views a second old.
         let share = unlag_core::DelayPolicy::default().starved_share;
-        state.long_frame = state.outages.covering(share).unwrap_or(0.0);
+        state.long_frame = state
+            .outages
+            .covering(share)
+            .unwrap_or(0.0)
+            .min(MAX_FRAME_SLACK);
         NetBeat {
             seq: state.seq,
             server_time: clock.server_time,
