@@ -26,6 +26,7 @@ fuzz_target!(|data: &[u8]| {
             server_time,
             real_time,
             frame: 1.0 / 60.0,
+            long_frame: 1.0 / 60.0,
             interval: 0.05,
             slower: None,
         };

@@ -22,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(beat.server_time.is_finite() && beat.server_time >= 0.0);
         assert!(beat.update_rate_hz.is_finite() && beat.update_rate_hz > 0.0);
         assert!(f64::from(beat.frame_us) / 1e6 <= 1.0 && f64::from(beat.rtt_us) / 1e6 <= 1.0);
+        assert!(f64::from(beat.long_frame_us) / 1e6 <= 1.0);
         assert!(f64::from(beat.delay_cap_us) / 1e6 <= MAX_REPORTED_DELAY);
         let previous = beats.latest();
         if let Some(n) = beats.unwrap(beat.seq) {
