@@ -156,9 +156,9 @@ pub struct NetClock {
     /// On a client: the server's long frame, from its beats, seconds (0 until one says): the
     /// frame length its recent frames ran beyond for no more than the delay policy's starved
     /// share of the time ([`unlag_core::FrameOutages::covering`]), at most
-    /// [`MAX_FRAME_SLACK`]. A listen host that hitches
-    /// leaves every client without a new state for as long; a delay that covers it starves
-    /// through no more of them than the share.
+    /// [`MAX_FRAME_SLACK`]. A listen host that hitches leaves every client without a new
+    /// state for as long; a delay that covers it starves through no more of them than the
+    /// share.
     pub server_long_frame: f64,
     /// The shortest frame time among this client's last few delay reports, seconds (at most
     /// [`NetClock::usual_frame`]): what the server allows for this client's frames is bounded
@@ -797,7 +797,8 @@ pub struct NetBeat {
     /// one-way trip of a beat does not.
     pub frame_us: u32,
     /// The server's long frame ([`NetClock::server_long_frame`]), whole microseconds (at most
-    /// a second; 0 until it has seen enough frames).
+    /// a second on the wire, [`MAX_FRAME_SLACK`] as a server sends it; 0 until it has seen
+    /// enough frames).
     pub long_frame_us: u32,
     /// The round trip the server measures to this client, whole microseconds (at most a
     /// second; 0 until measured): what it judges this client's shots by
