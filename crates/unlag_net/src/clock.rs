@@ -1375,14 +1375,16 @@ pub(crate) fn update_server_clock(
         ..default()
     };
     for (link, mut remote, _id) in &mut clients {
-        #[allow(unused_mut)]
-        let mut rtt = link.stats.rtt.as_secs_f64();
+        let rtt = link.stats.rtt.as_secs_f64();
+        // A client that holds its pongs (a cheat, for tests of the server's checks): the
+        // server's RTT of it reads that much longer.
         #[cfg(feature = "cheats")]
-        if let Some((cheater, delay)) = cheats.as_ref().and_then(|c| c.pong_delay)
-            && _id.is_some_and(|id| id.0 == PeerId::Netcode(cheater))
-        {
-            rtt += delay;
-        }
+        let rtt = rtt
+            + cheats
+                .as_ref()
+                .and_then(|c| c.pong_delay)
+                .filter(|&(cheater, _)| _id.is_some_and(|id| id.0 == PeerId::Netcode(cheater)))
+                .map_or(0.0, |(_, delay)| delay);
         remote.set_rtt(clock.server_time, rtt);
         remote.jitter = link.stats.jitter.as_secs_f64();
     }
