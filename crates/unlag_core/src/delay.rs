@@ -286,6 +286,42 @@ fn decay_due(decayed_at: &mut Option<f64>, now: f64) -> Option<f64> {
     Some((-passed / STALENESS_MEMORY).exp())
 }
 
+/// Counts per bin whose weights decay over [`STALENESS_MEMORY`] (in steps of
+/// [`DECAY_STEP`], so the cost does not grow with the number of samples): what
+/// [`StateStaleness`] and [`FrameOutages`] keep.
+#[derive(Clone, Debug)]
+struct DecayingBins {
+    /// Decaying weight per bin.
+    bins: Vec<f32>,
+    /// Sum of `bins`.
+    total: f32,
+    /// Caller's time of the last decay.
+    decayed_at: Option<f64>,
+}
+
+impl DecayingBins {
+    fn new(bins: usize) -> Self {
+        Self {
+            bins: vec![0.0; bins],
+            total: 0.0,
+            decayed_at: None,
+        }
+    }
+
+    /// Lets the weights fall by the time passed to `now` (any steady clock, seconds), then
+    /// counts one in bin `i` (the last bin beyond it).
+    fn add(&mut self, now: f64, i: usize) {
+        if let Some(factor) = decay_due(&mut self.decayed_at, now) {
+            let factor = factor as f32;
+            self.bins.iter_mut().for_each(|w| *w *= factor);
+            self.total = self.bins.iter().sum();
+        }
+        let last = self.bins.len() - 1;
+        self.bins[i.min(last)] += 1.0;
+        self.total += 1.0;
+    }
+}
+
 /// How stale each proxy's newest state is, frame by frame, beyond its own update interval: the
 /// present the client can know (its estimate of the server's time less the one-way trip) less
 /// the newest state's time, less the interval at which that proxy's states are sent, seconds.
@@ -302,12 +338,8 @@ fn decay_due(decayed_at: &mut Option<f64>, now: f64) -> Option<f64> {
 /// proxies and the frame rate.
 #[derive(Clone, Debug)]
 pub struct StateStaleness {
-    /// Decaying weight per bin.
-    bins: Vec<f32>,
-    /// Sum of `bins`.
-    total: f32,
-    /// Caller's time of the last decay.
-    decayed_at: Option<f64>,
+    /// Decaying weight per bin of excess staleness.
+    bins: DecayingBins,
     /// The last answer: (share asked, caller's time, excess).
     cached: Option<(f64, f64, f64)>,
 }
@@ -316,9 +348,7 @@ impl Default for StateStaleness {
     fn default() -> Self {
         let bins = ((STALENESS_RANGE.1 - STALENESS_RANGE.0) / STALENESS_BIN).ceil() as usize;
         Self {
-            bins: vec![0.0; bins],
-            total: 0.0,
-            decayed_at: None,
+            bins: DecayingBins::new(bins),
             cached: None,
         }
     }
@@ -332,29 +362,15 @@ impl StateStaleness {
         if !(now.is_finite() && excess.is_finite()) {
             return;
         }
-        self.decay(now);
-        let last = self.bins.len() - 1;
-        let i = ((excess - STALENESS_RANGE.0) / STALENESS_BIN)
-            .floor()
-            .clamp(0.0, last as f64);
-        self.bins[i as usize] += 1.0;
-        self.total += 1.0;
-    }
-
-    /// Lets the weights fall by the time passed since the last decay (in steps of a quarter
-    /// second, so the cost does not grow with the number of samples).
-    fn decay(&mut self, now: f64) {
-        if let Some(factor) = decay_due(&mut self.decayed_at, now) {
-            let factor = factor as f32;
-            self.bins.iter_mut().for_each(|w| *w *= factor);
-            self.total = self.bins.iter().sum();
-        }
+        // (A negative index saturates to the first bin; one beyond, the add keeps to the last.)
+        let i = ((excess - STALENESS_RANGE.0) / STALENESS_BIN).floor() as usize;
+        self.bins.add(now, i);
     }
 
     /// The weight in hand: about the number of proxy frames of the last
     /// [`STALENESS_MEMORY`].
     pub fn weight(&self) -> f32 {
-        self.total
+        self.bins.total
     }
 
     /// The least excess staleness, seconds, that would have left no more than `share` (0–1)
@@ -362,7 +378,7 @@ impl StateStaleness {
     /// [`StateStaleness::observe`]): the `1 − share` quantile, rounded up to a bin. Taken again
     /// at most every quarter second. `None` with too little in hand or a `share` outside 0–1.
     pub fn covering(&mut self, now: f64, share: f64) -> Option<f64> {
-        if self.total < MIN_STALENESS_WEIGHT || !(0.0..1.0).contains(&share) {
+        if self.bins.total < MIN_STALENESS_WEIGHT || !(0.0..1.0).contains(&share) {
             return None;
         }
         if let Some((asked, at, value)) = self.cached
@@ -372,10 +388,10 @@ impl StateStaleness {
             return Some(value);
         }
         // From the stalest down, until more than the share allowed lies above.
-        let allowed = self.total * share as f32;
+        let allowed = self.bins.total * share as f32;
         let mut above = 0.0;
         let mut edge = 0;
-        for (i, w) in self.bins.iter().enumerate().rev() {
+        for (i, w) in self.bins.bins.iter().enumerate().rev() {
             if above + w > allowed {
                 edge = i + 1;
                 break;
@@ -412,19 +428,13 @@ const MIN_OUTAGE_FRAMES: f32 = 16.0;
 #[derive(Clone, Debug)]
 pub struct FrameOutages {
     /// Decaying count of frames per bin (bin `i`: up to `(i + 1) × FRAME_BIN` seconds).
-    bins: Vec<f32>,
-    /// Sum of `bins`.
-    frames: f32,
-    /// Caller's time of the last decay.
-    decayed_at: Option<f64>,
+    bins: DecayingBins,
 }
 
 impl Default for FrameOutages {
     fn default() -> Self {
         Self {
-            bins: vec![0.0; (MAX_OUTAGE_FRAME / FRAME_BIN).ceil() as usize],
-            frames: 0.0,
-            decayed_at: None,
+            bins: DecayingBins::new((MAX_OUTAGE_FRAME / FRAME_BIN).ceil() as usize),
         }
     }
 }
@@ -436,19 +446,10 @@ impl FrameOutages {
         if !(now.is_finite() && frame.is_finite() && frame > 0.0) {
             return;
         }
-        if let Some(factor) = decay_due(&mut self.decayed_at, now) {
-            let factor = factor as f32;
-            self.bins.iter_mut().for_each(|w| *w *= factor);
-            self.frames = self.bins.iter().sum();
-        }
-        let last = self.bins.len() - 1;
         // (Less a hair, so that a frame on a bin's edge, 0.1 s, is not pushed over it by the
         // division's rounding.)
-        let i = ((frame / FRAME_BIN - 1e-9).ceil() as usize)
-            .saturating_sub(1)
-            .min(last);
-        self.bins[i] += 1.0;
-        self.frames += 1.0;
+        let i = ((frame / FRAME_BIN - 1e-9).ceil() as usize).saturating_sub(1);
+        self.bins.add(now, i);
     }
 
     /// The least frame length `x`, seconds, such that the recent frames ran beyond `x` for no
@@ -457,11 +458,12 @@ impl FrameOutages {
     /// through the server's frames no more than that share of the time. `None` with fewer
     /// than 16 frames in hand or a `share` outside 0–1.
     pub fn covering(&self, share: f64) -> Option<f64> {
-        if self.frames < MIN_OUTAGE_FRAMES || !(0.0..1.0).contains(&share) {
+        if self.bins.total < MIN_OUTAGE_FRAMES || !(0.0..1.0).contains(&share) {
             return None;
         }
         let length = |i: usize| (i + 1) as f64 * FRAME_BIN;
         let total: f64 = self
+            .bins
             .bins
             .iter()
             .enumerate()
@@ -472,7 +474,7 @@ impl FrameOutages {
         // summing to `sum`), the time beyond `x` is `sum − count × x`, which falls to the
         // budget at `x = (sum − budget) / count`: the answer, if no shorter frame is longer.
         let (mut count, mut sum) = (0.0, 0.0);
-        for (i, &n) in self.bins.iter().enumerate().rev() {
+        for (i, &n) in self.bins.bins.iter().enumerate().rev() {
             if n <= 0.0 {
                 continue;
             }

@@ -595,15 +595,7 @@ fn delay_target(
     // that frame less the interval staler, and late by the margin. The phase drifts, so the
     // covering measured may not have met the worst of it yet.
     let paired = (clock.server_frame - interval).max(0.0);
-    let covering = if paired > 0.0 {
-        Some(
-            inputs
-                .covering
-                .map_or(paired + margin, |c| c.max(paired + margin)),
-        )
-    } else {
-        inputs.covering
-    };
+    let paired = (paired > 0.0).then_some(paired + margin);
     // The server's long frame, which its hitches (a 250-ms pause of a listen host) go beyond
     // for no more than the starved share of the time: each starves every proxy of every
     // client at once, and the covering measured learns one only by starving through it. The
@@ -611,12 +603,7 @@ fn delay_target(
     // (not the margin: the lateness measured carries the host's usual frame, which the long
     // one holds).
     let long = (clock.server_long_frame - interval).max(0.0);
-    let covering = if long > 0.0 {
-        let long = long + policy.jitter_multiplier * clock.jitter;
-        Some(covering.map_or(long, |c| c.max(long)))
-    } else {
-        covering
-    };
+    let long = (long > 0.0).then_some(long + policy.jitter_multiplier * clock.jitter);
     // The states a lossy link takes in a row, expected from its loss and how its losses run
     // before the covering has starved through such an outage (proxies whose states are
     // repeated bridge a loss with the repeat): the newest state is then that many intervals
@@ -624,7 +611,11 @@ fn delay_target(
     // rate shows gaps the states' count takes for losses until its buffer knows the new
     // interval (how the states' losses run only weighs the loss the beats saw).
     let expected = policy.covering_lost_in_a_row(interval, margin, clock.loss, inputs.continuation);
-    let covering = covering.into_iter().chain(expected).reduce(f64::max);
+    // The delay covers the longest of them and of the covering measured.
+    let covering = [inputs.covering, paired, long, expected]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max);
     policy.target_covering(interval, margin, inputs.loss, covering)
 }
 
