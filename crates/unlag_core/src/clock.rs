@@ -102,6 +102,9 @@ pub struct ServerClockEstimator {
     /// The offset shown: follows `offset` at a bounded rate.
     shown: Option<(f64, f64)>,
     samples: u64,
+    /// The qualities of the samples since the estimate (re)started, summed (each at most 1:
+    /// one read within the usual frame).
+    weight_sum: f64,
 }
 
 impl Default for ServerClockEstimator {
@@ -119,6 +122,7 @@ impl ServerClockEstimator {
             offset: None,
             shown: None,
             samples: 0,
+            weight_sum: 0.0,
         }
     }
 
@@ -131,8 +135,9 @@ impl ServerClockEstimator {
 
     /// Adds a sample read when the local clock read `local_now` that may have arrived up to
     /// `read_window` seconds before (the frame it waited through unread; `usual_window` is the
-    /// usual frame, [`FramePace::usual`]): it weighs `alpha × (usual_window / read_window)²`
-    /// (at most `alpha`). A sample restarts the estimate only if it is further than
+    /// usual frame, [`FramePace::usual`]): its quality is `(usual_window / read_window)²` (at
+    /// most 1), and it weighs `alpha` times that, or while the qualities of the samples since
+    /// the start sum to less than 1, its quality times the part of 1 still missing. A sample restarts the estimate only if it is further than
     /// [`RESET_OFFSET`] from it beyond the window. Non-finite inputs are ignored; negative
     /// windows count as zero.
     pub fn add_sample_read(
@@ -152,18 +157,28 @@ impl ServerClockEstimator {
         }
         let window = read_window.max(0.0);
         let usual = usual_window.max(0.0);
-        let weight = if window > usual {
-            self.alpha * (usual / window).powi(2)
+        let quality = if window > usual {
+            (usual / window).powi(2)
         } else {
-            self.alpha
+            1.0
         };
         let sample = server_time + one_way.max(0.0) - local_now;
         self.offset = Some(match self.offset {
             Some(offset) if (sample - offset).abs() <= RESET_OFFSET + window => {
-                offset + weight * (sample - offset)
+                // Until the samples weigh one whole sample, each takes the share still
+                // missing: a first sample read after a long frame (a game's first frames
+                // compile shaders for a second at a time) is as far off as half that frame,
+                // and standing for a whole sample it was averaged out at `alpha` a sample
+                // (0.2 s behind for 4 s on a 10-fps listen host), stamping every view report
+                // older than the link explains. A first sample read in time is followed as
+                // before.
+                let weight = quality * self.alpha.max(1.0 - self.weight_sum);
+                self.weight_sum += quality;
+                offset + weight.clamp(0.0, 1.0) * (sample - offset)
             }
             _ => {
                 self.samples = 0;
+                self.weight_sum = quality;
                 sample
             }
         });
@@ -201,6 +216,7 @@ impl ServerClockEstimator {
         self.offset = None;
         self.shown = None;
         self.samples = 0;
+        self.weight_sum = 0.0;
     }
 }
 
@@ -383,6 +399,34 @@ mod tests {
             .count();
         assert!(hitched <= FramePace::WINDOW / 2 + 1, "{hitched} frames");
         assert!((dropping.usual() - 0.1).abs() < 1e-9);
+    }
+
+    /// A game's first frames compile shaders: the first beat is read after a 0.45-s frame,
+    /// the arrival guessed 0.2 s wrong. The next few beats, read within 0.1-s frames, take
+    /// the estimate to the truth within half a second; with the first standing for a whole
+    /// sample, it stood 0.12 s off after five of them and 0.07 s after ten.
+    #[test]
+    fn a_first_sample_read_after_a_long_frame_does_not_stand() {
+        let mut e = ServerClockEstimator::default();
+        // Local clock = server − 7 s; the first sample's arrival is guessed 0.2 s late.
+        e.add_sample_read(1.0, (0.45, 0.15), 1.0 + 7.0 - 0.2, 0.0);
+        let mut rng = SplitMix64::new(5);
+        for i in 1..=5 {
+            let local = 1.0 + 0.1 * f64::from(i);
+            let noise = 0.01 * (2.0 * rng.next_f64() - 1.0);
+            e.add_sample_read(local, (0.1, 0.1), local + 7.0 + noise, 0.0);
+        }
+        let err = e.server_time(1.5).unwrap() - (1.5 + 7.0);
+        assert!(err.abs() < 0.03, "{err} s off after five samples");
+        // Once the samples weigh a whole one, one sample moves it by `alpha` of its difference.
+        for i in 6..=20 {
+            let local = 1.0 + 0.1 * f64::from(i);
+            e.add_sample_read(local, (0.1, 0.1), local + 7.0, 0.0);
+        }
+        let before = e.server_time(3.0).unwrap();
+        e.add_sample_read(3.0, (0.1, 0.1), 3.0 + 7.0 + 0.1, 0.0);
+        let moved = e.server_time(3.0).unwrap() - before;
+        assert!((moved - 0.1 * (3.0 + 7.1 - before)).abs() < 1e-9, "{moved}");
     }
 
     #[test]
