@@ -7,7 +7,8 @@
 //! cargo run --release --example report -- [--bots N] [--clients M] [--seconds S] [--rtt MS]
 //!     [--jitter MS] [--loss PERCENT] [--update-rate HZ] [--smoothing MODE] [--seed N] [--json]
 //!     [--cheat KIND] [--compare-validation] [--sweep NAME=V1,V2,... [--plot DIR]]
-//!     [--client-fps F] [--frame-jitter PERCENT] [--hitches P,MS] [--listen] [--grid [--plot DIR]]
+//!     [--client-fps F] [--frame-jitter PERCENT] [--hitches P,MS] [--cold-start S,MS] [--listen]
+//!     [--grid [--plot DIR]]
 //! ```
 //!
 //! A progress bar runs on stderr; the table (or with `--json` one JSON object) goes to stdout.

@@ -130,6 +130,16 @@ fn bad_options_are_refused_naming_the_option_and_its_range() {
     assert!(error(&["--frame-jitter", "95"]).contains("--frame-jitter"));
     assert!(error(&["--hitches", "60,100"]).contains("0-50"));
     assert!(error(&["--hitches", "5"]).contains("P,MS"));
+    assert!(error(&["--cold-start", "40,100"]).contains("0-30"));
+    assert!(error(&["--cold-start", "3"]).contains("S,MS"));
+    let cold = parse(&["--cold-start", "3,700"])
+        .unwrap()
+        .client_pace()
+        .unwrap();
+    assert_eq!(
+        (cold.cold_start.as_secs_f64(), cold.cold_frame.as_millis()),
+        (3.0, 700)
+    );
     assert!(error(&["--grid", "--sweep", "rtt=0,100"]).contains("--grid"));
     let paced = parse(&[
         "--client-fps",
@@ -674,6 +684,18 @@ fn honest_grid_cell(
 #[test]
 fn a_slow_client_on_a_bursty_link_stays_connected_and_its_late_copies_are_judged_as_fired() {
     let (report, a) = honest_grid_cell("corner: loss=20/10 × fps=10+hitches", 3);
+    assert_eq!(report.disconnects, 0, "{a:?}");
+}
+
+/// A listen host's first seconds on a cold shader cache: every third frame takes 0.7 s. Its
+/// remote clients' RTT, and so their one-way estimates, swell with the waits (their clocks ran
+/// up to 0.18 s ahead); the host's own client reads its first beats after long frames. No
+/// honest shot is refused, every seen hit is confirmed, and proxies are drawn as in a warm
+/// match.
+#[test]
+fn a_listen_host_starting_on_a_cold_shader_cache_refuses_no_honest_shot() {
+    let (report, a) = honest_grid_cell("listen fps=10 cold start 3 s × 700 ms", 4);
+    assert!(a.starved_percent <= 1.0, "{a:?}");
     assert_eq!(report.disconnects, 0, "{a:?}");
 }
 

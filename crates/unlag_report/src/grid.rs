@@ -105,6 +105,12 @@ pub fn cells(base: &ReportOptions) -> Vec<Cell> {
             o.client_fps = Some(fps);
         });
     }
+    // A game's first seconds on a cold shader cache, on the host everyone plays through.
+    add("listen fps=10 cold start 3 s × 700 ms".into(), &|o| {
+        o.listen = true;
+        o.client_fps = Some(10.0);
+        o.cold_start = Some((3.0, 700.0));
+    });
     // Crossed blocks, for the heat maps.
     for rtt in [0.0, 100.0, 250.0, 500.0] {
         for loss in [0.0, 5.0, 10.0, 20.0] {
@@ -295,6 +301,8 @@ pub struct Conditions {
     pub frame_jitter_percent: f64,
     /// Hitches: percent of frames, milliseconds each.
     pub hitches: Option<(f64, f64)>,
+    /// A cold start: seconds, milliseconds each long frame.
+    pub cold_start: Option<(f64, f64)>,
     /// A listen server.
     pub listen: bool,
 }
@@ -310,6 +318,7 @@ impl Conditions {
             client_fps: o.client_fps.unwrap_or(240.0),
             frame_jitter_percent: o.frame_jitter_percent,
             hitches: o.hitches,
+            cold_start: o.cold_start,
             listen: o.listen,
         }
     }

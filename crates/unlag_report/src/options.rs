@@ -32,6 +32,9 @@ pub struct ReportOptions {
     /// A share of client frames that hitch, and how long a hitched frame takes: (percent of
     /// frames, 0–50; milliseconds, 0–2000).
     pub hitches: Option<(f64, f64)>,
+    /// Every third frame of a client's first seconds is long, as in a game's first seconds on
+    /// a cold shader cache: (seconds, 0–30; milliseconds each, 0–2000).
+    pub cold_start: Option<(f64, f64)>,
     /// A listen server: the server steps inside client 0's App, at its frame rate.
     pub listen: bool,
     /// Seed of the network's randomness and of the scripts.
@@ -72,6 +75,7 @@ impl Default for ReportOptions {
             client_fps: None,
             frame_jitter_percent: 0.0,
             hitches: None,
+            cold_start: None,
             listen: false,
             seed: 1,
             json: false,
@@ -108,6 +112,9 @@ usage: report [options]
   --frame-jitter P   how much a client's frame time varies, 0-90 % of its mean (default 0)
   --hitches P,MS     P % of a client's frames (0-50) take MS milliseconds (0-2000) each,
                      as a shader compile or a pause does (default none)
+  --cold-start S,MS  every third frame of a client's first S seconds (0-30) takes MS
+                     milliseconds (0-2000), as in a game's first seconds on a cold shader
+                     cache (default none)
   --listen           a listen server: the server steps inside client 0's App, at its frame
                      rate (default: a dedicated server at 240 frames/s)
   --seed N           seed of the network and the scripts (default 1)
@@ -225,6 +232,18 @@ impl ReportOptions {
                     number_in(ms.trim(), 0.0, 2000.0, " ms")?,
                 ));
             }
+            "--cold-start" => {
+                let parts: Vec<&str> = value.split(',').collect();
+                let [secs, ms] = parts[..] else {
+                    return Err(OptionError(format!(
+                        "{name}: {value:?} is not S,MS (seconds, milliseconds)"
+                    )));
+                };
+                self.cold_start = Some((
+                    number_in(secs.trim(), 0.0, 30.0, " s")?,
+                    number_in(ms.trim(), 0.0, 2000.0, " ms")?,
+                ));
+            }
             "--cheat" => {
                 self.cheat = Some(crate::cheat::Cheat::parse(value).ok_or_else(|| {
                     let names: Vec<&str> = crate::cheat::CHEATS.iter().map(|c| c.name()).collect();
@@ -260,17 +279,24 @@ impl ReportOptions {
     }
 
     /// How the match's clients are paced: `None` (they step with the server) unless a client
-    /// frame rate, frame jitter or hitches were asked for.
+    /// frame rate, frame jitter, hitches or a cold start were asked for.
     pub fn client_pace(&self) -> Option<unlag_testbed::ClientPace> {
-        if self.client_fps.is_none() && self.frame_jitter_percent == 0.0 && self.hitches.is_none() {
+        if self.client_fps.is_none()
+            && self.frame_jitter_percent == 0.0
+            && self.hitches.is_none()
+            && self.cold_start.is_none()
+        {
             return None;
         }
         let (share, ms) = self.hitches.unwrap_or((0.0, 0.0));
+        let (cold_secs, cold_ms) = self.cold_start.unwrap_or((0.0, 0.0));
         Some(unlag_testbed::ClientPace {
             fps: self.client_fps.unwrap_or(240.0),
             frame_jitter: self.frame_jitter_percent / 100.0,
             hitch_share: share / 100.0,
             hitch: Duration::from_secs_f64(ms / 1000.0),
+            cold_start: Duration::from_secs_f64(cold_secs),
+            cold_frame: Duration::from_secs_f64(cold_ms / 1000.0),
         })
     }
 

@@ -114,6 +114,12 @@ fn described(options: &ReportOptions) -> BTreeMap<&'static str, String> {
             }),
         ),
         (
+            "cold_start",
+            options.cold_start.map_or("none".into(), |(s, ms)| {
+                format!("every third frame of the first {s} s takes {ms} ms")
+            }),
+        ),
+        (
             "server",
             if options.listen {
                 "listen"

@@ -44,10 +44,12 @@ impl Report {
         row(
             "clients and server",
             format!(
-                "client frames: {} fps, {} % jitter, hitches {}; {} server, move playout {}",
+                "client frames: {} fps, {} % jitter, hitches {}, cold start {}; {} server, move \
+                 playout {}",
                 get("client_fps"),
                 get("frame_jitter_percent"),
                 get("hitches"),
+                get("cold_start"),
                 get("server"),
                 get("playout")
             ),

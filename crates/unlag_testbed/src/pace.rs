@@ -8,7 +8,9 @@ use unlag_core::SplitMix64;
 ///
 /// Each frame takes `1 / fps` seconds, varied uniformly by up to `frame_jitter` of that either
 /// way; a share `hitch_share` of frames instead takes `hitch` (a shader compile, a garbage
-/// collection, a disk read). The server's frames are not paced: a dedicated server keeps the
+/// collection, a disk read); and in the App's first `cold_start`, every third frame takes
+/// `cold_frame` (a game's first seconds on a cold shader cache: pipelines compile as things
+/// first come into view, between ordinary frames). The server's frames are not paced: a dedicated server keeps the
 /// testbed's frame rate, a listen server steps with client 0 (see
 /// [`TestbedConfig::listen`](crate::TestbedConfig::listen)).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -22,7 +24,14 @@ pub struct ClientPace {
     pub hitch_share: f64,
     /// How long a hitched frame takes (0–2 s).
     pub hitch: Duration,
+    /// How long from the App's start every third frame takes `cold_frame` (0–30 s; zero: none).
+    pub cold_start: Duration,
+    /// How long the long frames of the `cold_start` take (0–2 s).
+    pub cold_frame: Duration,
 }
+
+/// In a [`ClientPace::cold_start`], one frame in this many is long.
+const COLD_EVERY: u64 = 3;
 
 /// Lowest client frame rate a [`ClientPace`] may ask for, frames per second.
 pub const MIN_CLIENT_FPS: f64 = 5.0;
@@ -37,6 +46,8 @@ impl ClientPace {
             frame_jitter: 0.0,
             hitch_share: 0.0,
             hitch: Duration::ZERO,
+            cold_start: Duration::ZERO,
+            cold_frame: Duration::ZERO,
         }
     }
 
@@ -66,6 +77,18 @@ impl ClientPace {
                 self.hitch
             ));
         }
+        if self.cold_start > Duration::from_secs(30) {
+            return Err(format!(
+                "ClientPace::cold_start: {:?} is more than 30 s",
+                self.cold_start
+            ));
+        }
+        if self.cold_frame > Duration::from_secs(2) {
+            return Err(format!(
+                "ClientPace::cold_frame: {:?} is more than 2 s",
+                self.cold_frame
+            ));
+        }
         Ok(())
     }
 
@@ -78,7 +101,7 @@ impl ClientPace {
     /// state arriving, a script's wish) waits for the next frame, seconds: half the mean of the
     /// frames' squares over their mean, `E[f²] / 2E[f]`, not half a mean frame. A random moment
     /// falls in a long frame more often than a short one: with 3 % of 60-fps frames hitching
-    /// for 250 ms it waits 45 ms, where half a mean frame is 12.
+    /// for 250 ms it waits 45 ms, where half a mean frame is 12. After the cold start.
     pub fn mean_wait_secs(&self) -> f64 {
         let frame = self.frame_secs();
         let jitter = self.frame_jitter.clamp(0.0, 0.9);
@@ -122,13 +145,16 @@ impl FrameClock {
             next: Duration::ZERO,
             frames: 0,
         };
-        clock.next = clock.draw();
+        clock.next = clock.draw(Duration::ZERO);
         clock
     }
 
-    /// The time the next frame takes.
-    fn draw(&mut self) -> Duration {
+    /// The time the frame starting at `at` takes.
+    fn draw(&mut self, at: Duration) -> Duration {
         let pace = self.pace;
+        if at < pace.cold_start && self.frames.is_multiple_of(COLD_EVERY) {
+            return pace.cold_frame.max(Duration::from_micros(100));
+        }
         if pace.hitch_share > 0.0 && self.rng.next_f64() < pace.hitch_share {
             return pace.hitch.max(Duration::from_micros(100));
         }
@@ -145,7 +171,7 @@ impl FrameClock {
         let now = self.next;
         let delta = now - self.last;
         self.last = now;
-        self.next = now + self.draw();
+        self.next = now + self.draw(now);
         self.frames += 1;
         (now, delta)
     }
