@@ -1041,6 +1041,107 @@ fn shots_before_the_clock_and_the_character_are_not_sent() {
     assert!(stats.accepted >= 5, "{stats:?}");
 }
 
+/// Client: fires the rifle straight ahead from [`EYE`] every 25 frames, reloading when empty.
+fn fire_and_reload_from_the_eye(
+    mut frame: Local<u64>,
+    armory: Option<Res<Armory>>,
+    mut fire: MessageWriter<FireCommand>,
+    mut reload: MessageWriter<ReloadCommand>,
+) {
+    *frame += 1;
+    if !frame.is_multiple_of(25) {
+        return;
+    }
+    if armory.as_ref().and_then(|a| a.ammo(0)) == Some(0) {
+        if !armory.is_some_and(|a| a.reloading(0)) {
+            reload.write(ReloadCommand { weapon: 0 });
+        }
+        return;
+    }
+    fire.write(FireCommand {
+        weapon: 0,
+        origin: EYE,
+        aim: Vec3::NEG_Z,
+    });
+}
+
+/// The game moves a player (a respawn, a teleporter) while shots it fired from where it stood
+/// are on their way or about to leave: its client hears of the move only with the answer to
+/// its next move. Those shots are answered as fired before the move ([`Rejection::ShooterMoved`]:
+/// never granted, not refused; a respawn leaves the body where it died, and half a second of
+/// its positions used to let such shots through, or refused them `BadOrigin` when the client
+/// had run ahead of them, as 11 of the soak's 14 refusals were). A client that goes on firing
+/// from where it no longer stands is refused once the news has had time to reach it.
+///
+/// [`Rejection::ShooterMoved`]: unlag::combat::Rejection::ShooterMoved
+#[test]
+fn shots_fired_before_the_client_hears_it_was_moved_are_answered_not_refused() {
+    use unlag::combat::Rejection;
+    let mut tb = combat_testbed(150, default(), 1, 1e9, |app| {
+        app.init_resource::<Ledger>().add_systems(
+            Update,
+            (
+                fire_and_reload_from_the_eye.before(unlag::combat::CombatSystems::Client),
+                keep.after(unlag::combat::CombatSystems::Client),
+            ),
+        );
+    });
+    // The shooter's own hit boxes: the rewind records where it stood.
+    let layout = tb.server_world().resource::<AssetServer>().load(HUMANOID);
+    let shooter = {
+        let world = tb.server_world_mut();
+        let mut q = world.query_filtered::<Entity, With<ControlledBy>>();
+        q.single(world).unwrap()
+    };
+    tb.server_world_mut()
+        .entity_mut(shooter)
+        .insert(UseHitBoxLayout(layout));
+    // A full magazine: the shots go on through what follows.
+    let full = |tb: &Testbed| {
+        let armory = tb.client_world(0).resource::<Armory>();
+        armory.ammo(0).is_some_and(|n| n >= 28) && !armory.reloading(0)
+    };
+    tb.run_for(Duration::from_secs(1));
+    assert!(tb.run_until(Duration::from_secs(6), |tb| !full(tb)));
+    assert!(tb.run_until(Duration::from_secs(6), full));
+    let stats = |tb: &Testbed| tb.server_world().resource::<CombatStats>().clone();
+    let before = stats(&tb);
+    assert_eq!(before.rejected_total(), 0, "{:?}", before.rejected);
+    assert!(before.accepted >= 5, "{before:?}");
+    // Moved 20 m by the game; the client, which nothing tells, fires from the old place.
+    tb.server_world_mut()
+        .get_mut::<Transform>(shooter)
+        .unwrap()
+        .translation += Vec3::X * 20.0;
+    tb.run_for(Duration::from_millis(400));
+    let moved = stats(&tb);
+    println!(
+        "after the move: {} accepted, {} fired before it, refused {:?}",
+        moved.accepted - before.accepted,
+        moved.fired_before_moved,
+        moved.rejected
+    );
+    assert_eq!(moved.rejected_total(), 0, "{:?}", moved.rejected);
+    assert!(moved.fired_before_moved >= 2, "{moved:?}");
+    assert!(
+        moved.accepted - before.accepted <= 1,
+        "a shot from where the game moved it away from is not granted: {moved:?}"
+    );
+    tb.run_for(Duration::from_secs(2));
+    let later = stats(&tb);
+    println!("later: refused {:?}", later.rejected);
+    assert!(
+        later
+            .rejected
+            .get(&Rejection::BadOrigin)
+            .copied()
+            .unwrap_or(0)
+            >= 5,
+        "{:?}",
+        later.rejected
+    );
+}
+
 /// One rifle shot kills (25 hit points): the shots the client fires in the round trip before
 /// it hears of the kill hit a corpse on the server. With the target's health known
 /// ([`unlag::combat::ProxyHealth`]) the client expects it dead after its first hit and

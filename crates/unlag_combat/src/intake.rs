@@ -393,6 +393,10 @@ fn refusal(
             stats.posthumous += 1;
             Some(reason)
         }
+        Rejection::ShooterMoved => {
+            stats.fired_before_moved += 1;
+            Some(reason)
+        }
         Rejection::StaleFireIndex => {
             unlag_net::warn_counted!(
                 *stats.rejected.entry(reason).or_default(),

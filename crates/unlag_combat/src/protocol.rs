@@ -184,6 +184,11 @@ pub enum Rejection {
     /// The shooter was dead when the shot arrived: fired before its client heard of its death.
     /// Not a cheat, so not counted as a refusal ([`CombatStats::posthumous`](crate::CombatStats::posthumous)).
     ShooterDead,
+    /// The game moved the shooter (a respawn, a teleporter) a moment before the shot arrived,
+    /// and the shot starts where it stood before: fired before its client heard of the move.
+    /// Never granted, and not a cheat, so not counted as a refusal
+    /// ([`CombatStats::fired_before_moved`](crate::CombatStats::fired_before_moved)).
+    ShooterMoved,
 }
 
 /// Server → shooter, reliable: the verdict on one shot.

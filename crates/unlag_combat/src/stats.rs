@@ -56,6 +56,9 @@ pub struct CombatStats {
     /// Shots that arrived after their shooter died ([`Rejection::ShooterDead`]): answered, not
     /// counted as refusals.
     pub posthumous: u64,
+    /// Shots fired from where the game had just moved their shooter away from
+    /// ([`Rejection::ShooterMoved`]): answered, not counted as refusals.
+    pub fired_before_moved: u64,
     /// Copies of shots already judged, dropped (each shot is sent several times).
     pub duplicates: u64,
     /// Shots judged against current poses because rewinding was off

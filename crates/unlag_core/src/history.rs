@@ -306,6 +306,17 @@ impl PoseHistory {
         self.rotations[i].slerp(self.rotations[j], pair.alpha)
     }
 
+    /// The time of the newest frame recorded at or after `since` (seconds) as a teleport (a
+    /// jump no pose between it and the frame before may bridge), if any is kept.
+    pub fn teleported_since(&self, since: f64) -> Option<f64> {
+        (0..self.len)
+            .rev()
+            .map(|i| self.slot(i))
+            .take_while(|&slot| self.times[slot] >= since)
+            .find(|&slot| self.teleports[slot])
+            .map(|slot| self.times[slot])
+    }
+
     /// Every box's pose at `time`.
     pub fn poses_at(&self, time: f64) -> Result<Vec<(Vec3, Quat)>, LookupError> {
         let pair = self.lookup(time)?;
@@ -417,6 +428,25 @@ mod tests {
         h.record(0.1, true, &frame(50.0)).unwrap();
         assert_eq!(h.pose(&h.lookup(0.04).unwrap(), 0).0.x, 0.0);
         assert_eq!(h.pose(&h.lookup(0.06).unwrap(), 0).0.x, 50.0);
+    }
+
+    #[test]
+    fn the_newest_teleport_since_a_time_is_found() {
+        let mut h = PoseHistory::new(2, 4);
+        h.record(0.0, false, &frame(0.0)).unwrap();
+        h.record(0.1, true, &frame(50.0)).unwrap();
+        h.record(0.2, false, &frame(51.0)).unwrap();
+        h.record(0.3, true, &frame(0.0)).unwrap();
+        h.record(0.4, false, &frame(1.0)).unwrap();
+        assert_eq!(h.teleported_since(0.0), Some(0.3), "the newest");
+        assert_eq!(h.teleported_since(0.3), Some(0.3));
+        assert_eq!(h.teleported_since(0.31), None, "none since");
+        // Overwritten: the teleports are no longer kept (4 frames: 0.4 to 0.7).
+        for (t, x) in [(0.5, 2.0), (0.6, 3.0), (0.7, 4.0)] {
+            h.record(t, false, &frame(x)).unwrap();
+        }
+        assert_eq!(h.teleported_since(0.0), None);
+        assert_eq!(PoseHistory::new(2, 3).teleported_since(0.0), None);
     }
 
     #[test]

@@ -37,8 +37,8 @@ pub struct Hud {
     pub local_hits: u64,
     /// Of those, the shots the server confirmed on someone.
     pub seen_confirmed: u64,
-    /// Of those, the shots fired after the player died, before hearing of it (answered, never
-    /// granted: the marker could not know).
+    /// Of those, the shots fired after the player died, or from where its respawn had moved
+    /// it, before hearing of it (answered, never granted: the marker could not know).
     pub seen_posthumous: u64,
     /// Fire indices of the latest shots that showed a hit marker (the last 256).
     marked: std::collections::VecDeque<u32>,
@@ -48,7 +48,8 @@ pub struct Hud {
     pub headshots: u64,
     /// Shots the server refused.
     pub rejected: u64,
-    /// Shots fired after dying, before hearing of it (answered, not refused).
+    /// Shots fired after dying, or from where a respawn had moved the player, before hearing
+    /// of it (answered, not refused).
     pub posthumous: u64,
     /// Why the latest refusal was made.
     pub last_rejection: Option<Rejection>,
@@ -122,8 +123,9 @@ fn track(
                 confirm(&mut hud, hits);
             }
             Ok(_) => {}
-            // Fired while dead, before hearing of it: nothing was refused.
-            Err(Rejection::ShooterDead) => {
+            // Fired while dead, or from where a respawn had moved it, before hearing of it:
+            // nothing was refused.
+            Err(Rejection::ShooterDead | Rejection::ShooterMoved) => {
                 hud.posthumous += 1;
                 if hud.marked.contains(&verdict.fire_index) {
                     hud.seen_posthumous += 1;

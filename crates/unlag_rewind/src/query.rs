@@ -745,6 +745,18 @@ impl RewindQuery<'_, '_> {
         Ok(history.poses().pose(&pair, history.boxes().len()))
     }
 
+    /// The time of the character's newest recorded teleport at or after `since` (seconds: a
+    /// respawn, a teleporter; a jump farther than
+    /// [`RewindSettings::teleport_distance`](crate::RewindSettings::teleport_distance) in one
+    /// frame), if its history still holds one.
+    pub fn teleported_since(&self, character: Entity, since: f64) -> Option<f64> {
+        self.histories
+            .get(character)
+            .ok()?
+            .poses()
+            .teleported_since(since)
+    }
+
     /// The server time a claimed view shows, seconds: between its two states by the blend
     /// factor, or state A's time plus the seconds extrapolated when it holds one state.
     pub fn claimed_time(&self, view: &ClaimedView) -> Result<f64, RewindError> {
