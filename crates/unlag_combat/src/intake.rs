@@ -130,7 +130,19 @@ pub(crate) fn judge_shots(
         );
         let trail = by_link.get(&link).and_then(|c| trails.get(*c).ok());
         let copies_wait = settings.copy_age_allowed(remote.client_frame) + COPY_JITTER_WAIT;
-        while let Some((request, arrival)) = take_ready(queue, trail, &settings, now, copies_wait) {
+        let frame_known = remote.client_frame_known();
+        while let Some((request, mut arrival)) =
+            take_ready(queue, (trail, frame_known), &settings, now, copies_wait)
+        {
+            // A shot that came before its client's frame time was known waited for it: the
+            // frame is judged as known now (a client's frame rate does not change in the
+            // moment it waited, and every copy travelled through frames of that length).
+            if !arrival.link.client_frame_known && frame_known {
+                stats.waited_for_frame += 1;
+                arrival.link.client_frame = remote.client_frame;
+                arrival.link.recent_client_frame = remote.recent_client_frame();
+                arrival.link.client_frame_known = true;
+            }
             let Some((shooter, _, mut armory, transform)) = by_link
                 .get(&link)
                 .and_then(|character| shooters.get_mut(*character).ok())
@@ -234,10 +246,14 @@ fn receive_copies(
 /// The oldest shot of `queue` if its turn has come, in order of arrival: once the shooter's
 /// moves (its `trail`) have caught up with the move it names, or it has waited long enough
 /// for them, or names a move too far ahead to wait for; a late copy first waits `copies_wait`
-/// seconds for a copy in time. Its arrival then knows where that move left the shooter.
+/// seconds for a copy in time; and every shot waits as long for its client's frame time to be
+/// known (`frame_known`: a shot fired in the first moments after joining came before the
+/// reports that show it, and judged as from a client with no frame, 30-fps clients' first
+/// shots were refused `BadViewTime`). Its arrival then knows where that move left the
+/// shooter.
 fn take_ready(
     queue: &mut VecDeque<HeldShot>,
-    trail: Option<&MoveTrail>,
+    (trail, frame_known): (Option<&MoveTrail>, bool),
     settings: &CombatSettings,
     now: f64,
     copies_wait: f64,
@@ -246,6 +262,12 @@ fn take_ready(
     let seq = front.request.move_seq.map(Seq16);
     let waited = now - front.first;
     if front.late && waited < copies_wait {
+        return None;
+    }
+    if !frame_known
+        && waited < settings.max_shot_hold + PLAYOUT_HOLD
+        && queue.len() <= MAX_HELD_SHOTS
+    {
         return None;
     }
     let ready = match (trail, seq) {

@@ -59,6 +59,9 @@ pub struct CombatStats {
     /// Shots fired from where the game had just moved their shooter away from
     /// ([`Rejection::ShooterMoved`]): answered, not counted as refusals.
     pub fired_before_moved: u64,
+    /// Shots that arrived before their client's frame time was known (its first moments after
+    /// joining) and waited for it, to be judged with it.
+    pub waited_for_frame: u64,
     /// Copies of shots already judged, dropped (each shot is sent several times).
     pub duplicates: u64,
     /// Shots judged against current poses because rewinding was off

@@ -303,6 +303,8 @@ pub struct RemoteClockAt {
     pub client_frame: f64,
     /// [`RemoteClientClock::recent_client_frame`] then, seconds.
     pub recent_client_frame: f64,
+    /// [`RemoteClientClock::client_frame_known`] then.
+    pub client_frame_known: bool,
     /// [`RemoteClientClock::delay_cap`] then, seconds.
     pub delay_cap: f64,
     /// Whether the client had reported its delay.
@@ -713,6 +715,13 @@ impl RemoteClientClock {
         self.recent_frames.push_back(self.client_frame);
     }
 
+    /// Whether the client's frame time is known: a report has claimed one since enough
+    /// reports arrived to bound it ([`RemoteClientClock::record_client_frame`]). Until then
+    /// [`RemoteClientClock::client_frame`] reads 0, and the checks allow for no frame.
+    pub fn client_frame_known(&self) -> bool {
+        !self.recent_frames.is_empty()
+    }
+
     /// The longest of the client's last few frame times as the checks allowed for them (each
     /// bounded by the reports' spacing when taken), seconds: a shot's copies were sent over
     /// frames the reports already described, while a report sent after them may overtake
@@ -742,6 +751,7 @@ impl RemoteClientClock {
             interpolation_delay: self.interpolation_delay,
             client_frame: self.client_frame,
             recent_client_frame: self.recent_client_frame(),
+            client_frame_known: self.client_frame_known(),
             delay_cap: self.delay_cap,
             reported: self.reported,
             view_lag_range: summary.map(|(least, most, _)| (least, most)),
