@@ -19,7 +19,7 @@
 //! | `--autopilot` | you aim at the nearest bot and fire by yourself (demos, screenshots) |
 //! | `--window WxH` | window size in pixels (default 1280x720) |
 //! | `--stats S` | a dedicated server prints a `server stats:` line every S seconds (default 10): memory, frame cost, links, refusals |
-//! | `--seconds S` | quit after S seconds, printing how the match felt (shots seen as hits, confirmed and refused by reason, corrections, proxy frames held, frames per second) |
+//! | `--seconds S` | quit after S seconds, printing how the match felt (shots seen as hits, confirmed, judged misses and refused by reason, corrections, proxy frames held, frames per second) |
 //!
 //! Controls (leafwing-input-manager):
 //!
@@ -260,13 +260,14 @@ fn print_summary(
         (s.held_frames + s.extrapolated_frames, s.frames)
     });
     println!(
-        "match summary: {} shots, {} seen as hits, {} of them confirmed and {} fired after \
-         dying ({} confirmed in all), {} refused ({refused}), {} posthumous; {} corrections; \
-         {held} of {drawn} proxy frames held or extrapolated; {:.1} frames per second over \
-         {:.1} s",
+        "match summary: {} shots, {} seen as hits, {} of them confirmed, {} judged misses and \
+         {} fired after dying ({} confirmed in all), {} refused ({refused}), {} posthumous; {} \
+         corrections; {held} of {drawn} proxy frames held or extrapolated; {:.1} frames per \
+         second over {:.1} s",
         hud.shots,
         hud.local_hits,
         hud.seen_confirmed,
+        hud.seen_missed,
         hud.seen_posthumous,
         hud.confirmed_hits,
         hud.rejected,

@@ -441,6 +441,11 @@ fn a_shooter_match_plays_honestly_for_ten_seconds() {
     let (_, hud) = played_honestly(&mut tb, 0, 10);
     assert!(hud.shots >= 30, "{hud:?}");
     assert!(hud.local_hits >= hud.confirmed_hits / 2, "{hud:?}");
+    // Every answer to a seen hit is counted once: confirmed, judged a miss or posthumous.
+    assert!(
+        hud.seen_confirmed + hud.seen_missed + hud.seen_posthumous <= hud.local_hits,
+        "{hud:?}"
+    );
     let stats = tb.server_world().resource::<CombatStats>();
     assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
 

@@ -40,6 +40,10 @@ pub struct Hud {
     /// Of those, the shots fired after the player died, or from where its respawn had moved
     /// it, before hearing of it (answered, never granted: the marker could not know).
     pub seen_posthumous: u64,
+    /// Of those, the shots the server judged misses (none of their rays hit anyone: a target
+    /// another shot killed first, or a view the server judged elsewhere). The rest of the seen
+    /// hits were refused or not answered yet.
+    pub seen_missed: u64,
     /// Fire indices of the latest shots that showed a hit marker (the last 256).
     marked: std::collections::VecDeque<u32>,
     /// Shots (and projectiles) the server confirmed on someone.
@@ -122,7 +126,11 @@ fn track(
                 }
                 confirm(&mut hud, hits);
             }
-            Ok(_) => {}
+            Ok(_) => {
+                if hud.marked.contains(&verdict.fire_index) {
+                    hud.seen_missed += 1;
+                }
+            }
             // Fired while dead, or from where a respawn had moved it, before hearing of it:
             // nothing was refused.
             Err(Rejection::ShooterDead | Rejection::ShooterMoved) => {
