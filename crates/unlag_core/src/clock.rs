@@ -137,9 +137,9 @@ impl ServerClockEstimator {
     /// `read_window` seconds before (the frame it waited through unread; `usual_window` is the
     /// usual frame, [`FramePace::usual`]): its quality is `(usual_window / read_window)²` (at
     /// most 1), and it weighs `alpha` times that, or while the qualities of the samples since
-    /// the start sum to less than 1, its quality times the part of 1 still missing. A sample restarts the estimate only if it is further than
-    /// [`RESET_OFFSET`] from it beyond the window. Non-finite inputs are ignored; negative
-    /// windows count as zero.
+    /// the start sum to less than 1, its quality times the part of 1 still missing. A sample
+    /// restarts the estimate only if it is further than [`RESET_OFFSET`] from it beyond the
+    /// window. Non-finite inputs are ignored; negative windows count as zero.
     pub fn add_sample_read(
         &mut self,
         local_now: f64,
