@@ -94,15 +94,24 @@ fn part_material(palette: &Palette, hit_box: &HitBox) -> Handle<StandardMaterial
 fn dress_hit_boxes(
     mut commands: Commands,
     bodies: Query<Entity, (With<unlag::smoothing::RenderedPose>, Without<Visibility>)>,
+    unseen: Query<(), Without<Visibility>>,
     palette: Res<Palette>,
     mut meshes: ResMut<Assets<Mesh>>,
-    boxes: Query<(Entity, &HitBox), Without<Mesh3d>>,
+    boxes: Query<(Entity, &HitBox, Option<&ChildOf>), Without<Mesh3d>>,
 ) {
     // The characters carry their parts' visibility.
     for body in &bodies {
         commands.entity(body).insert(Visibility::default());
     }
-    for (entity, hit_box) in &boxes {
+    for (entity, hit_box, parent) in &boxes {
+        // A proxy's boxes come with its layout, before its first drawn pose: its body gets its
+        // visibility before they get their meshes (else Bevy warns, B0004, for every part).
+        if let Some(body) = parent.map(ChildOf::parent)
+            && unseen.contains(body)
+            && !bodies.contains(body)
+        {
+            commands.entity(body).insert(Visibility::default());
+        }
         let mesh = match hit_box.shape {
             HitShape::Cuboid { half_extents } => meshes.add(Cuboid::from_size(half_extents * 2.0)),
             HitShape::Capsule {
