@@ -3,9 +3,9 @@
 //! a dedicated or a listen server), each judged against the acceptance figures an honest
 //! player must see, one row per match with PASS or FAIL; JSON, and with `--plot DIR` heat maps.
 //!
-//! The set: every axis swept with the others at a middle value, two crossed blocks (RTT ×
-//! loss, update rate × client frame rate) for the heat maps, and the corners that combine the
-//! worst of each pair.
+//! The set: every axis swept with the others at a middle value, a listen host's cold start
+//! (its first seconds on a cold shader cache), two crossed blocks (RTT × loss, update rate ×
+//! client frame rate) for the heat maps, and the corners that combine the worst of each pair.
 
 use crate::{OptionError, Report, ReportOptions, run};
 use plotters::prelude::*;

@@ -10,8 +10,8 @@ use unlag_core::SplitMix64;
 /// way; a share `hitch_share` of frames instead takes `hitch` (a shader compile, a garbage
 /// collection, a disk read); and in the App's first `cold_start`, every third frame takes
 /// `cold_frame` (a game's first seconds on a cold shader cache: pipelines compile as things
-/// first come into view, between ordinary frames). The server's frames are not paced: a dedicated server keeps the
-/// testbed's frame rate, a listen server steps with client 0 (see
+/// first come into view, between ordinary frames). The server's frames are not paced: a
+/// dedicated server keeps the testbed's frame rate, a listen server steps with client 0 (see
 /// [`TestbedConfig::listen`](crate::TestbedConfig::listen)).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ClientPace {
