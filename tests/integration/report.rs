@@ -688,10 +688,9 @@ fn a_slow_client_on_a_bursty_link_stays_connected_and_its_late_copies_are_judged
 }
 
 /// A listen host's first seconds on a cold shader cache: every third frame takes 0.7 s. Its
-/// remote clients' RTT, and so their one-way estimates, swell with the waits (their clocks ran
-/// up to 0.18 s ahead); the host's own client reads its first beats after long frames. No
-/// honest shot is refused, every seen hit is confirmed, and proxies are drawn as in a warm
-/// match.
+/// remote clients' RTT, and so their one-way estimates, swell with the waits (with this seed
+/// their clocks ran up to 0.18 s ahead). No honest shot is refused, seen hits are confirmed
+/// (99.5 % and more), at most 1 % of proxy frames starve and nobody is dropped.
 #[test]
 fn a_listen_host_starting_on_a_cold_shader_cache_refuses_no_honest_shot() {
     let (report, a) = honest_grid_cell("listen fps=10 cold start 3 s × 700 ms", 4);
