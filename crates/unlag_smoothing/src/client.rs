@@ -381,7 +381,7 @@ pub(crate) fn receive_states(
                     fresh[at].1.buffer.push(state, clock.server_time)
                 }
             };
-            count_state(&mut stats, result);
+            count_state(&mut stats, result, clock.synced);
         }
     }
     for (entity, smoothing) in fresh.drain(..) {
@@ -446,8 +446,10 @@ impl ProxySmoothing {
 }
 
 /// Counts a received state, or why it was dropped (duplicates are normal: the server sends
-/// slow proxies' states twice; the others are logged, rate-limited).
-fn count_state(stats: &mut SmoothingStats, result: Result<(), StateRejected>) {
+/// slow proxies' states twice; the others are logged, rate-limited, once the clock is
+/// `synced`: before, there is no server time to place a state against, and every honest one
+/// reads as from the far future).
+fn count_state(stats: &mut SmoothingStats, result: Result<(), StateRejected>, synced: bool) {
     let Err(reason) = result else {
         stats.states_received += 1;
         return;
@@ -458,7 +460,7 @@ fn count_state(stats: &mut SmoothingStats, result: Result<(), StateRejected>) {
         StateRejected::OutOfOrder => &mut stats.rejected_out_of_order,
         StateRejected::FarFuture => &mut stats.rejected_far_future,
     };
-    if reason == StateRejected::Duplicate {
+    if reason == StateRejected::Duplicate || (reason == StateRejected::FarFuture && !synced) {
         *n += 1;
     } else {
         unlag_net::warn_counted!(*n, "dropped a proxy state: {reason}");
