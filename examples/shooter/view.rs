@@ -108,7 +108,6 @@ fn dress_hit_boxes(
         // visibility before they get their meshes (else Bevy warns, B0004, for every part).
         if let Some(body) = parent.map(ChildOf::parent)
             && unseen.contains(body)
-            && !bodies.contains(body)
         {
             commands.entity(body).insert(Visibility::default());
         }

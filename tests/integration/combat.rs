@@ -113,6 +113,21 @@ fn keep(
     ledger.verdicts.extend(verdicts.read().cloned());
 }
 
+/// Client 0's scripts: `fire` before combat, and the [`Ledger`] kept after it.
+fn fire_and_keep<M>(
+    fire: impl IntoScheduleConfigs<bevy::ecs::system::ScheduleSystem, M>,
+) -> impl FnOnce(&mut App) {
+    move |app| {
+        app.init_resource::<Ledger>().add_systems(
+            Update,
+            (
+                fire.before(unlag::combat::CombatSystems::Client),
+                keep.after(unlag::combat::CombatSystems::Client),
+            ),
+        );
+    }
+}
+
 struct Agreement {
     seen_hits: usize,
     hits_confirmed: usize,
@@ -247,15 +262,7 @@ fn run_with(
     seconds: u64,
     interest: Option<unlag::smoothing::InterestSettings>,
 ) -> Agreement {
-    let mut tb = combat_testbed(rtt_ms, default(), 3, 1e9, |app| {
-        app.init_resource::<Ledger>().add_systems(
-            Update,
-            (
-                shoot.before(unlag::combat::CombatSystems::Client),
-                keep.after(unlag::combat::CombatSystems::Client),
-            ),
-        );
-    });
+    let mut tb = combat_testbed(rtt_ms, default(), 3, 1e9, fire_and_keep(shoot));
     let reduced = interest.as_ref().map(|i| i.reduced_rate_hz);
     if let Some(interest) = interest {
         tb.server_world_mut().insert_resource(interest);
@@ -1032,15 +1039,7 @@ fn fire_from_the_start(mut frame: Local<u64>, mut fire: MessageWriter<FireComman
 /// refused; once both are there the shots go and are judged.
 #[test]
 fn shots_before_the_clock_and_the_character_are_not_sent() {
-    let mut tb = combat_testbed(150, default(), 1, 1e9, |app| {
-        app.init_resource::<Ledger>().add_systems(
-            Update,
-            (
-                fire_from_the_start.before(unlag::combat::CombatSystems::Client),
-                keep.after(unlag::combat::CombatSystems::Client),
-            ),
-        );
-    });
+    let mut tb = combat_testbed(150, default(), 1, 1e9, fire_and_keep(fire_from_the_start));
     tb.run_for(Duration::from_secs(1));
     let stats = tb.server_world().resource::<CombatStats>();
     let ledger = tb.client_world(0).resource::<Ledger>();
@@ -1090,15 +1089,13 @@ fn fire_and_reload_from_the_eye(
 #[test]
 fn shots_fired_before_the_client_hears_it_was_moved_are_answered_not_refused() {
     use unlag::combat::Rejection;
-    let mut tb = combat_testbed(150, default(), 1, 1e9, |app| {
-        app.init_resource::<Ledger>().add_systems(
-            Update,
-            (
-                fire_and_reload_from_the_eye.before(unlag::combat::CombatSystems::Client),
-                keep.after(unlag::combat::CombatSystems::Client),
-            ),
-        );
-    });
+    let mut tb = combat_testbed(
+        150,
+        default(),
+        1,
+        1e9,
+        fire_and_keep(fire_and_reload_from_the_eye),
+    );
     // The shooter's own hit boxes: the rewind records where it stood.
     let layout = tb.server_world().resource::<AssetServer>().load(HUMANOID);
     let shooter = {
@@ -1183,15 +1180,7 @@ fn a_slow_clients_first_shots_after_joining_wait_for_its_frame_time() {
         client_pace: Some(unlag_testbed::ClientPace::steady(30.0)),
         ..default()
     };
-    let mut tb = combat_testbed_of(config, default(), 1, 1e9, |app| {
-        app.init_resource::<Ledger>().add_systems(
-            Update,
-            (
-                fire_every_frame.before(unlag::combat::CombatSystems::Client),
-                keep.after(unlag::combat::CombatSystems::Client),
-            ),
-        );
-    });
+    let mut tb = combat_testbed_of(config, default(), 1, 1e9, fire_and_keep(fire_every_frame));
     tb.run_for(Duration::from_secs(1));
     let stats = tb.server_world().resource::<CombatStats>();
     println!(
@@ -1212,15 +1201,7 @@ fn a_slow_clients_first_shots_after_joining_wait_for_its_frame_time() {
 /// promises no hit on it; every hit it promised is confirmed, none it did not.
 #[test]
 fn no_hit_is_promised_on_a_body_the_shooter_expects_dead() {
-    let mut tb = combat_testbed(150, default(), 1, 25.0, |app| {
-        app.init_resource::<Ledger>().add_systems(
-            Update,
-            (
-                shoot_torso.before(unlag::combat::CombatSystems::Client),
-                keep.after(unlag::combat::CombatSystems::Client),
-            ),
-        );
-    });
+    let mut tb = combat_testbed(150, default(), 1, 25.0, fire_and_keep(shoot_torso));
     let (weapon, _) = weapon(&tb, "rifle");
     let world = tb.client_world_mut(0);
     let proxy = world

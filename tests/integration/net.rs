@@ -751,12 +751,10 @@ fn paced_clients_run_their_own_frames_and_a_listen_server_its_hosts() {
     use unlag_testbed::ClientPace;
 
     let pace = ClientPace {
-        fps: 20.0,
         frame_jitter: 0.3,
         hitch_share: 0.05,
         hitch: Duration::from_millis(300),
-        cold_start: Duration::ZERO,
-        cold_frame: Duration::ZERO,
+        ..ClientPace::steady(20.0)
     };
     let mut tb = Testbed::new(TestbedConfig {
         clients: 2,
@@ -827,12 +825,9 @@ fn a_hitching_listen_host_keeps_its_server_clock_whole() {
         clients: 1,
         conditions: conditions(100, 0, 0.0),
         client_pace: Some(ClientPace {
-            fps: 10.0,
-            frame_jitter: 0.0,
             hitch_share: 0.3,
             hitch: Duration::from_millis(400),
-            cold_start: Duration::ZERO,
-            cold_frame: Duration::ZERO,
+            ..ClientPace::steady(10.0)
         }),
         listen: true,
         ..default()
@@ -1222,8 +1217,6 @@ fn a_hitching_hosts_long_frame_is_announced_and_compensated() {
         client_pace: Some(ClientPace {
             hitch_share: 0.1,
             hitch: Duration::from_millis(250),
-            cold_start: Duration::ZERO,
-            cold_frame: Duration::ZERO,
             ..ClientPace::steady(10.0)
         }),
         listen: true,

@@ -202,6 +202,19 @@ impl ReportOptions {
                 })
         };
         let number = |low: f64, high: f64, unit: &str| number_in(value, low, high, unit);
+        // Two numbers `A,B` in their ranges (low, high, unit); `form` names them for the error.
+        let pair = |form: &str,
+                    (low_a, high_a, unit_a): (f64, f64, &str),
+                    (low_b, high_b, unit_b): (f64, f64, &str)| {
+            let parts: Vec<&str> = value.split(',').collect();
+            let [a, b] = parts[..] else {
+                return Err(OptionError(format!("{name}: {value:?} is not {form}")));
+            };
+            Ok((
+                number_in(a.trim(), low_a, high_a, unit_a)?,
+                number_in(b.trim(), low_b, high_b, unit_b)?,
+            ))
+        };
         let whole = |low: f64, high: f64| -> Result<f64, OptionError> {
             number(low, high, "")?;
             value
@@ -221,28 +234,18 @@ impl ReportOptions {
             "--client-fps" => self.client_fps = Some(number(5.0, 480.0, " frames/s")?),
             "--frame-jitter" => self.frame_jitter_percent = number(0.0, 90.0, " %")?,
             "--hitches" => {
-                let parts: Vec<&str> = value.split(',').collect();
-                let [share, ms] = parts[..] else {
-                    return Err(OptionError(format!(
-                        "{name}: {value:?} is not P,MS (percent of frames, milliseconds)"
-                    )));
-                };
-                self.hitches = Some((
-                    number_in(share.trim(), 0.0, 50.0, " % of frames")?,
-                    number_in(ms.trim(), 0.0, 2000.0, " ms")?,
-                ));
+                self.hitches = Some(pair(
+                    "P,MS (percent of frames, milliseconds)",
+                    (0.0, 50.0, " % of frames"),
+                    (0.0, 2000.0, " ms"),
+                )?)
             }
             "--cold-start" => {
-                let parts: Vec<&str> = value.split(',').collect();
-                let [secs, ms] = parts[..] else {
-                    return Err(OptionError(format!(
-                        "{name}: {value:?} is not S,MS (seconds, milliseconds)"
-                    )));
-                };
-                self.cold_start = Some((
-                    number_in(secs.trim(), 0.0, 30.0, " s")?,
-                    number_in(ms.trim(), 0.0, 2000.0, " ms")?,
-                ));
+                self.cold_start = Some(pair(
+                    "S,MS (seconds, milliseconds)",
+                    (0.0, 30.0, " s"),
+                    (0.0, 2000.0, " ms"),
+                )?)
             }
             "--cheat" => {
                 self.cheat = Some(crate::cheat::Cheat::parse(value).ok_or_else(|| {

@@ -53,43 +53,26 @@ impl ClientPace {
 
     /// Checks every field against its range; the error names the field.
     pub fn validate(&self) -> Result<(), String> {
-        if !(MIN_CLIENT_FPS..=MAX_CLIENT_FPS).contains(&self.fps) {
-            return Err(format!(
-                "ClientPace::fps: {} is not in {MIN_CLIENT_FPS}-{MAX_CLIENT_FPS}",
-                self.fps
-            ));
-        }
-        if !(0.0..=0.9).contains(&self.frame_jitter) {
-            return Err(format!(
-                "ClientPace::frame_jitter: {} is not in 0-0.9",
-                self.frame_jitter
-            ));
-        }
-        if !(0.0..=0.5).contains(&self.hitch_share) {
-            return Err(format!(
-                "ClientPace::hitch_share: {} is not in 0-0.5",
-                self.hitch_share
-            ));
-        }
-        if self.hitch > Duration::from_secs(2) {
-            return Err(format!(
-                "ClientPace::hitch: {:?} is more than 2 s",
-                self.hitch
-            ));
-        }
-        if self.cold_start > Duration::from_secs(30) {
-            return Err(format!(
-                "ClientPace::cold_start: {:?} is more than 30 s",
-                self.cold_start
-            ));
-        }
-        if self.cold_frame > Duration::from_secs(2) {
-            return Err(format!(
-                "ClientPace::cold_frame: {:?} is more than 2 s",
-                self.cold_frame
-            ));
-        }
-        Ok(())
+        let within = |field: &str, x: f64, (low, high): (f64, f64)| {
+            if (low..=high).contains(&x) {
+                Ok(())
+            } else {
+                Err(format!("ClientPace::{field}: {x} is not in {low}-{high}"))
+            }
+        };
+        let at_most = |field: &str, d: Duration, secs: u64| {
+            if d <= Duration::from_secs(secs) {
+                Ok(())
+            } else {
+                Err(format!("ClientPace::{field}: {d:?} is more than {secs} s"))
+            }
+        };
+        within("fps", self.fps, (MIN_CLIENT_FPS, MAX_CLIENT_FPS))?;
+        within("frame_jitter", self.frame_jitter, (0.0, 0.9))?;
+        within("hitch_share", self.hitch_share, (0.0, 0.5))?;
+        at_most("hitch", self.hitch, 2)?;
+        at_most("cold_start", self.cold_start, 30)?;
+        at_most("cold_frame", self.cold_frame, 2)
     }
 
     /// The mean frame time without hitches, seconds.

@@ -65,13 +65,11 @@ impl ShotContext<'_, '_, '_> {
         let Some(moved_at) = self.rewind.teleported_since(self.shooter, time - window) else {
             return false;
         };
-        let origin = self.request.origin;
-        let away = |root: Vec3| Vec2::new(origin.x - root.x, origin.z - root.z).length();
         let stood = |at: f64| {
             self.rewind
                 .root_at(self.shooter, at)
                 .ok()
-                .map(|(r, _)| away(r))
+                .map(|(r, _)| self.away(r))
         };
         let step = |k: u32| f64::from(k) * RECORDED_STEP;
         // (A step or more before it: nearer the teleport's frame than the one before, a
@@ -83,7 +81,7 @@ impl ShotContext<'_, '_, '_> {
             .map(step)
             .take_while(|&back| time - back >= moved_at)
             .filter_map(|back| stood(time - back))
-            .chain([away(self.position)])
+            .chain([self.away(self.position)])
             .reduce(f32::min);
         before
             .zip(since)
@@ -93,9 +91,14 @@ impl ShotContext<'_, '_, '_> {
     /// Whether the origin is within the settings' distance of a body standing at `root`
     /// (horizontally, metres) and between its feet and 2.5 m above them (0.5 m below allowed).
     fn near(&self, root: Vec3) -> bool {
+        self.away(root) <= self.settings.max_origin_error
+            && (-0.5..=2.5).contains(&(self.request.origin.y - root.y))
+    }
+
+    /// How far the origin lies from a body standing at `root`, horizontally, metres.
+    fn away(&self, root: Vec3) -> f32 {
         let d = self.request.origin - root;
-        Vec2::new(d.x, d.z).length() <= self.settings.max_origin_error
-            && (-0.5..=2.5).contains(&d.y)
+        Vec2::new(d.x, d.z).length()
     }
 
     /// Whether the world leaves the way clear from the axis of a body at `root`, at the
