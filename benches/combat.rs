@@ -106,7 +106,7 @@ fn setup() -> Bench {
             let time = f64::from(tick) * TICK;
             root.translation += velocity * TICK as f32;
             history
-                .record(time, &root, 3.84, |b| {
+                .record(time, &root, (3.84, false), |b| {
                     locals.iter().find(|(e, _)| *e == b).unwrap().1
                 })
                 .unwrap();

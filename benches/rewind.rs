@@ -189,7 +189,7 @@ impl Arena {
             };
             let history = self.histories.get_mut(character).unwrap();
             history
-                .record(self.time, &self.roots[i], 3.84, |b| {
+                .record(self.time, &self.roots[i], (3.84, false), |b| {
                     locals[b.index_u32() as usize]
                 })
                 .unwrap();

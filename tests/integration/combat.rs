@@ -1088,6 +1088,25 @@ fn fire_and_reload_from_the_eye(
 /// [`Rejection::ShooterMoved`]: unlag::combat::Rejection::ShooterMoved
 #[test]
 fn shots_fired_before_the_client_hears_it_was_moved_are_answered_not_refused() {
+    moved_while_firing(20.0, false);
+}
+
+/// As [`shots_fired_before_the_client_hears_it_was_moved_are_answered_not_refused`], for a
+/// move shorter than the teleport distance (3.84 m) that the game marks
+/// [`Teleported`](unlag::net::Teleported), as the shooter's respawn does: the rewind takes the
+/// game's word for it. (It used to go by the distance alone: a respawn 2.6 m from where the
+/// body died was no teleport to it, and a shot fired from there before the client heard was
+/// refused `BadOrigin`, the soak's one refusal in five runs.)
+#[test]
+fn a_short_move_the_game_marks_as_a_teleport_is_one() {
+    moved_while_firing(2.5, true);
+}
+
+/// A client fires from where it stands, every frame it can, while the game moves its body
+/// `distance` metres (marked [`Teleported`](unlag::net::Teleported) when `marked`): the
+/// shots from the old place are answered `ShooterMoved` (none refused, at most one granted)
+/// until the news has had time to reach the client, and refused `BadOrigin` after.
+fn moved_while_firing(distance: f32, marked: bool) {
     use unlag::combat::Rejection;
     let mut tb = combat_testbed(
         150,
@@ -1118,15 +1137,26 @@ fn shots_fired_before_the_client_hears_it_was_moved_are_answered_not_refused() {
     let before = stats(&tb);
     assert_eq!(before.rejected_total(), 0, "{:?}", before.rejected);
     assert!(before.accepted >= 5, "{before:?}");
-    // Moved 20 m by the game; the client, which nothing tells, fires from the old place.
+    // Moved by the game; the client, which nothing tells, fires from the old place.
     tb.server_world_mut()
         .get_mut::<Transform>(shooter)
         .unwrap()
-        .translation += Vec3::X * 20.0;
+        .translation += Vec3::X * distance;
+    if marked {
+        tb.server_world_mut()
+            .entity_mut(shooter)
+            .insert(unlag::net::Teleported);
+    }
     tb.run_for(Duration::from_millis(400));
+    assert!(
+        tb.server_world()
+            .get::<unlag::net::Teleported>(shooter)
+            .is_none(),
+        "the marker is spent once the tick is recorded"
+    );
     let moved = stats(&tb);
     println!(
-        "after the move: {} accepted, {} fired before it, refused {:?}",
+        "after the move of {distance} m: {} accepted, {} fired before it, refused {:?}",
         moved.accepted - before.accepted,
         moved.fired_before_moved,
         moved.rejected

@@ -66,7 +66,10 @@ pub use udp::{
 pub use unlag_core::{
     ConditionsError, DelayPolicy, Fields, HighPingSettings, LinkConditions, SettingsError, Validate,
 };
-pub use view::{ProxyFlags, ProxySmoothingSystems, RenderedPose, SENT_STATES_SECONDS, SentStates};
+pub use view::{
+    ProxyFlags, ProxySmoothingSystems, RenderedPose, SENT_STATES_SECONDS, SentStates, Teleported,
+    TeleportsSeen,
+};
 pub use work::{ServerWork, WorkPart, WorkTimer};
 
 use bevy::ecs::schedule::common_conditions::any_with_component;
@@ -317,6 +320,13 @@ impl Plugin for UnlagNetPlugin {
                 clock::server_beats.run_if(any_with_component::<Server>),
             )
                 .in_set(NetSystems::Beats),
+        )
+        .add_systems(
+            FixedPostUpdate,
+            view::clear_teleported
+                .run_if(any_with_component::<Server>)
+                .in_set(TeleportsSeen)
+                .after(ProxySmoothingSystems::Send),
         )
         .add_systems(
             PostUpdate,

@@ -19,6 +19,31 @@ pub enum ProxySmoothingSystems {
     Place,
 }
 
+/// Insert on a server entity the game has just moved instantly (a respawn, a teleporter): its
+/// next proxy state is flagged so that clients snap instead of sweeping through the world, and
+/// the rewind records the tick as a teleport, which it never interpolates across and which
+/// tells a shot fired from the old place before the client heard of the move from a forged
+/// origin, however short the move. (Without the marker, only a jump farther than the
+/// teleport distance, 3.84 m by default, counts: a respawn 2.6 m from where the body died
+/// did not, and a shot from there was refused `BadOrigin`.) Removed after the tick it was
+/// seen in ([`TeleportsSeen`]).
+#[derive(Component, Copy, Clone, Debug, Default)]
+pub struct Teleported;
+
+/// `FixedPostUpdate` on the server: where [`Teleported`] markers are removed, after proxy
+/// smoothing has sent the flagged state ([`ProxySmoothingSystems::Send`]) and after every
+/// system ordered before this set (the rewind's recording is) has seen them in that tick.
+#[derive(SystemSet, Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TeleportsSeen;
+
+/// `FixedPostUpdate` on the server ([`TeleportsSeen`]): the tick's [`Teleported`] markers have
+/// been read by everyone who needs them.
+pub(crate) fn clear_teleported(mut commands: Commands, moved: Query<Entity, With<Teleported>>) {
+    for entity in &moved {
+        commands.entity(entity).remove::<Teleported>();
+    }
+}
+
 /// What was on screen for a proxy this frame: which two states and blend factor, in which mode.
 /// Shots carry it so the server can rebuild the exact pose the shooter saw.
 #[derive(Component, Copy, Clone, Debug, PartialEq, Reflect)]

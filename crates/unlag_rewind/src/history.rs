@@ -130,13 +130,14 @@ impl FrameHistory {
     }
 
     /// Records the frame at `time` (seconds): every box posed as `root` times its local
-    /// transform (from `local`, by box entity). A jump of the root farther than
-    /// `teleport_distance` metres since the last frame is a teleport.
+    /// transform (from `local`, by box entity). The frame is a teleport (never interpolated
+    /// across) when `moved_instantly` (the game said so: [`unlag_net::Teleported`]) or the
+    /// root jumped farther than `teleport_distance` metres since the last frame.
     pub fn record(
         &mut self,
         time: f64,
         root: &Transform,
-        teleport_distance: f32,
+        (teleport_distance, moved_instantly): (f32, bool),
         local: impl Fn(Entity) -> Transform,
     ) -> Result<(), RecordError> {
         self.scratch.clear();
@@ -149,9 +150,9 @@ impl FrameHistory {
         }
         self.scratch.push((root.translation, root.rotation));
         self.scratch.push((centre, root.rotation));
-        let teleport = self
-            .last_root
-            .is_some_and(|last| last.distance(root.translation) > teleport_distance);
+        let teleport = self.last_root.is_some_and(|last| {
+            moved_instantly || last.distance(root.translation) > teleport_distance
+        });
         self.history.record(time, teleport, &self.scratch)?;
         self.last_root = Some(root.translation);
         self.body = body;
@@ -423,7 +424,12 @@ pub(crate) fn record_frames(
     tick: Res<TickDuration>,
     mut broad: ResMut<RewindBroadPhase>,
     mut stats: ResMut<RewindStats>,
-    mut characters: Query<(Entity, &Transform, &mut FrameHistory)>,
+    mut characters: Query<(
+        Entity,
+        &Transform,
+        &mut FrameHistory,
+        Has<unlag_net::Teleported>,
+    )>,
     boxes: Query<&Transform, With<HitBox>>,
     clients: Query<&unlag_net::RemoteClientClock>,
     conditions: Option<Res<unlag_net::NetConditions>>,
@@ -437,11 +443,16 @@ pub(crate) fn record_frames(
         .map(|w| w.time(unlag_net::WorkPart::Recording));
     let time = f64::from(timeline.tick().0) * tick.0.as_secs_f64();
     let mut refused = 0;
-    for (_, root, mut history) in &mut characters {
+    for (_, root, mut history, moved_instantly) in &mut characters {
         // A box despawned since keeps its last pose: the history's shape never changes.
         let local = |b: Entity| boxes.get(b).copied().unwrap_or_default();
         if history
-            .record(time, root, settings.teleport_distance, local)
+            .record(
+                time,
+                root,
+                (settings.teleport_distance, moved_instantly),
+                local,
+            )
             .is_err()
         {
             refused += 1;
@@ -456,14 +467,14 @@ pub(crate) fn record_frames(
             .max(time - settings.max_record_time),
         None => time - span,
     };
-    broad.rebuild_since(characters.iter().map(|(e, _, h)| (e, h)), since);
+    broad.rebuild_since(characters.iter().map(|(e, _, h, _)| (e, h)), since);
     let mut new = RewindStats {
         refused_frames: stats.refused_frames + refused,
         memory_bytes: broad.memory_bytes(),
         frames_per_character: settings.history_frames(tick.0),
         ..default()
     };
-    for (_, _, history) in &characters {
+    for (_, _, history, _) in &characters {
         new.characters += 1;
         new.boxes += history.boxes().len();
         new.memory_bytes += history.memory_bytes();

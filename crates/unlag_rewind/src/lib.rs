@@ -158,7 +158,8 @@ pub struct RewindSettings {
     /// delay and frames, and two of the slowest update intervals), up to
     /// [`RewindSettings::max_record_time`].
     pub min_window: f64,
-    /// A character moving farther than this in one tick teleported: its history is never
+    /// A character moving farther than this in one tick teleported (as does one the game marks
+    /// [`unlag_net::Teleported`], however short the move): its history is never
     /// interpolated across that tick, metres (default 3.84).
     pub teleport_distance: f32,
     /// Longest offset from the curve a claimed view may carry (a client easing a proxy back
@@ -262,6 +263,11 @@ impl Plugin for RewindPlugin {
                     .chain()
                     .run_if(any_with_component::<Server>)
                     .in_set(RewindSystems::Record),
+            )
+            // The game's teleport markers are kept until the recording has seen them.
+            .configure_sets(
+                FixedPostUpdate,
+                RewindSystems::Record.before(unlag_net::TeleportsSeen),
             );
         // Sight for interest management: tested where the world is known.
         app.insert_resource(unlag_net::SightTested).add_systems(

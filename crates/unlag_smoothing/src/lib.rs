@@ -28,7 +28,8 @@ mod server;
 pub use client::{ArrivalLateness, ProxySmoothing, SmoothingStats};
 
 pub use protocol::{ProxyDormancy, ProxyUpdates, WireProxyState};
-pub use server::{NetUpdateFrequency, SmoothedProxy, Teleported};
+pub use server::{NetUpdateFrequency, SmoothedProxy};
+pub use unlag_net::Teleported;
 // The view contract smoothing writes and the rewind reads lives in `unlag_net`; re-exported
 // here under the names smoothing users know.
 pub use unlag_core::{SampleKind, SmoothingMode, StateShown};

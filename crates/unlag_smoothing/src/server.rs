@@ -9,7 +9,7 @@ use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
 use unlag_net::{
     LinkTraffic, NetConditions, ProxyFlags, ProxyInterest, Relevance, ReliableChannel, SentStates,
-    UnreliableChannel,
+    Teleported, UnreliableChannel,
 };
 
 /// Marks a server entity whose state is sent to clients for smoothing (its `Transform` is
@@ -24,11 +24,6 @@ pub struct SmoothedProxy;
 #[derive(Component, Copy, Clone, Debug, PartialEq, Reflect)]
 #[reflect(Component)]
 pub struct NetUpdateFrequency(pub f32);
-
-/// Insert on a server entity that was just moved instantly (respawn, teleporter): its next state
-/// is flagged so clients snap instead of sweeping through the world. Removed once sent.
-#[derive(Component, Copy, Clone, Debug, Default)]
-pub struct Teleported;
 
 /// Per-proxy sampling state on the server.
 #[derive(Component, Default)]
@@ -91,9 +86,9 @@ pub(crate) fn sample_proxies(
                 sampler.velocity = moved / (dt * (now - then) as f32);
             }
         }
+        // (The marker is removed after the tick, once the rewind has seen it too.)
         if teleported {
             sampler.teleport = true;
-            commands.entity(entity).remove::<Teleported>();
         }
         sampler.last = Some((now, transform.translation));
     }
