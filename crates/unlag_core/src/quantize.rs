@@ -1,10 +1,10 @@
 //! Quantisation of what moves carry on the wire (UE's choices): locations to 1 cm, acceleration
-//! to 0.1, angles to 16 bits.
+//! to 0.1, angles to 16 bits; and of the rotations proxy states carry (32 bits).
 //!
 //! The client quantises a move's input *before* simulating it, so the server, which only sees
 //! the quantised input, simulates exactly what the client did.
 
-use glam::{IVec3, Vec2, Vec3};
+use glam::{IVec3, Quat, Vec2, Vec3, Vec4};
 
 /// Metres per unit of a quantised location.
 pub const LOCATION_STEP: f32 = 0.01;
@@ -95,9 +95,116 @@ pub fn dequantize_pitch(q: i16) -> f32 {
     f32::from(q.max(-32_767)) / 32_767.0 * core::f32::consts::FRAC_PI_2
 }
 
+/// Bits of each of the three smaller components of a [`quantize_rotation`].
+const ROTATION_BITS: u32 = 10;
+
+/// Largest value of those bits a component is sent as: an even number of steps, so that 0 is
+/// one of them (a yaw's pitch and roll, 0, come back exactly 0: a character turning about the
+/// vertical is never drawn tilted). The odd value above it only comes forged.
+const ROTATION_MAX: u32 = (1 << ROTATION_BITS) - 2;
+
+/// All the bits of one component.
+const ROTATION_MASK: u32 = (1 << ROTATION_BITS) - 1;
+
+/// A rotation in 32 bits ("smallest three"): which component of the unit quaternion is the
+/// largest in magnitude (2 bits), and the other three in 10 bits each, which lie within ±1/√2
+/// once the quaternion's sign makes the largest positive (it is rebuilt from them, as
+/// `√(1 − a² − b² − c²)`). At most 0.22° off (measured over 20 000 rotations): at the 0.3 m a
+/// humanoid's hit boxes lie from its axis, a millimetre. Half the 8 bytes four 16-bit components take once varint-encoded
+/// (a yaw's two non-zero ones take 3 bytes each), and every pattern of bits stands for a unit
+/// rotation. Little-endian. A non-finite or zero rotation is sent as the identity.
+pub fn quantize_rotation(q: Quat) -> [u8; 4] {
+    let v = Vec4::from(q);
+    let v = if v.is_finite() && v.length_squared() > 1e-12 {
+        v.normalize()
+    } else {
+        Vec4::W
+    };
+    let a = v.to_array();
+    let largest = (1..4).fold(0, |m, i| if a[i].abs() > a[m].abs() { i } else { m });
+    let sign = if a[largest] < 0.0 { -1.0 } else { 1.0 };
+    let mut bits = largest as u32;
+    for (_, &x) in a.iter().enumerate().filter(|(i, _)| *i != largest) {
+        let unit = (x * sign * core::f32::consts::SQRT_2).clamp(-1.0, 1.0);
+        let k = ((unit + 1.0) / 2.0 * ROTATION_MAX as f32).round() as u32;
+        bits = (bits << ROTATION_BITS) | k.min(ROTATION_MAX);
+    }
+    bits.to_le_bytes()
+}
+
+/// The unit rotation 4 bytes stand for ([`quantize_rotation`]); any 4 bytes stand for one.
+pub fn dequantize_rotation(bytes: [u8; 4]) -> Quat {
+    let mut bits = u32::from_le_bytes(bytes);
+    let mut small = [0.0f32; 3];
+    for x in small.iter_mut().rev() {
+        let k = bits & ROTATION_MASK;
+        bits >>= ROTATION_BITS;
+        *x = (k as f32 / ROTATION_MAX as f32 * 2.0 - 1.0) * core::f32::consts::FRAC_1_SQRT_2;
+    }
+    let largest = (bits & 3) as usize;
+    // Three components too large for a unit quaternion (only forged bytes) leave the largest
+    // at 0, and the normalisation below makes it a unit one anyway.
+    let rest: f32 = small.iter().map(|x| x * x).sum();
+    let mut a = [0.0f32; 4];
+    let mut others = small.iter();
+    for (i, c) in a.iter_mut().enumerate() {
+        *c = if i == largest {
+            (1.0 - rest).max(0.0).sqrt()
+        } else {
+            *others.next().expect("three")
+        };
+    }
+    Quat::from_array(a).normalize()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rotations_in_32_bits_are_within_a_quarter_degree() {
+        let mut rng = crate::SplitMix64::new(7);
+        let mut worst = 0.0f32;
+        for n in 0..20_000 {
+            let q = if n % 2 == 0 {
+                // Characters turn about the vertical.
+                Quat::from_rotation_y((rng.next_f64() as f32 - 0.5) * 20.0)
+            } else {
+                let mut c = || rng.next_f64() as f32 * 2.0 - 1.0;
+                Quat::from_xyzw(c(), c(), c(), c()).normalize()
+            };
+            let back = dequantize_rotation(quantize_rotation(q));
+            assert!((back.length() - 1.0).abs() < 1e-5);
+            worst = worst.max(back.angle_between(q));
+            // q and −q are one rotation: the same bytes.
+            assert_eq!(quantize_rotation(-q), quantize_rotation(q));
+        }
+        assert!(worst.to_degrees() < 0.25, "{}°", worst.to_degrees());
+        assert_eq!(
+            dequantize_rotation(quantize_rotation(Quat::IDENTITY)),
+            Quat::IDENTITY
+        );
+        // A turn about the vertical comes back about the vertical alone.
+        let yaw = dequantize_rotation(quantize_rotation(Quat::from_rotation_y(2.0)));
+        assert_eq!((yaw.x, yaw.z), (0.0, 0.0));
+        for bad in [
+            Quat::from_xyzw(0.0, 0.0, 0.0, 0.0),
+            Quat::from_xyzw(f32::NAN, 0.0, 0.0, 1.0),
+        ] {
+            assert_eq!(quantize_rotation(bad), quantize_rotation(Quat::IDENTITY));
+        }
+        // Any bytes stand for a unit rotation.
+        for k in 0..5_000u32 {
+            let bytes = k.wrapping_mul(2_654_435_761).to_le_bytes();
+            let q = dequantize_rotation(bytes);
+            assert!(
+                q.is_finite() && (q.length() - 1.0).abs() < 1e-5,
+                "{bytes:?}"
+            );
+        }
+        let q = dequantize_rotation([0xFF; 4]);
+        assert!(q.is_finite() && (q.length() - 1.0).abs() < 1e-5);
+    }
 
     #[test]
     fn location_to_the_centimetre() {
