@@ -410,13 +410,13 @@ fn forged_states_are_refused_and_counted() {
                 asleep: Vec::new(),
             });
     };
-    // Forged rotation bytes (every 32 bits stand for a unit rotation: nothing to refuse); a
+    // Forged rotation bytes (every 40 bits stand for a unit rotation: nothing to refuse); a
     // tick an hour ahead; a tick long gone; an entity the client never saw.
     send(
         &mut tb,
         now_tick,
         vec![WireProxyState {
-            rotation: [0xFF; 4],
+            rotation: [0xFF; 5],
             ..good.clone()
         }],
     );

@@ -10,19 +10,19 @@ use unlag_core::ProxyState;
 pub const TELEPORT_BIT: u8 = 0x80;
 
 /// One proxy's state on the wire: position to the millimetre (a centimetre grid would add
-/// 4 mm RMS of noise, more than Hermite's whole error at 20 Hz), rotation in 32 bits
-/// ([`unlag_core::quantize::quantize_rotation`]: within 0.22°), velocity in cm/s, game flags
-/// (the top bit marks a teleport). About 21 bytes once encoded (25 with the rotation's four
-/// 16-bit components).
+/// 4 mm RMS of noise, more than Hermite's whole error at 20 Hz), rotation in 40 bits
+/// ([`unlag_core::quantize::quantize_rotation`]: within 0.063°, half a millimetre at a hit
+/// box's reach), velocity in cm/s, game flags (the top bit marks a teleport). About 22 bytes
+/// once encoded (25 with the rotation's four 16-bit components).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct WireProxyState {
     /// The entity (mapped to the client's on arrival).
     pub entity: Entity,
     /// Position, whole millimetres.
     pub position: [i32; 3],
-    /// Rotation, "smallest three" in 32 bits
+    /// Rotation, "smallest three" in 40 bits
     /// ([`unlag_core::quantize::quantize_rotation`]); any bytes stand for a unit rotation.
-    pub rotation: [u8; 4],
+    pub rotation: [u8; unlag_core::quantize::ROTATION_BYTES],
     /// Velocity, cm/s.
     pub velocity: [i16; 3],
     /// [`ProxyFlags`](crate::ProxyFlags) bits 0–6, and the teleport bit (`TELEPORT_BIT`, 0x80).
