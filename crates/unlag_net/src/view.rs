@@ -21,12 +21,12 @@ pub enum ProxySmoothingSystems {
 
 /// Insert on a server entity the game has just moved instantly (a respawn, a teleporter): its
 /// next proxy state is flagged so that clients snap instead of sweeping through the world, and
-/// the rewind records the tick as a teleport, which it never interpolates across and which
-/// tells a shot fired from the old place before the client heard of the move from a forged
-/// origin, however short the move. (Without the marker, only a jump farther than the
-/// teleport distance, 3.84 m by default, counts: a respawn 2.6 m from where the body died
-/// did not, and a shot from there was refused `BadOrigin`.) Removed after the tick it was
-/// seen in ([`TeleportsSeen`]).
+/// the rewind records the tick as a teleport, however short the move. The rewind never
+/// interpolates across a teleport, and the combat plugin answers a shot fired from the old
+/// place before the client heard of the move as fired before it, not as a forged origin.
+/// (Without the marker only a jump farther than the rewind's teleport distance, 3.84 m by
+/// default, is a teleport to it: a respawn nearer where the body died is not.) Removed after
+/// the tick it was seen in ([`TeleportsSeen`]).
 #[derive(Component, Copy, Clone, Debug, Default)]
 pub struct Teleported;
 
