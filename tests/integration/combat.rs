@@ -1094,9 +1094,10 @@ fn shots_fired_before_the_client_hears_it_was_moved_are_answered_not_refused() {
 /// As [`shots_fired_before_the_client_hears_it_was_moved_are_answered_not_refused`], for a
 /// move shorter than the teleport distance (3.84 m) that the game marks
 /// [`Teleported`](unlag::net::Teleported), as the shooter's respawn does: the rewind takes the
-/// game's word for it. (It used to go by the distance alone: a respawn 2.6 m from where the
-/// body died was no teleport to it, and a shot fired from there before the client heard was
-/// refused `BadOrigin`, the soak's one refusal in five runs.)
+/// game's word for it. (It used to go by the distance alone: a respawn a few metres from where
+/// the body died was no teleport to it, and shots fired from there before the client heard were
+/// granted, or refused `BadOrigin` once the client had run on: most likely the soak's one
+/// refusal in five runs, which has not come back since.)
 #[test]
 fn a_short_move_the_game_marks_as_a_teleport_is_one() {
     moved_while_firing(2.5, true);
