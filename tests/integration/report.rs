@@ -556,6 +556,18 @@ fn peekers_advantage_is_the_sum_of_its_parts() {
         peek.advantage_ms.mean,
         peek.parts_ms
     );
+    // The way up, measured to the server's own track, is its parts' on a clean link (within a
+    // tick and a move's send interval), and the rest of the advantage is the way down.
+    let tick = 1000.0 / 60.0;
+    assert!(
+        (peek.up_measured_ms - peek.up_parts_ms).abs() <= tick + peek.input_buffer_ms * 2.0,
+        "up {:.1} ms, its parts {:.1} ms",
+        peek.up_measured_ms,
+        peek.up_parts_ms
+    );
+    assert!(
+        peek.up_measured_ms > peek.one_way_up_ms && peek.up_measured_ms < peek.advantage_ms.mean
+    );
 }
 
 /// At 1 Hz, the net panel's lowest update rate, clients draw proxies about two seconds behind

@@ -70,6 +70,14 @@ pub struct PeekFigures {
     pub frames_ms: f64,
     /// The parts added up, milliseconds.
     pub parts_ms: f64,
+    /// Measured, mean over the peeks: from the peeker's screen showing the holder to the
+    /// server's own track showing the peeker to the holder's eye (the way up: the peeker's
+    /// moves sent, carried, played out and ticked), milliseconds; the rest of the advantage is
+    /// the way down. Beside the up parts ([`PeekFigures::up_parts_ms`]) it shows which way an
+    /// excess came (lost moves on a bursty link come up late, and no part counts them).
+    pub up_measured_ms: f64,
+    /// The up parts added up: one-way up, input wait, playout and tick wait, milliseconds.
+    pub up_parts_ms: f64,
 }
 
 /// Whether this client's own eye sees the other character's eye as drawn (client resource).
@@ -115,6 +123,39 @@ fn look(
     let filter = QueryFilter::default()
         .exclude_sensors()
         .predicate(&not_a_character);
+    sight.0 = length > 0.0
+        && context
+            .cast_ray(eye, to / length, length, true, filter)
+            .is_none();
+}
+
+/// `FixedPostUpdate` on the server: does the holder's eye see the peeker's on the server's own
+/// track (the characters' transforms, which the proxy states are sampled from)? The holder is
+/// the character nearest its spot.
+fn look_on_server(
+    mut sight: ResMut<Sight>,
+    characters: Query<&Transform, With<MovementState<CharacterMovement>>>,
+    rapier: ReadRapierContext,
+) {
+    let by_distance = |a: &&Transform, b: &&Transform| {
+        a.translation
+            .distance(HOLDER)
+            .total_cmp(&b.translation.distance(HOLDER))
+    };
+    let (Some(holder), Some(peeker)) = (
+        characters.iter().min_by(by_distance),
+        characters.iter().max_by(by_distance),
+    ) else {
+        sight.0 = false;
+        return;
+    };
+    let Ok(context) = rapier.single() else {
+        return;
+    };
+    let eye = holder.translation + Vec3::Y * EYE;
+    let to = peeker.translation + Vec3::Y * EYE - eye;
+    let length = to.length();
+    let filter = QueryFilter::default().exclude_sensors();
     sight.0 = length > 0.0
         && context
             .cast_ray(eye, to / length, length, true, filter)
@@ -198,6 +239,8 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
             .init_resource::<Sight>()
             .add_systems(PostUpdate, look.after(MovementPredictionSystems::Place));
     }
+    tb.server_world_mut().init_resource::<Sight>();
+    tb.server().add_systems(FixedPostUpdate, look_on_server);
     tb.client(0).add_systems(
         FixedUpdate,
         peek_script.before(MovementPredictionSystems::Simulate),
@@ -222,6 +265,9 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
     // while the peeker's own screen is frozen by a hitch, the server shows it stepping out
     // (its moves are late, the track goes on with them) and the holder may see it first.
     let mut peek: Option<(Option<f64>, Option<f64>)> = None;
+    // When the server's own track first showed the peeker to the holder in this peek.
+    let mut server_saw: Option<f64> = None;
+    let mut ups = Vec::new();
     let mut advantages = Vec::new();
     let mut delays = Vec::new();
     let mut waits = Vec::new();
@@ -231,6 +277,13 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         tb.step();
         let now = tb.now().as_secs_f64();
         let sees = [0, 1].map(|i| tb.client_world(i).resource::<Sight>().0);
+        // (Followed on its own: the server's track may show the peeker before either screen
+        // does, while the peeker's frame hitches.)
+        if !tb.server_world().resource::<Sight>().0 {
+            server_saw = None;
+        } else if server_saw.is_none() {
+            server_saw = Some(now);
+        }
         if !sees[0] && !sees[1] {
             peek = Some((None, None));
             continue;
@@ -255,6 +308,9 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
             }
         }
         if let Some((Some(p), Some(h))) = peek {
+            if let Some(up) = server_saw {
+                ups.push(up - p);
+            }
             advantages.push(h - p);
             peek = None;
         }
@@ -275,7 +331,11 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
             2.0 * wait + if options.listen { wait } else { 0.0 }
         }),
         parts_ms: 0.0,
+        up_measured_ms: ups.iter().sum::<f64>() / ups.len().max(1) as f64 * 1000.0,
+        up_parts_ms: 0.0,
     };
+    figures.up_parts_ms =
+        figures.one_way_up_ms + figures.input_buffer_ms + figures.playout_ms + figures.tick_wait_ms;
     figures.parts_ms = figures.one_way_up_ms
         + figures.one_way_down_ms
         + figures.input_buffer_ms

@@ -120,7 +120,7 @@ impl Report {
         row(
             "peeker's advantage (mean, p95)",
             format!(
-                "{:.1} ms, {:.1} ms over {} peeks; parts: one-way up {:.1} + input wait {:.1} + playout {:.1} + tick wait {:.1} + one-way down {:.1} + holder's delay {:.1} + frames {:.1} = {:.1} ms (state interval {:.1} ms, covered by the delay)",
+                "{:.1} ms, {:.1} ms over {} peeks; parts: one-way up {:.1} + input wait {:.1} + playout {:.1} + tick wait {:.1} + one-way down {:.1} + holder's delay {:.1} + frames {:.1} = {:.1} ms (state interval {:.1} ms, covered by the delay); measured up to the server's track {:.1} ms against its parts' {:.1}",
                 p.advantage_ms.mean,
                 p.advantage_ms.p95,
                 p.peeks,
@@ -132,7 +132,9 @@ impl Report {
                 p.holder_delay_ms,
                 p.frames_ms,
                 p.parts_ms,
-                p.send_interval_ms
+                p.send_interval_ms,
+                p.up_measured_ms,
+                p.up_parts_ms
             ),
         );
     }
