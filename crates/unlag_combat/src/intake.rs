@@ -264,10 +264,9 @@ fn take_ready(
     if front.late && waited < copies_wait {
         return None;
     }
-    if !frame_known
-        && waited < settings.max_shot_hold + PLAYOUT_HOLD
-        && queue.len() <= MAX_HELD_SHOTS
-    {
+    // Held as long as a shot may be, or one too many held: it goes, whatever it waits for.
+    let held_out = waited >= settings.max_shot_hold + PLAYOUT_HOLD || queue.len() > MAX_HELD_SHOTS;
+    if !frame_known && !held_out {
         return None;
     }
     let ready = match (trail, seq) {
@@ -275,8 +274,7 @@ fn take_ready(
             trail.reached(seq)
                 // A move that has arrived is only waiting its turn in the playout; one lost is
                 // sent again once the client sees it missing.
-                || waited >= settings.max_shot_hold + PLAYOUT_HOLD
-                || queue.len() > MAX_HELD_SHOTS
+                || held_out
                 || trail.newest().is_none_or(|n| seq.diff(n) > MAX_MOVES_AHEAD)
         }
         _ => true,

@@ -746,7 +746,8 @@ impl RewindQuery<'_, '_> {
     }
 
     /// The time of the character's newest recorded teleport at or after `since` (seconds: a
-    /// respawn, a teleporter; a jump farther than
+    /// tick the game marked [`unlag_net::Teleported`], a respawn or a teleporter, or a jump
+    /// farther than
     /// [`RewindSettings::teleport_distance`](crate::RewindSettings::teleport_distance) in one
     /// frame), if its history still holds one.
     pub fn teleported_since(&self, character: Entity, since: f64) -> Option<f64> {
