@@ -96,37 +96,55 @@ fn spawn_wall(world: &mut World) {
     ));
 }
 
-/// `PostUpdate` on a client, after the characters are placed: does its own eye see the other
-/// character as drawn?
-fn look(
-    mut sight: ResMut<Sight>,
-    own: Query<(Entity, &MovementState<CharacterMovement>), With<AutonomousProxy>>,
-    others: Query<(Entity, &RenderedPose)>,
-    characters: Query<(), Or<(With<MovementState<CharacterMovement>>, With<RenderedPose>)>>,
-    rapier: ReadRapierContext,
-) {
-    let (Ok((_, me)), Some((_, other))) = (own.single(), others.iter().next()) else {
-        sight.0 = false;
-        return;
-    };
+/// The characters, whichever side: predicted or authoritative ones, and drawn proxies. A line of
+/// sight passes through them (only the world hides one from another).
+type Characters<'w, 's> =
+    Query<'w, 's, (), Or<(With<MovementState<CharacterMovement>>, With<RenderedPose>)>>;
+
+/// Whether an eye over the feet at `from` sees one over the feet at `to` through the world
+/// (characters aside); `None` while there is no rapier world to ask.
+fn eyes_meet(
+    rapier: &ReadRapierContext,
+    characters: &Characters,
+    from: Vec3,
+    to: Vec3,
+) -> Option<bool> {
+    // (Asking an empty context for its world builds an error with a backtrace.)
     if rapier.rapier_context.is_empty() {
-        return;
+        return None;
     }
-    let Ok(context) = rapier.single() else {
-        return;
-    };
-    let eye = me.0.feet + Vec3::Y * EYE;
-    let target = other.position + Vec3::Y * EYE;
-    let to = target - eye;
-    let length = to.length();
+    let context = rapier.single().ok()?;
+    let eye = from + Vec3::Y * EYE;
+    let way = to + Vec3::Y * EYE - eye;
+    let length = way.length();
     let not_a_character = |e: Entity| !characters.contains(e);
     let filter = QueryFilter::default()
         .exclude_sensors()
         .predicate(&not_a_character);
-    sight.0 = length > 0.0
-        && context
-            .cast_ray(eye, to / length, length, true, filter)
-            .is_none();
+    Some(
+        length > 0.0
+            && context
+                .cast_ray(eye, way / length, length, true, filter)
+                .is_none(),
+    )
+}
+
+/// `PostUpdate` on a client, after the characters are placed: does its own eye see the other
+/// character as drawn?
+fn look(
+    mut sight: ResMut<Sight>,
+    own: Query<&MovementState<CharacterMovement>, With<AutonomousProxy>>,
+    others: Query<&RenderedPose>,
+    characters: Characters,
+    rapier: ReadRapierContext,
+) {
+    let (Ok(me), Some(other)) = (own.single(), others.iter().next()) else {
+        sight.0 = false;
+        return;
+    };
+    if let Some(sees) = eyes_meet(&rapier, &characters, me.0.feet, other.position) {
+        sight.0 = sees;
+    }
 }
 
 /// `FixedPostUpdate` on the server: does the holder's eye see the peeker's on the server's own
@@ -134,7 +152,8 @@ fn look(
 /// the character nearest its spot.
 fn look_on_server(
     mut sight: ResMut<Sight>,
-    characters: Query<&Transform, With<MovementState<CharacterMovement>>>,
+    placed: Query<&Transform, With<MovementState<CharacterMovement>>>,
+    characters: Characters,
     rapier: ReadRapierContext,
 ) {
     let by_distance = |a: &&Transform, b: &&Transform| {
@@ -143,23 +162,15 @@ fn look_on_server(
             .total_cmp(&b.translation.distance(HOLDER))
     };
     let (Some(holder), Some(peeker)) = (
-        characters.iter().min_by(by_distance),
-        characters.iter().max_by(by_distance),
+        placed.iter().min_by(by_distance),
+        placed.iter().max_by(by_distance),
     ) else {
         sight.0 = false;
         return;
     };
-    let Ok(context) = rapier.single() else {
-        return;
-    };
-    let eye = holder.translation + Vec3::Y * EYE;
-    let to = peeker.translation + Vec3::Y * EYE - eye;
-    let length = to.length();
-    let filter = QueryFilter::default().exclude_sensors();
-    sight.0 = length > 0.0
-        && context
-            .cast_ray(eye, to / length, length, true, filter)
-            .is_none();
+    if let Some(sees) = eyes_meet(&rapier, &characters, holder.translation, peeker.translation) {
+        sight.0 = sees;
+    }
 }
 
 /// `FixedUpdate` on the peeker, before the movement simulation: towards the exposed spot for
