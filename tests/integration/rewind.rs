@@ -405,6 +405,74 @@ pub(crate) use unlag_demo::asset_plugin;
 pub(crate) use unlag_demo::game::{HUMANOID, give_proxies_boxes};
 
 #[test]
+fn a_shotguns_pellets_find_in_one_traversal_what_each_finds_alone() {
+    // 48 walkers in a crowd (6 rows of 8, 3-4 m apart), and shotgun shots from in front of it:
+    // 12 pellets up to 2-20° off an aim at one walker. The pellets share one traversal of the
+    // broad phase (the cone around them); each must find exactly what it finds alone.
+    let mut tb = rewind_testbed();
+    for row in 0..6 {
+        for k in 0..8 {
+            let start = Vec3::new(-14.0 + 4.0 * k as f32 + row as f32, 0.0, 3.0 * row as f32);
+            spawn_character(tb.server_world_mut(), start);
+        }
+    }
+    tb.run_for(Duration::from_secs(1));
+    let t = now(&tb) - 0.1;
+    let mut rng = unlag::core::SplitMix64::new(5);
+    let mut f = move || rng.next_f64() as f32;
+    let shots: Vec<Vec<(Vec3, Vec3)>> = (0..150)
+        .map(|_| {
+            let origin = Vec3::new(f() * 30.0 - 15.0 + 5.0 * t as f32, 1.5, -8.0 - f() * 10.0);
+            let target = Vec3::new(
+                -14.0 + 4.0 * (f() * 8.0).floor() + 5.0 * t as f32,
+                0.8 + f() * 1.0,
+                3.0 * (f() * 6.0).floor(),
+            );
+            let aim = (target - origin).normalize();
+            let spread = (2.0 + f() * 18.0).to_radians();
+            let side = aim.any_orthonormal_vector();
+            (0..12)
+                .map(|k| {
+                    let turn = Quat::from_axis_angle(aim, f() * std::f32::consts::TAU);
+                    let tilt = Quat::from_axis_angle(side, spread * f().sqrt());
+                    (origin, if k == 0 { aim } else { turn * tilt * aim })
+                })
+                .collect()
+        })
+        .collect();
+    let (together, alone) = tb
+        .server_world_mut()
+        .run_system_once(move |q: RewindQuery| {
+            let together: Vec<Vec<Option<RewindHit>>> = shots
+                .iter()
+                .map(|pellets| q.rays(pellets, 100.0, t, None).unwrap())
+                .collect();
+            let alone: Vec<Vec<Option<RewindHit>>> = shots
+                .iter()
+                .map(|pellets| {
+                    pellets
+                        .iter()
+                        .map(|&(o, d)| q.ray(o, d, 100.0, t, None).unwrap())
+                        .collect()
+                })
+                .collect();
+            (together, alone)
+        })
+        .unwrap();
+    let key = |h: &Option<RewindHit>| h.as_ref().map(|h| (h.character, h.bone.clone(), h.point));
+    let mut hits = 0;
+    for (shot, (a, b)) in together.iter().zip(&alone).enumerate() {
+        for (pellet, (a, b)) in a.iter().zip(b).enumerate() {
+            assert_eq!(key(a), key(b), "shot {shot}, pellet {pellet}");
+            hits += usize::from(a.is_some());
+        }
+    }
+    // Enough pellets hit someone in the crowd for the comparison to mean something (348 of
+    // 1800 here: the spreads reach 20°), and many fly past.
+    assert!(hits > 250 && hits < 1200, "{hits} of 1800 pellets hit");
+}
+
+#[test]
 fn layouts_name_the_file_and_field_that_is_wrong() {
     let error = |text: &str| HitBoxLayout::from_ron(text, "x.hitboxes.ron").unwrap_err();
     let good =

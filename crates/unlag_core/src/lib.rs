@@ -29,7 +29,7 @@ pub mod settings;
 pub mod smoothing;
 pub mod stats;
 
-pub use bvh::{Aabb, Bvh};
+pub use bvh::{Aabb, Bvh, Cone};
 pub use clock::{FramePace, ServerClockEstimator};
 pub use codec::{ByteReader, ByteWriter, DecodeError};
 pub use combat::{

@@ -347,6 +347,36 @@ impl RewindBroadPhase {
                 visit(i as usize, self.entities[i as usize])
             });
     }
+
+    /// The characters whose window bounds (grown by `radius` metres) some ray of `cone` may
+    /// enter, found in one traversal for all of a shotgun's pellets, nearest along the cone's
+    /// axis first: (place, character).
+    pub fn in_cone(&self, cone: &unlag_core::Cone, radius: f32) -> Vec<(usize, Entity)> {
+        let mut found: Vec<(f32, usize, Entity)> = Vec::with_capacity(16);
+        self.bvh.visit_cone(cone, radius, |i| {
+            let i = i as usize;
+            let along = (self.bounds[i].centre() - cone.origin).dot(cone.axis);
+            found.push((along, i, self.entities[i]));
+        });
+        found.sort_by(|a, b| a.0.total_cmp(&b.0));
+        found.into_iter().map(|(_, i, e)| (i, e)).collect()
+    }
+
+    /// Where the ray from `origin` along the unit `direction` enters the window bounds of the
+    /// character at `place` (grown by `radius` metres), if it does within `max_distance`
+    /// metres: the test [`RewindBroadPhase::visit_ray`] makes, for one of
+    /// [`RewindBroadPhase::in_cone`]'s characters.
+    pub fn entry(
+        &self,
+        place: usize,
+        origin: Vec3,
+        direction: Vec3,
+        max_distance: f32,
+        radius: f32,
+    ) -> Option<f32> {
+        self.bvh
+            .box_entry(place as u32, origin, direction, max_distance, radius)
+    }
 }
 
 /// How far back from now shots may be judged, seconds: the oldest view any connected client

@@ -233,6 +233,10 @@ fn shape_hit(
     ))
 }
 
+/// How much the broad phase's window bounds are grown for a ray, metres: rounding between the
+/// bounds recorded and the boxes posed from them.
+const BROAD_PAD: f32 = 1e-3;
+
 fn lookup_error(e: LookupError) -> RewindError {
     match e {
         LookupError::TooOld { requested, oldest } => RewindError::TooOld { requested, oldest },
@@ -303,6 +307,17 @@ impl<H: Histories> RewindScene<'_, H> {
         } else {
             Vec::new()
         };
+        // Rays leaving one muzzle in a narrow cone (a shotgun's pellets) share one traversal
+        // of the broad phase: the characters any of them may reach, each ray then testing
+        // only those.
+        let candidates = if rays.len() > 1 {
+            let normalised: Vec<(Vec3, Vec3)> =
+                rays.iter().map(|&(o, d)| (o, d.normalize())).collect();
+            unlag_core::Cone::around(&normalised, max_distance)
+                .map(|cone| self.broad.in_cone(&cone, radius + BROAD_PAD))
+        } else {
+            None
+        };
         let mut answers = Vec::with_capacity(rays.len());
         for &(origin, direction) in rays {
             let dir = direction.normalize();
@@ -316,6 +331,7 @@ impl<H: Histories> RewindScene<'_, H> {
                 shooter,
                 views,
                 &mut pairs,
+                candidates.as_deref(),
                 debug.is_some().then_some(&mut tested),
             );
             if let Some(log) = debug.as_deref_mut() {
@@ -338,6 +354,7 @@ impl<H: Histories> RewindScene<'_, H> {
         shooter: Option<Entity>,
         views: &'p [(Entity, Vec<(Vec3, Quat)>, f64)],
         pairs: &mut [Option<Option<FramePair>>],
+        candidates: Option<&[(usize, Entity)]>,
         mut tested: Option<&mut Vec<(Entity, Posed<'p>)>>,
     ) -> Option<Found> {
         let mut best: Option<Found> = None;
@@ -416,31 +433,44 @@ impl<H: Histories> RewindScene<'_, H> {
                 test(*character, history, Posed::Claimed(poses, *t), &mut best);
             }
         }
-        self.broad.visit_ray(
-            ray.origin,
-            ray.dir,
-            limit,
-            radius + 1e-3,
-            |index, character| {
-                let reach = best.as_ref().map_or(limit, |b| b.distance);
-                if Some(character) == shooter || views.iter().any(|v| v.0 == character) {
-                    return reach;
+        let mut visit = |index: usize, character: Entity| {
+            let reach = best.as_ref().map_or(limit, |b| b.distance);
+            if Some(character) == shooter || views.iter().any(|v| v.0 == character) {
+                return reach;
+            }
+            let Some(history) = self.histories.history(character) else {
+                return reach;
+            };
+            // A character younger than the time asked has no pose then.
+            let pair = match pairs.get_mut(index) {
+                Some(Some(pair)) => *pair,
+                Some(slot) => *slot.insert(history.poses().lookup(time).ok()),
+                None => history.poses().lookup(time).ok(),
+            };
+            match pair {
+                Some(pair) => test(character, history, Posed::Recorded(pair), &mut best),
+                None => reach,
+            }
+        };
+        match candidates {
+            None => self
+                .broad
+                .visit_ray(ray.origin, ray.dir, limit, radius + BROAD_PAD, visit),
+            // The same test of each character's window bounds the traversal makes, over the
+            // characters the rays' cone found, nearest first.
+            Some(candidates) => {
+                let mut reach = limit;
+                for &(index, character) in candidates {
+                    if self
+                        .broad
+                        .entry(index, ray.origin, ray.dir, reach, radius + BROAD_PAD)
+                        .is_some()
+                    {
+                        reach = reach.min(visit(index, character));
+                    }
                 }
-                let Some(history) = self.histories.history(character) else {
-                    return reach;
-                };
-                // A character younger than the time asked has no pose then.
-                let pair = match pairs.get_mut(index) {
-                    Some(Some(pair)) => *pair,
-                    Some(slot) => *slot.insert(history.poses().lookup(time).ok()),
-                    None => history.poses().lookup(time).ok(),
-                };
-                match pair {
-                    Some(pair) => test(character, history, Posed::Recorded(pair), &mut best),
-                    None => reach,
-                }
-            },
-        );
+            }
+        }
         best
     }
 
@@ -961,26 +991,31 @@ impl RewindQuery<'_, '_> {
         };
         let (frame_a, frame_b) = (frame(a.time)?, frame(b.time)?);
         let n = history.boxes().len();
-        // Each box relative to the character as recorded at a frame.
-        let local = |frame: &unlag_core::FramePair, k: usize| {
+        // The character as recorded at a frame, inverted once for all its boxes.
+        let root_at = |frame: &unlag_core::FramePair| {
             let (rec_p, rec_r) = poses.pose(frame, n);
-            let inverse = rec_r.inverse();
+            (rec_p, rec_r.inverse())
+        };
+        // Each box relative to the character as recorded at a frame.
+        let local = |frame: &unlag_core::FramePair, (rec_p, inverse): (Vec3, Quat), k: usize| {
             let (p, r) = poses.pose(frame, k);
             (inverse * (p - rec_p), inverse * r)
         };
         let w = unlag_core::body_blend(view.from, view.to, view.alpha);
-        let mut out: Vec<(Vec3, Quat)> = (0..n)
-            .map(|k| {
-                let (pa, ra) = local(&frame_a, k);
-                let (local_p, local_r) = if w > 0.0 {
-                    let (pb, rb) = local(&frame_b, k);
+        let (at_a, at_b) = (root_at(&frame_a), (w > 0.0).then(|| root_at(&frame_b)));
+        // Room for the boxes, the character's own pose and the body centre `run` adds.
+        let mut out: Vec<(Vec3, Quat)> = Vec::with_capacity(n + 2);
+        out.extend((0..n).map(|k| {
+            let (pa, ra) = local(&frame_a, at_a, k);
+            let (local_p, local_r) = match at_b {
+                Some(at_b) => {
+                    let (pb, rb) = local(&frame_b, at_b, k);
                     (pa.lerp(pb, w), ra.slerp(rb, w))
-                } else {
-                    (pa, ra)
-                };
-                (root_p + root_r * local_p, root_r * local_r)
-            })
-            .collect();
+                }
+                None => (pa, ra),
+            };
+            (root_p + root_r * local_p, root_r * local_r)
+        }));
         out.push((root_p, root_r));
         Ok(out)
     }
