@@ -352,14 +352,13 @@ impl RewindBroadPhase {
     /// enter, found in one traversal for all of a shotgun's pellets, nearest along the cone's
     /// axis first: (place, character).
     pub fn in_cone(&self, cone: &unlag_core::Cone, radius: f32) -> Vec<(usize, Entity)> {
-        let mut found: Vec<(f32, usize, Entity)> = Vec::with_capacity(16);
+        let mut found: Vec<(usize, Entity)> = Vec::with_capacity(16);
         self.bvh.visit_cone(cone, radius, |i| {
-            let i = i as usize;
-            let along = (self.bounds[i].centre() - cone.origin).dot(cone.axis);
-            found.push((along, i, self.entities[i]));
+            found.push((i as usize, self.entities[i as usize]));
         });
-        found.sort_by(|a, b| a.0.total_cmp(&b.0));
-        found.into_iter().map(|(_, i, e)| (i, e)).collect()
+        let along = |i: usize| (self.bounds[i].centre() - cone.origin).dot(cone.axis);
+        found.sort_by(|a, b| along(a.0).total_cmp(&along(b.0)));
+        found
     }
 
     /// Where the ray from `origin` along the unit `direction` enters the window bounds of the

@@ -299,24 +299,21 @@ impl<H: Histories> RewindScene<'_, H> {
                 oldest,
             });
         }
-        // One lookup per character, shared by every ray.
-        // Several rays share one rewind: each character's frame pair is looked up once, kept
-        // by its place in the broad phase.
-        let mut pairs: Vec<Option<Option<FramePair>>> = if rays.len() > 1 {
-            vec![None; self.broad.len()]
-        } else {
-            Vec::new()
-        };
         // Rays leaving one muzzle in a narrow cone (a shotgun's pellets) share one traversal
         // of the broad phase: the characters any of them may reach, each ray then testing
         // only those.
         let candidates = if rays.len() > 1 {
-            let normalised: Vec<(Vec3, Vec3)> =
-                rays.iter().map(|&(o, d)| (o, d.normalize())).collect();
-            unlag_core::Cone::around(&normalised, max_distance)
+            unlag_core::Cone::around(rays, max_distance)
                 .map(|cone| self.broad.in_cone(&cone, radius + BROAD_PAD))
         } else {
             None
+        };
+        // Several rays share one rewind: each character's frame pair is looked up once, kept
+        // by its place among the cone's characters, or else in the broad phase.
+        let mut pairs: Vec<Option<Option<FramePair>>> = match &candidates {
+            Some(candidates) => vec![None; candidates.len()],
+            None if rays.len() > 1 => vec![None; self.broad.len()],
+            None => Vec::new(),
         };
         let mut answers = Vec::with_capacity(rays.len());
         for &(origin, direction) in rays {
@@ -433,7 +430,8 @@ impl<H: Histories> RewindScene<'_, H> {
                 test(*character, history, Posed::Claimed(poses, *t), &mut best);
             }
         }
-        let mut visit = |index: usize, character: Entity| {
+        // `slot`: where the character's frame pair is kept in `pairs`.
+        let mut visit = |slot: usize, character: Entity| {
             let reach = best.as_ref().map_or(limit, |b| b.distance);
             if Some(character) == shooter || views.iter().any(|v| v.0 == character) {
                 return reach;
@@ -442,7 +440,7 @@ impl<H: Histories> RewindScene<'_, H> {
                 return reach;
             };
             // A character younger than the time asked has no pose then.
-            let pair = match pairs.get_mut(index) {
+            let pair = match pairs.get_mut(slot) {
                 Some(Some(pair)) => *pair,
                 Some(slot) => *slot.insert(history.poses().lookup(time).ok()),
                 None => history.poses().lookup(time).ok(),
@@ -460,13 +458,13 @@ impl<H: Histories> RewindScene<'_, H> {
             // characters the rays' cone found, nearest first.
             Some(candidates) => {
                 let mut reach = limit;
-                for &(index, character) in candidates {
+                for (slot, &(index, character)) in candidates.iter().enumerate() {
                     if self
                         .broad
                         .entry(index, ray.origin, ray.dir, reach, radius + BROAD_PAD)
                         .is_some()
                     {
-                        reach = reach.min(visit(index, character));
+                        reach = reach.min(visit(slot, character));
                     }
                 }
             }
