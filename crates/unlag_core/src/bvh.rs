@@ -409,12 +409,14 @@ impl Cone {
 }
 
 impl Slab {
-    /// A sphere around this box (grown by `pad` metres): its centre and radius.
+    /// The sphere through the corners of this box grown by `pad` metres on every side: its
+    /// centre and radius. (Not the box's own sphere grown by `pad`: the grown box's corners
+    /// reach further, and a ray the slab test lets into one must reach the sphere too.)
     #[inline]
     fn sphere(&self, pad: f32) -> (Vec3A, f32) {
         (
             (self.min + self.max) * 0.5,
-            (self.max - self.min).length() * 0.5 + pad,
+            ((self.max - self.min) * 0.5 + Vec3A::splat(pad)).length(),
         )
     }
 }
@@ -574,6 +576,19 @@ mod tests {
         // (here 4059 gathered of 97 800 boxes, where the rays entered 2757 times).
         assert!(needed > 1000, "{needed}");
         assert!(gathered < every / 10, "{gathered} of {every}");
+        // A ray into the corner of a grown box, outside the box's own sphere grown as much:
+        // the slab test lets it in, so the cone must gather it.
+        let point = [Aabb::from_sphere(Vec3::new(10.0, 0.0, 0.0), 0.0)];
+        bvh.build(&point);
+        let corner = [(Vec3::ZERO, Vec3::new(10.0, 0.95, 0.95))];
+        let mut found = Vec::new();
+        bvh.ray(corner[0].0, corner[0].1, 100.0, 1.0, &mut found);
+        assert_eq!(found, [0]);
+        let mut in_cone = Vec::new();
+        bvh.visit_cone(&Cone::around(&corner, 100.0).unwrap(), 1.0, |i| {
+            in_cone.push(i)
+        });
+        assert_eq!(in_cone, [0]);
         // Rays from two muzzles, or a spread past a right angle, are not one cone.
         let two = [(Vec3::ZERO, Vec3::X), (Vec3::Y, Vec3::X)];
         assert_eq!(Cone::around(&two, 10.0), None);
