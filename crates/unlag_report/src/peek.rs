@@ -347,12 +347,8 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
     };
     figures.up_parts_ms =
         figures.one_way_up_ms + figures.input_buffer_ms + figures.playout_ms + figures.tick_wait_ms;
-    figures.parts_ms = figures.one_way_up_ms
-        + figures.one_way_down_ms
-        + figures.input_buffer_ms
-        + figures.playout_ms
-        + figures.tick_wait_ms
-        + figures.holder_delay_ms
-        + figures.frames_ms;
+    // The way up's parts, then the way down's.
+    figures.parts_ms =
+        figures.up_parts_ms + figures.one_way_down_ms + figures.holder_delay_ms + figures.frames_ms;
     Ok(figures)
 }
