@@ -138,6 +138,8 @@ struct Agreement {
     refused: u64,
     /// Shots the client saw and the server never answered: every copy lost on the way.
     unanswered: usize,
+    /// Payload bytes per fire request copy the client sent (lightyear's message body).
+    request_bytes: f64,
 }
 
 /// Where the shooter's eye is.
@@ -330,6 +332,13 @@ fn run_with(
         "server time per shot ({weapon_name}, debug build): mean {:.1} µs, p99 {:.1} µs",
         judge.mean, judge.p99
     );
+    let requests = tb
+        .client_world_mut(0)
+        .query::<&unlag::net::LinkTraffic>()
+        .single(tb.client_world(0))
+        .ok()
+        .and_then(|t| t.sent_by_kind.get("FireRequest").copied())
+        .unwrap_or_default();
     let ledger = tb.client_world(0).resource::<Ledger>();
     let mut a = Agreement {
         seen_hits: 0,
@@ -340,6 +349,7 @@ fn run_with(
         headshots_agree: 0,
         refused: stats.rejected_total(),
         unanswered: 0,
+        request_bytes: requests.bytes as f64 / requests.messages.max(1) as f64,
     };
     for shot in &ledger.seen {
         let Some(verdict) = ledger
@@ -400,7 +410,20 @@ fn run_with(
 }
 
 fn check(rtt_ms: u64, weapon: &str) {
-    check_agreement(run(rtt_ms, weapon, 20), rtt_ms, weapon, 0);
+    let a = run(rtt_ms, weapon, 20);
+    // Packed by hand, with the pellets left to the server's roll: a shot with a claim or
+    // three is a few dozen bytes, the shotgun's as the rifle's (serde's form took about 118
+    // bytes for a rifle shot with one claim, 260 for a shotgun's).
+    println!(
+        "{weapon} at {rtt_ms} ms: {:.1} payload bytes per fire request",
+        a.request_bytes
+    );
+    assert!(
+        (20.0..80.0).contains(&a.request_bytes),
+        "{} bytes",
+        a.request_bytes
+    );
+    check_agreement(a, rtt_ms, weapon, 0);
 }
 
 /// Asserts that what the client saw and what the server said agree; at most `unanswered` shots
@@ -2315,5 +2338,166 @@ fn shots_at_a_target_that_just_left_are_not_refused() {
     assert!(
         gone > 0,
         "no shot was in flight at a target that left: the test tests nothing"
+    );
+}
+
+/// A fire request on the wire (packed by hand, see `unlag_combat`'s `wire.rs`): every field
+/// reads back as sent, the times to the microsecond; an honest shot is a few dozen bytes; and
+/// no bytes whatever make the reader panic, while what it reads packs to bytes that read back
+/// bit for bit.
+#[test]
+fn fire_requests_read_back_as_sent_in_a_few_dozen_bytes() {
+    use unlag::combat::{FireRequest, WireClaim};
+    use unlag::core::{SmoothingMode, SplitMix64};
+    let mut rng = SplitMix64::new(26);
+    let mut unit = move || rng.next_f64();
+    let modes = [
+        SmoothingMode::Snap,
+        SmoothingMode::Linear,
+        SmoothingMode::Hermite,
+        SmoothingMode::Extrapolate,
+    ];
+    for i in 0..2000u32 {
+        let mut r = || unit();
+        let v = |r: &mut dyn FnMut() -> f64| {
+            Vec3::new(r() as f32 - 0.5, r() as f32 - 0.5, r() as f32 - 0.5) * 200.0
+        };
+        let sent = r() * 1e5;
+        let view = sent - r() * 0.1;
+        let claims: Vec<WireClaim> = (0..(i % 4))
+            .map(|k| WireClaim {
+                target: Entity::from_raw_u32(1 + k * 97 + i).unwrap(),
+                from: 2000 + i,
+                to: 2000 + i + k,
+                alpha: r() as f32,
+                mode: modes[(i + k) as usize % 4],
+                ease: if k == 2 { v(&mut r) * 0.01 } else { Vec3::ZERO },
+                hit: k % 2 == 0,
+            })
+            .collect();
+        let request = FireRequest {
+            weapon: (i % 3) as u8,
+            fire_index: i * 7919,
+            origin: v(&mut r),
+            aim: v(&mut r).normalize(),
+            directions: if i % 5 == 0 {
+                (0..1 + i % 12).map(|_| v(&mut r).normalize()).collect()
+            } else {
+                Vec::new()
+            },
+            view_time: view,
+            judged_time: if i % 2 == 0 { view } else { view + r() * 0.3 },
+            delay_cap: (i % 3 == 0).then(|| r() * 0.5),
+            move_seq: (i % 4 != 0).then_some(i as u16),
+            sent_view_time: sent,
+            sent_delay: r() * 2.0,
+            claims,
+        };
+        let bytes = request.encode();
+        let back = FireRequest::decode(&bytes).expect("what was packed reads back");
+        let us = |a: f64, b: f64| (a - b).abs() <= 1.01e-6;
+        assert!(us(back.view_time, request.view_time), "{i}");
+        assert!(us(back.judged_time, request.judged_time), "{i}");
+        assert!(us(back.sent_view_time, request.sent_view_time), "{i}");
+        assert!(us(back.sent_delay, request.sent_delay), "{i}");
+        assert_eq!(back.delay_cap.is_some(), request.delay_cap.is_some());
+        assert!(
+            back.delay_cap
+                .zip(request.delay_cap)
+                .is_none_or(|(a, b)| us(a, b))
+        );
+        // Everything but the times comes back exactly.
+        let timeless = |r: &FireRequest| FireRequest {
+            view_time: 0.0,
+            judged_time: 0.0,
+            sent_view_time: 0.0,
+            sent_delay: 0.0,
+            delay_cap: r.delay_cap.map(|_| 0.0),
+            ..r.clone()
+        };
+        assert_eq!(timeless(&back), timeless(&request), "{i}");
+        assert_eq!(back.encode(), bytes, "{i}: packed again, the same bytes");
+    }
+    // An honest rifle shot ten minutes into a match, with one claim, as the client sends it
+    // (no directions): 55 bytes (about 112 in serde's derived form, 244 for a shotgun's).
+    let shot = FireRequest {
+        weapon: 0,
+        fire_index: 600,
+        origin: Vec3::new(12.3, 1.6, -40.2),
+        aim: Vec3::new(0.3, -0.1, -0.9).normalize(),
+        directions: Vec::new(),
+        view_time: 600.123_456,
+        judged_time: 600.123_456,
+        delay_cap: Some(0.25),
+        move_seq: Some(40_000),
+        sent_view_time: 600.123_456,
+        sent_delay: 0.1,
+        claims: vec![WireClaim {
+            target: Entity::from_raw_u32(300).unwrap(),
+            from: 36_000,
+            to: 36_001,
+            alpha: 0.37,
+            mode: SmoothingMode::Hermite,
+            ease: Vec3::ZERO,
+            hit: true,
+        }],
+    };
+    let size = shot.encode().len();
+    println!("an honest rifle shot with one claim: {size} bytes");
+    assert!(size <= 56, "{size} bytes");
+
+    // Garbage: truncations and flips of good requests, and noise.
+    let mut rng = SplitMix64::new(27);
+    let good = FireRequest {
+        weapon: 1,
+        fire_index: 300,
+        origin: Vec3::ONE,
+        aim: Vec3::X,
+        directions: vec![Vec3::Y; 3],
+        view_time: 12.5,
+        judged_time: 12.6,
+        delay_cap: Some(0.25),
+        move_seq: Some(9),
+        sent_view_time: 12.52,
+        sent_delay: 0.11,
+        claims: vec![WireClaim {
+            target: Entity::from_raw_u32(5).unwrap(),
+            from: 250,
+            to: 251,
+            alpha: 0.5,
+            mode: SmoothingMode::Hermite,
+            ease: Vec3::Z * 0.1,
+            hit: true,
+        }],
+    }
+    .encode();
+    let (mut read, mut refused) = (0, 0);
+    for n in 0..100_000u64 {
+        let bytes: Vec<u8> = match n % 3 {
+            0 => good[..(rng.next_u64() as usize % good.len())].to_vec(),
+            1 => {
+                let mut b = good.clone();
+                let at = rng.next_u64() as usize % b.len();
+                b[at] ^= 1 << (rng.next_u64() % 8);
+                b
+            }
+            _ => (0..rng.next_u64() % 80)
+                .map(|_| rng.next_u64() as u8)
+                .collect(),
+        };
+        match FireRequest::decode(&bytes) {
+            Ok(request) => {
+                read += 1;
+                let again = request.encode();
+                let back = FireRequest::decode(&again).expect("packed again, it reads");
+                assert_eq!(back.encode(), again, "{bytes:?}");
+            }
+            Err(_) => refused += 1,
+        }
+    }
+    println!("garbage: {read} read, {refused} refused");
+    assert!(
+        read > 1000 && refused > 30_000,
+        "{read} read, {refused} refused"
     );
 }

@@ -45,6 +45,7 @@ mod rules;
 mod settings;
 mod stats;
 mod weapons;
+mod wire;
 
 pub use ammo::ServerArmory;
 pub use client::{

@@ -72,6 +72,17 @@ impl ByteWriter {
     pub fn zigzag(&mut self, v: i32) {
         self.varint(u64::from(((v << 1) ^ (v >> 31)) as u32));
     }
+
+    /// Writes a signed 64-bit zigzag varint (1 byte for -64..=63, 10 at most).
+    pub fn zigzag64(&mut self, v: i64) {
+        self.varint(((v << 1) ^ (v >> 63)) as u64);
+    }
+
+    /// Writes an `f32`'s bits, little-endian (every value, NaN payloads included, reads back
+    /// bit for bit).
+    pub fn f32(&mut self, v: f32) {
+        self.bytes.extend_from_slice(&v.to_bits().to_le_bytes());
+    }
 }
 
 /// Reads values from a byte slice, failing cleanly when it runs out.
@@ -150,6 +161,18 @@ impl<'a> ByteReader<'a> {
         let v = u32::try_from(self.varint()?).map_err(|_| DecodeError::Invalid)?;
         Ok(((v >> 1) as i32) ^ -((v & 1) as i32))
     }
+
+    /// Reads a signed 64-bit zigzag varint.
+    pub fn zigzag64(&mut self) -> Result<i64, DecodeError> {
+        let v = self.varint()?;
+        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    /// Reads an `f32` written by [`ByteWriter::f32`] (any bits: the caller checks finiteness
+    /// where it matters).
+    pub fn f32(&mut self) -> Result<f32, DecodeError> {
+        Ok(f32::from_bits(u32::from_le_bytes(self.take::<4>()?)))
+    }
 }
 
 #[cfg(test)]
@@ -168,6 +191,11 @@ mod tests {
             w.zigzag(v);
         }
         w.varint(u64::MAX);
+        for v in [0i64, -1, 63, -64, i64::MAX, i64::MIN] {
+            w.zigzag64(v);
+        }
+        w.f32(-1.5);
+        w.f32(f32::from_bits(0x7FC0_0001));
         let bytes = w.into_bytes();
         let mut r = ByteReader::new(&bytes);
         assert_eq!(r.u8(), Ok(7));
@@ -178,6 +206,11 @@ mod tests {
             assert_eq!(r.zigzag(), Ok(v));
         }
         assert_eq!(r.varint(), Ok(u64::MAX));
+        for v in [0i64, -1, 63, -64, i64::MAX, i64::MIN] {
+            assert_eq!(r.zigzag64(), Ok(v));
+        }
+        assert_eq!(r.f32(), Ok(-1.5));
+        assert_eq!(r.f32().map(f32::to_bits), Ok(0x7FC0_0001));
         assert_eq!(r.finish(), Ok(()));
     }
 

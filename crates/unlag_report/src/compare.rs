@@ -84,7 +84,7 @@ pub fn compare_validation(
         };
         let range = spec.range;
         let shooter = Some(shot.shooter);
-        let rays = request.rays();
+        let rays = request.rays(spec);
         let characters = |answers: Result<Vec<Option<unlag::rewind::RewindHit>>, _>| {
             answers.map_or(vec![None; rays.len()], |v| {
                 v.into_iter().map(|h| h.map(|h| h.character)).collect()

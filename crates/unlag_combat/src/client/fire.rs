@@ -167,7 +167,8 @@ pub(crate) fn fire(
             fire_index,
             origin,
             aim,
-            directions: directions.clone(),
+            // The server rolls the same pattern from the fire index and aim.
+            directions: Vec::new(),
             view_time,
             judged_time: view_time + lead,
             delay_cap: clock.server_delay_cap,

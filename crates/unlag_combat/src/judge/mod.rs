@@ -225,7 +225,7 @@ impl ShotContext<'_, '_, '_> {
             request.weapon,
             request.fire_index,
             request.origin,
-            request.directions[0],
+            request.pellets(self.spec)[0],
             request.judged_time,
             self.arrival.link.rtt,
             self.present,
@@ -280,7 +280,7 @@ fn judge(
         return Ok(ShotVerdict::Launch(projectile));
     }
     let claims = shot.claims(stats)?;
-    let rays = request.rays();
+    let rays = request.rays(shot.spec);
     let answers = shot.trace(&rays, &claims)?;
     let (hits, ends, corpse_pellets) = shot.tally(&rays, &answers, &claims);
     if hits.is_empty() {

@@ -4,10 +4,8 @@
 use super::ShotContext;
 use crate::protocol::{FireRequest, MAX_CLAIMS, Rejection};
 use crate::rules::shot_directions;
+use crate::wire::MAX_DIRECTIONS;
 use unlag_core::within_cone;
-
-/// Most directions a request may carry (no weapon fires more pellets).
-const MAX_DIRECTIONS: usize = 64;
 
 /// Refuses garbage before anything else reads the request ([`Rejection::Malformed`]):
 /// non-finite numbers, more directions or claims than any shot has.
@@ -32,11 +30,24 @@ pub(super) fn well_formed(request: &FireRequest) -> Result<(), Rejection> {
 }
 
 impl ShotContext<'_, '_, '_> {
-    /// Every shape check, in order.
+    /// Every shape check, in order. A request that carries no directions is judged on the
+    /// pattern its weapon rolls ([`FireRequest::pellets`]): its count and spread are right by
+    /// construction, and only its aim is checked.
     pub(super) fn shape(&self) -> Result<(), Rejection> {
+        if self.request.directions.is_empty() {
+            return self.aim();
+        }
         self.pellet_count()?;
         self.directions()?;
         self.spread()
+    }
+
+    /// A unit aim ([`Rejection::BadDirection`]).
+    fn aim(&self) -> Result<(), Rejection> {
+        if (self.request.aim.length() - 1.0).abs() > 1e-3 {
+            return Err(Rejection::BadDirection);
+        }
+        Ok(())
     }
 
     /// As many directions as the weapon has pellets ([`Rejection::WrongPelletCount`]).
@@ -50,12 +61,13 @@ impl ShotContext<'_, '_, '_> {
     /// A unit aim, and unit directions inside the weapon's cone around it
     /// ([`Rejection::BadDirection`]).
     fn directions(&self) -> Result<(), Rejection> {
+        self.aim()?;
         let aim = self.request.aim;
         let (spread, slack) = (self.spec.spread(), self.settings.pellet_slack);
         let off = |d: &bevy::math::Vec3| {
             (d.length() - 1.0).abs() > 1e-3 || !within_cone(aim, *d, spread, slack)
         };
-        if (aim.length() - 1.0).abs() > 1e-3 || self.request.directions.iter().any(off) {
+        if self.request.directions.iter().any(off) {
             return Err(Rejection::BadDirection);
         }
         Ok(())

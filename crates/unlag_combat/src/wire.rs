@@ -1,0 +1,301 @@
+//! A [`FireRequest`]'s bytes on the wire, packed by hand.
+//!
+//! serde's derived form, as lightyear writes it (postcard), spent 12 bytes on each pellet's
+//! direction (144 for a shotgun), 8 on each of four times and 12 on every claim's ease, most
+//! often zero; three copies of every shot go up. Here:
+//!
+//! | field | bytes |
+//! | --- | --- |
+//! | flags (which optional parts follow) | 1 |
+//! | weapon, fire index (varint) | 1 + 1–5 |
+//! | origin, aim (`f32` bits) | 24 |
+//! | directions, only when the request carries them (an honest client sends none: the server rolls them from the fire index and aim) | 1 + 12 each |
+//! | the copy's view time (µs, zigzag varint) | 4–6 |
+//! | the shot's view time before it, its judged time after it, the copy's delay, the rewind cap (µs) | 1–3 each |
+//! | the newest move | 2 |
+//! | claims: count, then per claim the target (its index and generation, varints), `from` (varint), `to − from`, alpha (`f32`), mode and flags, the ease only when not zero | 1 + about 9 each |
+//!
+//! A rifle shot with one claim comes to about 50 bytes (about 118 before), a shotgun's about the
+//! same (about 250). Times go as whole microseconds: a character at 10 m/s moves 10 µm in one,
+//! and the server's timing checks allow milliseconds. Reading never panics: counts above the
+//! wire limits, times beyond ±2⁴⁸ µs (8.9 years), unknown flag bits or modes, a `to` outside
+//! `u32` and trailing bytes are refused, and lightyear's packet guard drops such a request
+//! before anything reads it (`PacketRefusal::MessageBody`).
+
+use crate::protocol::{FireRequest, MAX_CLAIMS, WireClaim};
+use bevy::prelude::*;
+use unlag_core::{ByteReader, ByteWriter, DecodeError, SmoothingMode};
+
+/// Most directions a request may carry (no weapon fires more pellets).
+pub const MAX_DIRECTIONS: usize = 64;
+
+/// Largest time on the wire, whole microseconds (±2⁴⁸, 8.9 years): every such integer comes
+/// back from its `f64` seconds exactly.
+const MAX_MICROS: i64 = 1 << 48;
+
+const HAS_DELAY_CAP: u8 = 1;
+const HAS_MOVE_SEQ: u8 = 2;
+const HAS_LEAD: u8 = 4;
+const HAS_DIRECTIONS: u8 = 8;
+const FLAGS: u8 = HAS_DELAY_CAP | HAS_MOVE_SEQ | HAS_LEAD | HAS_DIRECTIONS;
+
+const CLAIM_MODE: u8 = 3;
+const CLAIM_HIT: u8 = 4;
+const CLAIM_EASE: u8 = 8;
+const CLAIM_FLAGS: u8 = CLAIM_MODE | CLAIM_HIT | CLAIM_EASE;
+
+/// Seconds as whole microseconds, held to ±[`MAX_MICROS`] (a non-finite time goes as the
+/// largest: the server's timing checks refuse it).
+fn micros(seconds: f64) -> i64 {
+    if seconds.is_nan() {
+        return MAX_MICROS;
+    }
+    ((seconds * 1e6).round() as i64).clamp(-MAX_MICROS, MAX_MICROS)
+}
+
+/// Whole microseconds as seconds; refuses a value beyond ±[`MAX_MICROS`].
+fn seconds(micros: i64) -> Result<f64, DecodeError> {
+    if micros.abs() > MAX_MICROS {
+        return Err(DecodeError::Invalid);
+    }
+    Ok(micros as f64 / 1e6)
+}
+
+fn write_vec3(w: &mut ByteWriter, v: Vec3) {
+    w.f32(v.x);
+    w.f32(v.y);
+    w.f32(v.z);
+}
+
+fn read_vec3(r: &mut ByteReader) -> Result<Vec3, DecodeError> {
+    Ok(Vec3::new(r.f32()?, r.f32()?, r.f32()?))
+}
+
+fn mode_code(mode: SmoothingMode) -> u8 {
+    match mode {
+        SmoothingMode::Snap => 0,
+        SmoothingMode::Linear => 1,
+        SmoothingMode::Hermite => 2,
+        SmoothingMode::Extrapolate => 3,
+    }
+}
+
+fn mode_of(code: u8) -> SmoothingMode {
+    match code & CLAIM_MODE {
+        0 => SmoothingMode::Snap,
+        1 => SmoothingMode::Linear,
+        2 => SmoothingMode::Hermite,
+        _ => SmoothingMode::Extrapolate,
+    }
+}
+
+impl FireRequest {
+    /// The request's bytes on the wire (what its `Serialize` writes, inside postcard's length
+    /// prefix): see the module docs of `wire.rs`. Times go as whole microseconds; counts
+    /// beyond the wire limits ([`MAX_CLAIMS`], 64 directions) are cut to them, the sender's
+    /// own bug, which the server would refuse whole anyway.
+    pub fn encode(&self) -> Vec<u8> {
+        pack(self)
+    }
+
+    /// Reads bytes [`encode`](Self::encode) wrote; never panics, whatever the bytes. What it
+    /// reads encodes to bytes that read back equal, bit for bit.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        unpack(bytes)
+    }
+}
+
+/// Packs `request` (see the module docs).
+fn pack(request: &FireRequest) -> Vec<u8> {
+    let mut w = ByteWriter::new();
+    let (view, sent) = (micros(request.view_time), micros(request.sent_view_time));
+    let lead = micros(request.judged_time) - view;
+    let flags = (u8::from(request.delay_cap.is_some()) * HAS_DELAY_CAP)
+        | (u8::from(request.move_seq.is_some()) * HAS_MOVE_SEQ)
+        | (u8::from(lead != 0) * HAS_LEAD)
+        | (u8::from(!request.directions.is_empty()) * HAS_DIRECTIONS);
+    w.u8(flags);
+    w.u8(request.weapon);
+    w.varint(u64::from(request.fire_index));
+    write_vec3(&mut w, request.origin);
+    write_vec3(&mut w, request.aim);
+    if flags & HAS_DIRECTIONS != 0 {
+        let directions = &request.directions[..request.directions.len().min(MAX_DIRECTIONS)];
+        w.u8(directions.len() as u8);
+        for d in directions {
+            write_vec3(&mut w, *d);
+        }
+    }
+    // The copy's own stamp in full; the shot's view time as its age before it, its judged
+    // time as its lead after that: a few bytes each.
+    w.zigzag64(sent);
+    w.zigzag64(sent - view);
+    if flags & HAS_LEAD != 0 {
+        w.zigzag64(lead);
+    }
+    w.zigzag64(micros(request.sent_delay));
+    if let Some(cap) = request.delay_cap {
+        w.zigzag64(micros(cap));
+    }
+    if let Some(seq) = request.move_seq {
+        w.u16(seq);
+    }
+    let claims = &request.claims[..request.claims.len().min(MAX_CLAIMS)];
+    w.u8(claims.len() as u8);
+    for c in claims {
+        // Index and generation as numbers: `to_bits` stores the index inverted, 5 bytes.
+        w.varint(u64::from(c.target.index_u32()));
+        w.varint(u64::from(c.target.generation().to_bits()));
+        w.varint(u64::from(c.from));
+        w.zigzag64(i64::from(c.to) - i64::from(c.from));
+        w.f32(c.alpha);
+        let eased = c.ease != Vec3::ZERO;
+        w.u8(mode_code(c.mode) | (u8::from(c.hit) * CLAIM_HIT) | (u8::from(eased) * CLAIM_EASE));
+        if eased {
+            write_vec3(&mut w, c.ease);
+        }
+    }
+    w.into_bytes()
+}
+
+/// Unpacks what [`pack`] wrote; never panics, whatever the bytes.
+fn unpack(bytes: &[u8]) -> Result<FireRequest, DecodeError> {
+    let mut r = ByteReader::new(bytes);
+    let flags = r.u8()?;
+    if flags & !FLAGS != 0 {
+        return Err(DecodeError::Invalid);
+    }
+    let weapon = r.u8()?;
+    let fire_index = u32::try_from(r.varint()?).map_err(|_| DecodeError::Invalid)?;
+    let (origin, aim) = (read_vec3(&mut r)?, read_vec3(&mut r)?);
+    let mut directions = Vec::new();
+    if flags & HAS_DIRECTIONS != 0 {
+        let count = usize::from(r.u8()?);
+        if count == 0 || count > MAX_DIRECTIONS {
+            return Err(DecodeError::Invalid);
+        }
+        directions.reserve_exact(count);
+        for _ in 0..count {
+            directions.push(read_vec3(&mut r)?);
+        }
+    }
+    let sent = r.zigzag64()?;
+    let view = sent
+        .checked_sub(r.zigzag64()?)
+        .ok_or(DecodeError::Invalid)?;
+    let judged = if flags & HAS_LEAD != 0 {
+        let lead = r.zigzag64()?;
+        if lead == 0 {
+            return Err(DecodeError::Invalid);
+        }
+        view.checked_add(lead).ok_or(DecodeError::Invalid)?
+    } else {
+        view
+    };
+    let sent_delay = seconds(r.zigzag64()?)?;
+    let delay_cap = if flags & HAS_DELAY_CAP != 0 {
+        Some(seconds(r.zigzag64()?)?)
+    } else {
+        None
+    };
+    let move_seq = if flags & HAS_MOVE_SEQ != 0 {
+        Some(r.u16()?)
+    } else {
+        None
+    };
+    let count = usize::from(r.u8()?);
+    if count > MAX_CLAIMS {
+        return Err(DecodeError::Invalid);
+    }
+    let mut claims = Vec::with_capacity(count);
+    for _ in 0..count {
+        let index = u32::try_from(r.varint()?).map_err(|_| DecodeError::Invalid)?;
+        let index =
+            bevy::ecs::entity::EntityIndex::from_raw_u32(index).ok_or(DecodeError::Invalid)?;
+        let generation = u32::try_from(r.varint()?).map_err(|_| DecodeError::Invalid)?;
+        let target = Entity::from_index_and_generation(
+            index,
+            bevy::ecs::entity::EntityGeneration::from_bits(generation),
+        );
+        let from = u32::try_from(r.varint()?).map_err(|_| DecodeError::Invalid)?;
+        let to = i64::from(from)
+            .checked_add(r.zigzag64()?)
+            .and_then(|to| u32::try_from(to).ok())
+            .ok_or(DecodeError::Invalid)?;
+        let alpha = r.f32()?;
+        let code = r.u8()?;
+        if code & !CLAIM_FLAGS != 0 {
+            return Err(DecodeError::Invalid);
+        }
+        let ease = if code & CLAIM_EASE != 0 {
+            let ease = read_vec3(&mut r)?;
+            // Written only when not zero: one encoding per request.
+            if ease == Vec3::ZERO {
+                return Err(DecodeError::Invalid);
+            }
+            ease
+        } else {
+            Vec3::ZERO
+        };
+        claims.push(WireClaim {
+            target,
+            from,
+            to,
+            alpha,
+            mode: mode_of(code),
+            ease,
+            hit: code & CLAIM_HIT != 0,
+        });
+    }
+    r.finish()?;
+    Ok(FireRequest {
+        weapon,
+        fire_index,
+        origin,
+        aim,
+        directions,
+        view_time: seconds(view)?,
+        judged_time: seconds(judged)?,
+        delay_cap,
+        move_seq,
+        sent_view_time: seconds(sent)?,
+        sent_delay,
+        claims,
+    })
+}
+
+impl serde::Serialize for FireRequest {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(&pack(self))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for FireRequest {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Packed;
+        impl<'de> serde::de::Visitor<'de> for Packed {
+            type Value = FireRequest;
+
+            fn expecting(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+                f.write_str("a packed fire request")
+            }
+
+            fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<FireRequest, E> {
+                unpack(bytes).map_err(E::custom)
+            }
+
+            // Formats that write bytes as a sequence of numbers (JSON, RON).
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<FireRequest, A::Error> {
+                let mut bytes = Vec::new();
+                while let Some(b) = seq.next_element::<u8>()? {
+                    bytes.push(b);
+                }
+                unpack(&bytes).map_err(serde::de::Error::custom)
+            }
+        }
+        deserializer.deserialize_bytes(Packed)
+    }
+}
