@@ -1777,3 +1777,106 @@ fn server_driven_characters_move_by_the_same_rules_and_are_proxies() {
     // No client moves it: nothing was sent or corrected for it.
     assert_eq!(server_stats(&tb).corrections_sent, 0);
 }
+
+/// Moves on the wire: a player's look angles go as their turn from the next move's, so a
+/// message of 16 moves that each turn the view a little is 4 bytes a move (it was 6: the
+/// whole yaw and pitch, 2 bytes each); every input reads back exactly, turns across the
+/// yaw's wrap and the pitch's ends included, and no turn reads past the pitch's range.
+#[test]
+fn turning_moves_cost_four_bytes_each_and_read_back_exactly() {
+    use unlag::core::{Seq16, SplitMix64};
+    use unlag::movement::{ServerMove, ServerMoveData, WireMove, encode_dt};
+    let message = |inputs: &[CharacterInput]| {
+        let moves = inputs
+            .iter()
+            .enumerate()
+            .map(|(k, input)| WireMove {
+                seq: Seq16(65_530u16.wrapping_add(k as u16)),
+                dt: encode_dt(1.0 / 60.0),
+                input: *input,
+            })
+            .collect();
+        ServerMoveData {
+            moves,
+            end: IVec3::new(1234, 56, -789),
+            correction_ack: 3,
+        }
+    };
+    // A mouse turning the view 0.2° right and 0.1° down each move, walking forward.
+    let turning: Vec<CharacterInput> = (0..16)
+        .map(|k| CharacterInput {
+            accel: [0, -10],
+            yaw: 65_400u16.wrapping_add(36 * k),
+            pitch: 100 - 18 * k as i16,
+            flags: 0,
+        })
+        .collect();
+    let data = message(&turning);
+    let packed = ServerMove::<CharacterMovement>::encode(&data);
+    println!("16 turning moves: {} bytes", packed.len());
+    // Count, newest, correction ack and end: 9 bytes; the newest move, its header, its input
+    // and its duration whole, 10; each older one its header, its mask and two one-byte turns
+    // (109 bytes with the angles whole).
+    assert!(packed.len() <= 9 + 10 + 15 * 4, "{} bytes", packed.len());
+    assert_eq!(packed.decode().unwrap(), data);
+
+    let mut rng = SplitMix64::new(26);
+    for _ in 0..5000 {
+        let n = 1 + (rng.next_u64() % 32) as usize;
+        let mut input = CharacterInput {
+            accel: [0, 0],
+            yaw: rng.next_u64() as u16,
+            pitch: rng.next_u64() as i16,
+            flags: 0,
+        };
+        let inputs: Vec<CharacterInput> = (0..n)
+            .map(|_| {
+                match rng.next_u64() % 4 {
+                    // Anywhere: the largest turns, both ends of the pitch.
+                    0 => {
+                        input.yaw = rng.next_u64() as u16;
+                        input.pitch = [i16::MIN, i16::MAX, rng.next_u64() as i16]
+                            [(rng.next_u64() % 3) as usize];
+                    }
+                    1 => {
+                        input.yaw = input.yaw.wrapping_add((rng.next_u64() % 200) as u16);
+                        input.pitch = input.pitch.saturating_sub((rng.next_u64() % 200) as i16);
+                    }
+                    2 => input.accel = [(rng.next_u64() % 21) as i8 - 10, 10],
+                    _ => {}
+                }
+                input
+            })
+            .collect();
+        let data = message(&inputs);
+        assert_eq!(
+            ServerMove::<CharacterMovement>::encode(&data)
+                .decode()
+                .unwrap(),
+            data
+        );
+    }
+    // A turn that would take the pitch past its range is refused, not wrapped.
+    let mut bytes = ServerMove::<CharacterMovement>::encode(&message(&[
+        CharacterInput {
+            pitch: i16::MAX - 1,
+            ..default()
+        },
+        CharacterInput {
+            pitch: i16::MAX,
+            ..default()
+        },
+    ]))
+    .payload()
+    .to_vec();
+    // The older move's pitch turn (-1, zigzag 1) is the last byte: make it -(2^15) - 2.
+    assert_eq!(bytes.pop(), Some(1));
+    let mut w = unlag::core::ByteWriter::new();
+    w.zigzag(i32::from(i16::MIN) - i32::from(i16::MAX) - 2);
+    bytes.extend(w.into_bytes());
+    assert!(
+        ServerMove::<CharacterMovement>::from_raw(bytes)
+            .decode()
+            .is_err()
+    );
+}

@@ -178,11 +178,14 @@ impl MoveInputCodec for CharacterInput {
             out.i8(self.accel[0]);
             out.i8(self.accel[1]);
         }
+        // Look angles as their turn from the reference's (zigzag varints): a mouse moves the
+        // view a little each move, 1 byte for up to 0.35°, 2 for up to 45°, where the whole
+        // angle took 2 (a message repeats up to a round trip of moves, each turned).
         if mask & 2 != 0 {
-            out.u16(self.yaw);
+            out.zigzag(i32::from(self.yaw.wrapping_sub(reference.yaw) as i16));
         }
         if mask & 4 != 0 {
-            out.i16(self.pitch);
+            out.zigzag(i32::from(self.pitch) - i32::from(reference.pitch));
         }
         if mask & 8 != 0 {
             out.u8(self.flags);
@@ -199,10 +202,12 @@ impl MoveInputCodec for CharacterInput {
             out.accel = read_accel(input)?;
         }
         if mask & 2 != 0 {
-            out.yaw = input.u16()?;
+            let turn = i16::try_from(input.zigzag()?).map_err(|_| DecodeError::Invalid)?;
+            out.yaw = reference.yaw.wrapping_add(turn as u16);
         }
         if mask & 4 != 0 {
-            out.pitch = input.i16()?;
+            let pitch = i32::from(reference.pitch) + input.zigzag()?;
+            out.pitch = i16::try_from(pitch).map_err(|_| DecodeError::Invalid)?;
         }
         if mask & 8 != 0 {
             out.flags = read_flags(input)?;
