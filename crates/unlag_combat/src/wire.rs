@@ -55,7 +55,8 @@ fn micros(seconds: f64) -> i64 {
 
 /// Whole microseconds as seconds; refuses a value beyond ±[`MAX_MICROS`].
 fn seconds(micros: i64) -> Result<f64, DecodeError> {
-    if micros.abs() > MAX_MICROS {
+    // (Not `abs`: i64::MIN has none; the fuzzer found it.)
+    if !(-MAX_MICROS..=MAX_MICROS).contains(&micros) {
         return Err(DecodeError::Invalid);
     }
     Ok(micros as f64 / 1e6)
