@@ -582,6 +582,7 @@ fn run_cheat(
     proxies: Query<(Entity, &unlag::smoothing::RenderedPose, &Children)>,
     boxes: Query<(&HitBox, &GlobalTransform)>,
     mut link: Query<&mut MessageSender<unlag::combat::FireRequest>, With<Client>>,
+    (clock, settings): (Res<unlag::net::NetClock>, Res<CombatSettings>),
 ) {
     let Some(mut s) = script else {
         return;
@@ -686,6 +687,31 @@ fn run_cheat(
     let mut directions = unlag::combat::shot_directions(&s.spec, fire_index, aim);
     let mut origin = eye;
     let mut claim = unlag::combat::WireClaim::drawn(proxy, &pose, true);
+    // As an honest client: a delay longer than the server compensates (its cap, from the
+    // beats) is judged later by the rest, and the claim shows the target on its curve then
+    // (the no-lead cheat claims the view time itself, and so does the long delay's: led, the
+    // rest of its delay beyond the cap would bring it back to the moment it really drew).
+    let (lead, delay_cap) = if matches!(s.cheat, Cheat::NoLead | Cheat::LongDelay(_)) {
+        (0.0, None)
+    } else {
+        let rtt = clock.server_rtt.unwrap_or(clock.rtt);
+        let cap = clock.server_delay_cap;
+        (settings.shot_lead(rtt, sent_delay, cap), cap)
+    };
+    if lead > 1e-4 && claim.from != claim.to {
+        let Ok(buffer) = buffers.get(proxy) else {
+            return;
+        };
+        // (The pose's own moment led, which the old-claim cheat keeps older than its view.)
+        let t = pose.view_time + lead;
+        let states: Vec<_> = buffer.buffer.states().copied().collect();
+        let Some(pair) = states.windows(2).find(|w| w[0].time <= t && t < w[1].time) else {
+            return;
+        };
+        claim.from = pair[0].tick;
+        claim.to = pair[1].tick;
+        claim.alpha = ((t - pair[0].time) / (pair[1].time - pair[0].time)) as f32;
+    }
     claim.ease += magnet;
     match s.cheat {
         Cheat::PelletCount => {
@@ -736,8 +762,8 @@ fn run_cheat(
         aim,
         directions,
         view_time,
-        judged_time: view_time,
-        delay_cap: None,
+        judged_time: view_time + lead,
+        delay_cap,
         move_seq: None,
         sent_view_time,
         sent_delay,
@@ -755,8 +781,8 @@ fn run_cheat(
             aim,
             directions: unlag::combat::shot_directions(&spec, index, aim),
             view_time,
-            judged_time: view_time,
-            delay_cap: None,
+            judged_time: view_time + lead,
+            delay_cap,
             move_seq: None,
             sent_view_time,
             sent_delay,
