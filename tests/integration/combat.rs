@@ -699,18 +699,11 @@ fn run_cheat(
         (settings.shot_lead(rtt, sent_delay, cap), cap)
     };
     if lead > 1e-4 && claim.from != claim.to {
-        let Ok(buffer) = buffers.get(proxy) else {
-            return;
-        };
         // (The pose's own moment led, which the old-claim cheat keeps older than its view.)
-        let t = pose.view_time + lead;
-        let states: Vec<_> = buffer.buffer.states().copied().collect();
-        let Some(pair) = states.windows(2).find(|w| w[0].time <= t && t < w[1].time) else {
+        let Some((from, to, alpha)) = between_states(&buffers, proxy, pose.view_time + lead) else {
             return;
         };
-        claim.from = pair[0].tick;
-        claim.to = pair[1].tick;
-        claim.alpha = ((t - pair[0].time) / (pair[1].time - pair[0].time)) as f32;
+        (claim.from, claim.to, claim.alpha) = (from, to, alpha);
     }
     claim.ease += magnet;
     match s.cheat {
@@ -739,17 +732,10 @@ fn run_cheat(
     }
     if let Cheat::FalseExtrapolate(ahead) = s.cheat {
         // The pair around `ahead` after the view time, from the proxy's own buffer.
-        let Ok(buffer) = buffers.get(proxy) else {
+        let Some((from, to, alpha)) = between_states(&buffers, proxy, view_time + ahead) else {
             return;
         };
-        let t = view_time + ahead;
-        let states: Vec<_> = buffer.buffer.states().copied().collect();
-        let Some(pair) = states.windows(2).find(|w| w[0].time <= t && t < w[1].time) else {
-            return;
-        };
-        claims[0].from = pair[0].tick;
-        claims[0].to = pair[1].tick;
-        claims[0].alpha = ((t - pair[0].time) / (pair[1].time - pair[0].time)) as f32;
+        (claims[0].from, claims[0].to, claims[0].alpha) = (from, to, alpha);
         claims[0].mode = unlag::core::SmoothingMode::Extrapolate;
     }
     let Ok(mut sender) = link.single_mut() else {
@@ -789,6 +775,21 @@ fn run_cheat(
             claims,
         });
     }
+}
+
+/// The two states `proxy`'s buffer holds around `time` (server seconds) and the blend between
+/// them there, as the smoothing plugin samples it (`StateBuffer::sample`); `None` outside them.
+fn between_states(
+    buffers: &Query<&unlag::smoothing::ProxySmoothing>,
+    proxy: Entity,
+    time: f64,
+) -> Option<(u32, u32, f32)> {
+    let buffer = buffers.get(proxy).ok()?;
+    buffer
+        .buffer
+        .sample(time, unlag::core::SmoothingMode::Hermite, 0.0)
+        .filter(|s| s.kind == unlag::core::SampleKind::Interpolated && s.from != s.to)
+        .map(|s| (s.from, s.to, s.alpha))
 }
 
 /// One cheat through a whole match at 100 ms (20 ms jitter, 5 % loss): the server's counters.
@@ -2527,7 +2528,8 @@ fn fire_requests_read_back_as_sent_in_a_few_dozen_bytes() {
         let mut w = unlag::core::ByteWriter::new();
         w.zigzag64(extreme);
         let extreme = w.into_bytes();
-        // flags, weapon, fire index, origin and aim, then the four times in turn.
+        // flags, weapon, fire index, origin and aim, then the three times a request without
+        // lead or cap carries (its stamp, the view's age, the delay) in turn, and no claims.
         let head: Vec<u8> = [vec![0, 0, 1], vec![0; 24]].concat();
         for at in 0..3 {
             let mut bytes = head.clone();

@@ -16,11 +16,11 @@
 //! | claims: count, then per claim the target (its index and generation, varints), `from` (varint), `to − from`, alpha (`f32`), mode and flags, the ease only when not zero | 1 + about 9 each |
 //!
 //! A rifle shot with one claim, ten minutes into a match, comes to 55 bytes (112 in serde's
-//! derived form), a shotgun's the same (244). Times go as whole microseconds: a character at 10 m/s moves 10 µm in one,
-//! and the server's timing checks allow milliseconds. Reading never panics: counts above the
-//! wire limits, times beyond ±2⁴⁸ µs (8.9 years), unknown flag bits or modes, a `to` outside
-//! `u32` and trailing bytes are refused, and lightyear's packet guard drops such a request
-//! before anything reads it (`PacketRefusal::MessageBody`).
+//! derived form), a shotgun's the same (244). Times go as whole microseconds: a character at
+//! 10 m/s moves 10 µm in one, and the server's timing checks allow milliseconds. Reading never
+//! panics: counts above the wire limits, times beyond ±2⁴⁸ µs (8.9 years), unknown flag bits or
+//! modes, a `to` outside `u32` and trailing bytes are refused, and lightyear's packet guard
+//! drops such a request before anything reads it (`PacketRefusal::MessageBody`).
 
 use crate::protocol::{FireRequest, MAX_CLAIMS, WireClaim};
 use bevy::prelude::*;
