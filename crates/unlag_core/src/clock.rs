@@ -3,8 +3,9 @@
 //! The server stamps each periodic beat with its exact simulation time. When a beat arrives,
 //! the server is one one-way trip further on, so `server_time_at_send + one_way − local_now` is
 //! one sample of the offset between the two clocks. Samples are noisy by the jitter of that one
-//! trip; an exponential average of them is the estimate. Between samples the estimate runs on
-//! the local clock.
+//! trip; a steady average of about the last hundred is the estimate, restarted from the newest
+//! when a quicker average shows the link changed ([`ServerClockEstimator`]). Between samples
+//! the estimate runs on the local clock.
 //!
 //! A sample is read when the client's frame starts, not when it arrived: it may have waited
 //! unread for up to the whole frame before. The caller passes its best guess of the arrival
@@ -95,11 +96,35 @@ impl FramePace {
 }
 
 /// Estimates the server's clock from stamped samples (see the module docs).
+///
+/// Two averages of the offset samples: a steady one that is the estimate (about the last
+/// `1 / alpha` samples), and a quick one (ten times the weight) that only tells when the link
+/// really changed. While the quick one stays within [`CHANGE_SIGMAS`] of its own noise of the
+/// steady one, the steady one stands; once it has stayed beyond for [`CHANGE_SAMPLES`] samples
+/// on one side, the estimate restarts from it and settles again.
+///
+/// Why two: under heavy jitter a short average wanders. At ±125 ms, ten samples' average
+/// strayed ±30 ms over a second or two, and the view time derived from it with it: a client's
+/// shots then lagged less than every view report the server had from the seconds before
+/// (reports stamped with the same view time, sent when it sat 40 ms elsewhere), and one was
+/// refused as stamped ahead. A hundred samples stray a sixth as far, and a latency the player
+/// changes is still followed within a second or two of beats.
 #[derive(Clone, Debug)]
 pub struct ServerClockEstimator {
     alpha: f64,
+    /// The quick average of the offset (weight `QUICK_FACTOR × alpha`).
     offset: Option<f64>,
-    /// The offset shown: follows `offset` at a bounded rate.
+    /// The estimate: the steady average of the offset, and the samples (by quality) behind it,
+    /// at most `1 / alpha`.
+    steady: Option<(f64, f64)>,
+    /// The mean distance of a sample from the quick average before it, seconds: the samples'
+    /// noise, which the quick average's own is taken from.
+    spread: Option<f64>,
+    /// While the quick average stays beyond its noise of the steady one: for how many samples
+    /// in a row, on which side (+1 or −1), and the samples since, weighed by their quality
+    /// (sum of quality × sample, sum of quality).
+    apart: Apart,
+    /// The offset shown: follows the estimate at a bounded rate.
     shown: Option<(f64, f64)>,
     samples: u64,
     /// The qualities of the samples since the estimate (re)started, summed (each at most 1:
@@ -107,19 +132,47 @@ pub struct ServerClockEstimator {
     weight_sum: f64,
 }
 
+/// See [`ServerClockEstimator`]'s `apart`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Apart {
+    samples: u32,
+    side: f64,
+    weighed: f64,
+    quality: f64,
+}
+
+/// How many times its weight in a steady estimate a sample weighs in the quick average that
+/// tells a real change ([`ServerClockEstimator`]).
+pub const QUICK_FACTOR: f64 = 10.0;
+
+/// How many of its own standard deviations the quick average must stray from the estimate,
+/// for [`CHANGE_SAMPLES`] samples in a row, before the link counts as changed.
+pub const CHANGE_SIGMAS: f64 = 4.0;
+
+/// Samples in a row the quick average must stay that far on one side ([`CHANGE_SIGMAS`]).
+pub const CHANGE_SAMPLES: u32 = 5;
+
+/// Least distance between the quick average and the estimate that can count as a change,
+/// seconds (exact samples have no noise to measure it by).
+pub const CHANGE_FLOOR: f64 = 0.001;
+
 impl Default for ServerClockEstimator {
     fn default() -> Self {
-        Self::new(0.1)
+        Self::new(0.01)
     }
 }
 
 impl ServerClockEstimator {
-    /// An estimator that weighs each new sample by `alpha` (0–1]; 0.1 averages about the last
-    /// ten samples.
+    /// An estimator whose estimate weighs each new sample by `alpha` (0–1] once settled: 0.01
+    /// averages about the last hundred samples (ten seconds of beats at 10 Hz); 1 takes each
+    /// sample as it comes.
     pub fn new(alpha: f64) -> Self {
         Self {
             alpha: alpha.clamp(1e-6, 1.0),
             offset: None,
+            steady: None,
+            spread: None,
+            apart: Apart::default(),
             shown: None,
             samples: 0,
             weight_sum: 0.0,
@@ -136,10 +189,10 @@ impl ServerClockEstimator {
     /// Adds a sample read when the local clock read `local_now` that may have arrived up to
     /// `read_window` seconds before (the frame it waited through unread; `usual_window` is the
     /// usual frame, [`FramePace::usual`]): its quality is `(usual_window / read_window)²` (at
-    /// most 1), and it weighs `alpha` times that, or while the qualities of the samples since
-    /// the start sum to less than 1, its quality times the part of 1 still missing. A sample
-    /// restarts the estimate only if it is further than [`RESET_OFFSET`] from it beyond the
-    /// window. Non-finite inputs are ignored; negative windows count as zero.
+    /// most 1), and it weighs its quality times its usual weight, or while the qualities of the
+    /// samples since the start sum to less than one sample's worth, its share of that sum. A
+    /// sample restarts the estimate only if it is further than [`RESET_OFFSET`] from it beyond
+    /// the window. Non-finite inputs are ignored; negative windows count as zero.
     pub fn add_sample_read(
         &mut self,
         local_now: f64,
@@ -163,8 +216,11 @@ impl ServerClockEstimator {
             1.0
         };
         let sample = server_time + one_way.max(0.0) - local_now;
-        self.offset = Some(match self.offset {
-            Some(offset) if (sample - offset).abs() <= RESET_OFFSET + window => {
+        let quick_alpha = (QUICK_FACTOR * self.alpha).min(1.0);
+        match (self.offset, self.steady) {
+            (Some(offset), Some((steady, count)))
+                if (sample - steady).abs() <= RESET_OFFSET + window =>
+            {
                 // Until the samples weigh one whole sample, each takes the share still
                 // missing: a first sample read after a long frame (a game's first frames
                 // compile shaders for a second at a time) is as far off as half that frame,
@@ -172,29 +228,86 @@ impl ServerClockEstimator {
                 // (0.2 s behind for 4 s on a 10-fps listen host), stamping every view report
                 // older than the link explains. A first sample read in time is followed as
                 // before.
-                let weight = quality * self.alpha.max(1.0 - self.weight_sum);
+                let weight = quality * quick_alpha.max(1.0 - self.weight_sum);
                 self.weight_sum += quality;
-                offset + weight.clamp(0.0, 1.0) * (sample - offset)
+                // The steady average and the noise: running means of their first samples,
+                // then `alpha` a sample.
+                let count = (count + quality).min(1.0 / self.alpha);
+                let share = (quality / count).clamp(0.0, 1.0);
+                let distance = (sample - offset).abs();
+                self.spread = Some(match self.spread {
+                    Some(spread) => spread + share * (distance - spread),
+                    None => distance,
+                });
+                let offset = offset + weight.clamp(0.0, 1.0) * (sample - offset);
+                self.offset = Some(offset);
+                let steady = steady + share * (sample - steady);
+                self.steady = Some((steady, count));
+                self.follow_a_change((offset, steady), (sample, quality));
             }
             _ => {
                 self.samples = 0;
                 self.weight_sum = quality;
-                sample
+                self.offset = Some(sample);
+                self.steady = Some((sample, quality));
+                self.spread = None;
+                self.apart = Apart::default();
             }
-        });
+        }
         self.samples += 1;
+    }
+
+    /// Restarts the steady estimate from the samples since the quick average `offset` left
+    /// the steady one's neighbourhood, once it has stayed further from `steady` than its noise
+    /// explains for [`CHANGE_SAMPLES`] samples (`sample` of `quality` is the newest).
+    fn follow_a_change(&mut self, (offset, steady): (f64, f64), (sample, quality): (f64, f64)) {
+        let quick_alpha = (QUICK_FACTOR * self.alpha).min(1.0);
+        // A normal sample's deviation is about 1.25 times its mean distance; an average
+        // weighing each by `a` deviates sqrt(a / (2 − a)) times as much.
+        let quick_noise =
+            1.25 * self.spread.unwrap_or(0.0) * (quick_alpha / (2.0 - quick_alpha)).sqrt();
+        let gap = offset - steady;
+        if gap.abs() <= (CHANGE_SIGMAS * quick_noise).max(CHANGE_FLOOR) {
+            self.apart = Apart::default();
+            return;
+        }
+        let side = gap.signum();
+        let apart = if self.apart.side == side {
+            self.apart
+        } else {
+            Apart {
+                side,
+                ..Apart::default()
+            }
+        };
+        let apart = Apart {
+            samples: apart.samples + 1,
+            weighed: apart.weighed + quality * sample,
+            quality: apart.quality + quality,
+            ..apart
+        };
+        self.apart = apart;
+        if apart.samples >= CHANGE_SAMPLES && apart.quality > 0.0 {
+            // The samples since it left are the link as it is now; those before, as it was
+            // (the quick average too, still catching up: left behind, it would count as the
+            // next change).
+            let now = apart.weighed / apart.quality;
+            self.steady = Some((now, apart.quality));
+            self.offset = Some(now);
+            self.apart = Apart::default();
+        }
     }
 
     /// The estimated server time when the local clock reads `local_now`, once a sample came in.
     pub fn server_time(&self, local_now: f64) -> Option<f64> {
-        self.offset.map(|offset| local_now + offset)
+        self.steady.map(|(offset, _)| local_now + offset)
     }
 
     /// The server time shown when the local clock reads `local_now`: it runs smoothly, moving
     /// towards [`server_time`](Self::server_time) at most [`SLEW_RATE`] seconds per second (a
     /// gap above [`SLEW_SNAP`] closes at once). Call with non-decreasing `local_now`.
     pub fn smooth_server_time(&mut self, local_now: f64) -> Option<f64> {
-        let target = self.offset?;
+        let (target, _) = self.steady?;
         let shown = match self.shown {
             Some((at, shown)) if (target - shown).abs() <= SLEW_SNAP => {
                 let step = SLEW_RATE * (local_now - at).max(0.0);
@@ -214,6 +327,9 @@ impl ServerClockEstimator {
     /// Forgets everything (on disconnect).
     pub fn reset(&mut self) {
         self.offset = None;
+        self.steady = None;
+        self.spread = None;
+        self.apart = Apart::default();
         self.shown = None;
         self.samples = 0;
         self.weight_sum = 0.0;
@@ -418,7 +534,8 @@ mod tests {
         }
         let err = e.server_time(1.5).unwrap() - (1.5 + 7.0);
         assert!(err.abs() < 0.03, "{err} s off after five samples");
-        // Once the samples weigh a whole one, one sample moves it by `alpha` of its difference.
+        // Then each sample moves it by its share of the samples so far (a running mean until
+        // a hundred): one stray sample moves it by that share, no more.
         for i in 6..=20 {
             let local = 1.0 + 0.1 * f64::from(i);
             e.add_sample_read(local, (0.1, 0.1), local + 7.0, 0.0);
@@ -426,7 +543,96 @@ mod tests {
         let before = e.server_time(3.0).unwrap();
         e.add_sample_read(3.0, (0.1, 0.1), 3.0 + 7.0 + 0.1, 0.0);
         let moved = e.server_time(3.0).unwrap() - before;
-        assert!((moved - 0.1 * (3.0 + 7.1 - before)).abs() < 1e-9, "{moved}");
+        let share = 1.0 / ((0.15f64 / 0.45).powi(2) + 21.0);
+        assert!(
+            (moved - share * (3.0 + 7.1 - before)).abs() < 1e-9,
+            "{moved}"
+        );
+    }
+
+    /// Beats over a link of 0.25 s ± `jitter` (uniform) every 0.1 s for two minutes, the
+    /// one-way trip stepping by `step` at 60 s; the local clock is the server's less 7 s.
+    /// Returns the most the estimate moved over any 2 s before the step (from 10 s), the same
+    /// for ten samples' average, and the estimate's error `after` seconds after the step.
+    fn over_a_link(jitter: f64, step: f64, after: f64, seed: u64) -> (f64, f64, f64) {
+        let mut rng = SplitMix64::new(seed);
+        let mut e = ServerClockEstimator::default();
+        let mut quick = ServerClockEstimator::new(0.1);
+        let (mut history, mut quick_history) = (Vec::new(), Vec::new());
+        let mut error_after = f64::NAN;
+        for i in 0..1200 {
+            let send = 0.1 * f64::from(i);
+            let trip = if send < 60.0 { 0.25 } else { 0.25 + step };
+            let arrive = send + trip + jitter * (2.0 * rng.next_f64() - 1.0) - 7.0;
+            // Read with the one-way trip as it was before the step: the step shows in the
+            // samples, as a longer trip does in the present's (which take no RTT).
+            e.add_sample(arrive, send, 0.25);
+            quick.add_sample(arrive, send, 0.25);
+            let offset = e.server_time(0.0).unwrap();
+            if (10.0..60.0).contains(&send) {
+                history.push((send, offset));
+                quick_history.push((send, quick.server_time(0.0).unwrap()));
+            }
+            if (send - 60.0 - after).abs() < 1e-6 {
+                error_after = offset - (7.0 - step);
+            }
+        }
+        let wander = |h: &[(f64, f64)]| {
+            h.iter()
+                .map(|(t, o)| {
+                    h.iter()
+                        .filter(|(u, _)| (t - 2.0..=*t).contains(u))
+                        .map(|(_, p)| (o - p).abs())
+                        .fold(0.0, f64::max)
+                })
+                .fold(0.0, f64::max)
+        };
+        (wander(&history), wander(&quick_history), error_after)
+    }
+
+    /// Under ±125 ms of jitter the estimate moves less than 12 ms over any 2 s where ten
+    /// samples' average moved more than 50; a trip that steps by the jitter's span or more is
+    /// followed within a second or two (as closely as the samples since can say); one well
+    /// within it (100 ms at ±125) at the steady average's pace, within 20 s at worst: it
+    /// cannot be told from the jitter sooner without wandering as far.
+    #[test]
+    fn steady_under_jitter_and_follows_a_change() {
+        for seed in 1..=8 {
+            let (wander, quick_wander, error) = over_a_link(0.125, 0.25, 2.0, seed);
+            eprintln!("±125 ms, seed {seed}: wander {wander}, quick {quick_wander}, {error}");
+            assert!(wander < 0.012, "seed {seed}: moved {wander} s over 2 s");
+            assert!(
+                quick_wander > 0.05,
+                "seed {seed}: quick moved {quick_wander} s"
+            );
+            assert!(
+                error.abs() < 0.06,
+                "seed {seed}: {error} s off 2 s after 250 ms"
+            );
+            let (.., error) = over_a_link(0.125, 0.25, 6.0, seed);
+            assert!(
+                error.abs() < 0.025,
+                "seed {seed}: {error} s off 6 s after 250 ms"
+            );
+            let (.., error) = over_a_link(0.125, 0.1, 20.0, seed);
+            assert!(
+                error.abs() < 0.025,
+                "seed {seed}: {error} s off 20 s after 100 ms"
+            );
+            let (wander, _, error) = over_a_link(0.03, 0.06, 2.0, seed);
+            eprintln!("±30 ms, seed {seed}: wander {wander}, error {error}");
+            assert!(wander < 0.004, "seed {seed}: moved {wander} s over 2 s");
+            assert!(
+                error.abs() < 0.01,
+                "seed {seed}: {error} s off 2 s after 60 ms"
+            );
+            let (wander, _, error) = over_a_link(0.002, 0.02, 1.0, seed);
+            assert!(wander < 0.0005, "seed {seed}: moved {wander} s over 2 s");
+            assert!(
+                error.abs() < 0.001,
+                "seed {seed}: {error} s off 1 s after 20 ms"
+            );
+        }
     }
 
     #[test]

@@ -5,9 +5,10 @@
 //!
 //! - *server time*: the client's estimate of the server's current time;
 //! - *one-way trip*: half the round-trip time; the newest state a client can have received was
-//!   sent at `server_time − one_way`, and no client can do better than that;
+//!   sent at about `server_time − one_way` (the *present*, which `unlag_net` estimates straight
+//!   from the server's stamps), and no client can do better than that;
 //! - *interpolation delay*: how far the view time sits behind that newest receivable state;
-//! - *view time* = `server_time − one_way − interpolation_delay`: the server time at which
+//! - *view time* = `present − interpolation_delay`: the server time at which
 //!   proxies are rendered, and the time every shot is judged at.
 //!
 //! Every millisecond of interpolation delay is a millisecond of peeker's advantage for the other

@@ -7,12 +7,14 @@
 //!   virtual time since); on a client the estimate of the server's current time: each
 //!   [`NetBeat`] carries the server's exact time when sent, the client adds half the RTT and
 //!   averages the resulting clock offsets ([`ServerClockEstimator`]).
-//! - **one-way trip**: RTT / 2. The newest state a client can hold was sent at
-//!   `server_time − one_way`: no client can see the server closer than that.
+//! - **one-way trip**: RTT / 2. The newest state a client can hold was sent at about
+//!   `server_time − one_way`: no client can see the server closer than that. The client
+//!   estimates that moment, the **present** ([`NetClock::present`]), straight from the beats'
+//!   stamps and when they were read, without the RTT (whose estimate moves by steps).
 //! - **interpolation delay**: how far the view time sits behind that newest receivable state,
 //!   beyond the one-way trip. It adapts to the send interval, jitter and loss
 //!   ([`DelayPolicy`]) and moves smoothly so view time never jumps.
-//! - **view time** = `server_time − one_way − interpolation_delay`: when simulated proxies are
+//! - **view time** = `present − interpolation_delay`: when simulated proxies are
 //!   shown, and the time every shot is judged at.
 //!
 //! The server learns each client's interpolation delay from a small periodic report, and
@@ -113,8 +115,9 @@ pub const MIN_REPORT_GAP: f64 = 0.02;
 /// Time and link figures of this App, updated every frame in `PreUpdate`.
 ///
 /// On a client: estimates of the server's time and of the link (server time: each [`NetBeat`]'s
-/// exact server time plus half the RTT, averaged; view time = server time − RTT / 2 −
-/// interpolation delay: when simulated proxies are shown and shots are judged). On the server:
+/// exact server time plus half the RTT, averaged; the present, about server time − RTT / 2,
+/// from the beats' stamps alone; view time = present − interpolation delay: when simulated
+/// proxies are shown and shots are judged). On the server:
 /// its own time, with RTT and delays at zero.
 #[derive(Resource, Clone, Debug, Default, Reflect)]
 pub struct NetClock {
@@ -123,6 +126,18 @@ pub struct NetClock {
     pub synced: bool,
     /// Server time, seconds (see the module docs).
     pub server_time: f64,
+    /// On a client: the server time of the newest state it can hold now, seconds, estimated
+    /// straight from the beats' stamps and when they were read (`None` on the server and
+    /// until a beat came: [`NetClock::present`] is then `server_time − one_way`).
+    ///
+    /// Not `server_time − rtt / 2`: the server time estimate averages each beat's stamp plus
+    /// half the RTT of its moment, so subtracting half of today's RTT moved the view time by
+    /// half of every change in lightyear's RTT estimate (10 ms steps under ±125 ms of
+    /// jitter), while the present's own samples never needed the RTT. Shots and view reports
+    /// are stamped with a view time derived from it, and the server holds a shot's lag to the
+    /// lags of the reports that came before it: a view time that wanders against real time
+    /// shows as a shot lagging less than every report of its window.
+    pub receivable_time: Option<f64>,
     /// Duration of one simulation tick, seconds.
     pub tick_duration: f64,
     /// Smoothed round-trip time, seconds.
@@ -193,6 +208,15 @@ impl NetClock {
         self.rtt / 2.0
     }
 
+    /// The server time of the newest state this App can hold now, seconds: when no client
+    /// can see the server closer than ([`NetClock::receivable_time`], else `server_time −
+    /// one_way`). View times are this less an interpolation delay.
+    pub fn present(&self) -> f64 {
+        self.receivable_time
+            .filter(|t| t.is_finite())
+            .unwrap_or(self.server_time - self.one_way())
+    }
+
     /// Server time in ticks (with fraction).
     pub fn server_tick(&self) -> f64 {
         if self.tick_duration > 0.0 {
@@ -204,7 +228,7 @@ impl NetClock {
 
     /// The server time at which simulated proxies are shown, seconds (see the module docs).
     pub fn view_time(&self) -> f64 {
-        self.server_time - self.one_way() - self.interpolation_delay
+        self.present() - self.interpolation_delay
     }
 }
 
@@ -854,6 +878,9 @@ const LOSS_ALPHA: f64 = 0.02;
 pub(crate) struct ClientClockState {
     delay: DelayController,
     server_clock: ServerClockEstimator,
+    /// The newest receivable server time ([`NetClock::receivable_time`]) against the local
+    /// clock: the beats' stamps at their reads, with no RTT in them.
+    present_clock: ServerClockEstimator,
     rejected_beats: u64,
     beats: SeqUnwrapper,
     loss: Ewma,
@@ -879,6 +906,7 @@ impl ClientClockState {
         Self {
             delay: DelayController::new(policy, policy.target(0.05, 0.0, 0.0)),
             server_clock: ServerClockEstimator::default(),
+            present_clock: ServerClockEstimator::default(),
             rejected_beats: 0,
             beats: SeqUnwrapper::new(),
             loss: Ewma::new(),
@@ -1010,6 +1038,16 @@ impl ClientClockState {
             beat.server_time,
             network_one_way,
         );
+        // The present: the beat's stamp where it was read, less the half of both waits that
+        // `network_one_way` leaves out of the trip (so that it is, on average, the server time
+        // less half the RTT, as it was defined before).
+        let waits = (self.frames.usual() / 2.0 + self.server_frame / 2.0) / 2.0;
+        self.present_clock.add_sample_read(
+            now - frame / 2.0,
+            read_window,
+            beat.server_time - waits,
+            0.0,
+        );
     }
 }
 
@@ -1049,6 +1087,7 @@ pub(crate) fn update_client_clock(
     };
     if !connected {
         state.server_clock.reset();
+        state.present_clock.reset();
     }
     clock.rtt = link.stats.rtt.as_secs_f64();
     clock.jitter = link.stats.jitter.as_secs_f64();
@@ -1072,6 +1111,10 @@ pub(crate) fn update_client_clock(
     if let Some(server_time) = estimate {
         clock.server_time = server_time;
     }
+    clock.receivable_time = state
+        .present_clock
+        .smooth_server_time(now)
+        .filter(|_| connected);
     clock.loss = state.loss.mean();
     clock.send_interval = 1.0 / f64::from(state.update_rate_hz);
     let (interval, jitter, loss) = (clock.send_interval, clock.jitter, clock.loss);

@@ -322,7 +322,7 @@ pub(crate) fn receive_states(
         // drawn meanwhile that could have missed it.
         // A repeat is late by design: the delay allows for it apart ([`unlag_core::repeat_after`]).
         if clock.synced && !clock.frame_hitched && !update.repeat {
-            lateness.add(clock.server_time - real.delta_secs_f64() - clock.one_way() - time);
+            lateness.add(clock.present() - real.delta_secs_f64() - time);
         }
         for wire in &update.states {
             let Ok((existing, dormant)) = proxies.get_mut(wire.entity) else {
@@ -540,7 +540,7 @@ pub(crate) fn place_proxies(
         } else {
             proxy.next_delay(&clock, &settings, (&mut lateness, &inputs), (shared, dt64))
         };
-        let view_time = clock.server_time - clock.one_way() - delay;
+        let view_time = clock.present() - delay;
         if let Some(dormant) = dormant {
             // Shown again once the view reaches its first new state: snapped there (its
             // buffer starts afresh), never swept from where it went dormant.
@@ -575,7 +575,7 @@ pub(crate) fn place_proxies(
         }
     }
     clock.proxy_delay = shortest;
-    clock.proxy_view_time = shortest.map(|d| clock.server_time - clock.one_way() - d);
+    clock.proxy_view_time = shortest.map(|d| clock.present() - d);
 }
 
 /// The delay a proxy at `interval` seconds should have, seconds: its interval plus the margin
@@ -675,7 +675,7 @@ impl ProxySmoothing {
         if self.buffer.states().len() >= 3
             && let Some(newest) = self.buffer.newest()
         {
-            let present = clock.server_time - clock.one_way();
+            let present = clock.present();
             lateness
                 .staleness
                 .observe(inputs.now, present - newest.time - interval);
@@ -726,7 +726,7 @@ impl ProxySmoothing {
         dt: f32,
     ) -> Option<(Vec3, Quat, Sample)> {
         let newest = self.buffer.newest().copied()?;
-        let present = clock.server_time - clock.one_way();
+        let present = clock.present();
         let sample = self.buffer.sample(
             present.max(newest.time),
             SmoothingMode::Hermite,
@@ -861,8 +861,7 @@ impl ProxySmoothing {
                 .map_or_else(StateShown::default, StateShown::from)
         };
         let shown = [shown(sample.from), shown(sample.to)];
-        self.buffer
-            .prune(view_time.min(clock.server_time - clock.one_way()) - 1.0);
+        self.buffer.prune(view_time.min(clock.present()) - 1.0);
         RenderedPose {
             from: sample.from,
             to: sample.to,

@@ -15,7 +15,8 @@
 //! 2. **Client, `PreUpdate`**: states are checked and buffered per proxy ([`ProxySmoothing`]);
 //!    a proxy announced dormant gets [`ProxyDormant`] and is not drawn until its next state.
 //! 3. **Client, `PostUpdate`**: each proxy is placed at its view time with its
-//!    [`SmoothingMode`]: `server_time − one_way − delay`, where the delay (see
+//!    [`SmoothingMode`]: [`NetClock::present`](unlag_net::NetClock::present) (the newest
+//!    receivable server time, about `server_time − one_way`) `− delay`, where the delay (see
 //!    [`unlag_net::NetClock`]) follows *that proxy's* update interval, so a 1 Hz proxy waits a
 //!    second and a 60 Hz one 17 ms. [`RenderedPose`] records which two states and blend factor
 //!    were used, so shots can tell the server exactly what was on screen.
