@@ -192,7 +192,7 @@ fn setup() -> Bench {
                         alpha: c.alpha,
                         mode: c.mode,
                         ease: c.ease,
-                        hit: true,
+                        pellets: unlag::combat::EVERY_PELLET,
                     }],
                 }
             })

@@ -699,6 +699,26 @@ fn a_slow_client_on_a_bursty_link_stays_connected_and_its_late_copies_are_judged
     assert_eq!(report.disconnects, 0, "{a:?}");
 }
 
+/// At 500 ms ± 125 ms a client's estimate of the present, ten beats' average of stamps each
+/// as late as the link made it, wandered ±30 ms over a second or two, and its drawn view time
+/// with it (half of every step in lightyear's RTT estimate too). A shot copy sent at a low,
+/// on a quick trip, then lagged 42 ms less after the view it stamped than every view report of
+/// the window before it (sent when the view sat higher) and was refused as stamped ahead.
+/// The present is now estimated from the stamps alone, over about the last hundred beats.
+#[test]
+fn a_view_time_steady_under_heavy_jitter_refuses_no_honest_shot() {
+    honest_grid_cell("corner: rtt=500 × jitter=rtt/4", 3);
+}
+
+/// With the view time steadier, one pellet of this seed grazed a box within the client's
+/// trace margin: a miss on screen that the server confirmed (it counted every pellet on a
+/// target claimed hit). A claim now names the pellets seen hitting, and only they count.
+#[test]
+fn a_pellet_seen_missing_is_never_confirmed() {
+    let (_, a) = honest_grid_cell("fps=15", 3);
+    assert!(a.misses_confirmed_percent <= 0.5, "{a:?}");
+}
+
 /// A listen host's first seconds on a cold shader cache: every third frame takes 0.7 s. Its
 /// remote clients' RTT, and so their one-way estimates, swell with the waits (with this seed
 /// their clocks ran up to 0.18 s ahead). No honest shot is refused, seen hits are confirmed

@@ -55,9 +55,9 @@ pub use health::{Damaged, Health, Killed};
 pub use judge::{Arrival, ShotJudge, ShotVerdict, TargetHit};
 pub use projectile::{ClientProjectile, OwnProjectiles, Projectile, ProjectileExploded};
 pub use protocol::{
-    COSMETIC_BATCH, ConfirmedHit, CosmeticFire, CosmeticFires, FIRE_COPIES, FireRequest,
-    FireResult, ProjectileImpact, ProjectileLaunched, Rejection, ReloadDone, ReloadRequest,
-    ReloadTaken, WireClaim,
+    COSMETIC_BATCH, ConfirmedHit, CosmeticFire, CosmeticFires, EVERY_PELLET, FIRE_COPIES,
+    FireRequest, FireResult, ProjectileImpact, ProjectileLaunched, Rejection, ReloadDone,
+    ReloadRequest, ReloadTaken, WireClaim,
 };
 pub use rules::shot_directions;
 pub use settings::{CombatSettings, Weapons};

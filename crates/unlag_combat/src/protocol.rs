@@ -14,6 +14,10 @@ pub const MAX_CLAIMS: usize = 16;
 /// (every frame at 60 frames/s), a reload request's one per frame.
 pub const FIRE_COPIES: u8 = 3;
 
+/// A [`WireClaim::pellets`] mask naming every pellet a weapon can have: for tools and tests
+/// that claim a hit without tracing each pellet.
+pub const EVERY_PELLET: u64 = u64::MAX;
+
 /// What a shooter's client had on screen for one target it hit (see
 /// [`ClaimedView`](unlag_rewind::ClaimedView)).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -30,18 +34,24 @@ pub struct WireClaim {
     pub mode: SmoothingMode,
     /// Offset of the drawn proxy from its curve, metres.
     pub ease: Vec3,
-    /// Whether a pellet hit it on the shooter's screen; claims without are proxies a pellet
-    /// passed close to, claimed so the server poses them as drawn too (one drawn beside the
-    /// ray must not block it on the server).
-    pub hit: bool,
+    /// Which of the shot's pellets hit it on the shooter's screen: bit `i` for the `i`-th
+    /// direction of [`FireRequest::rays`] (a rifle's one pellet is bit 0; bits past the
+    /// weapon's pellets name none). 0: no pellet hit it, a proxy a pellet passed close to,
+    /// claimed so the server poses it as drawn too (one drawn beside the ray must not block it
+    /// on the server).
+    ///
+    /// The server confirms no pellet on it outside the mask: a pellet that grazes a box the
+    /// client drew it missing by less than its trace's margin (a tenth of a millimetre) is a
+    /// miss on both sides, and a client can only claim fewer hits than it saw, never more.
+    pub pellets: u64,
 }
 
 impl WireClaim {
-    /// What the client drew for proxy `target` this frame (its [`RenderedPose`]); `hit`:
-    /// whether a pellet hit it.
+    /// What the client drew for proxy `target` this frame (its [`RenderedPose`]); `pellets`:
+    /// which pellets hit it ([`WireClaim::pellets`]).
     ///
     /// [`RenderedPose`]: unlag_smoothing::RenderedPose
-    pub fn drawn(target: Entity, pose: &unlag_smoothing::RenderedPose, hit: bool) -> Self {
+    pub fn drawn(target: Entity, pose: &unlag_smoothing::RenderedPose, pellets: u64) -> Self {
         Self {
             target,
             from: pose.from,
@@ -49,8 +59,18 @@ impl WireClaim {
             alpha: pose.alpha,
             mode: pose.mode,
             ease: pose.ease,
-            hit,
+            pellets,
         }
+    }
+
+    /// Whether any pellet hit it on the shooter's screen.
+    pub fn hit(&self) -> bool {
+        self.pellets != 0
+    }
+
+    /// Whether the pellet of the shot's `index`-th direction hit it on the shooter's screen.
+    pub fn claims_pellet(&self, index: usize) -> bool {
+        index < 64 && self.pellets >> index & 1 == 1
     }
 
     /// The view it claims, as the rewind rebuilds it.

@@ -13,7 +13,7 @@
 //! | the copy's view time (µs, zigzag varint) | 4–6 |
 //! | the shot's view time before it, its judged time after it, the copy's delay, the rewind cap (µs) | 1–3 each |
 //! | the newest move | 2 |
-//! | claims: count, then per claim the target (its index and generation, varints), `from` (varint), `to − from`, alpha (`f32`), mode and flags, the ease only when not zero | 1 + about 9 each |
+//! | claims: count, then per claim the target (its index and generation, varints), `from` (varint), `to − from`, alpha (`f32`), mode and flags, the ease only when not zero, the pellets that hit it only when more than the first alone (varint) | 1 + about 9 each |
 //!
 //! A rifle shot with one claim, ten minutes into a match, comes to 55 bytes (112 in serde's
 //! derived form), a shotgun's the same (244). Times go as whole microseconds: a character at
@@ -40,9 +40,12 @@ const HAS_DIRECTIONS: u8 = 8;
 const FLAGS: u8 = HAS_DELAY_CAP | HAS_MOVE_SEQ | HAS_LEAD | HAS_DIRECTIONS;
 
 const CLAIM_MODE: u8 = 3;
-const CLAIM_HIT: u8 = 4;
+/// The claim's pellet mask follows (a varint, neither 0 nor 1).
+const CLAIM_PELLETS: u8 = 4;
 const CLAIM_EASE: u8 = 8;
-const CLAIM_FLAGS: u8 = CLAIM_MODE | CLAIM_HIT | CLAIM_EASE;
+/// The mask is the first pellet alone (a rifle's hit): no bytes follow for it.
+const CLAIM_FIRST_PELLET: u8 = 16;
+const CLAIM_FLAGS: u8 = CLAIM_MODE | CLAIM_PELLETS | CLAIM_EASE | CLAIM_FIRST_PELLET;
 
 /// Seconds as whole microseconds, held to ±[`MAX_MICROS`] (a non-finite time goes as the
 /// largest: the server's timing checks refuse it).
@@ -151,9 +154,17 @@ fn pack(request: &FireRequest) -> Vec<u8> {
         w.zigzag64(i64::from(c.to) - i64::from(c.from));
         w.f32(c.alpha);
         let eased = c.ease != Vec3::ZERO;
-        w.u8(mode_code(c.mode) | (u8::from(c.hit) * CLAIM_HIT) | (u8::from(eased) * CLAIM_EASE));
+        let pellets = match c.pellets {
+            0 => 0,
+            1 => CLAIM_FIRST_PELLET,
+            _ => CLAIM_PELLETS,
+        };
+        w.u8(mode_code(c.mode) | pellets | (u8::from(eased) * CLAIM_EASE));
         if eased {
             write_vec3(&mut w, c.ease);
+        }
+        if pellets == CLAIM_PELLETS {
+            w.varint(c.pellets);
         }
     }
     w.into_bytes()
@@ -238,6 +249,16 @@ fn unpack(bytes: &[u8]) -> Result<FireRequest, DecodeError> {
         } else {
             Vec3::ZERO
         };
+        // One encoding per mask: the first pellet alone by its flag, others by their bits.
+        let pellets = match (code & CLAIM_PELLETS != 0, code & CLAIM_FIRST_PELLET != 0) {
+            (false, false) => 0,
+            (false, true) => 1,
+            (true, false) => match r.varint()? {
+                0 | 1 => return Err(DecodeError::Invalid),
+                mask => mask,
+            },
+            (true, true) => return Err(DecodeError::Invalid),
+        };
         claims.push(WireClaim {
             target,
             from,
@@ -245,7 +266,7 @@ fn unpack(bytes: &[u8]) -> Result<FireRequest, DecodeError> {
             alpha,
             mode: mode_of(code),
             ease,
-            hit: code & CLAIM_HIT != 0,
+            pellets,
         });
     }
     r.finish()?;

@@ -29,7 +29,9 @@
 use bevy::prelude::*;
 use lightyear::prelude::*;
 use std::collections::VecDeque;
-use unlag::combat::{FireRequest, WeaponSpec, WeaponTable, Weapons, WireClaim, shot_directions};
+use unlag::combat::{
+    EVERY_PELLET, FireRequest, WeaponSpec, WeaponTable, Weapons, WireClaim, shot_directions,
+};
 use unlag::movement::{CharacterMovement, MovementState};
 use unlag::net::{AutonomousProxy, UnreliableChannel};
 use unlag::rewind::HitBox;
@@ -172,7 +174,7 @@ pub fn held_claim(
     const HELD_AHEAD: f32 = 0.25;
     let a = smoothing.buffer.get(pose.from)?;
     let stands = a.position + a.velocity * HELD_AHEAD;
-    let mut claim = WireClaim::drawn(proxy, pose, true);
+    let mut claim = WireClaim::drawn(proxy, pose, EVERY_PELLET);
     claim.from = a.tick;
     claim.to = a.tick;
     claim.alpha = HELD_AHEAD;
@@ -416,7 +418,7 @@ impl Cheater {
         } else {
             view_time
         };
-        let mut claim = WireClaim::drawn(proxy, &pose, true);
+        let mut claim = WireClaim::drawn(proxy, &pose, EVERY_PELLET);
         match self.cheat {
             Cheat::HeldClaim => {
                 let (held, stands) = buffers
@@ -444,7 +446,7 @@ impl Cheater {
                 if let Some(&(_, _, older, _)) =
                     self.history.iter().rev().find(|(t, ..)| *t <= newest - 0.1)
                 {
-                    claims.push(WireClaim::drawn(proxy, &older, true));
+                    claims.push(WireClaim::drawn(proxy, &older, EVERY_PELLET));
                 }
             }
             Cheat::FalseExtrapolate => {

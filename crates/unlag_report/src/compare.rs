@@ -96,9 +96,16 @@ pub fn compare_validation(
         let hit_claims: Vec<Entity> = request
             .claims
             .iter()
-            .filter(|c| c.hit)
+            .filter(|c| c.hit())
             .map(|c| c.target)
             .collect();
+        // As the server counts them: a pellet on a target only where the claim names it.
+        let claimed_pellet = |c: Entity, i: usize| {
+            request
+                .claims
+                .iter()
+                .any(|claim| claim.target == c && claim.claims_pellet(i))
+        };
         let ut = characters(rewind.rays(&rays, range, rewound, shooter))
             .into_iter()
             .zip(&rays)
@@ -123,7 +130,8 @@ pub fn compare_validation(
         let unlag =
             characters(rewind.rays_as_seen(&rays, range, request.view_time, shooter, &claims))
                 .into_iter()
-                .map(|hit| hit.filter(|c| hit_claims.contains(c)))
+                .enumerate()
+                .map(|(i, hit)| hit.filter(|c| claimed_pellet(*c, i)))
                 .collect();
         out.shots.push(ComparedShot {
             link: shot.link,

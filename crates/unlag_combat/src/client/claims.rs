@@ -15,6 +15,14 @@ pub(super) fn claims(
 ) -> (Vec<WireClaim>, Option<f64>) {
     let mut claims: Vec<WireClaim> = Vec::new();
     let mut view_time = None;
+    // Which pellets hit each target (bit i: the i-th direction's pellet).
+    let pellets_on = |target: Entity| {
+        hits.iter()
+            .enumerate()
+            .take(64)
+            .filter(|(_, p)| p.as_ref().is_some_and(|p| p.target == target))
+            .fold(0u64, |mask, (i, _)| mask | 1 << i)
+    };
     let hit_targets = hits.iter().flatten().map(|p| (p.target, true));
     for (target, hit) in hit_targets.chain(near.iter().map(|e| (*e, false))) {
         if claims.iter().any(|c| c.target == target) || claims.len() >= MAX_CLAIMS {
@@ -28,7 +36,8 @@ pub(super) fn claims(
             // for the moment drawn: a hit granted that the shooter never saw (traced in the
             // report's 20 %-loss, 10-fps corner).
             let promised = hit && !t.pose.kind.is_stale();
-            claims.push(WireClaim::drawn(target, &t.pose, promised));
+            let pellets = if promised { pellets_on(target) } else { 0 };
+            claims.push(WireClaim::drawn(target, &t.pose, pellets));
         }
     }
     (claims, view_time)

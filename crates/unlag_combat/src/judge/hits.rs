@@ -103,7 +103,7 @@ impl ShotContext<'_, '_, '_> {
                 stats.unexplained_eases += 1;
             }
             claims.views.push(claim);
-            claims.hits.push(c.hit && !self.dead(c.target) && !stale);
+            claims.hits.push(c.hit() && !self.dead(c.target) && !stale);
             if stale {
                 claims.stale.push(c.target);
                 stats.stale_claims += 1;
@@ -140,7 +140,8 @@ impl ShotContext<'_, '_, '_> {
     }
 
     /// The damage per target of the pellets' `answers` along their `rays`, where each pellet
-    /// stopped, and how many struck a claimed corpse. Only what the shooter saw hit counts: a hit it did not
+    /// stopped, and how many struck a claimed corpse. Only what the shooter saw hit counts,
+    /// pellet by pellet ([`WireClaim::pellets`](crate::WireClaim::pellets)): a hit it did not
     /// see is a miss (and stops the pellet all the same), and so is a corpse.
     pub(super) fn tally(
         &self,
@@ -152,16 +153,21 @@ impl ShotContext<'_, '_, '_> {
         let mut tally: Vec<TargetHit> = Vec::new();
         let mut ends = Vec::with_capacity(answers.len());
         let mut corpse_hits = 0u64;
-        let claimed = |e: Entity| {
-            !claims.stale.contains(&e) && request.claims.iter().any(|c| c.target == e && c.hit)
+        // The pellet of direction `i` on `e`, as the shooter saw it hit.
+        let claimed = |e: Entity, i: usize| {
+            !claims.stale.contains(&e)
+                && request
+                    .claims
+                    .iter()
+                    .any(|c| c.target == e && c.claims_pellet(i))
         };
-        for ((origin, dir), answer) in rays.iter().zip(answers) {
+        for (i, ((origin, dir), answer)) in rays.iter().zip(answers).enumerate() {
             match answer {
-                Some(hit) if claimed(hit.character) && self.dead(hit.character) => {
+                Some(hit) if claimed(hit.character, i) && self.dead(hit.character) => {
                     corpse_hits += 1;
                     ends.push(hit.point);
                 }
-                Some(hit) if claimed(hit.character) => {
+                Some(hit) if claimed(hit.character, i) => {
                     ends.push(hit.point);
                     let multiplier = if hit.is_head {
                         spec.headshot_multiplier
