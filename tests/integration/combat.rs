@@ -2414,6 +2414,7 @@ fn shots_at_a_target_that_just_left_are_not_refused() {
 #[test]
 fn fire_requests_read_back_as_sent_in_a_few_dozen_bytes() {
     use unlag::combat::{FireRequest, WireClaim};
+    use unlag::core::quantize::round_direction;
     use unlag::core::{SmoothingMode, SplitMix64};
     let mut rng = SplitMix64::new(26);
     let mut unit = move || rng.next_f64();
@@ -2446,7 +2447,12 @@ fn fire_requests_read_back_as_sent_in_a_few_dozen_bytes() {
             weapon: (i % 3) as u8,
             fire_index: i * 7919,
             origin: v(&mut r),
-            aim: v(&mut r).normalize(),
+            // As a client rounds it (4 bytes on the wire), or not (its 12 bytes, exactly).
+            aim: if i % 2 == 0 {
+                round_direction(v(&mut r).normalize())
+            } else {
+                v(&mut r).normalize()
+            },
             directions: if i % 5 == 0 {
                 (0..1 + i % 12).map(|_| v(&mut r).normalize()).collect()
             } else {
@@ -2484,14 +2490,27 @@ fn fire_requests_read_back_as_sent_in_a_few_dozen_bytes() {
         };
         assert_eq!(timeless(&back), timeless(&request), "{i}");
         assert_eq!(back.encode(), bytes, "{i}: packed again, the same bytes");
+        // A rounded aim takes 4 bytes, any other its 12.
+        let raw = FireRequest {
+            aim: request.aim * (1.0 + f32::EPSILON),
+            ..request.clone()
+        };
+        let extra = if round_direction(request.aim) == request.aim {
+            8
+        } else {
+            0
+        };
+        assert_eq!(raw.encode().len(), bytes.len() + extra, "{i}");
+        assert_eq!(FireRequest::decode(&raw.encode()).unwrap().aim, raw.aim);
     }
     // An honest rifle shot ten minutes into a match, with one claim, as the client sends it
-    // (no directions): 55 bytes (about 112 in serde's derived form, 244 for a shotgun's).
+    // (no directions, the aim rounded): 47 bytes (about 112 in serde's derived form, 244 for
+    // a shotgun's; 55 with the aim's `f32`s).
     let shot = FireRequest {
         weapon: 0,
         fire_index: 600,
         origin: Vec3::new(12.3, 1.6, -40.2),
-        aim: Vec3::new(0.3, -0.1, -0.9).normalize(),
+        aim: round_direction(Vec3::new(0.3, -0.1, -0.9).normalize()),
         directions: Vec::new(),
         view_time: 600.123_456,
         judged_time: 600.123_456,
@@ -2511,7 +2530,7 @@ fn fire_requests_read_back_as_sent_in_a_few_dozen_bytes() {
     };
     let size = shot.encode().len();
     println!("an honest rifle shot with one claim: {size} bytes");
-    assert!(size <= 56, "{size} bytes");
+    assert!(size <= 48, "{size} bytes");
 
     // Garbage: truncations and flips of good requests, and noise.
     let mut rng = SplitMix64::new(27);

@@ -8,14 +8,15 @@
 //! | --- | --- |
 //! | flags (which optional parts follow) | 1 |
 //! | weapon, fire index (varint) | 1 + 1–5 |
-//! | origin, aim (`f32` bits) | 24 |
+//! | origin (`f32` bits) | 12 |
+//! | aim: octahedral, 16 bits a coordinate ([`unlag_core::quantize::quantize_direction`]: the client rounds it so before it traces), or its `f32` bits when it is not so rounded | 4 or 12 |
 //! | directions, only when the request carries them (an honest client sends none: the server rolls them from the fire index and aim) | 1 + 12 each |
 //! | the copy's view time (µs, zigzag varint) | 4–6 |
 //! | the shot's view time before it, its judged time after it, the copy's delay, the rewind cap (µs) | 1–3 each |
 //! | the newest move | 2 |
 //! | claims: count, then per claim the target (its index and generation, varints), `from` (varint), `to − from`, alpha (`f32`), mode and flags, the ease only when not zero, the pellets that hit it only when more than the first alone (varint) | 1 + about 9 each |
 //!
-//! A rifle shot with one claim, ten minutes into a match, comes to 55 bytes (112 in serde's
+//! A rifle shot with one claim, ten minutes into a match, comes to 47 bytes (112 in serde's
 //! derived form), a shotgun's the same (244). Times go as whole microseconds: a character at
 //! 10 m/s moves 10 µm in one, and the server's timing checks allow milliseconds. Reading never
 //! panics: counts above the wire limits, times beyond ±2⁴⁸ µs (8.9 years), unknown flag bits or
@@ -24,6 +25,7 @@
 
 use crate::protocol::{FireRequest, MAX_CLAIMS, WireClaim};
 use bevy::prelude::*;
+use unlag_core::quantize::{dequantize_direction, quantize_direction};
 use unlag_core::{ByteReader, ByteWriter, DecodeError, SmoothingMode};
 
 /// Most directions a request may carry (no weapon fires more pellets).
@@ -37,7 +39,10 @@ const HAS_DELAY_CAP: u8 = 1;
 const HAS_MOVE_SEQ: u8 = 2;
 const HAS_LEAD: u8 = 4;
 const HAS_DIRECTIONS: u8 = 8;
-const FLAGS: u8 = HAS_DELAY_CAP | HAS_MOVE_SEQ | HAS_LEAD | HAS_DIRECTIONS;
+/// The aim goes as its three `f32`s, not in 4 bytes: an aim no client rounded
+/// ([`unlag_core::quantize::round_direction`]), a harness's or a cheat's, still goes exactly.
+const RAW_AIM: u8 = 16;
+const FLAGS: u8 = HAS_DELAY_CAP | HAS_MOVE_SEQ | HAS_LEAD | HAS_DIRECTIONS | RAW_AIM;
 
 const CLAIM_MODE: u8 = 3;
 /// The claim's pellet mask follows (a varint, neither 0 nor 1).
@@ -73,6 +78,14 @@ fn write_vec3(w: &mut ByteWriter, v: Vec3) {
 
 fn read_vec3(r: &mut ByteReader) -> Result<Vec3, DecodeError> {
     Ok(Vec3::new(r.f32()?, r.f32()?, r.f32()?))
+}
+
+/// The aim's 4 bytes ([`quantize_direction`]) when they read back as this very aim, bit for
+/// bit: an honest client's aim, rounded before it was traced.
+fn packed_aim(aim: Vec3) -> Option<[i16; 2]> {
+    let q = quantize_direction(aim);
+    let bits = |v: Vec3| v.to_array().map(f32::to_bits);
+    (bits(dequantize_direction(q)) == bits(aim)).then_some(q)
 }
 
 fn mode_code(mode: SmoothingMode) -> u8 {
@@ -114,7 +127,9 @@ fn pack(request: &FireRequest) -> Vec<u8> {
     let mut w = ByteWriter::new();
     let (view, sent) = (micros(request.view_time), micros(request.sent_view_time));
     let lead = micros(request.judged_time) - view;
+    let aim = packed_aim(request.aim);
     let flags = (u8::from(request.delay_cap.is_some()) * HAS_DELAY_CAP)
+        | (u8::from(aim.is_none()) * RAW_AIM)
         | (u8::from(request.move_seq.is_some()) * HAS_MOVE_SEQ)
         | (u8::from(lead != 0) * HAS_LEAD)
         | (u8::from(!request.directions.is_empty()) * HAS_DIRECTIONS);
@@ -122,7 +137,13 @@ fn pack(request: &FireRequest) -> Vec<u8> {
     w.u8(request.weapon);
     w.varint(u64::from(request.fire_index));
     write_vec3(&mut w, request.origin);
-    write_vec3(&mut w, request.aim);
+    match aim {
+        Some([u, v]) => {
+            w.i16(u);
+            w.i16(v);
+        }
+        None => write_vec3(&mut w, request.aim),
+    }
     if flags & HAS_DIRECTIONS != 0 {
         let directions = &request.directions[..request.directions.len().min(MAX_DIRECTIONS)];
         w.u8(directions.len() as u8);
@@ -179,7 +200,12 @@ fn unpack(bytes: &[u8]) -> Result<FireRequest, DecodeError> {
     }
     let weapon = r.u8()?;
     let fire_index = u32::try_from(r.varint()?).map_err(|_| DecodeError::Invalid)?;
-    let (origin, aim) = (read_vec3(&mut r)?, read_vec3(&mut r)?);
+    let origin = read_vec3(&mut r)?;
+    let aim = if flags & RAW_AIM != 0 {
+        read_vec3(&mut r)?
+    } else {
+        dequantize_direction([r.i16()?, r.i16()?])
+    };
     let mut directions = Vec::new();
     if flags & HAS_DIRECTIONS != 0 {
         let count = usize::from(r.u8()?);

@@ -168,9 +168,116 @@ pub fn dequantize_rotation(bytes: [u8; ROTATION_BYTES]) -> Quat {
     Quat::from_array(a).normalize()
 }
 
+/// Steps of each coordinate of a [`quantize_direction`] on either side of 0.
+const DIRECTION_STEPS: f32 = 32_767.0;
+
+/// Which way a coordinate leans, with 0 (and −0) counted as up: a fold must send a point on an
+/// axis the same way on both sides.
+fn lean(x: f32) -> f32 {
+    if x >= 0.0 { 1.0 } else { -1.0 }
+}
+
+/// A direction in 32 bits, for the aim of a shot: octahedral. The direction's point on the
+/// octahedron `|x| + |y| + |z| = 1` is flattened onto the square of its `x` and `y`, the half
+/// below `z = 0` folded out over the corners, and each coordinate rounded to 1/32 767. At most
+/// 0.0037° off (measured over 200 000 directions by the unit test): 6.4 mm at 100 m. A zero
+/// or non-finite direction is sent as `+z`.
+///
+/// A shot's aim is rounded this way *before* it is traced and its pellets rolled
+/// ([`round_direction`]), so the server, which sees only the rounded aim, rebuilds exactly the
+/// rays the client traced (as a move's input is quantised before it is simulated).
+pub fn quantize_direction(d: Vec3) -> [i16; 2] {
+    let l1 = d.x.abs() + d.y.abs() + d.z.abs();
+    if !(l1.is_finite() && l1 > 0.0) {
+        return [0, 0];
+    }
+    let (mut u, mut v) = (d.x / l1, d.y / l1);
+    if d.z < 0.0 {
+        (u, v) = ((1.0 - v.abs()) * lean(u), (1.0 - u.abs()) * lean(v));
+    }
+    let q = |x: f32| (x.clamp(-1.0, 1.0) * DIRECTION_STEPS).round() as i16;
+    [q(u), q(v)]
+}
+
+/// The unit direction a [`quantize_direction`] stands for; any two numbers stand for one.
+pub fn dequantize_direction(q: [i16; 2]) -> Vec3 {
+    let unit = |k: i16| f32::from(k.max(-32_767)) / DIRECTION_STEPS;
+    let (mut u, mut v) = (unit(q[0]), unit(q[1]));
+    let z = 1.0 - u.abs() - v.abs();
+    if z < 0.0 {
+        (u, v) = ((1.0 - v.abs()) * lean(u), (1.0 - u.abs()) * lean(v));
+    }
+    // (+ 0: a fold's 0 × −1 is −0, which rounds again to +0: one direction, one set of bits.)
+    Vec3::new(u, v, z).normalize() + Vec3::ZERO
+}
+
+/// `d` as the server will read it after [`quantize_direction`]: a unit direction at most
+/// 0.0037° from `d`'s, and its own rounding (rounding it again changes no bit).
+pub fn round_direction(d: Vec3) -> Vec3 {
+    dequantize_direction(quantize_direction(d))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn directions_in_32_bits_are_within_four_thousandths_of_a_degree_and_round_once() {
+        let mut rng = crate::SplitMix64::new(11);
+        let mut c = || rng.next_f64() as f32 * 2.0 - 1.0;
+        let mut worst = 0.0f64;
+        for n in 0..200_000 {
+            let d = match n % 4 {
+                // Anywhere on the sphere.
+                0 | 1 => Vec3::new(c(), c(), c()),
+                // Near the fold (z about 0) and near the axes, where the fold's edges are.
+                2 => Vec3::new(c(), c(), c() * 1e-3),
+                _ => Vec3::new(c() * 1e-3, c() * 1e-3, c()),
+            };
+            let Some(d) = d.try_normalize() else { continue };
+            let back = round_direction(d);
+            assert!((back.length() - 1.0).abs() < 1e-6, "{d} → {back}");
+            worst = worst.max(back.as_dvec3().angle_between(d.as_dvec3()));
+            // Rounded once, it is its own rounding: the wire sends it in 4 bytes, exactly.
+            let again = round_direction(back);
+            assert_eq!(
+                again.to_array().map(f32::to_bits),
+                back.to_array().map(f32::to_bits)
+            );
+        }
+        assert!(worst.to_degrees() < 0.004, "{}°", worst.to_degrees());
+        // The axes come back exactly.
+        for axis in [
+            Vec3::X,
+            Vec3::NEG_X,
+            Vec3::Y,
+            Vec3::NEG_Y,
+            Vec3::Z,
+            Vec3::NEG_Z,
+        ] {
+            assert_eq!(round_direction(axis), axis);
+        }
+        // Zero and non-finite directions go as +z; any two numbers stand for a unit direction,
+        // which rounds to itself.
+        for bad in [Vec3::ZERO, Vec3::NAN, Vec3::new(f32::INFINITY, 0.0, 1.0)] {
+            assert_eq!(round_direction(bad), Vec3::Z);
+        }
+        let mut k = 0x1234_5678_u64;
+        for _ in 0..1_000_000 {
+            k = k
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let q = [(k >> 16) as i16, (k >> 40) as i16];
+            let d = dequantize_direction(q);
+            assert!((d.length() - 1.0).abs() < 1e-6, "{q:?} → {d}");
+            let again = round_direction(d);
+            assert_eq!(
+                again.to_array().map(f32::to_bits),
+                d.to_array().map(f32::to_bits),
+                "{q:?}"
+            );
+        }
+    }
 
     #[test]
     fn rotations_in_40_bits_are_within_a_fifteenth_of_a_degree() {

@@ -134,6 +134,9 @@ pub(crate) fn fire(
         else {
             continue;
         };
+        // Rounded as the wire carries it in 4 bytes, before anything is traced or rolled: the
+        // server rebuilds these very rays (at most 0.004° off the camera's).
+        let aim = unlag_core::quantize::round_direction(aim);
         if !command.origin.is_finite() {
             continue;
         }
