@@ -111,6 +111,9 @@ pub struct TimeDiscrepancy {
     window_start: Option<f64>,
     /// Claimed time forgiven at the first arrival so far, seconds.
     forgiven: f64,
+    /// Server time from which the client could make moves (it got its character then),
+    /// seconds, when known ([`TimeDiscrepancy::watch_from`]).
+    watching_since: Option<f64>,
     resolving: bool,
     flags: u64,
 }
@@ -126,6 +129,7 @@ impl TimeDiscrepancy {
             last_server_time: None,
             window_start: None,
             forgiven: 0.0,
+            watching_since: None,
             resolving: false,
             flags: 0,
         }
@@ -157,6 +161,16 @@ impl TimeDiscrepancy {
         self.forgiven
     }
 
+    /// Tells the check the server time (seconds, the clock of [`TimeDiscrepancy::on_move`])
+    /// from which the client could make moves: when it got its character. The first arrival
+    /// is forgiven up to the time since then (at least `anchor_time`, at most `anchor_time −
+    /// min_time_margin`); without it, up to `anchor_time`.
+    pub fn watch_from(&mut self, server_time: f64) {
+        if server_time.is_finite() {
+            self.watching_since = Some(server_time);
+        }
+    }
+
     /// Accounts for one move claiming `claimed_dt` seconds, processed when the server's clock
     /// read `server_now` seconds.
     pub fn on_move(&mut self, server_now: f64, claimed_dt: f64) -> MoveTime {
@@ -182,9 +196,19 @@ impl TimeDiscrepancy {
             self.window_start = Some(server_now);
             self.raw = self.excess().max(s.min_time_margin) + self.anchor;
         }
-        // The first arrival's moves: time spent before the server watched (bounded).
+        // The first arrival's moves: time spent before the server watched, bounded by
+        // `anchor_time` or, when the server knows since when the client could move, by the time
+        // since then (a loss burst that holds the first moves back makes a first arrival
+        // carry them all: at 20 % loss in bursts of 10 over 0.6 s of them, and the moves past
+        // 0.5 s flagged an honest client). More than that time it cannot have spent, and no
+        // more than a paused client may bank (`min_time_margin`) beyond `anchor_time`: moves
+        // processed as they arrive (no playout) spend a first arrival at once.
+        let most = s.anchor_time - s.min_time_margin.min(0.0);
+        let budget = self.watching_since.map_or(s.anchor_time, |since| {
+            (started - since).min(most).max(s.anchor_time)
+        });
         let forgive = if server_now == started {
-            claimed_dt.clamp(0.0, (s.anchor_time - self.forgiven).max(0.0))
+            claimed_dt.clamp(0.0, (budget - self.forgiven).max(0.0))
         } else {
             0.0
         };
@@ -344,6 +368,46 @@ mod tests {
         let mut td = TimeDiscrepancy::new(s);
         let flagged = (0..120).any(|_| td.on_move(0.0, DT).flagged);
         assert!(flagged, "the rest of the flood counts");
+    }
+
+    /// A client whose first moves a loss burst held back: its character came at 0 s, its
+    /// first arrival at 0.8 s carries 0.75 s of moves (60 Hz), and it plays on at real time.
+    /// Forgiven up to the 0.8 s since it could move, it is never flagged; held to the fixed
+    /// `anchor_time` (0.5 s), the rest counted as excess and flagged it. A flood of 2 s of moves
+    /// in that first arrival is still flagged (no client spends more time than passed), and
+    /// 3 s after 10 s of silence (no more than a paused client may bank).
+    #[test]
+    fn a_first_arrival_held_back_by_losses_is_forgiven_what_time_had_passed() {
+        let s = TimeDiscrepancySettings::default();
+        let honest = |watch: bool| {
+            let mut td = TimeDiscrepancy::new(s);
+            if watch {
+                td.watch_from(0.0);
+            }
+            let mut flagged = (0..45).any(|_| td.on_move(0.8, DT).flagged);
+            for i in 1..=600 {
+                flagged |= td.on_move(0.8 + f64::from(i) * DT, DT).flagged;
+            }
+            flagged
+        };
+        assert!(!honest(true), "flagged though it spent no more than passed");
+        assert!(
+            honest(false),
+            "the fixed bound no longer flags it: the test shows nothing"
+        );
+        let mut td = TimeDiscrepancy::new(s);
+        td.watch_from(0.0);
+        assert!(
+            (0..120).any(|_| td.on_move(0.8, DT).flagged),
+            "2 s of moves at 0.8 s"
+        );
+        // Nor more than a paused client may bank: 3 s of moves after 10 s of silence.
+        let mut td = TimeDiscrepancy::new(s);
+        td.watch_from(0.0);
+        assert!(
+            (0..180).any(|_| td.on_move(10.0, DT).flagged),
+            "3 s of moves at 10 s"
+        );
     }
 
     #[test]

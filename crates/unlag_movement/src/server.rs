@@ -334,6 +334,7 @@ fn reject(stats: &mut MovementStats, reason: RejectReason, link: Entity, peer: O
 pub(crate) fn start_characters<M: MovementModel>(
     mut commands: Commands,
     settings: Res<MovementSettings<M>>,
+    clock: Res<unlag_net::NetClock>,
     characters: Query<
         Entity,
         (
@@ -344,10 +345,12 @@ pub(crate) fn start_characters<M: MovementModel>(
     >,
 ) {
     for entity in &characters {
-        commands.entity(entity).insert((
-            ServerMovement::<M>::new(&settings),
-            unlag_net::MoveTrail::default(),
-        ));
+        let mut server = ServerMovement::<M>::new(&settings);
+        // The client's first moves can date from no earlier than now.
+        server.time.watch_from(clock.server_time);
+        commands
+            .entity(entity)
+            .insert((server, unlag_net::MoveTrail::default()));
     }
 }
 

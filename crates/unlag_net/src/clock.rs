@@ -208,9 +208,9 @@ impl NetClock {
         self.rtt / 2.0
     }
 
-    /// The server time of the newest state this App can hold now, seconds: when no client
-    /// can see the server closer than ([`NetClock::receivable_time`], else `server_time −
-    /// one_way`). View times are this less an interpolation delay.
+    /// The server time of the newest state this App can hold now, seconds: no client sees the
+    /// server closer than that ([`NetClock::receivable_time`], else `server_time − one_way`).
+    /// View times are this less an interpolation delay.
     pub fn present(&self) -> f64 {
         self.receivable_time
             .filter(|t| t.is_finite())
