@@ -3,8 +3,8 @@
 //! The server stamps each periodic beat with its exact simulation time. When a beat arrives,
 //! the server is one one-way trip further on, so `server_time_at_send + one_way − local_now` is
 //! one sample of the offset between the two clocks. Samples are noisy by the jitter of that one
-//! trip; a steady average of about the last hundred is the estimate, restarted from the newest
-//! when a quicker average shows the link changed ([`ServerClockEstimator`]). Between samples
+//! trip; a steady average of about the last hundred is the estimate, restarted from the
+//! samples since a change when a quicker average shows the link changed ([`ServerClockEstimator`]). Between samples
 //! the estimate runs on the local clock.
 //!
 //! A sample is read when the client's frame starts, not when it arrived: it may have waited
@@ -216,7 +216,7 @@ impl ServerClockEstimator {
             1.0
         };
         let sample = server_time + one_way.max(0.0) - local_now;
-        let quick_alpha = (QUICK_FACTOR * self.alpha).min(1.0);
+        let quick_alpha = self.quick_alpha();
         match (self.offset, self.steady) {
             (Some(offset), Some((steady, count)))
                 if (sample - steady).abs() <= RESET_OFFSET + window =>
@@ -257,11 +257,16 @@ impl ServerClockEstimator {
         self.samples += 1;
     }
 
+    /// The quick average's weight of a sample: [`QUICK_FACTOR`] times the steady one's.
+    fn quick_alpha(&self) -> f64 {
+        (QUICK_FACTOR * self.alpha).min(1.0)
+    }
+
     /// Restarts the steady estimate from the samples since the quick average `offset` left
     /// the steady one's neighbourhood, once it has stayed further from `steady` than its noise
     /// explains for [`CHANGE_SAMPLES`] samples (`sample` of `quality` is the newest).
     fn follow_a_change(&mut self, (offset, steady): (f64, f64), (sample, quality): (f64, f64)) {
-        let quick_alpha = (QUICK_FACTOR * self.alpha).min(1.0);
+        let quick_alpha = self.quick_alpha();
         // A normal sample's deviation is about 1.25 times its mean distance; an average
         // weighing each by `a` deviates sqrt(a / (2 − a)) times as much.
         let quick_noise =
