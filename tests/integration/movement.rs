@@ -175,8 +175,9 @@ fn count_events(mut reader: MessageReader<MovementEvent>, mut count: ResMut<Even
     }
 }
 
-/// A testbed whose clients each get a scripted character, spawned by the server.
-pub(crate) fn movement_testbed<P>(
+/// A testbed of `clients` running the movement script under `conditions`, every client
+/// connected and synced, no character given yet.
+fn connected_testbed<P>(
     clients: usize,
     conditions: LinkConditions,
     plugin: impl bevy::app::Plugins<P> + Clone,
@@ -207,7 +208,28 @@ pub(crate) fn movement_testbed<P>(
         tb.run_until(Duration::from_secs(5), |tb| tb.all_synced()),
         "not synced"
     );
-    for i in 0..clients {
+    tb
+}
+
+/// [`connected_testbed`], each client then given its character and its initial state.
+pub(crate) fn movement_testbed<P>(
+    clients: usize,
+    conditions: LinkConditions,
+    plugin: impl bevy::app::Plugins<P> + Clone,
+) -> Testbed {
+    let mut tb = connected_testbed(clients, conditions, plugin);
+    give_characters(&mut tb);
+    assert!(
+        tb.run_until(Duration::from_secs(3), |tb| (0..clients)
+            .all(|i| { predicted(tb, i).is_some() })),
+        "characters never reached their clients"
+    );
+    tb
+}
+
+/// Spawns on the server one character per client of `tb`, side by side.
+fn give_characters(tb: &mut Testbed) {
+    for i in 0..tb.client_count() {
         let owner = tb.server_link(i).unwrap();
         tb.server_world_mut().spawn((
             MovementState::<CharacterMovement>(CharacterState {
@@ -221,12 +243,6 @@ pub(crate) fn movement_testbed<P>(
             },
         ));
     }
-    assert!(
-        tb.run_until(Duration::from_secs(3), |tb| (0..clients)
-            .all(|i| { predicted(tb, i).is_some() })),
-        "characters never reached their clients"
-    );
-    tb
 }
 
 /// Client `i`'s predicted state, once it has one.
@@ -701,6 +717,49 @@ fn through_long_bursts(rtt_ms: u64) {
         "moves processed: {} and {}",
         steady.0,
         lagging.0
+    );
+}
+
+/// The server's initial state reaches the client, but the client's confirmation of it is lost
+/// (its uplink in a burst of loss right after the character is given): the server sends its
+/// state again, under a new id, until one is confirmed. Those copies agree with what the
+/// client predicted from the first: applied (and confirmed), but no correction, here or on the
+/// server. (Each copy was counted a correction, and an honest client at the start of a lossy
+/// match was charged with several.)
+#[test]
+fn a_state_sent_again_for_a_lost_confirmation_is_no_correction() {
+    let base = LinkConditions::new(Duration::from_millis(100), Duration::from_millis(10), 0.0);
+    let mut tb = connected_testbed(2, base, MovementTestPlugin::default());
+    // The uplink only, from before the character is given: every copy the server sends
+    // arrives, no confirmation does.
+    tb.set_client_conditions(1, LinkConditions { loss: 1.0, ..base })
+        .unwrap();
+    tb.set_client_downlink(1, Some(base));
+    give_characters(&mut tb);
+    tb.run_for(Duration::from_millis(1500));
+    tb.set_client_conditions(1, base).unwrap();
+    tb.set_client_downlink(1, None);
+    tb.run_for(Duration::from_secs(4));
+    let client = client_stats(&tb, 1);
+    assert!(
+        client.states_agreed >= 1,
+        "the server never sent its state again: {client:?}"
+    );
+    assert_eq!(client.corrections_received, 0, "{client:?}");
+    assert_eq!(server_stats(&tb).corrections_sent, 0);
+    // The copies were confirmed: the server stopped sending them.
+    let agreed = client.states_agreed;
+    tb.run_for(Duration::from_secs(2));
+    assert_eq!(client_stats(&tb, 1).states_agreed, agreed);
+    stop_scripts(&mut tb);
+    tb.run_for(Duration::from_secs(1));
+    let p = predicted(&tb, 1).unwrap();
+    let s = authoritative(&mut tb, 1);
+    assert!(
+        p.feet.distance(s.feet) < 1e-4,
+        "{:?} against {:?}",
+        p.feet,
+        s.feet
     );
 }
 

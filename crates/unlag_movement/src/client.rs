@@ -162,11 +162,22 @@ pub(crate) fn apply_responses<M: MovementModel>(
         {
             stats.snaps += 1;
         }
-        stats.corrections_received += 1;
         stats.moves_replayed += replayed;
+        // The server sends its state again when the client's confirmation is late (lost in a
+        // burst): a copy that agrees with what was predicted moved nothing the player saw and
+        // is not a correction (the server corrected nothing).
+        let server_position = M::position(&server_state);
+        let disagreement = predicted_at_ack.map_or((after - before).length_squared(), |p| {
+            p.distance_squared(server_position)
+        });
+        if disagreement <= settings.max_position_error_sq {
+            stats.states_agreed += 1;
+            continue;
+        }
+        stats.corrections_received += 1;
         applied.write(CorrectionApplied {
             entity: response.entity,
-            server_position: M::position(&server_state),
+            server_position,
             client_position: predicted_at_ack,
             replayed: replayed as u32,
         });

@@ -51,8 +51,12 @@ pub struct MovementStats {
     pub moves_sent: u64,
     /// Client: acknowledgements received.
     pub acks_received: u64,
-    /// Client: corrections applied.
+    /// Client: corrections applied: states from the server that disagreed with the
+    /// prediction (beyond `max_position_error_sq`).
     pub corrections_received: u64,
+    /// Client: states the server sent again (its initial state or a correction whose
+    /// confirmation was late) that agreed with the prediction: applied, not corrections.
+    pub states_agreed: u64,
     /// Client: moves replayed after corrections.
     pub moves_replayed: u64,
     /// Client: corrections too large to smooth (snapped).

@@ -176,13 +176,14 @@ const TICK_MS: f64 = 1000.0 / 60.0;
 /// A match's acceptance figures, each against its bound.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Acceptance {
-    /// Shots refused, every reason (bound: 0).
+    /// Shots refused, every reason, warm-up included (bound: 0).
     pub refused: u64,
     /// The lowest share of seen hits confirmed over the hitscan weapons, percent (≥ 99.5).
     pub hits_confirmed_percent: f64,
     /// The highest share of seen misses confirmed, percent (≤ 0.5).
     pub misses_confirmed_percent: f64,
-    /// The most corrections per minute of any client.
+    /// The most corrections per minute of any client, over the warm-up and the measured span
+    /// together (a correction at the start counts as much as one later).
     pub corrections_per_min: f64,
     /// Their bound: 0 up to 10 % loss in bursts of at most 4, 2 beyond.
     pub corrections_bound: f64,
@@ -195,6 +196,9 @@ pub struct Acceptance {
     pub starved_bound: Option<f64>,
     /// Peeker's advantage (mean) less its parts, milliseconds (≤ one tick).
     pub peek_excess_ms: f64,
+    /// Speed hacks flagged over the whole match, warm-up included (bound: 0, every client is
+    /// honest in the grid).
+    pub speed_hacks_flagged: u64,
     /// The bounds missed, in words; empty when the match passed.
     pub failures: Vec<String>,
 }
@@ -209,7 +213,7 @@ impl Acceptance {
 /// Judges `report` (a match of `options`) against the acceptance figures.
 pub fn accept(options: &ReportOptions, report: &Report) -> Acceptance {
     let mut a = Acceptance {
-        refused: report.rejected.values().sum(),
+        refused: report.rejected.values().sum::<u64>() + report.warm_up.shots_refused,
         hits_confirmed_percent: report
             .agreement
             .iter()
@@ -223,7 +227,12 @@ pub fn accept(options: &ReportOptions, report: &Report) -> Acceptance {
         corrections_per_min: report
             .corrections_per_min
             .iter()
-            .copied()
+            .enumerate()
+            .map(|(i, per_min)| {
+                let measured = per_min * report.seconds / 60.0;
+                let before = report.warm_up.corrections.get(i).copied().unwrap_or(0) as f64;
+                (measured + before) * 60.0 / (report.seconds + report.warm_up.seconds).max(1e-9)
+            })
             .fold(0.0, f64::max),
         corrections_bound: if options.loss_percent <= 10.0 && options.burst <= 4.0 {
             0.0
@@ -238,6 +247,7 @@ pub fn accept(options: &ReportOptions, report: &Report) -> Acceptance {
         } else {
             0.0
         },
+        speed_hacks_flagged: report.speed_hacks_flagged + report.warm_up.speed_hacks_flagged,
         failures: Vec::new(),
     };
     if report.disconnects > 0 {
@@ -261,6 +271,10 @@ pub fn accept(options: &ReportOptions, report: &Report) -> Acceptance {
     if a.corrections_per_min > a.corrections_bound {
         a.failures
             .push(format!("{:.1} corrections/min", a.corrections_per_min));
+    }
+    if a.speed_hacks_flagged > 0 {
+        a.failures
+            .push(format!("{} speed hacks flagged", a.speed_hacks_flagged));
     }
     if a.pop_mm > 50.0 {
         a.failures.push(format!("a {:.0}-mm pop", a.pop_mm));

@@ -204,6 +204,8 @@ pub struct Report {
     pub unexplained_eases: u64,
     /// Speed hacks the server flagged.
     pub speed_hacks_flagged: u64,
+    /// What happened before the measured span (every other figure starts after it).
+    pub warm_up: crate::WarmUpTally,
     /// Peeker's advantage under the same conditions (a match of its own: two clients and a
     /// wall).
     pub peek: peek::PeekFigures,

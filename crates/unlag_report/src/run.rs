@@ -5,7 +5,7 @@ use crate::arena::ClientScript;
 use crate::measure::{Ledger, ProxySamples, agree, compare_agreement};
 use crate::setup::{Pace, start_match};
 use crate::stopwatch::{Stopwatch, server_cost};
-use crate::{Agreement, OptionError, Report, ReportOptions, Stat, cheat, peek};
+use crate::{Agreement, OptionError, Report, ReportOptions, Stat, WarmUpTally, cheat, peek};
 use bevy::prelude::*;
 use core::time::Duration;
 use std::collections::BTreeMap;
@@ -151,6 +151,7 @@ fn add_movement(report: &mut Report, tb: &Testbed, options: &ReportOptions, corr
     let movement = tb.server_world().resource::<MovementStats>();
     report.movement_rejected = movement.rejected_total();
     report.speed_hacks_flagged = movement.speed_hacks_flagged;
+    report.warm_up = tb.server_world().resource::<WarmUpTally>().clone();
     report.cheat = options.cheat.map(|c| c.name().to_owned());
     report.cheating_shots = tb
         .client_world(0)

@@ -11,6 +11,7 @@ use crate::{OptionError, ReportOptions, cheat, compare};
 use bevy::prelude::*;
 use core::time::Duration;
 use lightyear::prelude::*;
+use serde::Serialize;
 use unlag::CharacterProxyPlugin;
 use unlag::combat::{CombatPlugin, CombatSettings, CombatStats, Health, Weapons};
 use unlag::core::SplitMix64;
@@ -25,6 +26,23 @@ use unlag_testbed::{RapierFixedPlugin, Testbed, TestbedConfig};
 
 /// Seconds of play before the measured span: connection, loading, the first states.
 const WARM_UP: f64 = 4.0;
+
+/// What happened before the measured span, from the characters' spawn to its start: the
+/// measured figures start from zero, but an honest client must not be flagged or corrected
+/// there either (a loss burst at the start holds the first moves back).
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize)]
+pub struct WarmUpTally {
+    /// Seconds of play with the characters spawned before the measured span.
+    pub seconds: f64,
+    /// Corrections each client received, per client.
+    pub corrections: Vec<u64>,
+    /// Speed hacks the server flagged.
+    pub speed_hacks_flagged: u64,
+    /// Moves or messages the server's movement checks rejected.
+    pub movement_rejected: u64,
+    /// Shots the server refused, every reason.
+    pub shots_refused: u64,
+}
 
 /// How fast a match runs: frames per second of the server (and of the clients unless the
 /// options pace them), and how often clients shoot.
@@ -206,7 +224,28 @@ pub fn start_match_with(
         cheat::start_movement_cheat(tb.client_world_mut(0), c);
         cheat::start_link_cheat(&mut tb, c);
     }
-    // Measure from here.
+    // What the warm-up saw is kept (an honest client flagged or corrected at the start is as
+    // punished as one flagged later), then everything is measured from here.
+    let warm_up = WarmUpTally {
+        seconds: WARM_UP,
+        corrections: (0..options.clients)
+            .map(|i| {
+                tb.client_world(i)
+                    .resource::<MovementStats>()
+                    .corrections_received
+            })
+            .collect(),
+        speed_hacks_flagged: tb
+            .server_world()
+            .resource::<MovementStats>()
+            .speed_hacks_flagged,
+        movement_rejected: tb
+            .server_world()
+            .resource::<MovementStats>()
+            .rejected_total(),
+        shots_refused: tb.server_world().resource::<CombatStats>().rejected_total(),
+    };
+    tb.server().insert_resource(warm_up);
     tb.reset_measures();
     *tb.server_world_mut().resource_mut::<CombatStats>() = default();
     if options.compare_validation {

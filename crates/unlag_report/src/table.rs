@@ -190,6 +190,18 @@ impl Report {
             "rejected moves, speed hacks flagged",
             format!("{}, {}", self.movement_rejected, self.speed_hacks_flagged),
         );
+        let w = &self.warm_up;
+        row(
+            "before the measured span",
+            format!(
+                "{:.0} s: {} corrections, {} rejected moves, {} speed hacks flagged, {} shots refused",
+                w.seconds,
+                w.corrections.iter().sum::<u64>(),
+                w.movement_rejected,
+                w.speed_hacks_flagged,
+                w.shots_refused
+            ),
+        );
         if let Some(cheat) = &self.cheat {
             row(
                 "cheat (client 0)",
