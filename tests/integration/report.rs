@@ -692,6 +692,22 @@ fn honest_grid_cell(
     (report, a)
 }
 
+/// The grid's corner of a hitching 10-fps client on a 10-fps listen host (hitching too), with
+/// the seed whose warm-up flagged an honest client as a speed hack: its first moves came early
+/// in a long frame of the host and were stamped at its end, and its next frame's moves (a hitch
+/// of its own) came right after; measured from the late first read they looked early by more
+/// than the margin. The host's frame span now widens the first reference's slack.
+#[test]
+fn a_hitching_listen_host_flags_no_honest_client_as_its_match_starts() {
+    let (report, a) = honest_grid_cell("corner: fps=10+hitches × listen", 2);
+    assert_eq!(
+        report.warm_up.speed_hacks_flagged, 0,
+        "{:?}",
+        report.warm_up
+    );
+    assert_eq!(a.speed_hacks_flagged, 0, "{a:?}");
+}
+
 /// The grid's corner of 20 % loss in bursts of 10 against a 10-fps client with hitches, with
 /// the seed that found two faults: a client dropped by netcode's 3-s timeout while the game
 /// rode the silence out, and a shot refused because its copy left 0.17 s after it (a hitch),

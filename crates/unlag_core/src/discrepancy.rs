@@ -9,7 +9,11 @@
 //!   down (no moves arrive) and the burst that follows brings it back. The excess is therefore
 //!   measured against the fastest arrival of the first [`TimeDiscrepancySettings::anchor_time`],
 //!   not against the first move alone, which may have been a slow one; the reference moves by at
-//!   most [`TimeDiscrepancySettings::anchor_slack`], so a cheater cannot hide in it.
+//!   most [`TimeDiscrepancySettings::anchor_slack`], so a cheater cannot hide in it, plus the
+//!   span of the server frame that read the first moves ([`TimeDiscrepancy::note_read_span`]):
+//!   a server reads what came once a frame, and a slow listen host's frame (a 250-ms hitch)
+//!   stamps a packet that came at its start that much late. The server's own frames are its
+//!   evidence, which no client can stretch.
 //! - The moves processed at the first arrival claim time the client spent before the server
 //!   could watch it (a client that sends once a frame sends a whole frame's moves together; at
 //!   5 fps that alone is 0.2 s). Up to `anchor_time` of it is not counted: forgiven once, it
@@ -20,6 +24,9 @@
 //!   honest client sends at once when its link comes back (a burst of losses of any length).
 //!   Credit older than that is cut to `min_time_margin`; the backlog itself brings no more
 //!   movement than the time that really passed.
+//! - Moves count in their order, each at its arrival or its predecessor's, whichever is later:
+//!   a move cannot run before the one ahead of it came, and time that went back and forward
+//!   again would count twice (a client sending its moves out of order would earn time).
 //! - Honest clocks drift by parts per million; `drift_allowance` forgives a small rate.
 //! - Above `max_time_margin` the client is flagged and *resolution* starts: each following move
 //!   is charged `resolution_rate × dt` of its time until the excess is paid back, so it moves
@@ -114,6 +121,9 @@ pub struct TimeDiscrepancy {
     /// Server time from which the client could make moves (it got its character then),
     /// seconds, when known ([`TimeDiscrepancy::watch_from`]).
     watching_since: Option<f64>,
+    /// The longest span of a server frame that read moves before the first was accounted,
+    /// seconds (at most `anchor_time`): the anchor may move that much more.
+    first_read_span: f64,
     resolving: bool,
     flags: u64,
 }
@@ -130,6 +140,7 @@ impl TimeDiscrepancy {
             window_start: None,
             forgiven: 0.0,
             watching_since: None,
+            first_read_span: 0.0,
             resolving: false,
             flags: 0,
         }
@@ -171,6 +182,17 @@ impl TimeDiscrepancy {
         }
     }
 
+    /// Tells the check that the server read moves of this client in a frame that began `span`
+    /// seconds before (they came at any moment of it, and are stamped at its end). Before the
+    /// first move is accounted, the longest such span (at most `anchor_time`) widens the
+    /// reference's slack: a first arrival read late makes every later one look early.
+    pub fn note_read_span(&mut self, span: f64) {
+        if self.started_at.is_none() && span.is_finite() {
+            let span = span.clamp(0.0, self.settings.anchor_time.max(0.0));
+            self.first_read_span = self.first_read_span.max(span);
+        }
+    }
+
     /// Accounts for one move claiming `claimed_dt` seconds, processed when the server's clock
     /// read `server_now` seconds.
     pub fn on_move(&mut self, server_now: f64, claimed_dt: f64) -> MoveTime {
@@ -183,6 +205,16 @@ impl TimeDiscrepancy {
         if !s.enabled || !claimed_dt.is_finite() || !server_now.is_finite() {
             return unchanged;
         }
+        // Moves are accounted in their order, and a move could not run before the one ahead of
+        // it had come: one that arrived earlier (its predecessor lost, then come in a later
+        // packet's copy) counts as come with it. Taken at its own arrival, the time went back
+        // and forward again, and the way forward counted twice as elapsed: a client sending
+        // its moves out of order earned time it never waited, and a first arrival's moves that
+        // came before its gap was filled were charged in full, not forgiven with it (an honest
+        // client flagged at 10 % loss in bursts of 4).
+        let server_now = self
+            .last_server_time
+            .map_or(server_now, |last| server_now.max(last));
         let started = *self.started_at.get_or_insert(server_now);
         let elapsed = self
             .last_server_time
@@ -215,7 +247,10 @@ impl TimeDiscrepancy {
         self.forgiven += forgive;
         self.raw += claimed_dt - forgive - elapsed;
         if server_now - started <= s.anchor_time {
-            self.anchor = self.anchor.max(self.raw).min(s.anchor_slack);
+            self.anchor = self
+                .anchor
+                .max(self.raw)
+                .min(s.anchor_slack + self.first_read_span);
         }
         let mut excess = self.excess();
         if excess > 0.0 {
@@ -408,6 +443,83 @@ mod tests {
             (0..180).any(|_| td.on_move(10.0, DT).flagged),
             "3 s of moves at 10 s"
         );
+    }
+
+    /// The first arrival's gap is filled by a later packet's copy: 0.5 s of moves come at
+    /// 0.9 s, and the 0.33 s of moves after them had come at 0.85 s, waiting for the gap.
+    /// They are all the first arrival's (none could run before the gap was filled), forgiven
+    /// with it up to the 0.9 s since the client got its character: not flagged. (Taken at
+    /// their own arrival, before the first processed one, they were charged in full.)
+    #[test]
+    fn moves_that_came_before_their_gap_was_filled_count_as_come_with_it() {
+        let mut td = TimeDiscrepancy::new(TimeDiscrepancySettings::default());
+        td.watch_from(0.0);
+        let mut flagged = (0..30).any(|_| td.on_move(0.9, DT).flagged);
+        flagged |= (0..20).any(|_| td.on_move(0.85, DT).flagged);
+        for i in 1..=600 {
+            flagged |= td.on_move(0.9 + f64::from(i) * DT, DT).flagged;
+        }
+        assert!(!flagged, "an honest first arrival flagged");
+        assert!(
+            (td.forgiven() - 50.0 * DT).abs() < 1e-9,
+            "{}",
+            td.forgiven()
+        );
+    }
+
+    /// A client 1.25x fast sends its moves in swapped pairs, the second of each 10 ms before
+    /// the first: processed in order, each pair's time went back 10 ms and forward again,
+    /// and counted the way forward twice. It earns nothing by it: flagged within 2 s, as in
+    /// order.
+    #[test]
+    fn moves_sent_out_of_order_earn_no_time() {
+        let mut td = TimeDiscrepancy::new(TimeDiscrepancySettings::default());
+        let mut flagged_at = None;
+        for pair in 0..300 {
+            let t = 0.1 + f64::from(pair) * 2.0 * DT;
+            for arrived in [t + 0.01, t] {
+                if td.on_move(arrived, 1.25 * DT).flagged && flagged_at.is_none() {
+                    flagged_at = Some(t);
+                }
+            }
+        }
+        let flagged_at = flagged_at.expect("a 1.25x clock hidden by swapping its moves");
+        assert!(flagged_at < 2.1, "flagged at {flagged_at} s");
+    }
+
+    /// A 10-fps client's first frame of moves comes early in a 0.25-s frame of a listen host
+    /// (a hitch) and is read at its end; its next frame, a 0.27-s hitch of its own, comes 0.1 s
+    /// after that read. Measured from the late first read, the second looks 0.17 s early:
+    /// with the first read's span noted, the reference takes it (not flagged); without, the
+    /// client was flagged. A 1.1x clock behind the same first read is still flagged within
+    /// 3 s.
+    #[test]
+    fn a_first_arrival_read_late_by_the_servers_frame_is_no_excess() {
+        let run = |rate: f64, noted: bool| {
+            let mut td = TimeDiscrepancy::new(TimeDiscrepancySettings::default());
+            td.watch_from(0.0);
+            if noted {
+                td.note_read_span(0.25);
+            }
+            let mut flagged_at = None;
+            let mut on = |td: &mut TimeDiscrepancy, t: f64, moves: usize| {
+                for _ in 0..moves {
+                    if td.on_move(t, rate * DT).flagged && flagged_at.is_none() {
+                        flagged_at = Some(t);
+                    }
+                }
+            };
+            on(&mut td, 0.25, 6);
+            on(&mut td, 0.35, 16);
+            for k in 1..100 {
+                on(&mut td, 0.35 + 0.1 * f64::from(k), 6);
+            }
+            flagged_at
+        };
+        assert_eq!(run(1.0, true), None, "an honest client flagged");
+        assert!(run(1.0, false).is_some(), "the test shows nothing");
+        let caught = run(1.1, true).expect("a 1.1x clock hidden by the host's frame");
+        assert!(caught < 3.0, "flagged at {caught} s");
     }
 
     #[test]

@@ -389,7 +389,7 @@ type MovedCharacters<'w, 's, M> = Query<
 pub(crate) fn process_moves<M: MovementModel>(
     model: Res<M>,
     settings: Res<MovementSettings<M>>,
-    clock: Res<NetClock>,
+    (clock, real): (Res<NetClock>, Res<Time<Real>>),
     (rapier, empty): (ReadRapierContext, Local<EmptyPhysics>),
     mut stats: ResMut<MovementStats>,
     mut hacks: MessageWriter<SpeedHackDetected>,
@@ -401,7 +401,9 @@ pub(crate) fn process_moves<M: MovementModel>(
         .as_deref()
         .map(|w| w.time(unlag_net::WorkPart::Movement));
     let now = clock.server_time;
-    receive_moves(&settings, now, &mut links, &mut characters, &mut stats);
+    // What is read this frame came at any moment since the last frame began.
+    let read = (now, real.delta_secs_f64());
+    receive_moves(&settings, read, &mut links, &mut characters, &mut stats);
     for (entity, controlled, mut state, mut server, collider, mut trail) in &mut characters {
         let filter = settings.query_filter(collider);
         let gap_wait = gap_wait(
@@ -496,7 +498,7 @@ fn flag_speed_hack(
 /// newest move's arrival marked on the character's trail.
 fn receive_moves<M: MovementModel>(
     settings: &MovementSettings<M>,
-    now: f64,
+    (now, span): (f64, f64),
     links: &mut MoveLinks<M>,
     characters: &mut MovedCharacters<M>,
     stats: &mut MovementStats,
@@ -512,6 +514,7 @@ fn receive_moves<M: MovementModel>(
                 continue;
             };
             let (_, _, _, mut server, _, mut trail) = characters.get_mut(entity).unwrap();
+            server.time.note_read_span(span);
             let data = match message.decode() {
                 Ok(data) => data,
                 Err(_) => {
