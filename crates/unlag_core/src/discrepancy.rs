@@ -212,13 +212,10 @@ impl TimeDiscrepancy {
         // its moves out of order earned time it never waited, and a first arrival's moves that
         // came before its gap was filled were charged in full, not forgiven with it (an honest
         // client flagged at 10 % loss in bursts of 4).
-        let server_now = self
-            .last_server_time
-            .map_or(server_now, |last| server_now.max(last));
+        let last = self.last_server_time.unwrap_or(server_now);
+        let server_now = server_now.max(last);
         let started = *self.started_at.get_or_insert(server_now);
-        let elapsed = self
-            .last_server_time
-            .map_or(0.0, |last| (server_now - last).max(0.0));
+        let elapsed = server_now - last;
         self.last_server_time = Some(server_now);
         // Credit left from before the window is cut at the margin before this move counts.
         if self
