@@ -730,3 +730,70 @@ fn a_proxy_leaving_interest_and_coming_back_never_pops() {
     tb.run_for(Duration::from_secs(1));
     assert_eq!(dormant(&mut tb), 0, "interest off: every proxy is sent");
 }
+
+/// A client reads how its link loses from the sequence numbers of all the server's datagrams
+/// (acknowledgements, beats and pings as well as proxy states): the share lost as the wire
+/// lost it, and whether the losses come in bursts, within seconds of connecting, long before a
+/// 20-Hz state stream shows two runs of lost states. What a burst does to a state stream
+/// follows from the datagram rate.
+#[test]
+fn a_client_reads_its_links_loss_and_bursts_from_the_servers_datagrams() {
+    let read = |burst: f32| {
+        let mut tb = Testbed::new(TestbedConfig {
+            clients: 1,
+            conditions: LinkConditions::new(Duration::from_millis(100), Duration::ZERO, 0.1),
+            loss_burst: burst,
+            ..default()
+        });
+        tb.add_plugins(ProxySmoothingPlugin::default());
+        tb.server()
+            .insert_resource(Script(Path::Circle))
+            .add_systems(FixedUpdate, move_proxy);
+        assert!(tb.run_until(Duration::from_secs(5), |tb| tb.all_synced()));
+        tb.server_world_mut().spawn((
+            SmoothedProxy,
+            NetUpdateFrequency(20.0),
+            Replicate::to_clients(NetworkTarget::All),
+        ));
+        tb.run_for(Duration::from_secs(10));
+        let clock = tb
+            .client_world(0)
+            .resource::<unlag::net::NetClock>()
+            .clone();
+        let received = {
+            let world = tb.client_world_mut(0);
+            let mut q = world.query::<&unlag::net::LinkTraffic>();
+            q.iter(world).map(|t| t.datagrams_received).sum::<u64>()
+        };
+        let lost = tb.lost(0).1;
+        let wire = lost as f64 / (lost + received) as f64;
+        (clock, wire)
+    };
+    for (burst, runs_on) in [(1.0, false), (8.0, true)] {
+        let (clock, wire) = read(burst);
+        let share = clock.datagram_loss.expect("the datagrams' loss is known");
+        let continuation = clock.datagram_continuation.expect("runs were seen");
+        let rate = clock.datagram_rate.expect("the datagram rate is known");
+        let states = clock.state_continuation_over(0.05).unwrap();
+        println!(
+            "bursts of {burst}: {:.1} % of datagrams lost on the wire, {:.1} % read; a lost one \
+             followed by another {continuation:.2} of the time, a lost 20-Hz state {states:.2}; \
+             {rate:.0} datagrams/s",
+            wire * 100.0,
+            share * 100.0
+        );
+        // The share read is the wire's, recent losses weighing more.
+        assert!(
+            (share - wire).abs() < 0.3 * wire + 0.01,
+            "{share} against {wire}"
+        );
+        assert!(rate > 20.0, "{rate}");
+        if runs_on {
+            assert!(continuation > 0.75, "{continuation}");
+            assert!(states > share && states < continuation, "{states}");
+        } else {
+            assert!(continuation < 0.25, "{continuation}");
+            assert!(states <= continuation, "{states}");
+        }
+    }
+}

@@ -573,6 +573,174 @@ impl StateLoss {
     }
 }
 
+/// How far behind the newest datagram another may arrive and still count as received rather
+/// than lost, in sequence numbers: jitter reorders a link (±62 ms at 100 datagrams a second is
+/// 12 places; one arriving later still is counted lost), and a datagram is judged only once
+/// this many newer ones have come (0.6 s at 55 datagrams a second).
+pub const REORDER_WINDOW: u64 = 32;
+
+/// Fewer runs of lost datagrams than this and [`DatagramLoss::continuation`] has no answer.
+/// One is enough, where one run of states is not ([`MIN_RUNS`]): a link losing independently
+/// shows runs of one several times a second and so corrects a chance long run within a
+/// second, and a burst of datagrams is told from one run.
+pub const MIN_DATAGRAM_RUNS: f64 = 1.0;
+
+/// A sequence this far ahead of the newest, or behind it, starts the count afresh (a new
+/// connection numbers its datagrams from 0 again) instead of counting the gap as lost.
+pub const MAX_SEQUENCE_JUMP: u64 = 1024;
+
+/// Fewer datagrams judged than this (decayed, about the last [`STALENESS_MEMORY`]) and
+/// [`DatagramLoss::share`] has no answer.
+const MIN_DATAGRAM_WEIGHT: f64 = 64.0;
+
+/// Less time observed than this, seconds, and [`DatagramLoss::rate`] has no answer.
+const MIN_DATAGRAM_SPAN: f64 = 1.0;
+
+/// Loss on one link, told from the sequence numbers its datagrams carry (netcode numbers every
+/// packet of a connection, one by one): the share lost and how the losses run, over about the
+/// last [`STALENESS_MEMORY`] seconds.
+///
+/// The same link's proxy states ([`StateLoss`]) say the same, but a client is sent one state
+/// packet per interval and several times as many datagrams in all (acknowledgements, pings,
+/// shot results): at 10 % loss in bursts of 8 packets a 20-Hz state stream shows a run of lost
+/// states every 4 s or so, and the delay does not know the link loses in bursts until it has
+/// starved through two. The datagrams show a run every second or less, from the moment the
+/// client connects. How a run of datagrams converts to one of states is
+/// [`DatagramLoss::continuation_over`].
+#[derive(Clone, Debug, Default)]
+pub struct DatagramLoss {
+    /// The newest sequence seen.
+    newest: Option<u64>,
+    /// Bit `i`: whether sequence `newest − i` arrived, for `i` below [`REORDER_WINDOW`].
+    arrived: u32,
+    /// Bit `i`: whether sequence `newest − i` is one of this count's (not before its first).
+    counted: u32,
+    /// Whether the last sequence judged was lost.
+    last_lost: bool,
+    lost: f64,
+    runs: f64,
+    judged: f64,
+    /// Sequence numbers the newest moved on by (decayed): datagrams sent, whether or not they
+    /// arrived.
+    advanced: f64,
+    /// When the count started, seconds of the caller's clock.
+    since: Option<f64>,
+    decayed_at: Option<f64>,
+}
+
+impl DatagramLoss {
+    /// Records a datagram numbered `sequence` that arrived at `now` (any steady clock,
+    /// seconds). Duplicates and datagrams older than the window count nothing.
+    pub fn observe(&mut self, now: f64, sequence: u64) {
+        if !now.is_finite() {
+            return;
+        }
+        if let Some(factor) = decay_due(&mut self.decayed_at, now) {
+            self.lost *= factor;
+            self.runs *= factor;
+            self.judged *= factor;
+            self.advanced *= factor;
+        }
+        let Some(newest) = self
+            .newest
+            .filter(|&n| sequence.abs_diff(n) <= MAX_SEQUENCE_JUMP)
+        else {
+            self.newest = Some(sequence);
+            self.arrived = 1;
+            self.counted = 1;
+            self.last_lost = false;
+            self.since.get_or_insert(now);
+            return;
+        };
+        if sequence <= newest {
+            let behind = newest - sequence;
+            if behind < REORDER_WINDOW {
+                self.arrived |= 1 << behind;
+            }
+            return;
+        }
+        let ahead = sequence - newest;
+        self.advanced += ahead as f64;
+        // What leaves the window is judged, oldest first: the window's oldest places, then
+        // the sequences skipped beyond it (never seen: lost).
+        let leaving = ahead.min(REORDER_WINDOW);
+        for place in (REORDER_WINDOW - leaving..REORDER_WINDOW).rev() {
+            if self.counted >> place & 1 == 1 {
+                self.judge(self.arrived >> place & 1 == 0, 1.0);
+            }
+        }
+        if ahead > REORDER_WINDOW {
+            self.judge(true, (ahead - REORDER_WINDOW) as f64);
+        }
+        if ahead >= REORDER_WINDOW {
+            self.arrived = 1;
+            self.counted = u32::MAX;
+        } else {
+            self.arrived = self.arrived << ahead | 1;
+            self.counted = self.counted << ahead | ((1 << ahead) - 1);
+        }
+        self.newest = Some(sequence);
+    }
+
+    /// Counts `n` datagrams in a row judged lost or arrived.
+    fn judge(&mut self, lost: bool, n: f64) {
+        self.judged += n;
+        if lost {
+            self.lost += n;
+            if !self.last_lost {
+                self.runs += 1.0;
+            }
+        }
+        self.last_lost = lost;
+    }
+
+    /// Share (0–1) of the recent datagrams lost; `None` until enough were judged.
+    pub fn share(&self) -> Option<f64> {
+        (self.judged >= MIN_DATAGRAM_WEIGHT).then(|| self.lost / self.judged)
+    }
+
+    /// How likely (0–1) a lost datagram was to be followed by another lost one: the lost less
+    /// the runs they came in, over the lost (as [`StateLoss::continuation`]). `None` until
+    /// [`MIN_DATAGRAM_RUNS`] runs were seen.
+    pub fn continuation(&self) -> Option<f64> {
+        (self.runs >= MIN_DATAGRAM_RUNS && self.lost > 0.0)
+            .then(|| ((self.lost - self.runs) / self.lost).clamp(0.0, 1.0))
+    }
+
+    /// Datagrams the peer sent per second recently, lost ones included; `None` until a second
+    /// was observed. `now` is the caller's clock, seconds.
+    pub fn rate(&self, now: f64) -> Option<f64> {
+        let observed = now - self.since?;
+        // The decayed weight of the time observed, as the counts decay.
+        let span = STALENESS_MEMORY * (1.0 - (-observed / STALENESS_MEMORY).exp());
+        (observed.is_finite() && observed >= MIN_DATAGRAM_SPAN).then(|| self.advanced / span)
+    }
+
+    /// How likely (0–1) a lost state sent every `interval` seconds on this link is to be
+    /// followed by another lost one, from how its datagrams' losses run: the next state leaves
+    /// `rate × interval` datagrams later (at least one), and a run goes on past each with
+    /// [`DatagramLoss::continuation`]. Loss that comes in bursts longer than an interval takes
+    /// states in runs; bursts of a few datagrams at 100 a second hardly take two states in a
+    /// row. `None` until both are known.
+    pub fn continuation_over(&self, now: f64, interval: f64) -> Option<f64> {
+        Some(continuation_over(
+            self.continuation()?,
+            self.rate(now)?,
+            interval,
+        ))
+    }
+}
+
+/// How likely (0–1) a lost state sent every `interval` seconds is to be followed by another
+/// lost one, on a link whose datagrams (`rate` a second) lose the next after a lost one with
+/// probability `per_datagram`: [`DatagramLoss::continuation_over`]. Garbage reads as
+/// independent-looking loss (the per-datagram figure itself, or 0).
+pub fn continuation_over(per_datagram: f64, rate: f64, interval: f64) -> f64 {
+    let per_datagram = finite_non_negative(per_datagram).min(1.0);
+    let datagrams = (finite_non_negative(rate) * finite_non_negative(interval)).max(1.0);
+    per_datagram.powf(datagrams)
+}
+
 /// The interpolation delay in effect, moved smoothly towards its target so that view time never
 /// jumps: it only runs a little slower or faster than real time while the delay changes.
 #[derive(Clone, Debug)]
@@ -743,6 +911,111 @@ mod tests {
         assert_eq!(hitching.covering(1.0), None);
         assert_eq!(hitching.covering(-0.1), None);
         assert!(hitching.covering(0.0).unwrap() <= MAX_OUTAGE_FRAME);
+    }
+
+    /// Feeds `seconds` of a link sending `rate` datagrams a second that loses `loss` of them in
+    /// bursts of `burst` on average (Gilbert–Elliott, seeded; 1: independently), each
+    /// arriving up to `reorder` places out of order.
+    fn datagram_link(
+        seed: u64,
+        (rate, seconds): (f64, f64),
+        (loss, burst): (f64, f64),
+        reorder: u64,
+    ) -> DatagramLoss {
+        let mut rng = crate::SplitMix64::new(seed);
+        let mut reordering = crate::SplitMix64::new(seed ^ 0xA5A5);
+        let mut tracker = DatagramLoss::default();
+        // Leaving the lossy state with 1/burst each datagram; entering it so that `loss` of
+        // the time is spent there.
+        let (leave, enter) = (1.0 / burst, loss / burst / (1.0 - loss));
+        let mut losing = false;
+        let n = (rate * seconds) as u64;
+        let mut arrived = Vec::new();
+        for seq in 0..n {
+            losing = if burst <= 1.0 {
+                rng.next_f64() < loss
+            } else if losing {
+                rng.next_f64() >= leave
+            } else {
+                rng.next_f64() < enter
+            };
+            if !losing {
+                // Each arrives up to `reorder` datagrams' time late.
+                let late = reordering.next_f64() * reorder as f64;
+                arrived.push((seq as f64 + late, seq));
+            }
+        }
+        arrived.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (at, seq) in arrived {
+            tracker.observe(at / rate, seq);
+        }
+        tracker
+    }
+
+    #[test]
+    fn datagram_loss_reads_the_share_and_the_runs_from_sequence_numbers() {
+        let end = 20.0;
+        // Independent loss: a lost datagram is followed by another about as often as any is.
+        let independent = datagram_link(7, (100.0, end), (0.1, 1.0), 0);
+        let share = independent.share().unwrap();
+        assert!((share - 0.1).abs() < 0.02, "{share}");
+        let c = independent.continuation().unwrap();
+        assert!((c - 0.1).abs() < 0.05, "{c}");
+        let rate = independent.rate(end).unwrap();
+        assert!((rate - 100.0).abs() < 3.0, "{rate}");
+        // Bursts of 8: a lost datagram is followed by another seven times in eight; a 20-Hz
+        // state five datagrams later is lost after a lost one about half the time.
+        let bursty = datagram_link(7, (100.0, end), (0.1, 8.0), 0);
+        let c = bursty.continuation().unwrap();
+        assert!((c - 0.875).abs() < 0.04, "{c}");
+        let states = bursty.continuation_over(end, 0.05).unwrap();
+        assert!((states - 0.875f64.powi(5)).abs() < 0.1, "{states}");
+        // Faster than the datagrams: one datagram's continuation.
+        assert_eq!(bursty.continuation_over(end, 0.001), Some(c));
+        // Reordering within the window is no loss.
+        let reordered = datagram_link(7, (100.0, end), (0.0, 1.0), 20);
+        assert_eq!(reordered.share(), Some(0.0));
+        assert_eq!(reordered.continuation(), None);
+        let lossy_reordered = datagram_link(7, (100.0, end), (0.1, 8.0), 20);
+        let share = lossy_reordered.share().unwrap();
+        assert!((share - bursty.share().unwrap()).abs() < 0.005, "{share}");
+    }
+
+    #[test]
+    fn datagram_loss_knows_the_runs_within_seconds_and_restarts_with_a_new_connection() {
+        // The first seconds of a link losing 10 % in bursts of 8 at 55 datagrams a second.
+        // Most links know by then that the losses run (the rest met no burst yet), and what
+        // they know is near the seven in eight (a state stream shows a run every 4 s).
+        let known: Vec<f64> = (1..=20)
+            .filter_map(|seed| datagram_link(seed, (55.0, 4.0), (0.1, 8.0), 10).continuation())
+            .collect();
+        assert!(known.len() >= 14, "{known:?}");
+        assert!(known.iter().all(|&c| c > 0.7), "{known:?}");
+        // Nothing known before enough came.
+        let mut fresh = DatagramLoss::default();
+        fresh.observe(0.0, 5);
+        fresh.observe(0.01, 9);
+        assert_eq!(fresh.share(), None);
+        assert_eq!(fresh.continuation(), None);
+        assert_eq!(fresh.rate(0.5), None);
+        // A new connection numbers from 0 again: no loss counted for the jump either way.
+        let mut link = DatagramLoss::default();
+        for seq in 0..200u32 {
+            link.observe(f64::from(seq) * 0.01, u64::from(seq) + (1 << 40));
+        }
+        for seq in 0..200u64 {
+            link.observe(2.0 + seq as f64 * 0.01, seq);
+        }
+        assert_eq!(link.share(), Some(0.0));
+        // Duplicates, stale datagrams and garbage times count nothing.
+        link.observe(4.0, 199);
+        link.observe(4.0, 100);
+        link.observe(f64::NAN, 300);
+        assert_eq!(link.share(), Some(0.0));
+        // A long silence counts what it skipped: 1000 more lost.
+        link.observe(4.1, 1199);
+        link.observe(4.2, 1200 + REORDER_WINDOW);
+        assert!(link.share().unwrap() > 0.5, "{link:?}");
     }
 
     #[test]

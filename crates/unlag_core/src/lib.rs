@@ -41,9 +41,10 @@ pub use conditions::{ConditionsError, LinkConditions, MAX_BURST};
 pub use correction::SmoothingSettings;
 pub use correction::{CorrectionSmoothing, CorrectionThrottle, SpringOffset, VisualOffset};
 pub use delay::{
-    DelayController, DelayPolicy, FrameOutages, MAX_BRIDGED_STATES, MAX_COUNTED_GAP, MIN_RUNS,
-    STALENESS_BIN, STALENESS_MEMORY, StateLoss, StateStaleness, finite_non_negative, next_on_grid,
-    repeat_after,
+    DatagramLoss, DelayController, DelayPolicy, FrameOutages, MAX_BRIDGED_STATES, MAX_COUNTED_GAP,
+    MAX_SEQUENCE_JUMP, MIN_DATAGRAM_RUNS, MIN_RUNS, REORDER_WINDOW, STALENESS_BIN,
+    STALENESS_MEMORY, StateLoss, StateStaleness, continuation_over, finite_non_negative,
+    next_on_grid, repeat_after,
 };
 pub use discrepancy::{MoveTime, TimeDiscrepancy, TimeDiscrepancySettings};
 pub use history::{FramePair, LookupError, PoseHistory, RecordError};

@@ -146,6 +146,16 @@ pub struct NetClock {
     pub jitter: f64,
     /// Share (0–1) of the server's periodic beats lost on the way to this client.
     pub loss: f64,
+    /// On a client: share (0–1) of all the server's datagrams lost on the way to this client
+    /// recently, from their sequence numbers ([`unlag_core::DatagramLoss::share`]); `None`
+    /// until enough came. Several times as many as the beats, so known sooner.
+    pub datagram_loss: Option<f64>,
+    /// On a client: how likely (0–1) a lost datagram from the server was to be followed by
+    /// another ([`unlag_core::DatagramLoss::continuation`]); `None` until a few runs were seen.
+    pub datagram_continuation: Option<f64>,
+    /// On a client: datagrams the server sent it per second recently, lost ones included;
+    /// `None` until a second was seen.
+    pub datagram_rate: Option<f64>,
     /// Interval between two state updates of a simulated proxy, seconds, as set by the server.
     pub send_interval: f64,
     /// Interpolation delay in effect, seconds.
@@ -194,6 +204,17 @@ pub struct NetClock {
 }
 
 impl NetClock {
+    /// On a client: how likely (0–1) a lost state sent every `interval` seconds is to be
+    /// followed by another lost one, as the server's datagrams' losses run
+    /// ([`unlag_core::continuation_over`]); `None` until that is known.
+    pub fn state_continuation_over(&self, interval: f64) -> Option<f64> {
+        Some(unlag_core::continuation_over(
+            self.datagram_continuation?,
+            self.datagram_rate?,
+            interval,
+        ))
+    }
+
     /// The view time on screen now, seconds: the one proxies were last drawn at, or
     /// [`NetClock::view_time`] when nothing draws them. Shots and [`DelayReport`]s are
     /// stamped with it, so the server can bound a shot's view time by the stream of reports.
@@ -1063,6 +1084,7 @@ pub(crate) fn update_client_clock(
             &PingManager,
             Option<&mut MessageReceiver<NetBeat>>,
             Has<Connected>,
+            Option<&LinkTraffic>,
         ),
         With<Client>,
     >,
@@ -1081,10 +1103,14 @@ pub(crate) fn update_client_clock(
         .copied()
         .fold(clock.usual_frame, f64::min);
     clock.frame_hitched = state.frames.hitched();
-    let Ok((link, ping, beats, connected)) = link.single_mut() else {
+    let Ok((link, ping, beats, connected, traffic)) = link.single_mut() else {
         clock.synced = false;
         return;
     };
+    let datagrams = traffic.map(|t| &t.datagram_loss);
+    clock.datagram_loss = datagrams.and_then(|d| d.share());
+    clock.datagram_continuation = datagrams.and_then(|d| d.continuation());
+    clock.datagram_rate = datagrams.and_then(|d| d.rate(now));
     if !connected {
         state.server_clock.reset();
         state.present_clock.reset();

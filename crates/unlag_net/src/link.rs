@@ -11,7 +11,7 @@ use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use lightyear::link::{RecvPayload, SendPayload};
 use lightyear::prelude::*;
-use unlag_core::{LinkSimulator, PathConditions};
+use unlag_core::{DatagramLoss, LinkSimulator, PathConditions};
 
 /// Byte and message counters of one link (the client's connection, or one client's connection
 /// on the server). Sent figures count what this end sent; received figures what it received.
@@ -34,6 +34,11 @@ pub struct LinkTraffic {
     /// left on this link less than [`UnlagNetPlugin::ack_delay`](crate::UnlagNetPlugin::ack_delay)
     /// before (the acknowledgements ride on the next packet instead).
     pub acks_withheld: u64,
+    /// Loss of the datagrams received on this link, from their netcode sequence numbers
+    /// ([`DatagramLoss`]; seconds of real time): on a client, what the interpolation delay
+    /// learns how the link's losses run from.
+    #[reflect(ignore)]
+    pub datagram_loss: DatagramLoss,
 }
 
 /// Messages and payload bytes of one message kind.
@@ -82,6 +87,26 @@ pub fn plausible_netcode_datagram(datagram: &[u8]) -> bool {
             (1..=6).contains(&kind) && (1..=8).contains(&sequence_len)
         }
     }
+}
+
+/// netcode's keep-alive and payload packet kinds: the packets of a connection, numbered one by
+/// one from 0 by the sender (the handshake's packets are numbered apart).
+const CONNECTION_PACKET_KINDS: [u8; 2] = [4, 5];
+
+/// The sequence number of a connection's netcode packet, read from its clear-text header (the
+/// prefix byte, then the number's bytes, little-endian); `None` for other packets. Read
+/// before the packet is authenticated: a forged one can only make this end count datagrams as
+/// lost that were not, and so lengthen its own interpolation delay (a sender on the path can
+/// drop the real ones anyway).
+fn connection_sequence(datagram: &[u8]) -> Option<u64> {
+    let (&prefix, rest) = datagram.split_first()?;
+    let (kind, len) = (prefix & 0x0F, usize::from(prefix >> 4));
+    if !CONNECTION_PACKET_KINDS.contains(&kind) || !(1..=8).contains(&len) {
+        return None;
+    }
+    let mut bytes = [0u8; 8];
+    bytes[..len].copy_from_slice(rest.get(..len)?);
+    Some(u64::from_le_bytes(bytes))
 }
 
 /// Simulated conditions on one link, both directions; on client links only. Inserted and
@@ -154,7 +179,7 @@ pub(crate) fn receive_datagrams(
                         .incoming
                         .send(now - time.delta_secs_f64() / 2.0, datagram);
                 }
-                None => accept(&mut link, &mut traffic, datagram),
+                None => accept(&mut link, &mut traffic, datagram, now),
             }
         }
         if let Some(shaper) = shaper.as_deref_mut() {
@@ -162,15 +187,18 @@ pub(crate) fn receive_datagrams(
             // later frame, as on a real link (the wait is part of how late a slow App sees
             // things, and the RTT carries it).
             while let Some(datagram) = shaper.incoming.receive_due(now) {
-                accept(&mut link, &mut traffic, datagram);
+                accept(&mut link, &mut traffic, datagram, now);
             }
         }
     }
 }
 
-fn accept(link: &mut Link, traffic: &mut LinkTraffic, datagram: RecvPayload) {
+fn accept(link: &mut Link, traffic: &mut LinkTraffic, datagram: RecvPayload, now: f64) {
     traffic.datagrams_received += 1;
     traffic.bytes_received += datagram.len() as u64;
+    if let Some(sequence) = connection_sequence(&datagram) {
+        traffic.datagram_loss.observe(now, sequence);
+    }
     link.recv.push_raw(datagram);
 }
 

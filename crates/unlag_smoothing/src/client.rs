@@ -474,8 +474,9 @@ struct DelayInputs {
     /// What the delay must cover beyond each proxy's interval for no more than the policy's
     /// share of frames to starve, seconds.
     covering: Option<f64>,
-    /// Loss as the beats measure it, or as the proxies' own states do, whichever is more
-    /// (0–1): the states are the denser sample, and the packets whose loss the bridge is for.
+    /// Loss as the beats measure it, as the proxies' own states do or as the server's
+    /// datagrams do, whichever is more (0–1): the states and the datagrams are denser samples,
+    /// the states the packets whose loss the bridge is for.
     loss: f64,
     /// How likely a lost state was to be followed by another ([`StateLoss::continuation`]).
     continuation: Option<f64>,
@@ -510,7 +511,9 @@ pub(crate) fn place_proxies(
     let now = time.elapsed_secs_f64();
     let late = lateness.p99();
     let covering = lateness.covering(now, settings.delay_policy.starved_share);
-    let loss = unlag_core::finite_non_negative(clock.loss).max(lateness.state_loss());
+    let loss = unlag_core::finite_non_negative(clock.loss)
+        .max(lateness.state_loss())
+        .max(clock.datagram_loss.unwrap_or(0.0));
     let inputs = DelayInputs {
         late,
         covering,
@@ -609,10 +612,21 @@ fn delay_target(
     // The states a lossy link takes in a row, expected from its loss and how its losses run
     // before the covering has starved through such an outage (proxies whose states are
     // repeated bridge a loss with the repeat): the newest state is then that many intervals
-    // staler than its own. The beats' loss, not the states': a proxy falling to a reduced
-    // rate shows gaps the states' count takes for losses until its buffer knows the new
-    // interval (how the states' losses run only weighs the loss the beats saw).
-    let expected = policy.covering_lost_in_a_row(interval, margin, clock.loss, inputs.continuation);
+    // staler than its own. The beats' loss or the server's datagrams', not the states': a
+    // proxy falling to a reduced rate shows gaps the states' count takes for losses until its
+    // buffer knows the new interval (how the states' losses run only weighs the loss the link
+    // saw). How the losses run: as the states' gaps say, or as the datagrams' runs say for
+    // states this far apart, whichever runs longer; the datagrams say it from the first
+    // seconds of a connection, where a state stream shows a run every few seconds and the
+    // first burst would starve the proxies before two were seen.
+    let loss = clock
+        .datagram_loss
+        .map_or(clock.loss, |d| d.max(clock.loss));
+    let continuation = [inputs.continuation, clock.state_continuation_over(interval)]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max);
+    let expected = policy.covering_lost_in_a_row(interval, margin, loss, continuation);
     // The delay covers the longest of them and of the covering measured.
     let covering = [inputs.covering, paired, long, expected]
         .into_iter()
