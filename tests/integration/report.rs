@@ -714,6 +714,17 @@ fn a_bursty_links_first_bursts_starve_at_most_one_proxy_frame_in_a_hundred() {
     }
 }
 
+/// The grid's corner of 500 ms with ±125 ms of jitter, with the seed whose warm-up flagged an
+/// honest client as a speed hack three times: its first moves' packet came about 0.16 s
+/// slower than the ones after it, where the time-discrepancy reference may move 0.05 s. The
+/// link's jitter, as the server's own pings measure it, now widens that slack before the first
+/// move (at most 0.25 s, once).
+#[test]
+fn a_jittery_links_slow_first_moves_flag_no_honest_client() {
+    let (report, a) = honest_grid_cell("corner: rtt=500 × jitter=rtt/4", 3);
+    assert_eq!(a.speed_hacks_flagged, 0, "{:?}", report.warm_up);
+}
+
 /// The grid's corner of a hitching 10-fps client on a 10-fps listen host (hitching too), with
 /// the seed whose warm-up flagged an honest client as a speed hack: its first moves came early
 /// in a long frame of the host and were stamped at its end, and its next frame's moves (a hitch

@@ -13,7 +13,10 @@
 //!   span of the server frame that read the first moves ([`TimeDiscrepancy::note_read_span`]):
 //!   a server reads what came once a frame, and a slow listen host's frame (a 250-ms hitch)
 //!   stamps a packet that came at its start that much late. The server's own frames are its
-//!   evidence, which no client can stretch.
+//!   evidence, which no client can stretch. Plus what the link's jitter lets a first arrival
+//!   be slow by ([`TimeDiscrepancy::note_link_jitter`], at most [`MAX_JITTER_SLACK`]), from
+//!   the server's own pings: a client can fake it only by holding its pongs back, and gains
+//!   it once.
 //! - The moves processed at the first arrival claim time the client spent before the server
 //!   could watch it (a client that sends once a frame sends a whole frame's moves together; at
 //!   5 fps that alone is 0.2 s). Up to `anchor_time` of it is not counted: forgiven once, it
@@ -32,10 +35,22 @@
 //!   is charged `resolution_rate × dt` of its time until the excess is paid back, so it moves
 //!   less on the server than it claims and is corrected. Over any span a cheater gains at most
 //!   `max_time_margin + anchor_slack + drift_allowance × span` of movement, plus the first
-//!   arrival's forgiven time (at most `anchor_time`, once).
+//!   arrival's forgiven time (at most `anchor_time`, once) and the slack the first frame's
+//!   span and the link's jitter added (at most `anchor_time` and [`MAX_JITTER_SLACK`], once).
 
 use crate::settings::{Fields, SettingsError, Validate};
 use serde::{Deserialize, Serialize};
+
+/// How many of the link's measured round-trip jitters (lightyear's: half the mean deviation)
+/// a one-way trip's delay may range over: uniform `±J` each way reads as a jitter of about
+/// `J / 3` and ranges over `2J`; normal jitter of s.d. σ reads as about `0.56σ`, and 99.7 % of
+/// its trips lie within `6σ`. See [`TimeDiscrepancy::note_link_jitter`].
+pub const JITTER_RANGE: f64 = 6.0;
+
+/// The most the link's jitter widens the reference's slack, seconds: a one-time allowance, as
+/// the first arrival's forgiven time is (a client that fakes jitter by holding its pongs back
+/// gains at most this much movement once, never a rate).
+pub const MAX_JITTER_SLACK: f64 = 0.25;
 
 /// Settings of the time-discrepancy check. On by default (UE ships it off).
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -124,6 +139,9 @@ pub struct TimeDiscrepancy {
     /// The longest span of a server frame that read moves before the first was accounted,
     /// seconds (at most `anchor_time`): the anchor may move that much more.
     first_read_span: f64,
+    /// What the link's jitter, as measured when the last move before the first accounted one
+    /// was read, widens the anchor's slack by, seconds (at most [`MAX_JITTER_SLACK`]).
+    jitter_slack: f64,
     resolving: bool,
     flags: u64,
 }
@@ -141,6 +159,7 @@ impl TimeDiscrepancy {
             forgiven: 0.0,
             watching_since: None,
             first_read_span: 0.0,
+            jitter_slack: 0.0,
             resolving: false,
             flags: 0,
         }
@@ -190,6 +209,22 @@ impl TimeDiscrepancy {
         if self.started_at.is_none() && span.is_finite() {
             let span = span.clamp(0.0, self.settings.anchor_time.max(0.0));
             self.first_read_span = self.first_read_span.max(span);
+        }
+    }
+
+    /// Tells the check the round-trip jitter the server measures on this client's link,
+    /// seconds (lightyear's figure: half the mean deviation). Before the first move is
+    /// accounted, [`JITTER_RANGE`] of it (at most [`MAX_JITTER_SLACK`]) widens the reference's
+    /// slack: the first arrival sets the reference, and under jitter it may have been slow by
+    /// most of the one-way delay's range, which makes every faster one after it look early
+    /// (±125 ms each way, a jitter of about 42 ms: a first arrival 0.16 s slower than the ones
+    /// after it flagged an honest client, where the slack is 0.05 s). The link's jitter is
+    /// what the server measures with its own pings, sent on its clock; a client that holds
+    /// its pongs back to fake it gains the widened slack once, as it could bundle moves into
+    /// its first message, never as a rate.
+    pub fn note_link_jitter(&mut self, jitter: f64) {
+        if self.started_at.is_none() && jitter.is_finite() {
+            self.jitter_slack = (JITTER_RANGE * jitter).clamp(0.0, MAX_JITTER_SLACK);
         }
     }
 
@@ -247,7 +282,7 @@ impl TimeDiscrepancy {
             self.anchor = self
                 .anchor
                 .max(self.raw)
-                .min(s.anchor_slack + self.first_read_span);
+                .min(s.anchor_slack + self.first_read_span + self.jitter_slack);
         }
         let mut excess = self.excess();
         if excess > 0.0 {
@@ -517,6 +552,83 @@ mod tests {
         assert!(run(1.0, false).is_some(), "the test shows nothing");
         let caught = run(1.1, true).expect("a 1.1x clock hidden by the host's frame");
         assert!(caught < 3.0, "flagged at {caught} s");
+    }
+
+    /// A client sending a move every frame at 60 fps over a link whose one-way delay is 250 ms
+    /// ± 125 ms (uniform, per message), its first message 120 ms slower than the mean and the
+    /// ones of the next 0.4 s faster and faster down to the fastest (a queue on the way
+    /// draining; each arrives after the one before, so none is read with the first): every
+    /// faster one after it looks early by up to 0.245 s. Returns when it was first flagged
+    /// (seconds of its moves) and the movement simulated beyond the time that really passed
+    /// between its first move and its last, seconds.
+    fn run_jittered(rate: f64, jitter_noted: Option<f64>, seconds: f64) -> (Option<f64>, f64) {
+        let mut td = TimeDiscrepancy::new(TimeDiscrepancySettings::default());
+        td.watch_from(0.0);
+        let mut rng = SplitMix64::new(5);
+        let n = (seconds / DT) as usize;
+        let mut arrivals: Vec<f64> = (0..n)
+            .map(|i| {
+                let sent = i as f64 * DT / rate;
+                let delay = if sent < 0.4 {
+                    0.37 - 0.6 * sent
+                } else {
+                    0.25 + 0.125 * (2.0 * rng.next_f64() - 1.0)
+                };
+                sent + delay
+            })
+            .collect();
+        for i in 1..n {
+            arrivals[i] = arrivals[i].max(arrivals[i - 1]);
+        }
+        let (mut flagged_at, mut simulated) = (None, 0.0);
+        for (i, &arrive) in arrivals.iter().enumerate() {
+            if let Some(jitter) = jitter_noted {
+                td.note_link_jitter(jitter);
+            }
+            let t = td.on_move((arrive / DT).ceil() * DT, rate * DT);
+            simulated += t.simulate_dt;
+            if t.flagged && flagged_at.is_none() {
+                flagged_at = Some(i as f64 * DT);
+            }
+        }
+        // The client's own real time from its first move to its last.
+        let real = (n - 1) as f64 * DT / rate;
+        (flagged_at, simulated - real)
+    }
+
+    #[test]
+    fn a_first_arrival_slowed_by_the_links_jitter_is_no_excess() {
+        // ±125 ms each way reads as a round-trip jitter of about 42 ms.
+        let (flag, _) = run_jittered(1.0, Some(0.042), 60.0);
+        assert_eq!(flag, None, "an honest client flagged");
+        let (flag, _) = run_jittered(1.0, None, 60.0);
+        assert!(flag.is_some(), "the test shows nothing");
+        let s = TimeDiscrepancySettings::default();
+        // A speed hack behind the same jitter is still caught, and gains no more than without
+        // the jitter noted, plus the slack it widened once (the draining queue alone lets a 2x
+        // clock gain 0.27 s before it is flagged, the jitter 0.25 more).
+        for rate in [1.1, 1.25, 2.0] {
+            let (flag, gained) = run_jittered(rate, Some(0.042), 20.0);
+            let caught = flag.unwrap_or_else(|| panic!("a {rate}x clock hidden by the jitter"));
+            assert!(caught < 3.0, "{rate}x flagged after {caught} s");
+            let (_, without) = run_jittered(rate, None, 20.0);
+            // To the millisecond: what a flag charges goes a move at a time.
+            assert!(
+                gained <= without + MAX_JITTER_SLACK + 1e-3,
+                "{rate}x gained {gained} s, {without} s without the jitter"
+            );
+        }
+        // Faked jitter widens it no further than the cap, and only before the first move.
+        let mut td = TimeDiscrepancy::new(s);
+        td.note_link_jitter(10.0);
+        assert_eq!(td.jitter_slack, MAX_JITTER_SLACK);
+        td.note_link_jitter(f64::NAN);
+        td.note_link_jitter(-1.0);
+        assert_eq!(td.jitter_slack, 0.0);
+        td.note_link_jitter(0.01);
+        td.on_move(0.0, DT);
+        td.note_link_jitter(1.0);
+        assert!((td.jitter_slack - 0.06).abs() < 1e-12);
     }
 
     #[test]

@@ -46,7 +46,9 @@ pub use delay::{
     STALENESS_MEMORY, StateLoss, StateStaleness, continuation_over, finite_non_negative,
     next_on_grid, repeat_after,
 };
-pub use discrepancy::{MoveTime, TimeDiscrepancy, TimeDiscrepancySettings};
+pub use discrepancy::{
+    JITTER_RANGE, MAX_JITTER_SLACK, MoveTime, TimeDiscrepancy, TimeDiscrepancySettings,
+};
 pub use history::{FramePair, LookupError, PoseHistory, RecordError};
 pub use linksim::{LinkSimulator, LinkSimulatorStats, PathConditions};
 pub use moves::{SavedMoves, Sequenced};

@@ -506,8 +506,10 @@ fn receive_moves<M: MovementModel>(
     // One character of this model per client: the one its link controls.
     let by_owner: HashMap<Entity, Entity> =
         characters.iter().map(|(e, c, ..)| (c.owner, e)).collect();
-    for (link, peer, mut receiver, ..) in links {
+    for (link, peer, mut receiver, _, _, remote) in links {
         let character = by_owner.get(&link).copied();
+        // The link's jitter as the server's own pings measure it (0 before any came).
+        let jitter = remote.as_deref().map_or(0.0, |r| r.jitter);
         for message in receiver.receive() {
             let Some(entity) = character else {
                 reject(stats, RejectReason::NotControlled, link, peer);
@@ -515,6 +517,7 @@ fn receive_moves<M: MovementModel>(
             };
             let (_, _, _, mut server, _, mut trail) = characters.get_mut(entity).unwrap();
             server.time.note_read_span(span);
+            server.time.note_link_jitter(jitter);
             let data = match message.decode() {
                 Ok(data) => data,
                 Err(_) => {
