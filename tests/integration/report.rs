@@ -660,7 +660,15 @@ fn the_reduced_grid_refuses_nothing_and_agrees_on_every_shot() {
 /// The grid cell `name` as `report --grid --seconds 10 --bots 10 --clients 3 --seed SEED`
 /// runs it: its report and its acceptance.
 fn grid_cell(name: &str, seed: u64) -> (unlag_report::Report, unlag_report::grid::Acceptance) {
-    use unlag_report::grid::{accept, cells};
+    let options = grid_options(name, seed);
+    let report = run(&options, &mut |_| {}).unwrap();
+    let a = unlag_report::grid::accept(&options, &report);
+    (report, a)
+}
+
+/// The options of the grid cell `name` as `report --grid --seconds 10 --bots 10 --clients 3
+/// --seed SEED` runs it.
+fn grid_options(name: &str, seed: u64) -> ReportOptions {
     let base = ReportOptions {
         bots: 10,
         clients: 3,
@@ -668,13 +676,11 @@ fn grid_cell(name: &str, seed: u64) -> (unlag_report::Report, unlag_report::grid
         seed,
         ..Default::default()
     };
-    let cell = cells(&base)
+    unlag_report::grid::cells(&base)
         .into_iter()
         .find(|c| c.name == name)
-        .unwrap_or_else(|| panic!("no grid cell {name}"));
-    let report = run(&cell.options, &mut |_| {}).unwrap();
-    let a = accept(&cell.options, &report);
-    (report, a)
+        .unwrap_or_else(|| panic!("no grid cell {name}"))
+        .options
 }
 
 /// [`grid_cell`], asserting what every honest client is owed in it: no shot refused and every
@@ -1043,17 +1049,7 @@ fn a_hitching_clients_frames_wait_as_long_as_a_random_moment_waits() {
     assert!(waited > 2.5 * half_mean, "{waited} against {half_mean}");
     // The peek's parts wait so on both sides (the peeker's moves for its frame, the holder's
     // screen for its next), for the grid's cell with these frames.
-    let base = ReportOptions {
-        bots: 10,
-        clients: 3,
-        seed: 2,
-        ..Default::default()
-    };
-    let mut options = unlag_report::grid::cells(&base)
-        .into_iter()
-        .find(|c| c.name == "hitches 3 % × 250 ms")
-        .expect("the grid's hitching cell")
-        .options;
+    let mut options = grid_options("hitches 3 % × 250 ms", 2);
     let pace = options.client_pace().expect("paced clients");
     assert!((pace.mean_wait_secs() - hitching.mean_wait_secs()).abs() < 1e-12);
     options.seconds = 2.0;

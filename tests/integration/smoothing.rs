@@ -364,18 +364,15 @@ fn adaptive_delay_stays_short_and_rarely_starves() {
     }
 }
 
-/// One client, 60 ms RTT, and a server proxy circling at 20 Hz that it has seen for 2 s.
-fn one_proxy_at_20_hz() -> (Testbed, Entity) {
-    let mut tb = Testbed::new(TestbedConfig {
-        clients: 1,
-        conditions: LinkConditions::new(Duration::from_millis(60), Duration::ZERO, 0.0),
-        ..default()
-    });
+/// A testbed of `config` with a server proxy circling at 20 Hz, spawned once every client is
+/// synced (within `sync` of simulated time).
+fn circling_proxy_at_20_hz(config: TestbedConfig, sync: Duration) -> (Testbed, Entity) {
+    let mut tb = Testbed::new(config);
     tb.add_plugins(ProxySmoothingPlugin::default());
     tb.server()
         .insert_resource(Script(Path::Circle))
         .add_systems(FixedUpdate, move_proxy);
-    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    assert!(tb.run_until(sync, |tb| tb.all_synced()));
     let proxy = tb
         .server_world_mut()
         .spawn((
@@ -384,6 +381,19 @@ fn one_proxy_at_20_hz() -> (Testbed, Entity) {
             Replicate::to_clients(NetworkTarget::All),
         ))
         .id();
+    (tb, proxy)
+}
+
+/// One client, 60 ms RTT, and a server proxy circling at 20 Hz that it has seen for 2 s.
+fn one_proxy_at_20_hz() -> (Testbed, Entity) {
+    let (mut tb, proxy) = circling_proxy_at_20_hz(
+        TestbedConfig {
+            clients: 1,
+            conditions: LinkConditions::new(Duration::from_millis(60), Duration::ZERO, 0.0),
+            ..default()
+        },
+        Duration::from_secs(3),
+    );
     tb.run_for(Duration::from_secs(2));
     (tb, proxy)
 }
@@ -739,22 +749,15 @@ fn a_proxy_leaving_interest_and_coming_back_never_pops() {
 #[test]
 fn a_client_reads_its_links_loss_and_bursts_from_the_servers_datagrams() {
     let read = |burst: f32| {
-        let mut tb = Testbed::new(TestbedConfig {
-            clients: 1,
-            conditions: LinkConditions::new(Duration::from_millis(100), Duration::ZERO, 0.1),
-            loss_burst: burst,
-            ..default()
-        });
-        tb.add_plugins(ProxySmoothingPlugin::default());
-        tb.server()
-            .insert_resource(Script(Path::Circle))
-            .add_systems(FixedUpdate, move_proxy);
-        assert!(tb.run_until(Duration::from_secs(5), |tb| tb.all_synced()));
-        tb.server_world_mut().spawn((
-            SmoothedProxy,
-            NetUpdateFrequency(20.0),
-            Replicate::to_clients(NetworkTarget::All),
-        ));
+        let (mut tb, _) = circling_proxy_at_20_hz(
+            TestbedConfig {
+                clients: 1,
+                conditions: LinkConditions::new(Duration::from_millis(100), Duration::ZERO, 0.1),
+                loss_burst: burst,
+                ..default()
+            },
+            Duration::from_secs(5),
+        );
         tb.run_for(Duration::from_secs(10));
         let clock = tb
             .client_world(0)

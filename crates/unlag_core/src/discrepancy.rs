@@ -357,8 +357,19 @@ mod tests {
                 arrive
             })
             .collect();
-        // The server processes moves in order, each when it and all before it have arrived,
-        // at its next 1/60 s frame.
+        let (first_flag, simulated) = process_in_order(&mut td, &mut arrivals, rate);
+        (first_flag, simulated, td.forgiven())
+    }
+
+    /// The server processes moves in order, each when it and all before it have arrived
+    /// (`arrivals`, seconds, made so), at its next 1/60 s frame; each claims `rate × DT`.
+    /// Returns when the client was first flagged (seconds of its moves) and the movement
+    /// simulated, seconds.
+    fn process_in_order(
+        td: &mut TimeDiscrepancy,
+        arrivals: &mut [f64],
+        rate: f64,
+    ) -> (Option<f64>, f64) {
         for i in 1..arrivals.len() {
             arrivals[i] = arrivals[i].max(arrivals[i - 1]);
         }
@@ -372,7 +383,7 @@ mod tests {
                 first_flag = Some(i as f64 * DT);
             }
         }
-        (first_flag, simulated, td.forgiven())
+        (first_flag, simulated)
     }
 
     #[test]
@@ -577,20 +588,11 @@ mod tests {
                 sent + delay
             })
             .collect();
-        for i in 1..n {
-            arrivals[i] = arrivals[i].max(arrivals[i - 1]);
+        // Noted as the server reads the first message (only then does it count).
+        if let Some(jitter) = jitter_noted {
+            td.note_link_jitter(jitter);
         }
-        let (mut flagged_at, mut simulated) = (None, 0.0);
-        for (i, &arrive) in arrivals.iter().enumerate() {
-            if let Some(jitter) = jitter_noted {
-                td.note_link_jitter(jitter);
-            }
-            let t = td.on_move((arrive / DT).ceil() * DT, rate * DT);
-            simulated += t.simulate_dt;
-            if t.flagged && flagged_at.is_none() {
-                flagged_at = Some(i as f64 * DT);
-            }
-        }
+        let (flagged_at, simulated) = process_in_order(&mut td, &mut arrivals, rate);
         // The client's own real time from its first move to its last.
         let real = (n - 1) as f64 * DT / rate;
         (flagged_at, simulated - real)
