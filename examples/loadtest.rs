@@ -571,6 +571,7 @@ fn noisy_messages(
             delay_us: (clock.interpolation_delay * 1e6) as u32,
             view_time,
             frame_us: 16_667,
+            loss_runs: 0,
         });
     }
     for _ in 0..per_frame / 10 {
@@ -625,6 +626,7 @@ fn prepare_malformed(world: &mut World) {
         delay_us: 100_000,
         view_time: 0.0,
         frame_us: 16_667,
+        loss_runs: 0,
     };
     let ingredients = (
         unlag::net::channel_net_id::<ReliableChannel>(world),

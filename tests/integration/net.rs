@@ -1017,6 +1017,7 @@ fn a_clients_malformed_packets_are_refused_before_lightyear_reads_them() {
             delay_us: 100_000,
             view_time: 0.0,
             frame_us: 16_667,
+            loss_runs: 0,
         },
     )
     .unwrap();
@@ -1133,6 +1134,7 @@ fn honest_reliable_traffic_over_a_bad_link_is_never_refused() {
                 delay_us: 100_000,
                 view_time: 0.0,
                 frame_us: 16_667,
+                loss_runs: 0,
             });
         }
         tb.run_for(Duration::from_secs_f64(1.0 / 60.0));
@@ -1259,6 +1261,7 @@ fn delay_reports_beyond_the_rate_cap_are_dropped_and_counted() {
         delay_us: 100_000,
         view_time: server_time - 0.05 - 0.1,
         frame_us: 16_667,
+        loss_runs: 0,
     };
     let at = |server_time: f64, real_time: f64, frame: f64| ReportContext {
         server_time,
@@ -1351,6 +1354,7 @@ fn a_report_with_an_implausible_lag_changes_nothing() {
         delay_us: 2_000_000,
         view_time: 10.0 - 4.0,
         frame_us: 16_667,
+        loss_runs: 0,
     };
     let at = ReportContext {
         server_time: 10.0,

@@ -800,3 +800,62 @@ fn a_client_reads_its_links_loss_and_bursts_from_the_servers_datagrams() {
         }
     }
 }
+
+/// A client whose link loses in bursts says so in its delay reports, and the server sends it,
+/// with each proxy state, a copy of the one it will be drawing when the update arrives (its
+/// delay less the trip back): after a burst the first update that gets through brings the
+/// track where the view is, instead of one curve across the whole gap. A link whose losses
+/// are independent is sent no copies (they would double its state bytes for nothing).
+#[test]
+fn a_bursty_link_is_sent_a_trail_of_the_states_it_will_be_drawing() {
+    let run = |burst: f32, trail_runs: f64| {
+        let (mut tb, _) = circling_proxy_at_20_hz(
+            TestbedConfig {
+                clients: 1,
+                conditions: LinkConditions::new(Duration::from_millis(100), Duration::ZERO, 0.1),
+                loss_burst: burst,
+                seed: 4,
+                ..default()
+            },
+            Duration::from_secs(5),
+        );
+        tb.server_world_mut()
+            .resource_mut::<unlag::smoothing::SmoothingSettings>()
+            .trail_runs = trail_runs;
+        tb.run_for(Duration::from_secs(20));
+        let link = tb.server_link(0).unwrap();
+        let runs = tb
+            .server_world()
+            .get::<unlag::net::RemoteClientClock>(link)
+            .unwrap()
+            .state_loss_runs;
+        let sent = tb
+            .server_world()
+            .resource::<SmoothingStats>()
+            .trail_states_sent;
+        let got = tb.client_world(0).resource::<SmoothingStats>().clone();
+        (runs, sent, got)
+    };
+    let default_runs = unlag::smoothing::SmoothingSettings::default().trail_runs;
+    let (runs, sent, with) = run(8.0, default_runs);
+    let (_, none_sent, without) = run(8.0, 2.0);
+    println!(
+        "bursts of 8: a lost state followed by another {runs:.2} of the time; {sent} copies \
+         sent; states taken {} with them, {} without (duplicates {})",
+        with.states_received, without.states_received, with.rejected_duplicate
+    );
+    assert!(runs >= default_runs, "{runs}");
+    assert!(sent > 100, "{sent}");
+    assert_eq!(none_sent, 0);
+    // The copies filled states the bursts took (the rest were had already).
+    assert!(
+        with.states_received > without.states_received + 10,
+        "{with:?} against {without:?}"
+    );
+    assert!(with.rejected_duplicate > 0, "{with:?}");
+    assert_eq!(with.rejected_out_of_order, 0, "{with:?}");
+    // Independent loss: no runs, no copies.
+    let (runs, sent, _) = run(1.0, default_runs);
+    assert!(runs < default_runs, "{runs}");
+    assert_eq!(sent, 0);
+}

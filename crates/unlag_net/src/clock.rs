@@ -332,6 +332,11 @@ pub struct RemoteClientClock {
     /// longer than this is not its own. With it, a frame up to [`MAX_PROVEN_CLIENT_FRAME`] is
     /// allowed ([`RemoteClientClock::record_client_frame`]).
     pub move_spacing: f64,
+    /// How likely (0–1) a proxy state the server sends this client is lost right after a
+    /// lost one, as the client last reported it ([`DelayReport::loss_runs`]; 0 until it
+    /// does): the smoothing server sends a client whose losses run in bursts a trail of older
+    /// states with each update. The client's word, which can only cost it bandwidth.
+    pub state_loss_runs: f64,
 }
 
 /// A client's link as the server knew it at one moment ([`RemoteClientClock::at`]).
@@ -886,6 +891,12 @@ pub struct DelayReport {
     /// The client's last frame, whole microseconds (see
     /// [`RemoteClientClock::client_frame`]).
     pub frame_us: u32,
+    /// How likely a proxy state the server sends this client at its update interval is lost
+    /// right after a lost one, as the client reads its link's datagrams (as
+    /// [`NetClock::state_continuation_over`], from the first run of losses met:
+    /// [`unlag_core::DatagramLoss::continuation_once_met`]), in 255ths (0 while it cannot
+    /// tell): how its losses run ([`RemoteClientClock::state_loss_runs`]).
+    pub loss_runs: u8,
 }
 
 /// Pongs needed before the RTT is trusted for the one-way trip.
@@ -1219,6 +1230,14 @@ pub(crate) fn send_delay_reports(
             frame_us: (time.delta_secs_f64() * 1e6)
                 .round()
                 .clamp(0.0, u32::MAX as f64) as u32,
+            // From the first run of losses met: a trail costs bandwidth, not latency.
+            loss_runs: traffic
+                .datagram_loss
+                .continuation_once_met()
+                .zip(clock.datagram_rate)
+                .map(|(c, rate)| unlag_core::continuation_over(c, rate, clock.send_interval))
+                .filter(|c| c.is_finite())
+                .map_or(0, |c| (c.clamp(0.0, 1.0) * 255.0).round() as u8),
         };
         #[cfg(feature = "cheats")]
         let report = DelayReport {
@@ -1392,6 +1411,7 @@ impl ReportState {
         // (Plausible: checked above with this delay.)
         remote.record_view_lag(at.server_time, report.view_time);
         remote.record_client_frame(f64::from(report.frame_us) / 1e6);
+        remote.state_loss_runs = f64::from(report.loss_runs) / 255.0;
         Ok(())
     }
 

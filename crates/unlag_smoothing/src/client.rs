@@ -213,6 +213,9 @@ pub struct SmoothingStats {
     /// States of a dormant proxy from before it went dormant, dropped (a late original or
     /// repeat: the proxy is not drawn from them).
     pub dropped_while_dormant: u64,
+    /// Server side: copies of older states sent as trails to clients whose losses run in
+    /// bursts ([`SmoothingSettings::trail_runs`](crate::SmoothingSettings::trail_runs)).
+    pub trail_states_sent: u64,
 }
 
 /// PreUpdate, before the states: proxies the server stopped sending go dormant (unless a state
@@ -343,12 +346,22 @@ pub(crate) fn receive_states(
                             smoothing.restart();
                             dormant.wakes_at = Some(time);
                         }
-                    } else if update.woken.contains(&wire.entity) {
+                    } else if update.woken.contains(&wire.entity)
+                        && smoothing.buffer.get(update.tick).is_none()
+                    {
                         // Back from a dormant spell whose notice has not come yet (it is
                         // reliable, this is not): start afresh here, hidden until its time.
                         // Its older states are not drawn from: the server never sends the
                         // states between, and a curve or a hold across the spell is no pose
-                        // the server would grant.
+                        // the server would grant. (A trail's copy of the first state after the
+                        // spell, whose original was lost, comes after newer states: those
+                        // stay.)
+                        let newer: Vec<_> = smoothing
+                            .buffer
+                            .states()
+                            .filter(|s| s.tick > update.tick)
+                            .copied()
+                            .collect();
                         smoothing.go_dormant(
                             &mut commands.entity(wire.entity),
                             ProxyDormant {
@@ -357,6 +370,9 @@ pub(crate) fn receive_states(
                             },
                             &mut stats,
                         );
+                        for s in newer {
+                            let _ = smoothing.buffer.push(s, clock.server_time);
+                        }
                     }
                     let arrived = (clock.server_time, real.elapsed_secs_f64());
                     smoothing.take_state(state, arrived, clock.send_interval, &mut lateness)

@@ -39,6 +39,9 @@ pub(crate) struct PairSchedule {
     pub(crate) sent_before: bool,
     /// The tick of the last state sent to it (its repeat goes only where the original went).
     pub(crate) last_tick: Option<u32>,
+    /// The tick of the first state of its current awake spell: no trail copy older goes to
+    /// it (the client starts the proxy afresh there).
+    pub(crate) awake_since: u32,
 }
 
 /// FixedPostUpdate, first: every connected link gets its interest and schedule.

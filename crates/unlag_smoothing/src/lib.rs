@@ -67,6 +67,15 @@ pub struct SmoothingSettings {
     /// the loss.
     #[reflect(ignore)]
     pub delay_policy: unlag_core::DelayPolicy,
+    /// Server side: a client whose link loses proxy states in runs at least this likely
+    /// (0–1: the chance that a lost state is followed by another, as the client reports it,
+    /// [`unlag_net::RemoteClientClock::state_loss_runs`]) is sent, with each proxy's state, a
+    /// copy of an older one: the one it will be drawing when the update arrives (its
+    /// interpolation delay less the one-way trip back), so that a burst of losses leaves it
+    /// the track through the gap rather than one curve across it (default 0.5: runs of two
+    /// states or longer on average; above 1, never). The copies cost about as many bytes as
+    /// the states again, on those links only.
+    pub trail_runs: f64,
 }
 
 impl Default for SmoothingSettings {
@@ -78,6 +87,7 @@ impl Default for SmoothingSettings {
             teleport_distance: 3.84,
             extrapolation_smooth_time: 0.1,
             delay_policy: unlag_core::DelayPolicy::default(),
+            trail_runs: 0.3,
         }
     }
 }
@@ -91,6 +101,7 @@ impl Validate for SmoothingSettings {
         f.above("teleport_distance", teleport, 0.0, 1000.0, "m")?;
         let smooth = f64::from(self.extrapolation_smooth_time);
         f.within("extrapolation_smooth_time", smooth, 0.0, 5.0, "s")?;
+        f.within("trail_runs", self.trail_runs, 0.0, 2.0, "")?;
         f.nested("delay_policy", &self.delay_policy)
     }
 }
