@@ -271,8 +271,8 @@ const TRAIL_MARGIN: f64 = 0.05;
 
 /// How far back, in ticks, the trail copies sent to a client go with each update (see
 /// [`SmoothingSettings::trail_runs`]): to the state it will be drawing when the update arrives,
-/// its reported delay less the one-way trip, and [`TRAIL_MARGIN`]; `None` for a client whose losses do not run (or
-/// that has not said). `tick`: a tick's length, seconds.
+/// its reported delay less the one-way trip, and [`TRAIL_MARGIN`]; `None` for a client whose
+/// losses do not run (or that has not said). `tick`: a tick's length, seconds.
 fn trail_lag(
     remote: Option<&unlag_net::RemoteClientClock>,
     settings: &SmoothingSettings,
@@ -351,8 +351,9 @@ fn send_states(
             if *owner == Some(link) {
                 continue;
             }
-            // The state it will be drawing when this arrives, if the client's losses run; of a
-            // proxy woken since (at `since`), its first state after the spell, a teleport.
+            // The state it will be drawing when this arrives, if the client's losses run (of a
+            // slow proxy, the one before this); of a proxy woken since (at `since`), its first
+            // state after the spell, a teleport.
             let trail_at = |since: u32| {
                 // (One tick back: the newest state before this one.)
                 let lag = if *slow && reported { 1 } else { lag? };
