@@ -740,16 +740,6 @@ fn a_bursty_links_gaps_are_drawn_from_the_states_trail_without_pops() {
     }
 }
 
-/// The grid's corner of 1-Hz states and 20 % loss in bursts of 10, with the seed whose proxies
-/// popped by 331 mm: a burst took a state and its repeat a quarter second later, and the proxy
-/// was eased onto a two-second curve. Slow proxies' updates now also carry the state before
-/// them.
-#[test]
-fn a_slow_proxys_lost_state_and_its_repeat_come_with_the_next_update() {
-    let (_, a) = honest_grid_cell("corner: loss=20/10 × update=1", 5);
-    assert!(a.pop_mm <= 50.0, "{a:?}");
-}
-
 /// The grid's corner of 500 ms with ±125 ms of jitter, with the seed whose warm-up flagged an
 /// honest client as a speed hack three times: its first moves' packet came about 0.16 s
 /// slower than the ones after it, where the time-discrepancy reference may move 0.05 s. The
