@@ -559,8 +559,7 @@ impl StateLoss {
     /// that loses independently; near `1 − 1/n` where losses come in runs of `n`. `None` until
     /// [`MIN_RUNS`] runs were seen.
     pub fn continuation(&self) -> Option<f64> {
-        (self.runs >= MIN_RUNS && self.lost > 0.0)
-            .then(|| ((self.lost - self.runs) / self.lost).clamp(0.0, 1.0))
+        (self.runs >= MIN_RUNS && self.lost > 0.0).then(|| run_continuation(self.lost, self.runs))
     }
 
     /// Share (0–1) of the recent states lost; 0 until enough states came to tell.
@@ -715,7 +714,7 @@ impl DatagramLoss {
     /// frames against 0.34 %).
     pub fn continuation(&self) -> Option<f64> {
         (self.runs >= MIN_DATAGRAM_RUNS && self.lost > 0.0)
-            .then(|| ((self.lost - self.runs) / self.lost).clamp(0.0, 1.0))
+            .then(|| run_continuation(self.lost, self.runs))
     }
 
     /// [`DatagramLoss::continuation`] from the first run met on, for as long as the count
@@ -724,7 +723,7 @@ impl DatagramLoss {
     /// of states, `SmoothingSettings::trail_runs`).
     pub fn continuation_once_met(&self) -> Option<f64> {
         (self.runs_met >= 1 && self.runs > 0.0 && self.lost > 0.0)
-            .then(|| ((self.lost - self.runs) / self.lost).clamp(0.0, 1.0))
+            .then(|| run_continuation(self.lost, self.runs))
     }
 
     /// Datagrams the peer sent per second recently, lost ones included; `None` until a second
@@ -749,6 +748,12 @@ impl DatagramLoss {
             interval,
         ))
     }
+}
+
+/// How likely (0–1) a loss was followed by another, from `lost` losses that came in `runs`
+/// runs (weights, decayed alike): each run's losses but its last were followed by one.
+fn run_continuation(lost: f64, runs: f64) -> f64 {
+    ((lost - runs) / lost).clamp(0.0, 1.0)
 }
 
 /// How likely (0–1) a lost state sent every `interval` seconds is to be followed by another
