@@ -397,6 +397,35 @@ fn cheats_from_a_slow_client_on_a_bad_link_are_still_caught() {
     }
 }
 
+/// The 0.9-m ease magnet against 1-Hz proxies, whose eases after a starved spell last 0.25 s
+/// rather than 0.1 (`unlag_core::ease_time`), so the server tries the jumps of half a second
+/// for an explanation: still none explains an offset the cheater picks, and its claims are
+/// judged on the curve (or refused: it never reloads). The honest client beside it refused
+/// nothing.
+#[test]
+fn an_ease_magnet_on_slow_proxies_is_still_judged_on_the_curve() {
+    use unlag_report::cheat::Cheat;
+    let options = ReportOptions {
+        bots: 4,
+        clients: 2,
+        seconds: 10.0,
+        update_rate_hz: 1.0,
+        cheat: Some(Cheat::EaseMagnet),
+        ..Default::default()
+    };
+    let r = run(&options, &mut |_| {}).unwrap();
+    let refused: u64 = r.rejected.values().sum();
+    println!(
+        "{} cheating shots, {} eases unexplained, {:?} refused",
+        r.cheating_shots, r.unexplained_eases, r.rejected
+    );
+    assert!(r.unexplained_eases >= 20, "{}", r.unexplained_eases);
+    assert!((r.unexplained_eases + refused) * 10 >= r.cheating_shots * 8);
+    for a in &r.agreement {
+        assert_eq!(a.refused, 0, "{a:?}");
+    }
+}
+
 /// At ±125 ms of jitter a shot stamped 150 ms older than its view lands within the link's own
 /// spread four times in ten, and shot by shot it cannot be told from a slow trip. Over shots it
 /// can: the cheater's shots all lag its view reports by what it claims, and after the few it
@@ -737,6 +766,31 @@ fn a_bursty_links_gaps_are_drawn_from_the_states_trail_without_pops() {
             a.pop_mm, a.starved_percent, report.bytes_down_per_sec
         );
         assert!(a.pop_mm <= 50.0, "seed {seed}: {a:?}");
+    }
+}
+
+/// Slow proxies, in the grid's corner of 1-Hz states and 20 % loss in bursts of 10 (seeds 3
+/// and 5 popped by 87 and 331 mm) and its cell of 1 Hz at 30 fps and 1 % loss (seed 3). A burst
+/// that takes a state and its repeat a quarter second later leaves a two-second gap, and the
+/// proxy was eased onto a two-second curve: slow proxies' updates now also carry the state
+/// before them. A state lost before the delay has grown to bridge it (the link's loss not yet
+/// measured) starves a 1-Hz proxy until its repeat, a quarter second in which it runs off its
+/// track (mid-jump, 0.8 m up), and the ease back lasted 0.1 s: 0.3 m in a frame at 30 fps
+/// (121 mm beyond the motion). Slow proxies' eases now last as long as the spell can
+/// (`unlag_core::ease_time`).
+#[test]
+fn a_slow_proxys_gaps_and_starved_spells_are_drawn_without_pops() {
+    for (name, seed) in [
+        ("corner: loss=20/10 × update=1", 3),
+        ("corner: loss=20/10 × update=1", 5),
+        ("update=1 × fps=30", 3),
+    ] {
+        let (report, a) = honest_grid_cell(name, seed);
+        println!(
+            "{name}, seed {seed}: largest pop {:.1} mm, {:.2} % starved, {} eases unexplained",
+            a.pop_mm, a.starved_percent, report.unexplained_eases
+        );
+        assert!(a.pop_mm <= 50.0, "{name}, seed {seed}: {a:?}");
     }
 }
 

@@ -37,6 +37,23 @@ pub fn repeat_after(send_interval: f64) -> Option<f64> {
         .then_some(REPEAT_SHARE * send_interval)
 }
 
+/// The longest update interval [`ease_time`] lengthens an ease for, seconds (the slowest rate
+/// the demo's panel offers, 1 Hz): a proxy not sent for longer is not eased over longer.
+pub const MAX_EASE_INTERVAL: f64 = 1.0;
+
+/// How long the ease back onto a proxy's curve after a starved spell lasts, seconds, for a
+/// proxy sent every `interval` seconds with `base` seconds as the ease of fast ones (the
+/// smoothing plugin's `extrapolation_smooth_time`, the rewind's `max_ease_time`): `base`, or
+/// the time to a state's repeat ([`REPEAT_SHARE`] of the interval, up to
+/// [`MAX_EASE_INTERVAL`]) if longer. A slow proxy is starved until the repeat of a lost state
+/// comes and runs off its track for that long (a 1-Hz proxy mid-jump by 0.8 m in 0.2 s); eased
+/// out in 0.1 s, that is 0.3 m in a frame at 30 fps, a pop. Non-finite or negative inputs count
+/// as zero.
+pub fn ease_time(base: f32, interval: f64) -> f32 {
+    let share = REPEAT_SHARE * finite_non_negative(interval).min(MAX_EASE_INTERVAL);
+    finite_non_negative(f64::from(base)).max(share) as f32
+}
+
 /// The first tick after `tick` on the send grid of a rate whose interval is `interval` ticks
 /// (not necessarily whole; below one tick counts as one): the ticks ⌈k × interval⌉ for whole
 /// k, the same for every proxy at that rate.
@@ -1115,6 +1132,12 @@ mod tests {
         // Slow proxies' states are repeated a quarter interval later: that bridges a loss.
         assert!((p.target_with_margin(1.0, 0.01, 0.05) - 1.26).abs() < 1e-12);
         assert!((p.target(0.1, 0.0, 0.05) - 0.125).abs() < 1e-12);
+        assert_eq!(ease_time(0.1, 0.05), 0.1);
+        assert_eq!(ease_time(0.1, 0.5), 0.125);
+        assert_eq!(ease_time(0.1, 1.0), 0.25);
+        assert_eq!(ease_time(0.1, 60.0), 0.25);
+        assert_eq!(ease_time(0.1, f64::NAN), 0.1);
+        assert_eq!(ease_time(f32::NAN, f64::INFINITY), 0.0);
         assert_eq!(repeat_after(0.05), None);
         assert_eq!(repeat_after(f64::NAN), None);
         let mut c = DelayController::new(p, 0.05);

@@ -168,8 +168,9 @@ pub struct RewindSettings {
     /// ([`RewindQuery::ease_explained`]).
     pub max_claimed_ease: f32,
     /// How long a client takes to ease a proxy back onto its curve, seconds (default 0.1, the
-    /// smoothing plugin's `extrapolation_smooth_time`): claimed eases are explained by jumps
-    /// of the last two such spans.
+    /// smoothing plugin's `extrapolation_smooth_time`), for fast proxies: slow ones take
+    /// longer, as [`unlag_core::ease_time`] says. Claimed eases are explained by jumps of the
+    /// last two such spans.
     pub max_ease_time: f32,
     /// Longest extrapolation a claimed view may carry when it holds one state, seconds
     /// (default 0.25, the smoothing plugin's default).

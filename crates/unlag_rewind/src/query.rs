@@ -18,6 +18,11 @@ pub const EASE_SLACK: f32 = 0.05;
 /// The step over the moments a claimed ease may have started at, seconds.
 const EASE_STEP: f64 = 0.004;
 
+/// How far around a claim's view time, seconds, the gaps between a character's sent states are
+/// read for the interval its ease follows ([`unlag_core::ease_time`]): a client reads its
+/// interval from the gaps of its last states, up to a second and a half of 1-Hz ones.
+const EASE_INTERVAL_WINDOW: f64 = 1.5;
+
 /// How much longer than the longest starved spell a pair of states around a moment may span
 /// (the states lost between them and one interval), seconds.
 const EASE_PAIR_SLACK: f64 = 0.1;
@@ -845,7 +850,22 @@ impl RewindQuery<'_, '_> {
         let Ok(sent) = self.sent.get(view.character) else {
             return false;
         };
-        let span = 2.0 * f64::from(self.settings.max_ease_time.max(0.0));
+        // A slow proxy's ease lasts longer ([`unlag_core::ease_time`]): at the longest
+        // interval between its states around the view (what the client read its interval
+        // from, or longer).
+        let interval = sent
+            .states()
+            .filter(|s| {
+                (view_time - EASE_INTERVAL_WINDOW..=view_time + EASE_INTERVAL_WINDOW)
+                    .contains(&s.time)
+            })
+            .map(|s| s.time)
+            .fold((None, 0.0f64), |(last, longest), t| {
+                (Some(t), last.map_or(longest, |l: f64| longest.max(t - l)))
+            })
+            .1;
+        let ease_time = unlag_core::ease_time(self.settings.max_ease_time, interval);
+        let span = 2.0 * f64::from(ease_time);
         let reach = f64::from(self.settings.max_claimed_extrapolation.max(0.0));
         // The claim's own pair shows the client had none of the states between them: it may
         // have run on the older one for that long.

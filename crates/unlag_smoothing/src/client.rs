@@ -39,6 +39,9 @@ pub struct ProxySmoothing {
     switched: bool,
     /// Back from a dormant spell and not yet three states in: its delay is kept, not snapped.
     resumed: bool,
+    /// Its update interval as last read ([`ProxySmoothing::interval`]), seconds: a starved
+    /// spell's ease lasts longer for slow proxies ([`unlag_core::ease_time`]).
+    interval: f64,
 }
 
 impl ProxySmoothing {
@@ -57,6 +60,7 @@ impl ProxySmoothing {
             last_rendered: None,
             switched: false,
             resumed: false,
+            interval: 0.0,
         }
     }
 
@@ -726,6 +730,7 @@ impl ProxySmoothing {
         (shared, dt): (&DelayController, f64),
     ) -> f64 {
         let interval = self.interval(clock, lateness, inputs);
+        self.interval = interval;
         if interval == clock.send_interval {
             self.delay = shared.clone();
             self.resumed = false;
@@ -838,6 +843,12 @@ impl ProxySmoothing {
                 .last_starved_on
                 .and_then(|tick| self.buffer.get(tick))
                 .map(|s| run_on(s, view_time, settings.max_extrapolation));
+            // A slow proxy's spell, and what it got wrong, are longer: eased out over longer
+            // (the server allows the same for claims on it).
+            let offsets = &CorrectionSmoothing {
+                smooth_time: unlag_core::ease_time(offsets.smooth_time, self.interval),
+                ..*offsets
+            };
             match (starved_now, self.last_rendered) {
                 (Some(was), _) => {
                     self.ease.on_correction(position - was, offsets);

@@ -61,7 +61,9 @@ pub struct SmoothingSettings {
     pub max_extrapolation: f64,
     /// A jump between two ticks longer than this is a teleport, metres (default 3.84).
     pub teleport_distance: f32,
-    /// Seconds over which `Extrapolate` blends to each new state (default 0.1).
+    /// Seconds over which `Extrapolate` blends to each new state, and the other modes ease
+    /// back onto the curve after starved frames (default 0.1; slow proxies' eases take longer,
+    /// [`unlag_core::ease_time`]).
     pub extrapolation_smooth_time: f32,
     /// How each proxy's interpolation delay follows its own update interval, the jitter and
     /// the loss.
