@@ -991,3 +991,75 @@ fn an_inflated_hit_shape_moves_its_faces_by_the_margin() {
         }
     );
 }
+
+/// A history's window bounds (what the broad phase is built from) hold every frame it keeps,
+/// tick after tick as the ring overwrites its oldest frames, with the body's capsule around
+/// each body centre; and whenever the newest frame ends a chunk of the ring, they are exactly
+/// the bounds of the frames kept (a chunk's bounds are kept per chunk of eight frames, and a
+/// bound that only grew would cull less and less).
+#[test]
+fn a_historys_window_bounds_hold_every_frame_it_keeps_and_no_more_once_chunks_fill() {
+    use unlag::core::{Aabb, SplitMix64};
+    let layout = HitBoxLayout::from_ron(
+        include_str!("../../assets/humanoid.hitboxes.ron"),
+        "assets/humanoid.hitboxes.ron",
+    )
+    .unwrap();
+    let mut world = World::new();
+    let boxes: Vec<_> = layout
+        .boxes
+        .iter()
+        .map(|b| {
+            (
+                world.spawn_empty().id(),
+                HitBoxLayout::hit_box(b),
+                b.stand.transform(),
+            )
+        })
+        .collect();
+    let locals: Vec<(Entity, Transform)> = boxes.iter().map(|(e, _, t)| (*e, *t)).collect();
+    // 60 frames: seven chunks of eight and one of four.
+    let mut history = FrameHistory::new(boxes, 60);
+    let mut rng = SplitMix64::new(7);
+    let mut root = Transform::from_xyz(0.0, 0.0, 0.0);
+    let mut velocity = Vec3::X * 5.0;
+    let mut exact_checks = 0;
+    for tick in 0..400u32 {
+        if rng.next_f64() < 0.1 {
+            let a = rng.next_f64() as f32 * std::f32::consts::TAU;
+            velocity = Vec3::new(a.cos(), (rng.next_f64() as f32 - 0.5) * 4.0, a.sin()) * 6.0;
+        }
+        root.translation += velocity / 60.0;
+        let local = |e: Entity| locals.iter().find(|(b, _)| *b == e).unwrap().1;
+        history
+            .record(f64::from(tick) / 60.0, &root, (3.84, false), local)
+            .unwrap();
+        let poses = history.poses();
+        let centre = history.boxes().len() + 1;
+        let (h, r) = history.body();
+        let grow = Vec3::new(r, h + r, r);
+        let mut exact = Aabb::EMPTY;
+        for slot in 0..poses.capacity() {
+            if poses.slot_is_recorded(slot) {
+                let p = poses.position_at_slot(slot, centre);
+                exact.min = exact.min.min(p - grow);
+                exact.max = exact.max.max(p + grow);
+            }
+        }
+        let bounds = history.window_bounds().unwrap();
+        let holds = bounds.min.cmple(exact.min).all() && bounds.max.cmpge(exact.max).all();
+        assert!(holds, "tick {tick}: {bounds:?} does not hold {exact:?}");
+        let slot = poses.newest_slot().unwrap();
+        if (slot + 1).is_multiple_of(8) || slot + 1 == poses.capacity() {
+            let off = (bounds.min - exact.min)
+                .abs()
+                .max((bounds.max - exact.max).abs());
+            assert!(
+                off.max_element() < 1e-5,
+                "tick {tick}: {bounds:?} against {exact:?}"
+            );
+            exact_checks += 1;
+        }
+    }
+    assert!(exact_checks >= 45, "{exact_checks}");
+}
