@@ -117,7 +117,8 @@ type StateLinks<'w, 's> = Query<
     (With<ClientOf>, With<Connected>),
 >;
 
-/// A proxy state due to every client but its owner's (the one that controls it, if any).
+/// A proxy state due to every client but its owner's (the one that controls it, if any), and
+/// whether the proxy is sent [`SLOW_TRAIL_INTERVAL`] apart or further.
 type DueState = (WireProxyState, Option<Entity>, bool);
 
 /// FixedPostUpdate: one [`ProxyUpdates`] per client with every proxy that is due, except the
@@ -257,8 +258,9 @@ impl ProxySampler {
 /// runs at that interval do not show (they read near 0), and a copy of the state at the view
 /// (the delay is about an interval) would be one the client has. The next update brings the
 /// lost one. (Grid corner of 1 Hz and 20 % loss in bursts of 10, seeds 1–5: pops of 0, 50, 87,
-/// 38 and 331 mm, now 21, 9, 87, 0 and 0; at 1 % loss nothing moves. A copy of the state at
-/// the view instead: 150, 105, 125, 100 and 331.)
+/// 38 and 331 mm; with this copy 21, 9, 87, 0 and 0, and with slow proxies' longer eases too
+/// ([`unlag_core::ease_time`]) 1.1, 9.2, 0, 0 and 0. A copy of the state at the view instead:
+/// 150, 105, 125, 100 and 331.)
 const SLOW_TRAIL_INTERVAL: f64 = 0.5;
 
 /// How much further back than the view time a client has when an update arrives its trail copy
