@@ -791,6 +791,8 @@ fn a_slow_proxys_gaps_and_starved_spells_are_drawn_without_pops() {
             a.pop_mm, a.starved_percent, report.unexplained_eases
         );
         assert!(a.pop_mm <= 50.0, "{name}, seed {seed}: {a:?}");
+        // The longer eases honest clients claim are ones the server explains.
+        assert_eq!(report.unexplained_eases, 0, "{name}, seed {seed}");
     }
 }
 
