@@ -311,6 +311,125 @@ fn honest_run(rtt_ms: u64) {
     assert!(server.moves_processed > 7000, "{server:?}");
 }
 
+/// A playing client's link over 4 s with lightyear's acknowledgement-only packets held back
+/// for `ack_delay` seconds (`AckDelay`): datagrams it sent and received, its move messages,
+/// delay reports, and the acknowledgement-only packets both ends withheld.
+struct PlayingLink {
+    up: u64,
+    down: u64,
+    moves: u64,
+    reports: u64,
+    withheld: u64,
+}
+
+fn playing_link(ack_delay: f64) -> PlayingLink {
+    use unlag::net::{AckDelay, LinkTraffic, RemoteClientClock};
+    let conditions = LinkConditions::new(Duration::from_millis(100), Duration::ZERO, 0.0);
+    let mut tb = movement_testbed(1, conditions, MovementTestPlugin::default());
+    tb.server_world_mut().insert_resource(AckDelay(ack_delay));
+    tb.client_world_mut(0).insert_resource(AckDelay(ack_delay));
+    tb.run_for(Duration::from_secs(1));
+    let sample = |tb: &mut Testbed| {
+        let link = tb.server_link(0).unwrap();
+        let server = tb.server_world().get::<LinkTraffic>(link).unwrap().clone();
+        let world = tb.client_world_mut(0);
+        let mut q = world.query::<&LinkTraffic>();
+        let client = q.single(world).expect("one link").clone();
+        let reports = client
+            .sent_by_kind
+            .get("DelayReport")
+            .map_or(0, |k| k.messages);
+        PlayingLink {
+            up: client.datagrams_sent,
+            down: server.datagrams_sent,
+            moves: world.resource::<MovementStats>().messages_sent,
+            reports,
+            withheld: client.acks_withheld + server.acks_withheld,
+        }
+    };
+    let a = sample(&mut tb);
+    tb.run_for(Duration::from_secs(4));
+    let b = sample(&mut tb);
+    // The link works as before: both ends measure its RTT.
+    let link = tb.server_link(0).unwrap();
+    let server_rtt = tb
+        .server_world()
+        .get::<RemoteClientClock>(link)
+        .unwrap()
+        .rtt;
+    assert!((server_rtt - 0.1).abs() < 0.01, "server's RTT {server_rtt}");
+    let client_rtt = tb.client_clock(0).rtt;
+    assert!((client_rtt - 0.1).abs() < 0.01, "client's RTT {client_rtt}");
+    assert_eq!(
+        tb.client_world(0)
+            .resource::<MovementStats>()
+            .corrections_received,
+        0
+    );
+    PlayingLink {
+        up: b.up - a.up,
+        down: b.down - a.down,
+        moves: b.moves - a.moves,
+        reports: b.reports - a.reports,
+        withheld: b.withheld,
+    }
+}
+
+/// A playing client's delay reports (about 30 a second) ride in its moves' datagrams (every
+/// `send_interval`, 1/30 s; `NetSystems::RideAlong`) instead of going in datagrams of their
+/// own: the only others are lightyear's pings and pongs, 10 a second each (before, 1.9
+/// datagrams per move message in the report's match, 1.5 here).
+#[test]
+fn a_playing_clients_reports_ride_with_its_moves() {
+    let l = playing_link(0.05);
+    println!(
+        "{} datagrams up, {} down, {} move messages, {} delay reports in 4 s",
+        l.up, l.down, l.moves, l.reports
+    );
+    assert!(l.moves >= 110, "{} move messages in 4 s", l.moves);
+    // Reports still go about every REPORT_INTERVAL (each on the next move message).
+    let interval = unlag::net::REPORT_INTERVAL.max(1.0 / 30.0);
+    assert!(
+        l.reports as f64 >= 0.8 * 4.0 / interval,
+        "{} reports",
+        l.reports
+    );
+    // lightyear's pings and the pongs to the server's, 10 a second each, may go apart.
+    let pings_and_pongs = 2 * 10 * 4;
+    assert!(
+        l.up <= l.moves + pings_and_pongs,
+        "{} datagrams for {} move messages",
+        l.up,
+        l.moves
+    );
+}
+
+/// Acknowledgements held back to ride on data (`AckDelay`): lightyear sends an
+/// acknowledgement-only packet in every frame that has acknowledgements due and nothing else to
+/// send, so a server that sends its client little (here its beats and move acknowledgements)
+/// answers nearly every one of the client's move messages with one. Held for 50 ms, they ride
+/// on the server's next packet: its datagrams fall by more than a third, the client's do not
+/// grow, and the link works as before. (The report measures a playing client's with states
+/// and shots: `--packing on|off`.)
+#[test]
+fn acknowledgements_ride_on_data_when_paced() {
+    let off = playing_link(0.0);
+    let on = playing_link(0.05);
+    println!(
+        "datagrams in 4 s up {} → {}, down {} → {}; {} withheld",
+        off.up, on.up, off.down, on.down, on.withheld
+    );
+    assert_eq!(off.withheld, 0);
+    assert!(on.withheld > 0);
+    assert!(on.up <= off.up, "up {} → {}", off.up, on.up);
+    assert!(
+        3 * on.down < 2 * off.down,
+        "down {} → {}",
+        off.down,
+        on.down
+    );
+}
+
 #[test]
 fn honest_player_is_never_corrected_at_0_ms() {
     honest_run(0);

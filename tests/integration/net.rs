@@ -1374,54 +1374,54 @@ fn a_report_with_an_implausible_lag_changes_nothing() {
     assert_eq!(remote.rejected_reports, 1);
 }
 
-/// Acknowledgements held back to ride on data (`AckDelay`): a server stepping 240 frames a
-/// second, which sends its beats in a few of them, sends lightyear's acknowledgement-only
-/// packets only after 50 ms without a packet. Off, one goes in nearly every frame that
-/// received one of the client's 40 packets a second (its delay reports and pings); on, the
-/// server's datagrams halve, the client's do not grow, and the link works as before (synced,
-/// the client's reports arrive, the RTT measured is the link's). (The report measures a
-/// playing client's: `--packing on|off`.)
+/// A delay report rides in a packet that leaves anyway (`NetSystems::RideAlong`: a playing
+/// client's moves; `movement::a_playing_clients_reports_and_pings_ride_with_its_moves`), and a
+/// client with nothing else to send (no character) sends one alone every `REPORT_ALONE_AFTER`
+/// instead of every `REPORT_INTERVAL`. The server still takes them and judges by them, both ends
+/// measure the link's RTT, and the client's estimate of server time stays as close.
 #[test]
-fn acknowledgements_ride_on_data_when_paced() {
-    let run = |delay: f64| {
-        let mut tb = testbed(1, conditions(100, 0, 0.0));
-        tb.server_world_mut().insert_resource(AckDelay(delay));
-        tb.client_world_mut(0).insert_resource(AckDelay(delay));
-        assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
-        let traffic = |tb: &mut Testbed| {
-            let client = {
-                let world = tb.client_world_mut(0);
-                let mut q = world.query::<&LinkTraffic>();
-                q.single(world).expect("one link").clone()
-            };
-            let link = tb.server_link(0).expect("connected");
-            let server = tb.server_world().get::<LinkTraffic>(link).unwrap().clone();
-            (client, server)
-        };
-        let (up0, down0) = traffic(&mut tb);
-        tb.run_for(Duration::from_secs(4));
-        let (up1, down1) = traffic(&mut tb);
-        let (_, remote) = server_view(&tb, 0);
-        assert!(tb.all_synced() && remote.reported, "{remote:?}");
-        let rtt = tb.client_clock(0).rtt;
-        assert!((rtt - 0.1).abs() < 0.01, "RTT {rtt}");
-        let per_sec = |a: u64, b: u64| (b - a) as f64 / 4.0;
-        (
-            per_sec(up0.datagrams_sent, up1.datagrams_sent),
-            per_sec(down0.datagrams_sent, down1.datagrams_sent),
-            up1.acks_withheld + down1.acks_withheld,
-        )
+fn an_idle_client_reports_alone_every_tenth_of_a_second() {
+    use unlag::net::REPORT_ALONE_AFTER;
+    let mut tb = testbed(1, conditions(100, 0, 0.0));
+    tb.server_world_mut().insert_resource(AckDelay(0.05));
+    tb.client_world_mut(0).insert_resource(AckDelay(0.05));
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    let traffic = |tb: &mut Testbed| {
+        let world = tb.client_world_mut(0);
+        let mut q = world.query::<&LinkTraffic>();
+        q.single(world).expect("one link").clone()
     };
-    let (up_off, down_off, withheld_off) = run(0.0);
-    let (up_on, down_on, withheld_on) = run(0.05);
-    println!(
-        "datagrams/s up {up_off:.1} → {up_on:.1}, down {down_off:.1} → {down_on:.1}; \
-         {withheld_on} withheld"
+    let reports = |t: &LinkTraffic| t.sent_by_kind.get("DelayReport").map_or(0, |k| k.messages);
+    tb.run_for(Duration::from_secs(1));
+    tb.reset_measures();
+    let up0 = traffic(&mut tb);
+    tb.run_for(Duration::from_secs(4));
+    let up1 = traffic(&mut tb);
+    let per_sec = |a: u64, b: u64| (b - a) as f64 / 4.0;
+    let up = per_sec(up0.datagrams_sent, up1.datagrams_sent);
+    let reported = per_sec(reports(&up0), reports(&up1));
+    println!("idle client: {up:.1} datagrams/s up ({reported:.1} reports/s)");
+    // One report every REPORT_ALONE_AFTER, give or take a frame.
+    let alone = 1.0 / REPORT_ALONE_AFTER;
+    assert!(
+        (0.8 * alone..=1.05 * alone).contains(&reported),
+        "{reported} reports/s"
     );
-    assert_eq!(withheld_off, 0);
-    assert!(withheld_on > 0);
-    assert!(up_on <= up_off, "up {up_off} → {up_on}");
-    assert!(down_on < 0.66 * down_off, "down {down_off} → {down_on}");
+    assert!(up < 4.0 * alone, "{up} datagrams/s up");
+    let (_, remote) = server_view(&tb, 0);
+    assert!(tb.all_synced() && remote.reported, "{remote:?}");
+    let clock = tb.client_clock(0);
+    assert!((clock.rtt - 0.1).abs() < 0.01, "client's RTT {}", clock.rtt);
+    assert!(
+        (remote.rtt - 0.1).abs() < 0.01,
+        "server's RTT {}",
+        remote.rtt
+    );
+    let err = tb.measures(0).server_time_error;
+    assert!(
+        err.count > 200 && err.max.abs().max(err.min.abs()) <= TICK,
+        "server-time error {err:?}"
+    );
 }
 
 /// lightyear's RTT is a moving average of the pongs that came in order, and under heavy

@@ -335,14 +335,24 @@ pub(crate) fn send_moves<M: MovementModel>(
             .filter(|m| !first_new.is_newer_than(m.seq))
             .count();
         // Wait for the send interval, unless an ability changed (the server should see a jump
-        // as early as the client did).
+        // as early as the client did), or the link loses in runs (a burst of lost datagrams
+        // then takes as few moves as it can).
         let now = time.elapsed_secs_f64();
+        let interval = if traffic
+            .datagram_loss
+            .continuation_once_met()
+            .is_some_and(|c| c >= settings.every_move_above_runs)
+        {
+            0.0
+        } else {
+            settings.send_interval
+        };
         let urgent = pending
             .windows(2)
             .rev()
             .take(new_count)
             .any(|w| M::urgent(&w[0].input, &w[1].input));
-        if now - prediction.last_sent_at < settings.send_interval - 1e-9 && !urgent {
+        if now - prediction.last_sent_at < interval - 1e-9 && !urgent {
             continue;
         }
         let range = choose_moves(

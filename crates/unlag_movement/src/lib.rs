@@ -238,7 +238,10 @@ impl<M: MovementModel + Default> Plugin for MovementPredictionPlugin<M> {
         .configure_sets(
             PostUpdate,
             (
-                MovementPredictionSystems::Send.before(MessageSystems::Send),
+                // Before what rides along with the moves (delay reports, pings).
+                MovementPredictionSystems::Send
+                    .before(MessageSystems::Send)
+                    .before(NetSystems::RideAlong),
                 MovementPredictionSystems::Place.before(TransformSystems::Propagate),
             ),
         )

@@ -47,6 +47,15 @@ pub struct MovementSettings<M> {
     /// message, which halves lightyear's per-packet overhead, ~40 bytes). A move that changes
     /// the ability flags (jump, crouch, dash) is sent at once. 0 sends every frame.
     pub send_interval: f64,
+    /// How likely a lost datagram of the server's must be to be followed by another (the
+    /// client's reading of its link, `LinkTraffic::datagram_loss`, from the first run of losses
+    /// met) for every move to go as soon as it is made, `send_interval` aside (default 0.3;
+    /// 0 to 2, above 1 never). A link that loses datagrams in runs loses a number of them in a row, not
+    /// a span of time: moves sent every `send_interval` are held up by a burst for that many
+    /// intervals, and the server's track of the player stands, then catches up, which its
+    /// proxies show. Sent with each move, a burst takes that many moves instead. Links that
+    /// lose independently keep `send_interval`.
+    pub every_move_above_runs: f64,
     /// Squared distance between the client's and the server's end position above which the
     /// client is corrected, m² (default 0.0003, UE's 3 cm²).
     pub max_position_error_sq: f32,
@@ -103,6 +112,7 @@ impl<M> Default for MovementSettings<M> {
             redundancy: 3,
             resend_all_above_loss: 0.001,
             send_interval: 1.0 / 30.0,
+            every_move_above_runs: 0.3,
             max_position_error_sq: 0.0003,
             max_move_delta: 0.125,
             throttle: CorrectionThrottle::default(),
@@ -134,6 +144,13 @@ impl<M> Validate for MovementSettings<M> {
         f.count("redundancy", self.redundancy as u64, 0, most)?;
         f.at_least("resend_all_above_loss", self.resend_all_above_loss, 0.0, "")?;
         f.within("send_interval", self.send_interval, 0.0, 1.0, "s")?;
+        f.within(
+            "every_move_above_runs",
+            self.every_move_above_runs,
+            0.0,
+            2.0,
+            "",
+        )?;
         let error = f64::from(self.max_position_error_sq);
         f.within("max_position_error_sq", error, 0.0, 100.0, "m²")?;
         f.above("max_move_delta", self.max_move_delta, 0.0, 1.0, "s")?;

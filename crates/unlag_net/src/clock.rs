@@ -112,6 +112,13 @@ pub const REPORT_CHANGE: f64 = 0.002;
 /// Shortest time between two delay reports, seconds.
 pub const MIN_REPORT_GAP: f64 = 0.02;
 
+/// Longest a due delay report waits for a frame that sends the server something else, seconds:
+/// beyond it, it goes in a datagram of its own. A playing client sends its moves every
+/// `send_interval` (1/30 s by default) and its shots as they are fired, and a report rides
+/// with them, so its headers are not paid twice; a client with nothing else to send (no
+/// character yet) still reports this often.
+pub const REPORT_ALONE_AFTER: f64 = 0.1;
+
 /// Time and link figures of this App, updated every frame in `PreUpdate`.
 ///
 /// On a client: estimates of the server's time and of the link (server time: each [`NetBeat`]'s
@@ -875,8 +882,9 @@ pub struct NetBeat {
 const MAX_BEAT_FRAME_US: u32 = 1_000_000;
 
 /// Client → server, every [`REPORT_INTERVAL`] and whenever the delay moved by
-/// `REPORT_CHANGE` (at most every `MIN_REPORT_GAP`): the interpolation delay in effect and the
-/// view time on screen. The server learns from the stream how late, after the view time it
+/// `REPORT_CHANGE` (at most every `MIN_REPORT_GAP`), in the next frame that sends the server
+/// something else (moves, a shot; alone after [`REPORT_ALONE_AFTER`]): the interpolation delay
+/// in effect and the view time on screen. The server learns from the stream how late, after the view time it
 /// stamps, this client's packets arrive ([`RemoteClientClock::view_lag_range`]): a shot
 /// stamped older than that allows is backtracking.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -1191,7 +1199,8 @@ pub struct NetCheats {
 /// at: the server may be holding any of the reports still on their way.
 const REPORTED_FRAMES_KEPT: usize = 4;
 
-/// Update on a client: sends delay reports.
+/// PostUpdate on a client, after the frame's other messages were queued
+/// ([`NetSystems::RideAlong`](crate::NetSystems::RideAlong)): sends delay reports.
 pub(crate) fn send_delay_reports(
     #[cfg(feature = "cheats")] cheats: Option<Res<NetCheats>>,
     time: Res<Time>,
@@ -1216,8 +1225,13 @@ pub(crate) fn send_delay_reports(
         Some(every) => (false, every),
         None => (moved, every),
     };
+    // A due report rides with the frame's moves or shot (a shot that left while the delay
+    // moved takes the new delay with it), and goes alone only when nothing else has gone
+    // for a while.
+    let due = (now >= state.last_report + every || moved) && traffic.queued_this_frame;
+    let overdue = now >= state.last_report + every.max(REPORT_ALONE_AFTER);
     // After a hitch the view on screen is as old as the hitch: the next frame reports.
-    if clock.synced && !clock.frame_hitched && (now >= state.last_report + every || moved) {
+    if clock.synced && !clock.frame_hitched && (due || overdue) {
         state.last_report = now;
         state.last_reported = clock.interpolation_delay;
         state.report_seq = state.report_seq.next();

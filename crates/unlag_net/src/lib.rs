@@ -28,10 +28,11 @@ pub use clock::NetCheats;
 pub use clock::{
     BEAT_INTERVAL, DelayReport, MAX_CLIENT_FRAME, MAX_FRAME_SLACK, MAX_PROVEN_CLIENT_FRAME,
     MAX_REPORT_RATE, MAX_REPORTED_DELAY, MIN_REPORT_GAP, MIN_VIEW_LAG_SAMPLES, NetBeat, NetClock,
-    PLAUSIBLE_DELAY_DECAY, PLAUSIBLE_DELAY_SLACK, REPORT_BURST, REPORT_INTERVAL, RemoteClientClock,
-    RemoteClockAt, ReportContext, ReportRefusal, ReportState, UNSEEN_TAIL_STEPS,
-    VIEW_LAG_CENTER_SLACK, VIEW_LAG_JITTER_FACTOR, VIEW_LAG_MEMORY, VIEW_LAG_SLACK,
-    VIEW_LAG_WINDOW, delay_shortfall, plausible_delay, server_time_now, server_time_of_world,
+    PLAUSIBLE_DELAY_DECAY, PLAUSIBLE_DELAY_SLACK, REPORT_ALONE_AFTER, REPORT_BURST,
+    REPORT_INTERVAL, RemoteClientClock, RemoteClockAt, ReportContext, ReportRefusal, ReportState,
+    UNSEEN_TAIL_STEPS, VIEW_LAG_CENTER_SLACK, VIEW_LAG_JITTER_FACTOR, VIEW_LAG_MEMORY,
+    VIEW_LAG_SLACK, VIEW_LAG_WINDOW, delay_shortfall, plausible_delay, server_time_now,
+    server_time_of_world,
 };
 pub use conditions::NetConditions;
 pub use guard::{
@@ -110,6 +111,11 @@ pub enum NetSystems {
     /// client's action against where its character is (a shot's origin) runs after it, so a
     /// shot and the moves that left with it are seen together, however long the frames.
     Moves,
+    /// `PostUpdate`, after the plugins queued the frame's messages and before lightyear packs
+    /// them: what can ride in a packet that leaves anyway goes here (a client's delay
+    /// reports), so it costs no datagram headers of its own. Plugins that send in
+    /// `PostUpdate` order themselves before it.
+    RideAlong,
     /// `PostUpdate`, right before lightyear's IO send: counts bytes and delays outgoing
     /// datagrams on shaped links.
     SendDatagrams,
@@ -314,9 +320,7 @@ impl Plugin for UnlagNetPlugin {
         .add_systems(
             Update,
             (
-                (clock::send_delay_reports, ping::update_ping_monitor)
-                    .chain()
-                    .run_if(any_with_component::<Client>),
+                ping::update_ping_monitor.run_if(any_with_component::<Client>),
                 clock::server_beats.run_if(any_with_component::<Server>),
             )
                 .in_set(NetSystems::Beats),
@@ -327,6 +331,16 @@ impl Plugin for UnlagNetPlugin {
                 .run_if(any_with_component::<Server>)
                 .in_set(TeleportsSeen)
                 .after(ProxySmoothingSystems::Send),
+        )
+        .configure_sets(
+            PostUpdate,
+            NetSystems::RideAlong.before(MessageSystems::Send),
+        )
+        .add_systems(
+            PostUpdate,
+            clock::send_delay_reports
+                .run_if(any_with_component::<Client>)
+                .in_set(NetSystems::RideAlong),
         )
         .add_systems(
             PostUpdate,

@@ -39,6 +39,11 @@ pub struct LinkTraffic {
     /// learns how the link's losses run from.
     #[reflect(ignore)]
     pub datagram_loss: DatagramLoss,
+    /// Whether a message was queued through [`send_counted`](LinkTraffic::send_counted) in
+    /// this frame (cleared once the frame's packets leave, in `PostUpdate`): what can ride
+    /// along without a datagram of its own goes when this is set
+    /// ([`NetSystems::RideAlong`](crate::NetSystems::RideAlong)).
+    pub queued_this_frame: bool,
 }
 
 /// Messages and payload bytes of one message kind.
@@ -68,6 +73,7 @@ impl LinkTraffic {
             .or_default();
         entry.messages += 1;
         entry.bytes += bytes as u64;
+        self.queued_this_frame = true;
         sender.send::<C>(message);
     }
 }
@@ -210,6 +216,7 @@ pub(crate) fn send_datagrams(
 ) {
     let now = time.elapsed_secs_f64();
     for (mut link, mut traffic, mut shaper) in &mut links {
+        traffic.queued_this_frame = false;
         let outgoing: Vec<SendPayload> = link.send.drain().collect();
         for datagram in outgoing {
             traffic.datagrams_sent += 1;

@@ -24,13 +24,16 @@
 //!   times as much older, so they agree) and stamps its shots as old.
 //!
 //! The cheating shots are sent straight to the server (the combat plugin's client would not
-//! send them), once each.
+//! send them), in as many copies over the next frames as an honest shot
+//! (`unlag::combat::FIRE_COPIES`): a shot lost on the way gains the cheater nothing, so a
+//! cheater sends copies too.
 
 use bevy::prelude::*;
 use lightyear::prelude::*;
 use std::collections::VecDeque;
 use unlag::combat::{
-    EVERY_PELLET, FireRequest, WeaponSpec, WeaponTable, Weapons, WireClaim, shot_directions,
+    EVERY_PELLET, FIRE_COPIES, FireRequest, WeaponSpec, WeaponTable, Weapons, WireClaim,
+    shot_directions,
 };
 use unlag::movement::{CharacterMovement, MovementState};
 use unlag::net::{AutonomousProxy, UnreliableChannel};
@@ -145,6 +148,9 @@ pub struct Cheater {
     /// When it next acts (shoots, or teleports), seconds of its App's clock: paced by time,
     /// so a cheater at 15 frames a second cheats as often as one at 240.
     next_act: Option<f64>,
+    /// Shots whose copies are still due, when each was fired (seconds of its App's clock),
+    /// and how many copies are left.
+    copies: Vec<(FireRequest, f64, u8)>,
 }
 
 impl Cheater {
@@ -157,6 +163,7 @@ impl Cheater {
             sent: 0,
             history: VecDeque::new(),
             next_act: None,
+            copies: Vec::new(),
         }
     }
 }
@@ -247,6 +254,17 @@ pub fn cheat(
     };
     c.frame += 1;
     let now = time.elapsed_secs_f64();
+    // One copy of each recent shot per frame, stamped as an honest copy is: with the view time
+    // of its frame (as old as the shot's, the time since added).
+    if let Ok(mut sender) = link.single_mut() {
+        for (request, fired, left) in &mut c.copies {
+            let mut copy = request.clone();
+            copy.sent_view_time = request.view_time + (now - *fired);
+            sender.send::<UnreliableChannel>(copy);
+            *left -= 1;
+        }
+    }
+    c.copies.retain(|(.., left)| *left > 0);
     let every = c.cheat.every();
     let due = *c.next_act.get_or_insert(now + every);
     if c.cheat == Cheat::Teleport
@@ -293,8 +311,9 @@ pub fn cheat(
         return;
     };
     c.sent += 1;
+    let mut copies = Vec::new();
     let mut send = |weapon: u8, spec: &WeaponSpec, fire_index: u32| {
-        sender.send::<UnreliableChannel>(FireRequest {
+        let request = FireRequest {
             weapon,
             fire_index,
             origin: eye,
@@ -307,7 +326,9 @@ pub fn cheat(
             sent_view_time: shot.view_time,
             sent_delay: shot.sent_delay,
             claims: shot.claims.clone(),
-        });
+        };
+        sender.send::<UnreliableChannel>(request.clone());
+        copies.push((request, now, FIRE_COPIES - 1));
     };
     send(id, spec, shot.fire_index);
     // The shotgun beside every fourth rifle shot, in the same frame.
@@ -317,6 +338,7 @@ pub fn cheat(
         c.sent += 1;
         send(shotgun, shotgun_spec, index);
     }
+    c.copies.extend(copies);
 }
 
 /// A cheating shot: its fire index, aim, the view time it stamps, the delay it reports

@@ -220,6 +220,12 @@ impl Plugin for ProxySmoothingPlugin {
                     .chain()
                     .run_if(any_with_component::<Client>)
                     .in_set(ProxySmoothingSystems::Place),
+            )
+            // What leaves this frame is stamped with the view on screen, the one drawn last
+            // frame (shots are traced against it in `Update`): proxies move on after.
+            .configure_sets(
+                PostUpdate,
+                ProxySmoothingSystems::Place.after(NetSystems::RideAlong),
             );
         #[cfg(feature = "debug-draw")]
         app.add_systems(
