@@ -1956,12 +1956,15 @@ fn server_driven_characters_move_by_the_same_rules_and_are_proxies() {
     assert_eq!(server_stats(&tb).corrections_sent, 0);
 }
 
-/// Moves on the wire: a player's look angles go as their turn from the next move's, so a
-/// message of 16 moves that each turn the view a little is 4 bytes a move (it was 6: the
-/// whole yaw and pitch, 2 bytes each); every input reads back exactly, turns across the
-/// yaw's wrap and the pitch's ends included, and no turn reads past the pitch's range.
+/// Moves on the wire: a player's look angles go as their turn from the next move's, and what
+/// changed is named in the move's header byte (`MoveInputCodec::DELTA_TAG_BITS`), so a
+/// message of 16 moves that each turn the view a little is 3 bytes a move (it was 6 with the
+/// whole yaw and pitch, 2 bytes each, then 4 with a byte of its own saying what changed);
+/// every input reads back exactly, turns across the yaw's wrap and the pitch's ends included,
+/// no turn reads past the pitch's range, and a header naming more than the codec's tag (or a
+/// change on a move marked the same) is refused.
 #[test]
-fn turning_moves_cost_four_bytes_each_and_read_back_exactly() {
+fn turning_moves_cost_three_bytes_each_and_read_back_exactly() {
     use unlag::core::{Seq16, SplitMix64};
     use unlag::movement::{ServerMove, ServerMoveData, WireMove, encode_dt};
     let message = |inputs: &[CharacterInput]| {
@@ -1993,10 +1996,28 @@ fn turning_moves_cost_four_bytes_each_and_read_back_exactly() {
     let packed = ServerMove::<CharacterMovement>::encode(&data);
     println!("16 turning moves: {} bytes", packed.len());
     // Count, newest, correction ack and end: 9 bytes; the newest move, its header, its input
-    // and its duration whole, 10; each older one its header, its mask and two one-byte turns
-    // (109 bytes with the angles whole).
-    assert!(packed.len() <= 9 + 10 + 15 * 4, "{} bytes", packed.len());
+    // and its duration whole, 10; each older one its header (with what changed) and two
+    // one-byte turns (109 bytes with the angles whole).
+    assert!(packed.len() <= 9 + 10 + 15 * 3, "{} bytes", packed.len());
     assert_eq!(packed.decode().unwrap(), data);
+    // The second move's header is at 9 + 10: "same duration" and the yaw and pitch changed.
+    let header_at = 19;
+    let header = packed.payload()[header_at];
+    assert_eq!(header, 2 | ((2 | 4) << 2), "{header:#b}");
+    for bad in [
+        header | 1,        // the same input, yet changes named
+        header | (1 << 6), // a tag bit the character's codec does not have
+        header | (1 << 7),
+    ] {
+        let mut bytes = packed.payload().to_vec();
+        bytes[header_at] = bad;
+        assert!(
+            ServerMove::<CharacterMovement>::from_raw(bytes)
+                .decode()
+                .is_err(),
+            "{bad:#b}"
+        );
+    }
 
     let mut rng = SplitMix64::new(26);
     for _ in 0..5000 {

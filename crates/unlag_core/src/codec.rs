@@ -35,6 +35,23 @@ impl ByteWriter {
         self.bytes
     }
 
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether nothing was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Overwrites the byte written at `at` (a place [`len`](Self::len) gave before it was
+    /// written: a header set once what follows it is known). Panics past the end, a bug of
+    /// the writer's caller.
+    pub fn set_u8(&mut self, at: usize, v: u8) {
+        self.bytes[at] = v;
+    }
+
     /// Writes one byte.
     pub fn u8(&mut self, v: u8) {
         self.bytes.push(v);

@@ -168,12 +168,14 @@ impl MoveInputCodec for CharacterInput {
         })
     }
 
-    fn encode_delta(&self, reference: &Self, out: &mut ByteWriter) {
+    /// Accel, yaw, pitch, flags: one tag bit each.
+    const DELTA_TAG_BITS: u32 = 4;
+
+    fn encode_delta(&self, reference: &Self, out: &mut ByteWriter) -> u8 {
         let mask = u8::from(self.accel != reference.accel)
             | (u8::from(self.yaw != reference.yaw) << 1)
             | (u8::from(self.pitch != reference.pitch) << 2)
             | (u8::from(self.flags != reference.flags) << 3);
-        out.u8(mask);
         if mask & 1 != 0 {
             out.i8(self.accel[0]);
             out.i8(self.accel[1]);
@@ -190,10 +192,14 @@ impl MoveInputCodec for CharacterInput {
         if mask & 8 != 0 {
             out.u8(self.flags);
         }
+        mask
     }
 
-    fn decode_delta(reference: &Self, input: &mut ByteReader) -> Result<Self, DecodeError> {
-        let mask = input.u8()?;
+    fn decode_delta(
+        reference: &Self,
+        mask: u8,
+        input: &mut ByteReader,
+    ) -> Result<Self, DecodeError> {
         if mask & !0x0F != 0 {
             return Err(DecodeError::Invalid);
         }

@@ -44,7 +44,7 @@ pub use client::{Prediction, SavedMove};
 pub use debug::{CorrectionApplied, CorrectionMark, CorrectionMarks, MovementDebug};
 pub use input::{CharacterAction, CharacterInputPlugin, LookAngles, character_input};
 pub use kart::{KartInput, KartMovement, KartState};
-pub use model::{MoveEvents, MoveInputCodec, MovementModel};
+pub use model::{MAX_DELTA_TAG_BITS, MoveEvents, MoveInputCodec, MovementModel};
 pub use protocol::{
     Correction, DT_UNIT, MAX_MOVES_PER_MESSAGE, MoveResponse, ServerMove, ServerMoveData, WireMove,
     decode_dt, decode_end, encode_dt, encode_end,

@@ -29,20 +29,38 @@ pub trait MoveInputCodec: Sized {
     /// Reads an input back; errors on truncated or out-of-range bytes.
     fn decode(input: &mut ByteReader) -> Result<Self, DecodeError>;
 
+    /// Low bits of each move's header byte in a [`ServerMove`](crate::ServerMove) the codec may
+    /// use to say what changed from the reference (0 to [`MAX_DELTA_TAG_BITS`]; default 0):
+    /// the mask of changed fields rides in a byte the message writes anyway.
+    const DELTA_TAG_BITS: u32 = 0;
+
     /// Appends the input's bytes as a change from `reference` (the next newer move's input in
-    /// the same message). The default writes the whole input; models whose inputs change one
-    /// field at a time (look angles) save bytes by writing only what changed.
-    fn encode_delta(&self, reference: &Self, out: &mut ByteWriter) {
+    /// the same message), and returns the tag [`decode_delta`](Self::decode_delta) reads them
+    /// with, below `1 << DELTA_TAG_BITS` (it travels in the move's header byte). The default
+    /// writes the whole input, tag 0; models whose inputs change one field at a time (look
+    /// angles) save bytes by writing only what changed, naming it in the tag.
+    fn encode_delta(&self, reference: &Self, out: &mut ByteWriter) -> u8 {
         let _ = reference;
         self.encode(out);
+        0
     }
 
-    /// Reads an input written by [`encode_delta`](Self::encode_delta) against `reference`.
-    fn decode_delta(reference: &Self, input: &mut ByteReader) -> Result<Self, DecodeError> {
-        let _ = reference;
+    /// Reads an input written by [`encode_delta`](Self::encode_delta) against `reference`
+    /// with the tag it returned (any value below `1 << DELTA_TAG_BITS` may come from the
+    /// network: errors, never panics).
+    fn decode_delta(
+        reference: &Self,
+        tag: u8,
+        input: &mut ByteReader,
+    ) -> Result<Self, DecodeError> {
+        let _ = (reference, tag);
         Self::decode(input)
     }
 }
+
+/// Most header bits a [`MoveInputCodec`] may tag its changes with (the header's other two say
+/// "same input" and "same duration").
+pub const MAX_DELTA_TAG_BITS: u32 = 6;
 
 /// A movement model: its parameters (the type itself, a resource that must be equal on client
 /// and server), its input and its state, and one move of simulation.

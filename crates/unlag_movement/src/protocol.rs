@@ -60,7 +60,8 @@ pub struct ServerMoveData<I> {
 
 /// Client → server: moves of model `M` (see the module docs). The payload is packed by hand,
 /// newest move first, each older one written as its change from the one after it: a move whose
-/// input and duration equal the next newer one's costs one byte.
+/// input and duration equal the next newer one's costs one byte, its header, which also holds
+/// the codec's tag of what changed ([`MoveInputCodec::DELTA_TAG_BITS`](crate::MoveInputCodec)).
 #[derive(Serialize, Deserialize)]
 #[serde(bound = "")]
 pub struct ServerMove<M> {
@@ -87,6 +88,13 @@ impl<M> core::fmt::Debug for ServerMove<M> {
 const SAME_INPUT: u8 = 1;
 const SAME_DT: u8 = 2;
 
+/// The bits of a move's tag (before its shift above the two flags) that model `M`'s codec may
+/// use.
+fn tag_mask<M: MovementModel>() -> u8 {
+    let bits = M::Input::DELTA_TAG_BITS.min(crate::model::MAX_DELTA_TAG_BITS);
+    ((1u16 << bits) - 1) as u8
+}
+
 impl<M: MovementModel> ServerMove<M> {
     /// Packs `data`. Panics if it has no move, more than [`MAX_MOVES_PER_MESSAGE`], or
     /// non-consecutive sequence numbers (a bug on the sending side, not bad input).
@@ -102,17 +110,31 @@ impl<M: MovementModel> ServerMove<M> {
         w.zigzag(data.end.x);
         w.zigzag(data.end.y);
         w.zigzag(data.end.z);
-        // Newest first, each compared with the one after it in time.
+        // Newest first, each compared with the one after it in time. The header byte holds
+        // the codec's tag of what changed above its two flags: the input is written first
+        // and the header set after.
         let mut next: Option<&WireMove<M::Input>> = None;
         for m in moves.iter().rev() {
             let same_input = next.is_some_and(|n| n.input == m.input);
             let same_dt = next.is_some_and(|n| n.dt == m.dt);
-            w.u8((u8::from(same_input) * SAME_INPUT) | (u8::from(same_dt) * SAME_DT));
-            match next {
-                _ if same_input => {}
-                Some(n) => m.input.encode_delta(&n.input, &mut w),
-                None => m.input.encode(&mut w),
-            }
+            let at = w.len();
+            w.u8(0);
+            let tag = match next {
+                _ if same_input => 0,
+                Some(n) => {
+                    let tag = m.input.encode_delta(&n.input, &mut w);
+                    debug_assert!(tag <= tag_mask::<M>(), "a tag beyond DELTA_TAG_BITS");
+                    tag & tag_mask::<M>()
+                }
+                None => {
+                    m.input.encode(&mut w);
+                    0
+                }
+            };
+            w.set_u8(
+                at,
+                (u8::from(same_input) * SAME_INPUT) | (u8::from(same_dt) * SAME_DT) | (tag << 2),
+            );
             if !same_dt {
                 w.u16(m.dt);
             }
@@ -137,15 +159,20 @@ impl<M: MovementModel> ServerMove<M> {
         let mut moves: Vec<WireMove<M::Input>> = Vec::with_capacity(count);
         for i in 0..count {
             let header = r.u8()?;
-            if header & !(SAME_INPUT | SAME_DT) != 0 || (i == 0 && header != 0) {
+            let tag = (header >> 2) & tag_mask::<M>();
+            let same_input = header & SAME_INPUT != 0;
+            if header & !(SAME_INPUT | SAME_DT | (tag_mask::<M>() << 2)) != 0
+                || (i == 0 && header != 0)
+                || (same_input && tag != 0)
+            {
                 return Err(DecodeError::Invalid);
             }
-            let input = if header & SAME_INPUT != 0 {
+            let input = if same_input {
                 moves[i - 1].input.clone()
             } else if i == 0 {
                 M::Input::decode(&mut r)?
             } else {
-                M::Input::decode_delta(&moves[i - 1].input, &mut r)?
+                M::Input::decode_delta(&moves[i - 1].input, tag, &mut r)?
             };
             let dt = if header & SAME_DT != 0 {
                 moves[i - 1].dt
