@@ -238,7 +238,7 @@ impl<M: MovementModel + Default> Plugin for MovementPredictionPlugin<M> {
         .configure_sets(
             PostUpdate,
             (
-                // Before what rides along with the moves (delay reports, pings).
+                // Before what rides along with the moves (delay reports).
                 MovementPredictionSystems::Send
                     .before(MessageSystems::Send)
                     .before(NetSystems::RideAlong),

@@ -50,11 +50,11 @@ pub struct MovementSettings<M> {
     /// How likely a lost datagram of the server's must be to be followed by another (the
     /// client's reading of its link, `LinkTraffic::datagram_loss`, from the first run of losses
     /// met) for every move to go as soon as it is made, `send_interval` aside (default 0.3;
-    /// 0 to 2, above 1 never). A link that loses datagrams in runs loses a number of them in a row, not
-    /// a span of time: moves sent every `send_interval` are held up by a burst for that many
-    /// intervals, and the server's track of the player stands, then catches up, which its
-    /// proxies show. Sent with each move, a burst takes that many moves instead. Links that
-    /// lose independently keep `send_interval`.
+    /// 0 to 2, above 1 never). A link that loses datagrams in runs loses a number of them in
+    /// a row, not a span of time: moves sent every `send_interval` are held up by a burst for
+    /// that many intervals, and the server's track of the player stands, then catches up,
+    /// which its proxies show. Sent with each move, a burst takes that many moves instead.
+    /// Links that lose independently keep `send_interval`.
     pub every_move_above_runs: f64,
     /// Squared distance between the client's and the server's end position above which the
     /// client is corrected, m² (default 0.0003, UE's 3 cm²).

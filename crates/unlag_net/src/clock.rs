@@ -884,9 +884,10 @@ const MAX_BEAT_FRAME_US: u32 = 1_000_000;
 /// Client → server, every [`REPORT_INTERVAL`] and whenever the delay moved by
 /// `REPORT_CHANGE` (at most every `MIN_REPORT_GAP`), in the next frame that sends the server
 /// something else (moves, a shot; alone after [`REPORT_ALONE_AFTER`]): the interpolation delay
-/// in effect and the view time on screen. The server learns from the stream how late, after the view time it
-/// stamps, this client's packets arrive ([`RemoteClientClock::view_lag_range`]): a shot
-/// stamped older than that allows is backtracking.
+/// in effect and the view time on screen. The server learns from the stream how late, after
+/// the view time it stamps, this client's packets arrive
+/// ([`RemoteClientClock::view_lag_range`]): a shot stamped older than that allows is
+/// backtracking.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct DelayReport {
     /// Increases by one per report, wrapping; stale reports are dropped.
