@@ -317,6 +317,18 @@ pub(crate) fn send_moves<M: MovementModel>(
     let Ok((mut sender, mut traffic)) = link.single_mut() else {
         return;
     };
+    // The send interval of this link: none when it loses in runs (a burst of lost datagrams
+    // then takes as few moves as it can).
+    let now = time.elapsed_secs_f64();
+    let interval = if traffic
+        .datagram_loss
+        .continuation_once_met()
+        .is_some_and(|c| c >= settings.every_move_above_runs)
+    {
+        0.0
+    } else {
+        settings.send_interval
+    };
     for mut prediction in &mut characters {
         let Some(newest) = prediction.saved.last().map(|m| m.seq) else {
             continue;
@@ -335,18 +347,7 @@ pub(crate) fn send_moves<M: MovementModel>(
             .filter(|m| !first_new.is_newer_than(m.seq))
             .count();
         // Wait for the send interval, unless an ability changed (the server should see a jump
-        // as early as the client did), or the link loses in runs (a burst of lost datagrams
-        // then takes as few moves as it can).
-        let now = time.elapsed_secs_f64();
-        let interval = if traffic
-            .datagram_loss
-            .continuation_once_met()
-            .is_some_and(|c| c >= settings.every_move_above_runs)
-        {
-            0.0
-        } else {
-            settings.send_interval
-        };
+        // as early as the client did).
         let urgent = pending
             .windows(2)
             .rev()

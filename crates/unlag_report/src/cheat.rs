@@ -258,9 +258,8 @@ pub fn cheat(
     // of its frame (as old as the shot's, the time since added).
     if let Ok(mut sender) = link.single_mut() {
         for (request, fired, left) in &mut c.copies {
-            let mut copy = request.clone();
-            copy.sent_view_time = request.view_time + (now - *fired);
-            sender.send::<UnreliableChannel>(copy);
+            request.sent_view_time = request.view_time + (now - *fired);
+            sender.send::<UnreliableChannel>(request.clone());
             *left -= 1;
         }
     }
