@@ -15,13 +15,19 @@
 //!   the transport, measured apart) — and the shots judged per tick; then the send's parts:
 //!   replicon's replication, typed messages, transport, netcode, link.
 //!
-//! Every count is played twice: with interest management off (`InterestPolicy::Everyone`:
+//! Every count is played three times: with interest management off (`InterestPolicy::Everyone`:
 //! every client is sent every character) and on (the default `Distance` policy: characters out
-//! of a client's sight beyond 30 m are not sent to it, nor their shots out of its hearing).
-//! - criterion `server_tick/relevance off/N` and `server_tick/relevance on/N`: the whole server
-//!   update per tick.
+//! of a client's sight beyond 30 m are not sent to it, nor their shots out of its hearing), on
+//! one thread (Bevy's single-threaded executor), and with it on again on Bevy's multi-threaded
+//! executor (`unlag_testbed::run_multi_threaded`: the server's systems on the compute pool's
+//! threads, its per-client movement checks shared out over them). The parts' timers measure
+//! from inside the systems; under the multi-threaded executor other systems may run beside
+//! them, so there the parts can add up to more than the whole.
+//! - criterion `server_tick/relevance off, one thread/N`, `server_tick/relevance on, one
+//!   thread/N` and `server_tick/relevance on, multi-threaded/N`: the whole server update per
+//!   tick.
 //!
-//! The goal: 256 players within 4 ms per tick on one core of the 2-core test machine.
+//! The goal: 256 players within 8 ms per tick (p99 12 ms) on the 2-core test machine.
 //! Run as a test (`cargo test`), it plays 8 players for a few ticks; `cargo bench --bench
 //! server_tick -- '64|256'` plays only the counts given, and criterion's options work as
 //! usual (`-- --warm-up-time 1 --measurement-time 5`).
@@ -41,8 +47,9 @@ use unlag_testbed::Testbed;
 /// Ticks between two shots of one player.
 const FIRE_EVERY: u64 = 10;
 
-/// A match of `n` players, with interest management on (the default policy) or off.
-fn players(n: usize, relevance: bool) -> Testbed {
+/// A match of `n` players, with interest management on (the default policy) or off, its server
+/// on one thread or on the multi-threaded executor.
+fn players(n: usize, relevance: bool, multi_threaded: bool) -> Testbed {
     let options = ReportOptions {
         bots: 0,
         clients: n,
@@ -52,6 +59,7 @@ fn players(n: usize, relevance: bool) -> Testbed {
         update_rate_hz: 20.0,
         smoothing: SmoothingMode::Hermite,
         seed: 1,
+        multi_threaded,
         ..Default::default()
     };
     let pace = Pace {
@@ -99,9 +107,10 @@ fn main() {
     println!();
     println!("server µs per tick (mean / p99 over {ticks} ticks; this machine, this build)");
     println!(
-        "{:>7} {:>9} {:>15} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {:>7} {:>9}",
+        "{:>7} {:>9} {:>7} {:>15} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {:>7} {:>9}",
         "players",
         "relevance",
+        "threads",
         "whole update",
         "movement",
         "recording",
@@ -112,9 +121,11 @@ fn main() {
         "shots/t",
         "down B/s"
     );
-    for (&n, relevance) in counts.iter().flat_map(|n| [(n, false), (n, true)]) {
-        let mut tb = players(n, relevance);
+    let runs = [(false, false), (true, false), (true, true)];
+    for (&n, (relevance, multi)) in counts.iter().flat_map(|n| runs.map(|r| (n, r))) {
+        let mut tb = players(n, relevance, multi);
         let label = if relevance { "on" } else { "off" };
+        let threads = if multi { "multi" } else { "one" };
         reset_server_cost(&mut tb);
         let sent_before = bytes_sent(&mut tb);
         let accepted = tb.server_world().resource::<CombatStats>().accepted;
@@ -136,7 +147,7 @@ fn main() {
         );
         let cell = |s: &unlag_report::Stat| format!("{:.0} / {:.0}", s.mean, s.p99);
         println!(
-            "{n:>7} {label:>9} {:>15} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {shots:>7.1} {down:>9.0}",
+            "{n:>7} {label:>9} {threads:>7} {:>15} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {shots:>7.1} {down:>9.0}",
             cell(&cost.total_us),
             cell(&cost.movement_us),
             cell(&cost.record_us),
@@ -147,7 +158,7 @@ fn main() {
         );
         let p = &cost.send_parts;
         println!(
-            "{:>17}   send's parts: replication {}, messages {}, transport {}, netcode {}, link {}",
+            "{:>25}   send's parts: replication {}, messages {}, transport {}, netcode {}, link {}",
             "",
             cell(&p.replication_us),
             cell(&p.messages_us),
@@ -162,7 +173,12 @@ fn main() {
 
         let mut group = criterion.benchmark_group("server_tick");
         group.sampling_mode(SamplingMode::Flat);
-        let id = BenchmarkId::new(format!("relevance {label}"), n);
+        let name = if multi {
+            format!("relevance {label}, multi-threaded")
+        } else {
+            format!("relevance {label}, one thread")
+        };
+        let id = BenchmarkId::new(name, n);
         group.bench_function(id, |b| {
             b.iter_custom(|iters| {
                 let before = tb.server_update_time();

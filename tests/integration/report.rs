@@ -1136,3 +1136,51 @@ fn a_hitching_clients_frames_wait_as_long_as_a_random_moment_waits() {
         report.peek
     );
 }
+
+/// A dedicated server on Bevy's multi-threaded executor, its per-client movement checks shared
+/// out over the compute pool's threads (8 clients: enough to be shared), plays the same match
+/// as on one thread: every figure of the report, the peeks' included, equal to the bit (the
+/// timings aside). Both runs draw the same network and scripts, so any system that read or
+/// wrote in another order under the multi-threaded executor, or a share that touched another
+/// share's character, would show as a different figure.
+#[test]
+fn a_multi_threaded_server_plays_the_same_match_to_the_bit() {
+    let options = ReportOptions {
+        bots: 4,
+        clients: 8,
+        seconds: 4.0,
+        rtt_ms: 120.0,
+        jitter_ms: 20.0,
+        loss_percent: 3.0,
+        seed: 5,
+        ..Default::default()
+    };
+    assert!(options.clients >= unlag::net::MIN_ITEMS_TO_SHARE);
+    let without_timings = |mut report: unlag_report::Report| {
+        report.server_cost = Default::default();
+        report.simulated_per_wall_second = 0.0;
+        report.options.remove("server_threads");
+        report
+    };
+    let one = without_timings(run(&options, &mut |_| {}).unwrap());
+    let multi = ReportOptions {
+        multi_threaded: true,
+        ..options.clone()
+    };
+    let multi = without_timings(run(&multi, &mut |_| {}).unwrap());
+    // The match was played: moves checked, shots judged, proxies drawn.
+    assert!(
+        one.agreement.iter().all(|a| a.shots > 0),
+        "{:?}",
+        one.agreement
+    );
+    assert!(one.proxy_error_m.count > 1000, "{:?}", one.proxy_error_m);
+    assert!(one.bytes_up_per_sec > 0.0);
+    assert_eq!(
+        one,
+        multi,
+        "one thread:\n{}\nmulti-threaded:\n{}",
+        one.table(),
+        multi.table()
+    );
+}

@@ -40,9 +40,11 @@ fn tick() -> Duration {
 pub fn server_app() -> App {
     let mut app = App::new();
     app.add_plugins((
-        MinimalPlugins.set(bevy::app::ScheduleRunnerPlugin::run_loop(
-            Duration::from_secs_f64(1.0 / 250.0),
-        )),
+        MinimalPlugins
+            .set(bevy::app::ScheduleRunnerPlugin::run_loop(
+                Duration::from_secs_f64(1.0 / 250.0),
+            ))
+            .set(unlag_testbed::server_task_pools()),
         StatesPlugin,
         crate::asset_plugin(),
     ))
@@ -198,6 +200,8 @@ fn step_hosted_server(world: &mut World) {
 /// - on SIGTERM (or SIGINT, SIGHUP) it finishes the frame it is in, sends every connected
 ///   client netcode's disconnect, closes the socket and exits with code 0 (see
 ///   [`ServerStopPlugin`]); a second signal exits at once with code 130.
+///
+/// It runs on Bevy's multi-threaded executor ([`unlag_testbed::run_multi_threaded`]).
 pub fn serve_udp(mut server: App, addr: SocketAddr, key: crate::key::ServerKey) -> AppExit {
     let source = key.source.to_string();
     let private_key = key.bytes;
@@ -225,6 +229,10 @@ pub fn serve_udp(mut server: App, addr: SocketAddr, key: crate::key::ServerKey) 
         commands.trigger(Start { entity: netcode });
         info!("serving on udp {addr} (key: {source})");
     });
+    // Both cores: the server's systems on Bevy's multi-threaded executor, its per-client work
+    // shared out over the compute pool (the same results as one thread, to the bit).
+    finish_app(&mut server);
+    unlag_testbed::run_multi_threaded(&mut server);
     server.run()
 }
 

@@ -9,7 +9,7 @@ use crate::protocol::{
 };
 use crate::settings::MovementSettings;
 use crate::stats::{MovementStats, RejectReason};
-use crate::world::{EmptyPhysics, with_collision_world};
+use crate::world::{EmptyPhysics, with_collision_world, with_world_of};
 use crate::{MovementState, SpeedHackDetected};
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
@@ -383,6 +383,37 @@ type MovedCharacters<'w, 's, M> = Query<
     ),
 >;
 
+/// One character's check this frame: what [`simulate_ready`] needs of it, apart from every
+/// other character's, so the characters can be checked on several threads.
+struct CheckJob<'a, M: MovementModel> {
+    entity: Entity,
+    owner: Entity,
+    collider: Option<&'a RapierColliderHandle>,
+    gap_wait: f64,
+    state: Mut<'a, MovementState<M>>,
+    server: Mut<'a, ServerMovement<M>>,
+    trail: Option<Mut<'a, unlag_net::MoveTrail>>,
+    /// Whether its client was just flagged for a speed hack.
+    flagged: bool,
+}
+
+/// The [`MovementStats`] counts of simulating held moves, kept per share of the characters
+/// and summed after.
+#[derive(Default)]
+struct SimCounts {
+    moves_processed: u64,
+    missing_moves_filled: u64,
+    guess_steps: u64,
+}
+
+impl SimCounts {
+    fn add_to(self, stats: &mut MovementStats) {
+        stats.moves_processed += self.moves_processed;
+        stats.missing_moves_filled += self.missing_moves_filled;
+        stats.guess_steps += self.guess_steps;
+    }
+}
+
 /// Update: takes in the moves clients sent, then simulates every character's moves in order,
 /// compares, and acknowledges or corrects.
 #[allow(clippy::too_many_arguments)]
@@ -404,26 +435,62 @@ pub(crate) fn process_moves<M: MovementModel>(
     // What is read this frame came at any moment since the last frame began.
     let read = (now, real.delta_secs_f64());
     receive_moves(&settings, read, &mut links, &mut characters, &mut stats);
-    for (entity, controlled, mut state, mut server, collider, mut trail) in &mut characters {
-        let filter = settings.query_filter(collider);
-        let gap_wait = gap_wait(
-            &settings,
-            links.get(controlled.owner).ok().and_then(|l| l.5),
-        );
-        let flagged = with_collision_world(&rapier, &empty, filter, |world| {
+    // Each character's held moves are simulated against the same read-only collision world,
+    // apart from every other character: a share of the characters per core, on Bevy's compute
+    // pool (`for_each_in_shares`). Which thread ran which share changes nothing: the counts are
+    // summed in share order, and what follows (acknowledging, correcting, sending) runs in
+    // query order on this thread, as before.
+    let mut jobs: Vec<_> = characters
+        .iter_mut()
+        .map(|(entity, controlled, state, server, collider, trail)| {
+            let gap_wait = gap_wait(
+                &settings,
+                links.get(controlled.owner).ok().and_then(|l| l.5),
+            );
+            CheckJob {
+                entity,
+                owner: controlled.owner,
+                collider,
+                gap_wait,
+                state,
+                server,
+                trail,
+                flagged: false,
+            }
+        })
+        .collect();
+    let context = crate::world::rapier_context(&rapier);
+    let (context, empty, model, set) = (context.as_ref(), &*empty, &*model, &*settings);
+    let counts = unlag_net::for_each_in_shares(&mut jobs, |job, counts: &mut SimCounts| {
+        let filter = set.query_filter(job.collider);
+        job.flagged = with_world_of(context, empty, filter, |world| {
             simulate_ready(
-                &*model,
-                &*settings,
-                (now, gap_wait),
-                &mut state.0,
-                &mut server,
-                trail.as_deref_mut(),
+                model,
+                set,
+                (now, job.gap_wait),
+                &mut job.state.0,
+                &mut job.server,
+                job.trail.as_deref_mut(),
                 world,
-                &mut stats,
+                counts,
             )
         });
-        let Ok((link, peer, _, mut sender, mut traffic, remote)) = links.get_mut(controlled.owner)
-        else {
+    });
+    for c in counts {
+        c.add_to(&mut stats);
+    }
+    for job in jobs {
+        let CheckJob {
+            entity,
+            owner,
+            collider,
+            mut state,
+            mut server,
+            flagged,
+            ..
+        } = job;
+        let filter = settings.query_filter(collider);
+        let Ok((link, peer, _, mut sender, mut traffic, remote)) = links.get_mut(owner) else {
             continue;
         };
         if let Some(remote) = remote {
@@ -446,7 +513,7 @@ pub(crate) fn process_moves<M: MovementModel>(
         if !wrong {
             if settings.accept_client_position {
                 let adopted = client_end.is_finite()
-                    && with_collision_world(&rapier, &empty, filter, |world| {
+                    && with_world_of(context, empty, filter, |world| {
                         model.may_move_to(&state.0, client_end, world)
                     });
                 // Adopted only where the body can go straight from our place (never through a
@@ -752,7 +819,7 @@ fn simulate_ready<M: MovementModel>(
     server: &mut ServerMovement<M>,
     mut trail: Option<&mut unlag_net::MoveTrail>,
     world: &crate::CollisionWorld,
-    stats: &mut MovementStats,
+    counts: &mut SimCounts,
 ) -> bool {
     let mut flagged = false;
     // Up to which move time the playout lets moves be processed now.
@@ -796,7 +863,7 @@ fn simulate_ready<M: MovementModel>(
                     break;
                 }
                 server.tokens -= 1.0;
-                stats.missing_moves_filled += 1;
+                counts.missing_moves_filled += 1;
                 let (_, (first, first_arrived)) =
                     server.held.first_key_value().expect("checked above");
                 (first.clone(), *first_arrived, false)
@@ -827,10 +894,10 @@ fn simulate_ready<M: MovementModel>(
         if let Some(trail) = trail.as_deref_mut() {
             trail.push(Seq16(next as u16), M::position(state));
         }
-        stats.moves_processed += 1;
+        counts.moves_processed += 1;
         tracing::trace!(target: "unlag::movement", seq = next as u16, dt = verdict.simulate_dt, "move processed");
     }
-    stats.guess_steps += update_shown(model, settings, now, state, server, world);
+    counts.guess_steps += update_shown(model, settings, now, state, server, world);
     flagged
 }
 

@@ -159,6 +159,20 @@ pub(crate) struct EmptyPhysics {
     colliders: bevy_rapier3d::rapier::geometry::ColliderSet,
 }
 
+/// The App's rapier context (its default one), or `None` if it has none. Looked up once per
+/// system run: the context is read-only while moves are checked, so the characters' checks can
+/// share it across threads.
+pub(crate) fn rapier_context<'a>(
+    rapier: &'a bevy_rapier3d::prelude::ReadRapierContext,
+) -> Option<bevy_rapier3d::prelude::RapierContext<'a>> {
+    // Checked first: without a context `single` builds an error with a backtrace (microseconds).
+    if rapier.rapier_context.is_empty() {
+        None
+    } else {
+        rapier.single().ok()
+    }
+}
+
 /// Runs `f` with the App's collision world (rapier's default context, or nothing if there is
 /// none), filtered by `filter`.
 pub(crate) fn with_collision_world<R>(
@@ -167,15 +181,20 @@ pub(crate) fn with_collision_world<R>(
     filter: QueryFilter,
     f: impl FnOnce(&CollisionWorld) -> R,
 ) -> R {
+    with_world_of(rapier_context(rapier).as_ref(), empty, filter, f)
+}
+
+/// Runs `f` with the collision world of `context` (from [`rapier_context`]; nothing to collide
+/// with when `None`), filtered by `filter`.
+pub(crate) fn with_world_of<R>(
+    context: Option<&bevy_rapier3d::prelude::RapierContext>,
+    empty: &EmptyPhysics,
+    filter: QueryFilter,
+    f: impl FnOnce(&CollisionWorld) -> R,
+) -> R {
     use bevy_rapier3d::rapier::parry::query::DefaultQueryDispatcher;
-    // Checked first: without a context `single` builds an error with a backtrace (microseconds).
-    let context = if rapier.rapier_context.is_empty() {
-        None
-    } else {
-        rapier.single().ok()
-    };
-    match context.ok_or(()) {
-        Ok(ctx) => {
+    match context {
+        Some(ctx) => {
             let query = ctx.simulation.broad_phase.as_query_pipeline(
                 &DefaultQueryDispatcher,
                 &ctx.rigidbody_set.bodies,
@@ -184,7 +203,7 @@ pub(crate) fn with_collision_world<R>(
             );
             f(&CollisionWorld::new(query))
         }
-        Err(_) => {
+        None => {
             let query = empty.broad_phase.as_query_pipeline(
                 &DefaultQueryDispatcher,
                 &empty.bodies,

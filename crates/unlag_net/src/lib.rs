@@ -71,7 +71,7 @@ pub use view::{
     ProxyFlags, ProxySmoothingSystems, RenderedPose, SENT_STATES_SECONDS, SentStates, Teleported,
     TeleportsSeen,
 };
-pub use work::{ServerWork, WorkPart, WorkTimer};
+pub use work::{MIN_ITEMS_TO_SHARE, ServerWork, WorkPart, WorkTimer, for_each_in_shares};
 
 use bevy::ecs::schedule::common_conditions::any_with_component;
 use bevy::prelude::*;

@@ -74,3 +74,53 @@ impl Drop for WorkTimer<'_> {
         self.work.add_since(self.part, self.started);
     }
 }
+
+/// Fewest items worth spreading over threads: below it the hand-over costs more than it saves.
+pub const MIN_ITEMS_TO_SHARE: usize = 8;
+
+/// Runs `f` on every item of `items`, each with the accumulator of its share, and returns the
+/// accumulators in the order of the shares (one item after another, `items` cut into
+/// contiguous shares). With two cores or more and at least [`MIN_ITEMS_TO_SHARE`] items there
+/// is a share per core, run as tasks on Bevy's compute task pool (at once when the pool has as
+/// many threads: a server gives it every core, `unlag_testbed::server_task_pools`); otherwise
+/// there is one share, run on this thread.
+///
+/// For per-client work that is independent (each item touches only itself and what every item
+/// only reads): the items end the same whichever thread ran them, and accumulators merged in
+/// the returned order give the same totals, so a multi-threaded server's results are
+/// bit-identical to a single-threaded one's.
+pub fn for_each_in_shares<T: Send, A: Default + Send + 'static>(
+    items: &mut [T],
+    f: impl Fn(&mut T, &mut A) + Sync,
+) -> Vec<A> {
+    // By the cores, not the pool's threads: Bevy's default pools leave a 2-core machine one
+    // compute thread, and the shares cost little more on one thread than the items alone.
+    let threads = bevy::tasks::available_parallelism();
+    let shares =
+        if items.len() < MIN_ITEMS_TO_SHARE || bevy::tasks::ComputeTaskPool::try_get().is_none() {
+            1
+        } else {
+            threads.min(items.len())
+        };
+    if shares <= 1 {
+        let mut acc = A::default();
+        for item in items.iter_mut() {
+            f(item, &mut acc);
+        }
+        return vec![acc];
+    }
+    let per_share = items.len().div_ceil(shares);
+    let f = &f;
+    // Spawned straight from the scope's closure, so the results come back in spawn order.
+    bevy::tasks::ComputeTaskPool::get().scope(|scope| {
+        for share in items.chunks_mut(per_share) {
+            scope.spawn(async move {
+                let mut acc = A::default();
+                for item in share {
+                    f(item, &mut acc);
+                }
+                acc
+            });
+        }
+    })
+}

@@ -225,6 +225,9 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         listen: options.listen,
         ..default()
     });
+    if options.multi_threaded && !options.listen {
+        tb.run_server_multi_threaded();
+    }
     let movement = MovementSettings::<CharacterMovement> {
         playout: unlag::core::PlayoutSettings {
             enabled: options.playout,

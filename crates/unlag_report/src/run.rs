@@ -131,6 +131,15 @@ fn described(options: &ReportOptions) -> BTreeMap<&'static str, String> {
         ("playout", if options.playout { "on" } else { "off" }.into()),
         ("packing", if options.packing { "on" } else { "off" }.into()),
         (
+            "server_threads",
+            if options.multi_threaded && !options.listen {
+                "multi"
+            } else {
+                "one"
+            }
+            .into(),
+        ),
+        (
             "cheat",
             options.cheat.map_or("none".into(), |c| c.name().to_owned()),
         ),

@@ -66,6 +66,10 @@ impl Default for Pace {
     }
 }
 
+/// The hit-box layout every App of a match loaded before it started, held for the whole match.
+#[derive(Resource)]
+struct Preloaded(Handle<unlag::rewind::HitBoxLayout>);
+
 /// Builds the match of `options` at `pace`, connects every client, spawns the characters and
 /// bots, plays the warm-up and sets the scripts running: from the returned testbed's next step
 /// on, the server's cost per tick is measured (see [`server_cost`](crate::server_cost)). Any number of clients
@@ -134,6 +138,9 @@ pub fn start_match_with(
             tb.client(i).insert_resource(ack_delay);
         }
     }
+    if options.multi_threaded && !options.listen {
+        tb.run_server_multi_threaded();
+    }
     tb.server().add_systems(FixedUpdate, drive_bots);
     add_stopwatch(tb.server());
     if options.compare_validation {
@@ -157,12 +164,42 @@ pub fn start_match_with(
     for i in 0..options.clients {
         spawn_map(tb.client_world_mut(i));
     }
+    // The hit-box layout is loaded on every App while the clients connect, and held: Bevy's
+    // task pools have threads of their own, so an asset asked for mid-match would arrive after
+    // as many frames as the reading took in wall-clock time, and the match would not repeat
+    // to the bit. The weapon tables load from the first frame the same way.
+    let preload = |world: &mut World| {
+        let layout = world.resource::<AssetServer>().load(HUMANOID);
+        world.insert_resource(Preloaded(layout));
+    };
+    // (After the first frame: the plugins register the layout's asset type as they finish.)
+    tb.step();
+    preload(tb.server_world_mut());
+    for i in 0..options.clients {
+        preload(tb.client_world_mut(i));
+    }
     if !tb.run_until(Duration::from_secs(10), |tb| tb.all_synced()) {
         return Err(OptionError("the clients never connected".into()));
     }
+    // (Loaded long before the clients are synced, a few hundred frames: this waits only on a
+    // machine that reads a small file slower than that.)
+    let loaded = |world: &World| {
+        world
+            .resource::<AssetServer>()
+            .is_loaded_with_dependencies(&world.resource::<Preloaded>().0)
+            && world.resource::<Weapons>().table.is_some()
+    };
+    let clients = options.clients;
+    if !tb.run_until(Duration::from_secs(10), |tb| {
+        loaded(tb.server_world()) && (0..clients).all(|i| loaded(tb.client_world(i)))
+    }) {
+        return Err(OptionError(format!(
+            "the hit-box layout {HUMANOID} or the weapon table {} never loaded",
+            unlag_demo::game::WEAPONS
+        )));
+    }
     // Characters: one per client, and the bots.
-    let layout: Handle<unlag::rewind::HitBoxLayout> =
-        tb.server_world().resource::<AssetServer>().load(HUMANOID);
+    let layout = tb.server_world().resource::<Preloaded>().0.clone();
     for i in 0..options.clients {
         let owner = tb.server_link(i).expect("connected");
         tb.server_world_mut().spawn((

@@ -169,6 +169,34 @@ pub fn finish_app(app: &mut App) {
     app.cleanup();
 }
 
+/// Bevy's task pools as a server wants them: the compute pool (systems under the
+/// multi-threaded executor, shares of per-client work) on every core. Bevy's default keeps a
+/// quarter of the cores for IO and another for async tasks, which leaves a 2-core machine one
+/// compute thread; a headless server hardly uses either. The pools are the process's: the
+/// first App built sets them.
+pub fn server_task_pools() -> bevy::app::TaskPoolPlugin {
+    let mut options = bevy::app::TaskPoolOptions::default();
+    options.compute.min_threads = bevy::tasks::available_parallelism();
+    bevy::app::TaskPoolPlugin {
+        task_pool_options: options,
+    }
+}
+
+/// Switches every schedule of `app` to Bevy's multi-threaded executor: systems whose data do
+/// not overlap run at once on the compute task pool's threads (this crate gives the pools real
+/// threads; the ECS's default executor stays single-threaded). Call it once the App's plugins
+/// and systems are in: a schedule created after it keeps the default executor.
+///
+/// A dedicated server uses it (the plugins' per-client work also shares itself out over the
+/// pool, `unlag::net::for_each_in_shares`); its results are bit-identical to a single-threaded
+/// run (`net::a_multi_threaded_server_plays_the_same_match_to_the_bit`).
+pub fn run_multi_threaded(app: &mut App) {
+    let mut schedules = app.world_mut().resource_mut::<Schedules>();
+    for (_, schedule) in schedules.iter_mut() {
+        schedule.set_executor(bevy::ecs::schedule::MultiThreadedExecutor::new());
+    }
+}
+
 /// Spawns client number `client_id` in `world` (a client App's), over `transport`, and starts connecting it to
 /// the netcode server at `server_addr` (with this crate's [`PROTOCOL_ID`], [`PRIVATE_KEY`] and
 /// [`CLIENT_TIMEOUT_SECS`]). Returns the client's link entity.

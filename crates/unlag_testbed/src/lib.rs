@@ -30,7 +30,7 @@ mod wire;
 
 pub use apps::{
     NetApps, connect_client, connect_client_with_key, finish_app, link_crossbeam,
-    start_crossbeam_server,
+    run_multi_threaded, server_task_pools, start_crossbeam_server,
 };
 pub use exclusive::RealTimeTurn;
 pub use physics::RapierFixedPlugin;
@@ -128,13 +128,16 @@ pub struct Testbed {
     clocks: Vec<pace::FrameClock>,
     /// Frames each client has run.
     client_frames: Vec<u64>,
+    /// Whether the server App runs Bevy's multi-threaded executor (see
+    /// [`Testbed::run_server_multi_threaded`]).
+    server_multi_threaded: bool,
     /// Keeps real-time sessions from running beside this simulation (see `exclusive`).
     _turn: exclusive::SimulationTurn,
 }
 
 fn base_app(frame: Duration) -> App {
     let mut app = App::new();
-    app.add_plugins((MinimalPlugins, StatesPlugin))
+    app.add_plugins((MinimalPlugins.set(server_task_pools()), StatesPlugin))
         .insert_resource(TimeUpdateStrategy::ManualDuration(frame));
     app
 }
@@ -201,6 +204,7 @@ impl Testbed {
             measures: vec![measure::Recorder::default(); config.clients],
             clocks,
             client_frames: vec![0; config.clients],
+            server_multi_threaded: false,
             config,
             apps: NetApps {
                 server,
@@ -302,8 +306,18 @@ impl Testbed {
         }
     }
 
+    /// Runs the server App on Bevy's multi-threaded executor ([`run_multi_threaded`]), as a
+    /// dedicated server on a machine with cores to spare does; the clients stay on one thread
+    /// each. Takes effect at the first step (the Apps' systems all in by then).
+    pub fn run_server_multi_threaded(&mut self) {
+        self.server_multi_threaded = true;
+    }
+
     fn start(&mut self) {
         self.apps.finish_all();
+        if self.server_multi_threaded {
+            run_multi_threaded(&mut self.apps.server);
+        }
         let server_addr = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 5000);
         let server = apps::start_crossbeam_server(self.apps.server.world_mut());
         self.server_entity = Some(server);
