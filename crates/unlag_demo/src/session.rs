@@ -126,6 +126,7 @@ struct PendingLink(Mutex<Option<(CrossbeamIo, SocketAddr)>>);
 /// (one panel for both ends, as the host owns both) and the server's rewind log out of it (so
 /// the player's App can draw the hit boxes the server tested).
 pub fn host(client: &mut App, mut server: App) {
+    // (On the single-threaded executor, in the host's frame: see `serve_udp` on why.)
     finish_app(&mut server);
     let addr = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), DEFAULT_PORT);
     let netcode = start_crossbeam_server(server.world_mut());
@@ -200,8 +201,6 @@ fn step_hosted_server(world: &mut World) {
 /// - on SIGTERM (or SIGINT, SIGHUP) it finishes the frame it is in, sends every connected
 ///   client netcode's disconnect, closes the socket and exits with code 0 (see
 ///   [`ServerStopPlugin`]); a second signal exits at once with code 130.
-///
-/// It runs on Bevy's multi-threaded executor ([`unlag_testbed::run_multi_threaded`]).
 pub fn serve_udp(mut server: App, addr: SocketAddr, key: crate::key::ServerKey) -> AppExit {
     let source = key.source.to_string();
     let private_key = key.bytes;
@@ -229,10 +228,14 @@ pub fn serve_udp(mut server: App, addr: SocketAddr, key: crate::key::ServerKey) 
         commands.trigger(Start { entity: netcode });
         info!("serving on udp {addr} (key: {source})");
     });
-    // Both cores: the server's systems on Bevy's multi-threaded executor, its per-client work
-    // shared out over the compute pool (the same results as one thread, to the bit).
+    // Both cores, but not Bevy's multi-threaded executor: on this repository's 2-core machine
+    // it made every tick slower (`cargo bench --bench server_tick`, 256 players: 32.6 ms
+    // against 25.5 on one thread; handing hundreds of small systems between threads costs
+    // more than running them). The per-client work that is independent shares itself out over
+    // the compute pool instead (lightyear's per-link systems, `unlag::net::for_each_in_shares`;
+    // `server_app` gives the pool every core).
+    // (`finish_app` puts it on the single-threaded executor.)
     finish_app(&mut server);
-    unlag_testbed::run_multi_threaded(&mut server);
     server.run()
 }
 

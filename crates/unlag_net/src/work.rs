@@ -76,7 +76,7 @@ impl Drop for WorkTimer<'_> {
 }
 
 /// Fewest items worth spreading over threads: below it the hand-over costs more than it saves.
-pub const MIN_ITEMS_TO_SHARE: usize = 8;
+pub const MIN_ITEMS_TO_SHARE: usize = 32;
 
 /// Runs `f` on every item of `items`, each with the accumulator of its share, and returns the
 /// accumulators in the order of the shares (one item after another, `items` cut into

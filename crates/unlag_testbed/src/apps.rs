@@ -160,13 +160,15 @@ impl NetApps {
     }
 }
 
-/// Finishes building `app` (as `App::run` would) so it can be updated by hand.
+/// Finishes building `app` (as `App::run` would) so it can be updated by hand, its schedules
+/// on the single-threaded executor ([`run_single_threaded`]).
 pub fn finish_app(app: &mut App) {
     while app.plugins_state() == PluginsState::Adding {
         bevy::tasks::tick_global_task_pools_on_main_thread();
     }
     app.finish();
     app.cleanup();
+    run_single_threaded(app);
 }
 
 /// Bevy's task pools as a server wants them: the compute pool (systems under the
@@ -183,17 +185,33 @@ pub fn server_task_pools() -> bevy::app::TaskPoolPlugin {
 }
 
 /// Switches every schedule of `app` to Bevy's multi-threaded executor: systems whose data do
-/// not overlap run at once on the compute task pool's threads (this crate gives the pools real
-/// threads; the ECS's default executor stays single-threaded). Call it once the App's plugins
+/// not overlap run at once on the compute task pool's threads. Call it once the App's plugins
 /// and systems are in: a schedule created after it keeps the default executor.
 ///
-/// A dedicated server uses it (the plugins' per-client work also shares itself out over the
-/// pool, `unlag::net::for_each_in_shares`); its results are bit-identical to a single-threaded
-/// run (`net::a_multi_threaded_server_plays_the_same_match_to_the_bit`).
+/// The report (`--multi-threaded`) and the server-tick bench use it; a match's results are
+/// bit-identical to a single-threaded run
+/// (`report::a_multi_threaded_server_plays_the_same_match_to_the_bit`). On a 2-core machine it
+/// costs more than it saves (the bench's rows side by side); the plugins' per-client work
+/// shares itself out over the pool under either executor (`unlag::net::for_each_in_shares`).
 pub fn run_multi_threaded(app: &mut App) {
     let mut schedules = app.world_mut().resource_mut::<Schedules>();
     for (_, schedule) in schedules.iter_mut() {
         schedule.set_executor(bevy::ecs::schedule::MultiThreadedExecutor::new());
+    }
+}
+
+/// Switches every schedule of `app` to Bevy's single-threaded executor: systems one after
+/// another, in the order the schedule's graph gives, on the thread that updates the App (the
+/// default executor is the multi-threaded one, this crate turning on the ECS's
+/// `multi_threaded`). Queries iterated in parallel inside a system still use the pool. Call it
+/// once the App's plugins and systems are in, as [`run_multi_threaded`].
+///
+/// Every testbed App runs this way (a match repeats to the bit), and so do the examples'
+/// servers: on a 2-core machine it was faster for a server (`cargo bench --bench server_tick`).
+pub fn run_single_threaded(app: &mut App) {
+    let mut schedules = app.world_mut().resource_mut::<Schedules>();
+    for (_, schedule) in schedules.iter_mut() {
+        schedule.set_executor(bevy::ecs::schedule::SingleThreadedExecutor::new());
     }
 }
 

@@ -30,7 +30,7 @@ mod wire;
 
 pub use apps::{
     NetApps, connect_client, connect_client_with_key, finish_app, link_crossbeam,
-    run_multi_threaded, server_task_pools, start_crossbeam_server,
+    run_multi_threaded, run_single_threaded, server_task_pools, start_crossbeam_server,
 };
 pub use exclusive::RealTimeTurn;
 pub use physics::RapierFixedPlugin;
@@ -315,6 +315,7 @@ impl Testbed {
 
     fn start(&mut self) {
         self.apps.finish_all();
+        // (Finished on the single-threaded executor.)
         if self.server_multi_threaded {
             run_multi_threaded(&mut self.apps.server);
         }
