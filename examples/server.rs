@@ -17,6 +17,7 @@
 //! | `--bots N` | bots in the arena (default 6) |
 //! | `--update-rate HZ` | proxy states a second (default 20) |
 //! | `--stats S` | a `server stats:` line every S seconds (default 10): memory, frame cost, links, refusals |
+//! | `--multi-threaded` | the server's systems on Bevy's multi-threaded executor (default: one after another, faster on this repository's 2-core machine; the per-client work uses every core either way) |
 //! | `--seconds S` | quit after S seconds |
 //!
 //! For an orchestrator (see `deploy/Dockerfile`): once the socket is bound it prints
@@ -91,5 +92,5 @@ fn main() -> AppExit {
     let mut server =
         session::dedicated_shooter(settings, options.panel, options.server.stats_every);
     session::quit_after(&mut server, options.seconds);
-    session::serve_udp(server, addr, key)
+    session::serve_udp(server, addr, key, options.server.multi_threaded)
 }

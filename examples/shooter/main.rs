@@ -19,6 +19,7 @@
 //! | `--autopilot` | you aim at the nearest bot and fire by yourself (demos, screenshots) |
 //! | `--window WxH` | window size in pixels (default 1280x720) |
 //! | `--stats S` | a dedicated server prints a `server stats:` line every S seconds (default 10): memory, frame cost, links, refusals |
+//! | `--multi-threaded` | a dedicated server runs its systems on Bevy's multi-threaded executor (default: one after another, faster on a 2-core machine) |
 //! | `--seconds S` | quit after S seconds, printing how the match felt (shots seen as hits, confirmed, judged misses and refused by reason, corrections, proxy frames held, frames per second) |
 //!
 //! Controls (leafwing-input-manager):
@@ -82,7 +83,7 @@ struct Options {
     seconds: Option<f64>,
     window: (u32, u32),
     net_graph: bool,
-    /// `--key-file`, `--stats`: the dedicated server's (`--server`) options; `--client` reads
+    /// `--key-file`, `--stats`, `--multi-threaded`: the dedicated server's (`--server`) options; `--client` reads
     /// its key from them too.
     server: ServerFlags,
 }
@@ -165,7 +166,7 @@ fn main() -> AppExit {
                 options.server.stats_every,
             );
             session::quit_after(&mut server, options.seconds);
-            session::serve_udp(server, addr, key)
+            session::serve_udp(server, addr, key, options.server.multi_threaded)
         }
         Mode::Listen => {
             let mut server = session::server_app();

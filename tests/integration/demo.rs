@@ -924,6 +924,9 @@ fn a_dedicated_servers_options_are_taken_with_their_values_and_checked() {
     assert_eq!(flags.stats_every, 10.0);
     assert_eq!(flags.take("--stats", &mut args), Ok(true));
     assert_eq!(flags.take("--key-file", &mut args), Ok(true));
+    assert!(!flags.multi_threaded);
+    assert_eq!(flags.take("--multi-threaded", &mut args), Ok(true));
+    assert!(flags.multi_threaded);
     assert_eq!(flags.stats_every, 7.5);
     assert_eq!(
         flags.key_file.as_deref(),

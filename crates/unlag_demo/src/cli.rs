@@ -30,6 +30,10 @@ pub struct ServerFlags {
     pub key_file: Option<PathBuf>,
     /// `--stats S`: seconds between two `server stats:` lines (> 0; default 10).
     pub stats_every: f64,
+    /// `--multi-threaded`: the server's systems on Bevy's multi-threaded executor (default
+    /// off: one after another, which was faster on a 2-core machine; the per-client work runs
+    /// over every core either way). For a machine with more cores, to measure.
+    pub multi_threaded: bool,
 }
 
 impl Default for ServerFlags {
@@ -38,13 +42,15 @@ impl Default for ServerFlags {
             port: None,
             key_file: None,
             stats_every: 10.0,
+            multi_threaded: false,
         }
     }
 }
 
 impl ServerFlags {
     /// The flags as a usage line shows them.
-    pub const USAGE: &'static str = "[--port N] [--key-file PATH] [--new-key] [--stats S]";
+    pub const USAGE: &'static str =
+        "[--port N] [--key-file PATH] [--new-key] [--stats S] [--multi-threaded]";
 
     /// Takes `flag` (and its value, the next of `args`) when it is a server's: `Ok(true)` if it
     /// was, `Ok(false)` if it is some other option, `Err` if its value is missing or out of
@@ -67,6 +73,7 @@ impl ServerFlags {
                 let port = args.next().ok_or("--port needs a number")?;
                 self.port = Some(parse_port(&port, "--port")?);
             }
+            "--multi-threaded" => self.multi_threaded = true,
             "--key-file" => {
                 self.key_file = Some(args.next().ok_or("--key-file needs a path")?.into());
             }

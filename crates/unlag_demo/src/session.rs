@@ -201,7 +201,15 @@ fn step_hosted_server(world: &mut World) {
 /// - on SIGTERM (or SIGINT, SIGHUP) it finishes the frame it is in, sends every connected
 ///   client netcode's disconnect, closes the socket and exits with code 0 (see
 ///   [`ServerStopPlugin`]); a second signal exits at once with code 130.
-pub fn serve_udp(mut server: App, addr: SocketAddr, key: crate::key::ServerKey) -> AppExit {
+///
+/// `multi_threaded` puts its systems on Bevy's multi-threaded executor (the server's
+/// `--multi-threaded`); else they run one after another.
+pub fn serve_udp(
+    mut server: App,
+    addr: SocketAddr,
+    key: crate::key::ServerKey,
+    multi_threaded: bool,
+) -> AppExit {
     let source = key.source.to_string();
     let private_key = key.bytes;
     let request = StopRequest::default();
@@ -236,6 +244,9 @@ pub fn serve_udp(mut server: App, addr: SocketAddr, key: crate::key::ServerKey) 
     // `server_app` gives the pool every core).
     // (`finish_app` puts it on the single-threaded executor.)
     finish_app(&mut server);
+    if multi_threaded {
+        unlag_testbed::run_multi_threaded(&mut server);
+    }
     server.run()
 }
 
