@@ -306,9 +306,9 @@ impl Testbed {
         }
     }
 
-    /// Runs the server App on Bevy's multi-threaded executor ([`run_multi_threaded`]), as a
-    /// dedicated server on a machine with cores to spare does; the clients stay on one thread
-    /// each. Takes effect at the first step (the Apps' systems all in by then).
+    /// Runs the server App on Bevy's multi-threaded executor ([`run_multi_threaded`]), as
+    /// `server --multi-threaded` does; the clients stay on the single-threaded one. Takes
+    /// effect at the first step (the Apps' systems all in by then).
     pub fn run_server_multi_threaded(&mut self) {
         self.server_multi_threaded = true;
     }
