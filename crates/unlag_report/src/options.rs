@@ -58,9 +58,9 @@ pub struct ReportOptions {
     /// left for [`PACKED_ACK_DELAY`](crate::PACKED_ACK_DELAY) (`UnlagNetPlugin::ack_delay`);
     /// off (the library's default): in every frame that has some due, as lightyear does.
     pub packing: bool,
-    /// Whether the server App runs Bevy's multi-threaded executor, its per-client work shared
-    /// out over the compute pool (default off: one thread, as every client App). A listen
-    /// server stays on its host's thread.
+    /// Whether the client Apps and a dedicated server run Bevy's multi-threaded executor
+    /// (default off: the single-threaded one; the per-client work inside a server's systems
+    /// runs over the compute pool either way). A listen server stays on its host's thread.
     pub multi_threaded: bool,
 }
 
@@ -122,8 +122,9 @@ usage: report [options]
                      cache (default none)
   --listen           a listen server: the server steps inside client 0's App, at its frame
                      rate (default: a dedicated server at 240 frames/s)
-  --multi-threaded   the dedicated server runs Bevy's multi-threaded executor (default: one
-                     thread; every figure but the timings is the same to the bit)
+  --multi-threaded   the clients and a dedicated server run Bevy's multi-threaded executor
+                     (default: the single-threaded one; every figure but the timings is the
+                     same to the bit)
   --seed N           seed of the network and the scripts (default 1)
   --json             print one JSON object instead of a table
   --cheat KIND       client 0 cheats: speed, teleport, backtrack, rapid-fire,

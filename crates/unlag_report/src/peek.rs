@@ -225,8 +225,8 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         listen: options.listen,
         ..default()
     });
-    if options.multi_threaded && !options.listen {
-        tb.run_server_multi_threaded();
+    if options.multi_threaded {
+        crate::setup::multi_threaded(&mut tb, options.listen);
     }
     let movement = MovementSettings::<CharacterMovement> {
         playout: unlag::core::PlayoutSettings {

@@ -131,11 +131,11 @@ fn described(options: &ReportOptions) -> BTreeMap<&'static str, String> {
         ("playout", if options.playout { "on" } else { "off" }.into()),
         ("packing", if options.packing { "on" } else { "off" }.into()),
         (
-            "server_threads",
-            if options.multi_threaded && !options.listen {
-                "multi"
+            "executor",
+            if options.multi_threaded {
+                "multi-threaded"
             } else {
-                "one"
+                "single-threaded"
             }
             .into(),
         ),

@@ -66,6 +66,16 @@ impl Default for Pace {
     }
 }
 
+/// `--multi-threaded`: every client App on Bevy's multi-threaded executor (as a game with
+/// Bevy's default features runs), and a dedicated server too (a listen server steps in its
+/// host's frame, on one thread, as `unlag_demo::session::host` runs it).
+pub(crate) fn multi_threaded(tb: &mut Testbed, listen: bool) {
+    tb.run_clients_multi_threaded();
+    if !listen {
+        tb.run_server_multi_threaded();
+    }
+}
+
 /// The hit-box layout every App of a match loaded before it started, held for the whole match.
 #[derive(Resource)]
 struct Preloaded(Handle<unlag::rewind::HitBoxLayout>);
@@ -138,8 +148,8 @@ pub fn start_match_with(
             tb.client(i).insert_resource(ack_delay);
         }
     }
-    if options.multi_threaded && !options.listen {
-        tb.run_server_multi_threaded();
+    if options.multi_threaded {
+        multi_threaded(&mut tb, options.listen);
     }
     tb.server().add_systems(FixedUpdate, drive_bots);
     add_stopwatch(tb.server());

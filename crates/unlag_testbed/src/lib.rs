@@ -131,6 +131,8 @@ pub struct Testbed {
     /// Whether the server App runs Bevy's multi-threaded executor (see
     /// [`Testbed::run_server_multi_threaded`]).
     server_multi_threaded: bool,
+    /// Whether the client Apps do (see [`Testbed::run_clients_multi_threaded`]).
+    clients_multi_threaded: bool,
     /// Keeps real-time sessions from running beside this simulation (see `exclusive`).
     _turn: exclusive::SimulationTurn,
 }
@@ -205,6 +207,7 @@ impl Testbed {
             clocks,
             client_frames: vec![0; config.clients],
             server_multi_threaded: false,
+            clients_multi_threaded: false,
             config,
             apps: NetApps {
                 server,
@@ -313,11 +316,22 @@ impl Testbed {
         self.server_multi_threaded = true;
     }
 
+    /// Runs every client App on Bevy's multi-threaded executor ([`run_multi_threaded`]), as a
+    /// game built with Bevy's default features does. Takes effect at the first step.
+    pub fn run_clients_multi_threaded(&mut self) {
+        self.clients_multi_threaded = true;
+    }
+
     fn start(&mut self) {
         self.apps.finish_all();
         // (Finished on the single-threaded executor.)
         if self.server_multi_threaded {
             run_multi_threaded(&mut self.apps.server);
+        }
+        if self.clients_multi_threaded {
+            for client in &mut self.apps.clients {
+                run_multi_threaded(client);
+            }
         }
         let server_addr = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 5000);
         let server = apps::start_crossbeam_server(self.apps.server.world_mut());
