@@ -236,13 +236,13 @@ pub fn serve_udp(
         commands.trigger(Start { entity: netcode });
         info!("serving on udp {addr} (key: {source})");
     });
-    // Both cores, but not Bevy's multi-threaded executor: on this repository's 2-core machine
-    // it made every tick slower (`cargo bench --bench server_tick`, 256 players: 32.6 ms
-    // against 25.5 on one thread; handing hundreds of small systems between threads costs
-    // more than running them). The per-client work that is independent shares itself out over
-    // the compute pool instead (lightyear's per-link systems, `unlag::net::for_each_in_shares`;
-    // `server_app` gives the pool every core).
-    // (`finish_app` puts it on the single-threaded executor.)
+    // Both cores, but by default not Bevy's multi-threaded executor: on this repository's
+    // 2-core machine it made every tick slower (`cargo bench --bench server_tick`, 256
+    // players: 35.2 ms against 24.9 single-threaded; handing hundreds of small systems between
+    // threads costs more than running them). The per-client work that is independent shares
+    // itself out over the compute pool instead (lightyear's per-link systems,
+    // `unlag::net::for_each_in_shares`; `server_app` gives the pool every core). `finish_app`
+    // puts it on the single-threaded executor.
     finish_app(&mut server);
     if multi_threaded {
         unlag_testbed::run_multi_threaded(&mut server);
