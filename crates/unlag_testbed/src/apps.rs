@@ -194,10 +194,7 @@ pub fn server_task_pools() -> bevy::app::TaskPoolPlugin {
 /// costs more than it saves (the bench's rows side by side); the plugins' per-client work
 /// shares itself out over the pool under either executor (`unlag::net::for_each_in_shares`).
 pub fn run_multi_threaded(app: &mut App) {
-    let mut schedules = app.world_mut().resource_mut::<Schedules>();
-    for (_, schedule) in schedules.iter_mut() {
-        schedule.set_executor(bevy::ecs::schedule::MultiThreadedExecutor::new());
-    }
+    set_every_executor(app, bevy::ecs::schedule::MultiThreadedExecutor::new);
 }
 
 /// Switches every schedule of `app` to Bevy's single-threaded executor: systems one after
@@ -209,9 +206,17 @@ pub fn run_multi_threaded(app: &mut App) {
 /// Every testbed App runs this way (a match repeats to the bit), and so do the examples'
 /// servers: on a 2-core machine it was faster for a server (`cargo bench --bench server_tick`).
 pub fn run_single_threaded(app: &mut App) {
+    set_every_executor(app, bevy::ecs::schedule::SingleThreadedExecutor::new);
+}
+
+/// Gives every schedule of `app` an executor of its own from `new`.
+fn set_every_executor<E: bevy::ecs::schedule::SystemExecutor + 'static>(
+    app: &mut App,
+    new: fn() -> E,
+) {
     let mut schedules = app.world_mut().resource_mut::<Schedules>();
     for (_, schedule) in schedules.iter_mut() {
-        schedule.set_executor(bevy::ecs::schedule::SingleThreadedExecutor::new());
+        schedule.set_executor(new());
     }
 }
 

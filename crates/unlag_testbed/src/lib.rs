@@ -310,8 +310,9 @@ impl Testbed {
     }
 
     /// Runs the server App on Bevy's multi-threaded executor ([`run_multi_threaded`]), as
-    /// `server --multi-threaded` does; the clients stay on the single-threaded one. Takes
-    /// effect at the first step (the Apps' systems all in by then).
+    /// `server --multi-threaded` does; the clients stay on the single-threaded one unless
+    /// [`Testbed::run_clients_multi_threaded`]. Takes effect at the first step (the Apps'
+    /// systems all in by then).
     pub fn run_server_multi_threaded(&mut self) {
         self.server_multi_threaded = true;
     }
