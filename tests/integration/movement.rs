@@ -2068,14 +2068,25 @@ fn turning_moves_cost_three_bytes_each_and_read_back_exactly() {
     ]))
     .payload()
     .to_vec();
-    // The older move's pitch turn (-1, zigzag 1) is the last byte: make it -(2^15) - 2.
+    // The older move's pitch turn (-1, zigzag 1) is the last byte: make it -(2^15) - 2, then
+    // the ends of i32 (the server_move fuzz target's find: a turn near i32::MAX overflowed the
+    // pitch's sum and panicked). Each is refused, not wrapped or summed past the range.
     assert_eq!(bytes.pop(), Some(1));
-    let mut w = unlag::core::ByteWriter::new();
-    w.zigzag(i32::from(i16::MIN) - i32::from(i16::MAX) - 2);
-    bytes.extend(w.into_bytes());
-    assert!(
-        ServerMove::<CharacterMovement>::from_raw(bytes)
-            .decode()
-            .is_err()
-    );
+    for turn in [
+        i32::from(i16::MIN) - i32::from(i16::MAX) - 2,
+        i32::MAX,
+        i32::MAX - 1,
+        i32::MIN,
+    ] {
+        let mut w = unlag::core::ByteWriter::new();
+        w.zigzag(turn);
+        let mut hostile = bytes.clone();
+        hostile.extend(w.into_bytes());
+        assert!(
+            ServerMove::<CharacterMovement>::from_raw(hostile)
+                .decode()
+                .is_err(),
+            "{turn}"
+        );
+    }
 }

@@ -212,7 +212,11 @@ impl MoveInputCodec for CharacterInput {
             out.yaw = reference.yaw.wrapping_add(turn as u16);
         }
         if mask & 4 != 0 {
-            let pitch = i32::from(reference.pitch) + input.zigzag()?;
+            // Checked: the turn is the sender's word, any i32 (found by the server_move fuzz
+            // target: a turn near i32::MAX overflowed the sum).
+            let pitch = i32::from(reference.pitch)
+                .checked_add(input.zigzag()?)
+                .ok_or(DecodeError::Invalid)?;
             out.pitch = i16::try_from(pitch).map_err(|_| DecodeError::Invalid)?;
         }
         if mask & 8 != 0 {
