@@ -1383,7 +1383,8 @@ fn a_report_with_an_implausible_lag_changes_nothing() {
 fn an_idle_client_reports_alone_every_tenth_of_a_second() {
     use unlag::net::REPORT_ALONE_AFTER;
     let mut tb = testbed(1, conditions(100, 0, 0.0));
-    tb.server_world_mut().insert_resource(AckDelay(0.05));
+    tb.server_world_mut()
+        .insert_resource(unlag::net::ServerAckDelay(0.05));
     tb.client_world_mut(0).insert_resource(AckDelay(0.05));
     assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
     let traffic = |tb: &mut Testbed| {

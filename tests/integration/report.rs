@@ -125,6 +125,15 @@ fn bad_options_are_refused_naming_the_option_and_its_range() {
     assert_eq!(ok.rtt_ms, 150.0);
     assert_eq!(ok.loss_percent, 3.0);
     assert!(ok.json);
+    // Packing: off (the library's default), the clients', or both ends'.
+    use unlag_report::Packing;
+    assert_eq!(ok.packing, Packing::Off);
+    assert_eq!(parse(&["--packing", "on"]).unwrap().packing, Packing::On);
+    assert_eq!(
+        parse(&["--packing", "both"]).unwrap().packing,
+        Packing::Both
+    );
+    assert!(error(&["--packing", "yes"]).contains("on, off or both"));
     // Real clients: their frame rate, its variation, hitches and a listen host.
     assert!(error(&["--client-fps", "2"]).contains("5-480"));
     assert!(error(&["--frame-jitter", "95"]).contains("--frame-jitter"));

@@ -44,8 +44,8 @@ pub use interest::{
     Relevance, SightTested, ViewPoint,
 };
 pub use link::{
-    AckDelay, KindTraffic, LinkBirth, LinkShaper, LinkTraffic, PeerLead, ServerLinkStats,
-    plausible_netcode_datagram,
+    AckDelay, CLIENT_PING_INTERVAL, KindTraffic, LinkBirth, LinkShaper, LinkTraffic, PeerLead,
+    ServerAckDelay, ServerLinkStats, plausible_netcode_datagram,
 };
 pub use ping::{HighPing, PingMonitor};
 pub use protocol::{
@@ -176,15 +176,27 @@ pub struct UnlagNetPlugin {
     /// this far ahead only after this many reliable messages lost in a row; a refused packet
     /// is as if lost, and lightyear sends its reliable messages again.
     pub max_reliable_ahead: u16,
-    /// Longest a link waits, seconds, before it sends its peer a packet for acknowledgements
-    /// alone (0 to 0.25; default 0: lightyear's way, one in every frame that has
-    /// acknowledgements due and nothing else to send). With 0.05, the acknowledgements ride on
-    /// the link's next packet instead (a playing client sends one every tick, the server every
-    /// proxy send interval): at 240 frames a second the report measures 115 → 80 datagrams a
-    /// second up and 114 → 63 down, 17–22 % fewer bytes (see [`AckDelay`]). Above 0, the
-    /// reliable channel waits at least [`RELIABLE_RESEND_MIN`] plus this before it sends a
-    /// message again, so that an acknowledgement on its way is not taken for a loss.
+    /// Longest a client waits, seconds, before it sends the server a packet for
+    /// acknowledgements, pings or pongs alone (0 to 0.25; default 0, lightyear's way: a packet
+    /// in every frame that has some due and nothing else to send). With 0.05 they ride on its
+    /// next packet instead, which a playing client sends every move send (see [`AckDelay`]):
+    /// at the report's defaults its datagrams fall from 85 to 41 a second and its bytes on
+    /// the wire from 5.5 to 4.1 KB/s. Not the default yet: with it, five of the integration
+    /// tests' honest matches differ from their seeds' draws enough to fail a bound (see the
+    /// README's bytes/s figure).
     pub ack_delay: f64,
+    /// The same for the server's packets to each client, acknowledgements only (0 to 0.25;
+    /// default 0, lightyear's way; see [`ServerAckDelay`]). 0.05 cuts a client's downstream
+    /// datagrams at the report's defaults from 83 to 57 a second, 8.2 to 7.3 KB/s; off by
+    /// default because a client reads how its link loses from the server's datagrams, and on a
+    /// link that loses them in bursts of a given count, fewer datagrams a second make each
+    /// burst last longer (the report's `loss=10 burst=8` cell then starves 1.07 % of proxy
+    /// frames in its first bursts, above its 1 % bound).
+    ///
+    /// Above 0, either delay makes the reliable channel wait at least [`RELIABLE_RESEND_MIN`]
+    /// plus the larger before it sends a message again, so that an acknowledgement on its way
+    /// is not taken for a loss.
+    pub server_ack_delay: f64,
 }
 
 impl Default for UnlagNetPlugin {
@@ -197,6 +209,7 @@ impl Default for UnlagNetPlugin {
             max_client_fragments: 0,
             max_reliable_ahead: PacketGuardSettings::default().max_reliable_ahead,
             ack_delay: 0.0,
+            server_ack_delay: 0.0,
         }
     }
 }
@@ -224,6 +237,11 @@ impl Plugin for UnlagNetPlugin {
             "invalid UnlagNetPlugin: ack_delay = {} (must be 0 to 0.25 s)",
             self.ack_delay
         );
+        assert!(
+            (0.0..=0.25).contains(&self.server_ack_delay),
+            "invalid UnlagNetPlugin: server_ack_delay = {} (must be 0 to 0.25 s)",
+            self.server_ack_delay
+        );
         app.insert_resource(self.time_source)
             .init_resource::<NetConditions>()
             .init_resource::<NetClock>()
@@ -236,6 +254,7 @@ impl Plugin for UnlagNetPlugin {
             .init_resource::<PeerLead>()
             .insert_resource(link::UnconnectedLinkTimeout(self.unconnected_link_timeout))
             .insert_resource(link::AckDelay(self.ack_delay))
+            .insert_resource(link::ServerAckDelay(self.server_ack_delay))
             .insert_resource(PacketGuardSettings {
                 max_fragments: self.max_client_fragments,
                 max_reliable_ahead: self.max_reliable_ahead,
@@ -257,7 +276,8 @@ impl Plugin for UnlagNetPlugin {
             speedup_factor: 1.0,
             ..default()
         }));
-        protocol::register_channels(app, self.ack_delay);
+        protocol::register_channels(app, self.ack_delay.max(self.server_ack_delay));
+        app.add_observer(link::set_client_ping_interval);
         clock::register(app);
         roles::register(app);
         udp::register(app);
@@ -334,7 +354,13 @@ impl Plugin for UnlagNetPlugin {
         )
         .configure_sets(
             PostUpdate,
-            NetSystems::RideAlong.before(MessageSystems::Send),
+            (
+                NetSystems::RideAlong.before(MessageSystems::Send),
+                // A client's pings and pongs ride with what the frame sends anyway.
+                PingSystems::Send
+                    .after(NetSystems::RideAlong)
+                    .run_if(link::pings_may_go),
+            ),
         )
         .add_systems(
             PostUpdate,

@@ -41,7 +41,7 @@ pub mod sweep;
 mod table;
 
 pub use model::{Agreement, Projectiles, Report, SendCost, ServerCost, Stat};
-pub use options::{OptionError, ReportOptions, USAGE};
+pub use options::{OptionError, Packing, ReportOptions, USAGE};
 pub use run::run;
 pub use setup::{PACKED_ACK_DELAY, Pace, WarmUpTally, start_match, start_match_with};
 pub use stopwatch::{reset_server_cost, server_cost};

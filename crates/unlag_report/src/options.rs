@@ -54,10 +54,9 @@ pub struct ReportOptions {
     /// Whether the server plays each client's moves out at the pace they were made
     /// (`MovementSettings::playout`; default: the library's default, on).
     pub playout: bool,
-    /// Whether links send lightyear's acknowledgement-only packets only when nothing else has
-    /// left for [`PACKED_ACK_DELAY`](crate::PACKED_ACK_DELAY) (`UnlagNetPlugin::ack_delay`);
-    /// off (the library's default): in every frame that has some due, as lightyear does.
-    pub packing: bool,
+    /// Which links hold acknowledgements (and a client's pings and pongs) back to ride on
+    /// data (default [`Packing::Off`], the library's default).
+    pub packing: Packing,
     /// Whether the client Apps and a dedicated server run Bevy's multi-threaded executor
     /// (default off: the single-threaded one; the per-client work inside a server's systems
     /// runs over the compute pool either way). A listen server stays on its host's thread.
@@ -89,7 +88,7 @@ impl Default for ReportOptions {
             plot: None,
             grid: false,
             playout: unlag::core::PlayoutSettings::default().enabled,
-            packing: false,
+            packing: Packing::Off,
             multi_threaded: false,
         }
     }
@@ -110,9 +109,12 @@ usage: report [options]
   --smoothing MODE   snap, linear, hermite or extrapolate (default hermite)
   --playout on|off   the server plays each client's moves out at the pace they were made
                      (MovementSettings::playout; default on)
-  --packing on|off   on: acknowledgements wait up to 50 ms to ride on a packet with data
-                     (UnlagNetPlugin::ack_delay); off: lightyear's acknowledgement-only
-                     packets in every frame that has some due (default off, as the library)
+  --packing on|off|both
+                     on: a client's acknowledgements, pings and pongs wait up to 50 ms to
+                     ride on a packet with data (UnlagNetPlugin::ack_delay); both: the
+                     server's acknowledgements wait too (UnlagNetPlugin::server_ack_delay);
+                     off: a packet for them in every frame that has some due, as lightyear
+                     does (default, as the library)
   --client-fps F     each client's frame rate, 5-480 frames/s (default: the server's 240)
   --frame-jitter P   how much a client's frame time varies, 0-90 % of its mean (default 0)
   --hitches P,MS     P % of a client's frames (0-50) take MS milliseconds (0-2000) each,
@@ -274,7 +276,18 @@ impl ReportOptions {
                     .map_err(|_| OptionError(format!("{name}: {value:?} is not a whole number")))?
             }
             "--playout" => self.playout = on_off(name, value)?,
-            "--packing" => self.packing = on_off(name, value)?,
+            "--packing" => {
+                self.packing = match value.to_ascii_lowercase().as_str() {
+                    "off" => Packing::Off,
+                    "on" => Packing::On,
+                    "both" => Packing::Both,
+                    _ => {
+                        return Err(OptionError(format!(
+                            "{name}: {value:?} is not on, off or both"
+                        )));
+                    }
+                }
+            }
             "--smoothing" => {
                 self.smoothing = match value.to_ascii_lowercase().as_str() {
                     "snap" => SmoothingMode::Snap,
@@ -337,6 +350,31 @@ impl ReportOptions {
 }
 
 /// An `on`/`off` option's value.
+/// Which links hold lightyear's acknowledgement-only packets (and a client's pings and pongs)
+/// back until a packet with data leaves or [`PACKED_ACK_DELAY`](crate::PACKED_ACK_DELAY)
+/// passed (`--packing`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Packing {
+    /// None: a packet for them in every frame that has some due, as lightyear does (the
+    /// library's default).
+    Off,
+    /// The clients' links (`UnlagNetPlugin::ack_delay`).
+    On,
+    /// The clients' and the server's (`UnlagNetPlugin::server_ack_delay` too).
+    Both,
+}
+
+impl Packing {
+    /// The option's value as written on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Packing::Off => "off",
+            Packing::On => "on",
+            Packing::Both => "both",
+        }
+    }
+}
+
 fn on_off(name: &str, value: &str) -> Result<bool, OptionError> {
     match value.to_ascii_lowercase().as_str() {
         "on" => Ok(true),

@@ -129,7 +129,7 @@ fn described(options: &ReportOptions) -> BTreeMap<&'static str, String> {
             .into(),
         ),
         ("playout", if options.playout { "on" } else { "off" }.into()),
-        ("packing", if options.packing { "on" } else { "off" }.into()),
+        ("packing", options.packing.name().into()),
         (
             "executor",
             if options.multi_threaded {

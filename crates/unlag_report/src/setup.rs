@@ -88,9 +88,9 @@ pub fn start_match(options: &ReportOptions, pace: Pace) -> Result<Testbed, Optio
     start_match_with(options, pace, |_| {})
 }
 
-/// The acknowledgement delay `--packing on` gives every App's
-/// [`AckDelay`](unlag::net::AckDelay), seconds (the reliable channel keeps its registered
-/// resend timing).
+/// The acknowledgement delay of `--packing on` (the clients' [`AckDelay`](unlag::net::AckDelay))
+/// and `both` (the server's [`ServerAckDelay`](unlag::net::ServerAckDelay)
+/// too), seconds; `off` sets 0 (the reliable channel keeps its registered resend timing).
 pub const PACKED_ACK_DELAY: f64 = 0.05;
 
 /// [`start_match`], with `add` called once the match's plugins are in and before anything
@@ -141,11 +141,14 @@ pub fn start_match_with(
         })
         .add_plugins(CharacterProxyPlugin);
     add(&mut tb);
-    if options.packing {
-        let ack_delay = unlag::net::AckDelay(PACKED_ACK_DELAY);
-        tb.server().insert_resource(ack_delay);
+    {
+        use crate::Packing;
+        let packed = |on: bool| if on { PACKED_ACK_DELAY } else { 0.0 };
+        let clients = unlag::net::AckDelay(packed(options.packing != Packing::Off));
+        let server = unlag::net::ServerAckDelay(packed(options.packing == Packing::Both));
+        tb.server().insert_resource(server);
         for i in 0..options.clients {
-            tb.client(i).insert_resource(ack_delay);
+            tb.client(i).insert_resource(clients);
         }
     }
     if options.multi_threaded {
