@@ -579,6 +579,8 @@ struct CheatScript {
     shotgun: unlag::combat::WeaponSpec,
     /// Honest poses drawn, by frame, to claim from when backtracking: (view time, proxy, pose).
     history: std::collections::VecDeque<(f64, Entity, unlag::smoothing::RenderedPose, Vec3)>,
+    /// The view time the honest scripts last fired at.
+    last_fired_view: Option<f64>,
 }
 
 fn run_cheat(
@@ -611,16 +613,24 @@ fn run_cheat(
         Cheat::RapidFire => 1,
         // The shotgun's full rate (0.8 s), two frames late.
         Cheat::SkipIndices(_) => 194,
-        // The weapon's full rate, two frames late.
-        Cheat::Honest | Cheat::FirstPelletOnly => {
-            (f64::from(s.spec.fire_interval) * 240.0).round() as u64 + 2
-        }
+        // The weapon's full rate on the view clock (below).
+        Cheat::Honest | Cheat::FirstPelletOnly => 1,
         // The rifle's full rate (0.1 s).
         Cheat::EveryWeapon => 24,
         _ => 36,
     };
     if s.frame % every != 0 || s.history.len() < 240 {
         return;
+    }
+    // An honest client keeps its fire rate on the view clock the server checks it on (the
+    // interpolation delay may shrink between two shots, and the view time then runs faster
+    // than the frames): the weapon's full rate there, two frames late.
+    if matches!(s.cheat, Cheat::Honest | Cheat::FirstPelletOnly) {
+        let newest = s.history.back().unwrap().0;
+        let interval = f64::from(s.spec.fire_interval) + 2.0 / 240.0;
+        if s.last_fired_view.is_some_and(|t| newest - t < interval) {
+            return;
+        }
     }
     let back = match s.cheat {
         Cheat::Backtrack(by)
@@ -693,6 +703,7 @@ fn run_cheat(
     };
     s.next_index += 1;
     s.sent += 1;
+    s.last_fired_view = Some(view_time);
     let mut directions = unlag::combat::shot_directions(&s.spec, fire_index, aim);
     let mut origin = eye;
     let pellets = match s.cheat {
@@ -883,6 +894,7 @@ fn cheat_run(cheat: Cheat, weapon_name: &str, shots: u32) -> CombatStats {
         shotgun_id,
         shotgun,
         history: default(),
+        last_fired_view: None,
     });
     assert!(tb.run_until(Duration::from_secs(60), |tb| {
         tb.client_world(0).resource::<CheatScript>().sent >= shots
