@@ -181,7 +181,7 @@ pub struct UnlagNetPlugin {
     /// in every frame that has some due and nothing else to send). With 0.05 they ride on its
     /// next packet instead, which a playing client sends every move send (see [`AckDelay`]):
     /// at the report's defaults its datagrams fall from 85 to 41 a second and its bytes on
-    /// the wire from 5.5 to 4.1 KB/s. Not the default yet: with it, five of the integration
+    /// the wire from 5.5 to 4.1 KB/s. Not the default yet: with it, three of the integration
     /// tests' honest matches differ from their seeds' draws enough to fail a bound (see the
     /// README's bytes/s figure).
     pub ack_delay: f64,
