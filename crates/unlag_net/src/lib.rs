@@ -190,8 +190,8 @@ pub struct UnlagNetPlugin {
     /// datagrams at the report's defaults from 83 to 57 a second, 8.2 to 7.3 KB/s; off by
     /// default because a client reads how its link loses from the server's datagrams, and on a
     /// link that loses them in bursts of a given count, fewer datagrams a second make each
-    /// burst last longer (the report's `loss=10 burst=8` cell then starves 1.07 % of proxy
-    /// frames in its first bursts, above its 1 % bound).
+    /// burst last longer (the bursty-link test's `loss=10 burst=8` cell then starved 1.07 %
+    /// of proxy frames in its first bursts, above its 1 % bound).
     ///
     /// Above 0, either delay makes the reliable channel wait at least [`RELIABLE_RESEND_MIN`]
     /// plus the larger before it sends a message again, so that an acknowledgement on its way

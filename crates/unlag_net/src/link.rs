@@ -292,9 +292,9 @@ const ACK_ONLY_PACKET: u8 = 4;
 /// client drawing 240 frames a second sends its moves in the 60 that run a tick, and an
 /// acknowledgement-only packet in most of the others (the server's packets arrive between its
 /// ticks); a dedicated server looping at 250 Hz does the same to every client. Measured by the
-/// report at its defaults when both ends withheld them (before the pings rode too), a client's datagrams per second fall from
-/// 103 to 75 up and from 98 to 55 down, and its bytes on the wire from 7.3 to 6.4 KB/s up and
-/// from 9.2 to 7.5 KB/s down. Withheld, the acknowledgements ride on the link's next packet,
+/// report at its defaults with both ends withholding them (before the pings rode too), a
+/// client's datagrams per second fall from 103 to 75 up and from 98 to 55 down, and its bytes
+/// on the wire from 7.3 to 6.4 KB/s up and from 9.2 to 7.5 KB/s down. Withheld, the acknowledgements ride on the link's next packet,
 /// which a playing client sends every tick and the server every send interval. The packet ids
 /// lightyear spent on the withheld packets are simply never seen by the peer: lightyear does not
 /// track acknowledgement-only packets for loss, and unlag measures loss from its own beats.
@@ -342,7 +342,7 @@ pub(crate) fn pace_acks(
 /// when it leaves, and a pong carries the time it waited, which the server's RTT leaves out.
 /// They are held only while the client sends something at least every [`AckDelay`] (a
 /// playing client's moves leave every 1/30 s), so none waits longer; a client that sends
-/// more seldom (no character yet: a delay report every 0.1 s) pings as lightyear does, since
+/// more seldom (no character yet: a delay report every 0.1 s) sends them as they come, since
 /// holding would only space its pings out. The server's App (a listen host's included) sends
 /// as lightyear does: it sends every client a packet each proxy send interval anyway.
 pub(crate) fn pings_may_go(

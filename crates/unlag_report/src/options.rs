@@ -349,7 +349,6 @@ impl ReportOptions {
     }
 }
 
-/// An `on`/`off` option's value.
 /// Which links hold lightyear's acknowledgement-only packets (and a client's pings and pongs)
 /// back until a packet with data leaves or [`PACKED_ACK_DELAY`](crate::PACKED_ACK_DELAY)
 /// passed (`--packing`).
@@ -375,6 +374,7 @@ impl Packing {
     }
 }
 
+/// An `on`/`off` option's value.
 fn on_off(name: &str, value: &str) -> Result<bool, OptionError> {
     match value.to_ascii_lowercase().as_str() {
         "on" => Ok(true),

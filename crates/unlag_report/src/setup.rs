@@ -88,9 +88,10 @@ pub fn start_match(options: &ReportOptions, pace: Pace) -> Result<Testbed, Optio
     start_match_with(options, pace, |_| {})
 }
 
-/// The acknowledgement delay of `--packing on` (the clients' [`AckDelay`](unlag::net::AckDelay))
-/// and `both` (the server's [`ServerAckDelay`](unlag::net::ServerAckDelay)
-/// too), seconds; `off` sets 0 (the reliable channel keeps its registered resend timing).
+/// The acknowledgement delay of `--packing on` (the clients'
+/// [`AckDelay`](unlag::net::AckDelay)) and `both` (the server's
+/// [`ServerAckDelay`](unlag::net::ServerAckDelay) too), seconds; `off` sets 0 (the reliable
+/// channel keeps its registered resend timing).
 pub const PACKED_ACK_DELAY: f64 = 0.05;
 
 /// [`start_match`], with `add` called once the match's plugins are in and before anything
