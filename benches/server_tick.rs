@@ -20,8 +20,9 @@
 //! of a client's sight beyond 30 m are not sent to it, nor their shots out of its hearing), on
 //! Bevy's single-threaded executor, and with it on again on Bevy's multi-threaded executor
 //! (`unlag_testbed::run_multi_threaded`: the server's systems handed to the compute pool's
-//! threads; its clients too, untimed). Under both, the per-client work inside systems runs over the pool's threads
-//! (lightyear's per-link systems, the movement checks from 32 characters up). The parts'
+//! threads; its clients too, untimed). Under both, the per-client work inside systems runs
+//! over the pool's threads (lightyear's per-link systems, the movement checks from 32
+//! characters up). The parts'
 //! timers measure from inside the systems; under the multi-threaded executor other systems may
 //! run beside them, so there the parts can add up to more than the whole.
 //! - criterion `server_tick/relevance off, one thread/N`, `server_tick/relevance on, one

@@ -83,8 +83,8 @@ struct Options {
     seconds: Option<f64>,
     window: (u32, u32),
     net_graph: bool,
-    /// `--key-file`, `--stats`, `--multi-threaded`: the dedicated server's (`--server`) options; `--client` reads
-    /// its key from them too.
+    /// `--key-file`, `--stats`, `--multi-threaded`: the dedicated server's (`--server`)
+    /// options; `--client` reads its key from them too.
     server: ServerFlags,
 }
 

@@ -378,7 +378,7 @@ fn playing_link(ack_delay: f64) -> PlayingLink {
 
 /// A playing client's delay reports (about 30 a second) ride in its moves' datagrams (every
 /// `send_interval`, 1/30 s; `NetSystems::RideAlong`) instead of going in datagrams of their
-/// own, and so do lightyear's pings and pongs (`AckDelay`, the library's default): one
+/// own, and so do lightyear's pings and pongs (`AckDelay` 0.05, `--packing on`): one
 /// datagram per move message, give or take one in twenty (before, 1.9 datagrams per move
 /// message in the report's match, then 1.5 here with the pings and pongs apart).
 #[test]

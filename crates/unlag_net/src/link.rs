@@ -267,7 +267,8 @@ pub struct ServerLinkStats {
 /// before it sends a packet for them alone, seconds (0: lightyear's way, a packet in every
 /// frame with some due and nothing else to send). Inserted from
 /// [`UnlagNetPlugin::ack_delay`](crate::UnlagNetPlugin::ack_delay); changeable at any time (the
-/// report's `--packing off` sets 0 to compare).
+/// report's `--packing off` sets 0 to compare), but the client's ping interval
+/// ([`CLIENT_PING_INTERVAL`] when above 0) is set from it when the client is spawned.
 #[derive(Resource, Copy, Clone, Debug, PartialEq)]
 pub struct AckDelay(pub f64);
 

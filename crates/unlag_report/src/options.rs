@@ -277,16 +277,13 @@ impl ReportOptions {
             }
             "--playout" => self.playout = on_off(name, value)?,
             "--packing" => {
-                self.packing = match value.to_ascii_lowercase().as_str() {
-                    "off" => Packing::Off,
-                    "on" => Packing::On,
-                    "both" => Packing::Both,
-                    _ => {
-                        return Err(OptionError(format!(
-                            "{name}: {value:?} is not on, off or both"
-                        )));
-                    }
-                }
+                let value = value.to_ascii_lowercase();
+                self.packing = Packing::ALL
+                    .into_iter()
+                    .find(|p| p.name() == value)
+                    .ok_or_else(|| {
+                        OptionError(format!("{name}: {value:?} is not on, off or both"))
+                    })?;
             }
             "--smoothing" => {
                 self.smoothing = match value.to_ascii_lowercase().as_str() {
@@ -364,6 +361,9 @@ pub enum Packing {
 }
 
 impl Packing {
+    /// Every value, as `--packing` takes them.
+    pub const ALL: [Packing; 3] = [Packing::Off, Packing::On, Packing::Both];
+
     /// The option's value as written on the command line.
     pub fn name(self) -> &'static str {
         match self {

@@ -7,7 +7,7 @@ use crate::arena::{
 };
 use crate::measure::{Ledger, keep};
 use crate::stopwatch::{Stopwatch, add_stopwatch};
-use crate::{OptionError, ReportOptions, cheat, compare};
+use crate::{OptionError, Packing, ReportOptions, cheat, compare};
 use bevy::prelude::*;
 use core::time::Duration;
 use lightyear::prelude::*;
@@ -19,6 +19,7 @@ use unlag::movement::{
     CharacterMovement, CharacterState, MovementPredictionPlugin, MovementSettings, MovementState,
     MovementStats,
 };
+use unlag::net::{AckDelay, ServerAckDelay};
 use unlag::rewind::{RewindPlugin, UseHitBoxLayout};
 use unlag::smoothing::{ProxyFlags, ProxySmoothingPlugin, SmoothedProxy, SmoothingSettings};
 use unlag_demo::asset_plugin;
@@ -142,15 +143,12 @@ pub fn start_match_with(
         })
         .add_plugins(CharacterProxyPlugin);
     add(&mut tb);
-    {
-        use crate::Packing;
-        let packed = |on: bool| if on { PACKED_ACK_DELAY } else { 0.0 };
-        let clients = unlag::net::AckDelay(packed(options.packing != Packing::Off));
-        let server = unlag::net::ServerAckDelay(packed(options.packing == Packing::Both));
-        tb.server().insert_resource(server);
-        for i in 0..options.clients {
-            tb.client(i).insert_resource(clients);
-        }
+    let packed = |on: bool| if on { PACKED_ACK_DELAY } else { 0.0 };
+    let server = ServerAckDelay(packed(options.packing == Packing::Both));
+    let clients = AckDelay(packed(options.packing != Packing::Off));
+    tb.server().insert_resource(server);
+    for i in 0..options.clients {
+        tb.client(i).insert_resource(clients);
     }
     if options.multi_threaded {
         multi_threaded(&mut tb, options.listen);
