@@ -10,7 +10,7 @@ use unlag::combat::{
     ReloadCommand, ReloadRequest, ServerArmory, ShotConfirmed, WeaponTable,
 };
 use unlag::net::LinkConditions;
-use unlag::rewind::{CROUCHED_BIT, HitBox, RewindPlugin, UseHitBoxLayout};
+use unlag::rewind::{CROUCHED_BIT, HitBox, RewindPlugin, RewindSettings, UseHitBoxLayout};
 use unlag::smoothing::{
     ProxyFlags, ProxySmoothing, ProxySmoothingPlugin, RenderedPose, SmoothedProxy,
 };
@@ -194,6 +194,18 @@ fn combat_testbed_of(
     health: f32,
     client: impl FnOnce(&mut App),
 ) -> Testbed {
+    combat_testbed_rewound(config, default(), settings, targets, health, client)
+}
+
+/// [`combat_testbed_of`] with the server's and clients' rewind settings `rewind`.
+fn combat_testbed_rewound(
+    config: TestbedConfig,
+    rewind: RewindSettings,
+    settings: CombatSettings,
+    targets: usize,
+    health: f32,
+    client: impl FnOnce(&mut App),
+) -> Testbed {
     let clients = config.clients;
     let mut tb = Testbed::new(config);
     let combat = CombatPlugin {
@@ -208,7 +220,7 @@ fn combat_testbed_of(
     }
     tb.add_plugins(unlag_testbed::RapierFixedPlugin::default())
         .add_plugins(ProxySmoothingPlugin::default())
-        .add_plugins(RewindPlugin::default())
+        .add_plugins(RewindPlugin { settings: rewind })
         .add_plugins(combat);
     tb.server().add_systems(FixedUpdate, move_targets);
     for i in 0..clients {
@@ -822,8 +834,23 @@ fn between_states(
 
 /// One cheat through a whole match at 100 ms (20 ms jitter, 5 % loss): the server's counters.
 fn cheat_run(cheat: Cheat, weapon_name: &str, shots: u32) -> CombatStats {
+    cheat_run_rewound(cheat, weapon_name, shots, default())
+}
+
+/// [`cheat_run`] with the rewind settings `rewind`.
+fn cheat_run_rewound(
+    cheat: Cheat,
+    weapon_name: &str,
+    shots: u32,
+    rewind: RewindSettings,
+) -> CombatStats {
     let rtt = if cheat == Cheat::NoLead { 500 } else { 100 };
-    let mut tb = combat_testbed(rtt, default(), 1, 1e9, |app| {
+    let config = TestbedConfig {
+        clients: 1,
+        conditions: lossy(rtt),
+        ..default()
+    };
+    let mut tb = combat_testbed_rewound(config, rewind, default(), 1, 1e9, |app| {
         app.add_systems(Update, run_cheat);
         // A forger stamps its view reports older from the start.
         if let Cheat::ForgedReports(by) = cheat {
@@ -902,6 +929,26 @@ fn cheat_run(cheat: Cheat, weapon_name: &str, shots: u32) -> CombatStats {
     tb.client(0).world_mut().remove_resource::<CheatScript>();
     tb.run_for(Duration::from_secs(1));
     tb.server_world().resource::<CombatStats>().clone()
+}
+
+/// A client starved of states for seconds (a 1-Hz proxy on a link losing 20 % in bursts of
+/// 10) drew a proxy held on a state 5 s old, older than the server's 5-s hit-box history, and
+/// its shots claiming that pose were refused `BadClaim`: the rewind could not pose a state it
+/// no longer records, where a held pose is judged a miss. Here the history is 0.8 s and the
+/// claims hold a state 0.9 s older than the view: accepted, and never a hit.
+#[test]
+fn a_pose_held_past_the_hit_box_history_is_a_miss_not_a_refusal() {
+    let short = RewindSettings {
+        max_record_time: 0.8,
+        min_window: 0.5,
+        ..default()
+    };
+    let s = cheat_run_rewound(Cheat::HeldClaim(0.9), "rifle", 20, short);
+    println!("HeldClaim(0.9) with a 0.8-s history: {s:?}");
+    assert_eq!(s.rejected_total(), 0, "{s:?}");
+    assert!(s.accepted >= 16, "{s:?}");
+    assert!(s.stale_claims >= s.accepted, "{s:?}");
+    assert_eq!(s.pellet_hits, 0, "{s:?}");
 }
 
 /// A hit claim names the pellets the shooter saw hit, and the server confirms no other on
