@@ -934,8 +934,10 @@ fn cheat_run_rewound(
 /// A client starved of states for seconds (a 1-Hz proxy on a link losing 20 % in bursts of
 /// 10) drew a proxy held on a state 5 s old, older than the server's 5-s hit-box history, and
 /// its shots claiming that pose were refused `BadClaim`: the rewind could not pose a state it
-/// no longer records, where a held pose is judged a miss. Here the history is 0.8 s and the
-/// claims hold a state 0.9 s older than the view: accepted, and never a hit.
+/// no longer records (nor one drawn between the states either side of such a burst). It
+/// places the boxes of such a state as its oldest frame has them, about the root the states
+/// sent replay. Here the history is 0.8 s and the claims hold a state 0.9 s older than the
+/// view: accepted, and never a hit (a held pose past its extrapolation never is).
 #[test]
 fn a_pose_held_past_the_hit_box_history_is_a_miss_not_a_refusal() {
     let short = RewindSettings {

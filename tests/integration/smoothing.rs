@@ -6,7 +6,7 @@ use core::time::Duration;
 use lightyear::prelude::LocalTimeline;
 use lightyear::prelude::*;
 use std::sync::{Arc, Mutex};
-use unlag::core::Summary;
+use unlag::core::{SampleKind, Summary};
 use unlag::net::LinkConditions;
 use unlag::smoothing::{
     NetUpdateFrequency, ProxySmoothing, ProxySmoothingPlugin, RenderedPose, SmoothedProxy,
@@ -123,6 +123,8 @@ struct Seen {
     errors: Vec<f64>,
     jumps: Vec<(f64, Vec3)>,
     last: Option<Vec3>,
+    /// Every frame's sample kind, from the proxy's first frame drawn.
+    kinds: Vec<SampleKind>,
 }
 
 fn measure(truth: Res<Truth>, mut seen: ResMut<Seen>, poses: Query<&RenderedPose>) {
@@ -135,6 +137,7 @@ fn measure(truth: Res<Truth>, mut seen: ResMut<Seen>, poses: Query<&RenderedPose
                 .push((f64::from(pose.position.distance(last)), pose.position));
         }
         seen.last = Some(pose.position);
+        seen.kinds.push(pose.kind);
     }
 }
 
@@ -157,6 +160,7 @@ struct Run {
     error: Summary,
     max_jump: f64,
     jumps: Vec<(f64, Vec3)>,
+    kinds: Vec<SampleKind>,
     stats: SmoothingStats,
     delay: f64,
 }
@@ -166,6 +170,26 @@ fn run(
     mode: SmoothingMode,
     rate_hz: f32,
     conditions: LinkConditions,
+    seconds: u64,
+) -> Run {
+    run_settled(
+        path,
+        mode,
+        rate_hz,
+        conditions,
+        (None, Duration::from_secs(2)),
+        seconds,
+    )
+}
+
+/// [`run`], the proxy spawned at a server tick `phase` past a multiple of 60 (a second's grid)
+/// if given, and measured after `settle` from when its client first has it.
+fn run_settled(
+    path: Path,
+    mode: SmoothingMode,
+    rate_hz: f32,
+    conditions: LinkConditions,
+    (phase, settle): (Option<u32>, Duration),
     seconds: u64,
 ) -> Run {
     let mut tb = Testbed::new(TestbedConfig {
@@ -180,6 +204,11 @@ fn run(
         .init_resource::<Seen>()
         .add_systems(Last, measure);
     assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    if let Some(phase) = phase {
+        assert!(tb.run_until(Duration::from_secs(2), |tb| {
+            tb.server_world().resource::<LocalTimeline>().tick().0 % 60 == phase
+        }));
+    }
     tb.server_world_mut().spawn((
         SmoothedProxy,
         NetUpdateFrequency(rate_hz),
@@ -199,7 +228,7 @@ fn run(
         }
     }
     // Settle, then measure.
-    tb.run_for(Duration::from_secs(2));
+    tb.run_for(settle);
     *tb.client_world_mut(0).resource_mut::<Seen>() = Seen::default();
     *tb.client_world_mut(0).resource_mut::<SmoothingStats>() = SmoothingStats::default();
     tb.run_for(Duration::from_secs(seconds));
@@ -208,6 +237,7 @@ fn run(
         error: Summary::of(&seen.errors),
         max_jump: seen.jumps.iter().map(|j| j.0).fold(0.0, f64::max),
         jumps: seen.jumps.clone(),
+        kinds: seen.kinds.clone(),
         stats: tb.client_world(0).resource::<SmoothingStats>().clone(),
         delay: {
             let world = tb.client_world_mut(0);
@@ -274,6 +304,50 @@ fn hermite_beats_linear_on_curves_and_only_snap_pops() {
             snap.max_jump
         );
     }
+}
+
+/// A 1-Hz proxy from its first frame: spawned 0.43 s before the next tick of its rate's grid,
+/// its first state went out at once and the client read that first gap as its interval: drawn
+/// 0.46 s behind, it starved half of each second, and once the short gap left its buffer (its
+/// length taken for "still young") its delay snapped to a whole second mid-curve, the view
+/// half a second back, eased over 2.2 m (a 42.7-mm step in a frame two seconds in). Now its
+/// first state waits for the grid, a proxy on one state is held rather than run on, and only
+/// a young proxy's delay snaps: from its first frame drawn on its curve on, no frame starves
+/// and none moves further than two frames of its motion.
+#[test]
+fn a_slow_proxy_is_drawn_smoothly_from_its_first_states() {
+    let no_pop = 2.0 * f64::from(SPEED) / 240.0;
+    let r = run_settled(
+        Path::Circle,
+        SmoothingMode::Hermite,
+        1.0,
+        conditions(0.0),
+        (Some(34), Duration::ZERO),
+        6,
+    );
+    let first = r
+        .kinds
+        .iter()
+        .position(|k| *k == SampleKind::Interpolated)
+        .expect("drawn on its curve");
+    let starved = r.kinds[first..]
+        .iter()
+        .filter(|k| matches!(k, SampleKind::Held | SampleKind::Extrapolated))
+        .count();
+    // (`jumps[i]` is the step into frame `i + 1`.)
+    let jump = r.jumps[first.saturating_sub(1)..]
+        .iter()
+        .map(|j| j.0)
+        .fold(0.0, f64::max);
+    println!(
+        "1 Hz from its first frame: first on its curve at frame {first} of {}; {starved} starved after; largest step {:.1} mm; delay {:.3} s",
+        r.kinds.len(),
+        jump * 1000.0,
+        r.delay
+    );
+    assert!(r.kinds.len() > 1000);
+    assert_eq!(starved, 0);
+    assert!(jump <= no_pop, "{jump}");
 }
 
 #[test]

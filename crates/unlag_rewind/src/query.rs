@@ -1001,10 +1001,18 @@ impl RewindQuery<'_, '_> {
         let (root_p, root_r) = unlag_core::replay(view.mode, a, b, view.alpha);
         let root_p = root_p + view.ease;
         let poses = history.poses();
+        // A state older than the history still places the boxes, as the oldest frame
+        // recorded has them about the root (which is replayed from the states sent): a client
+        // that drew a proxy across a burst of losses seconds long (between the states either
+        // side of it, or held on the one before) drew it from such a state, and its shot is
+        // judged as drawn, not refused. (The claimed moment itself is checked against the
+        // view time before.)
+        let oldest = poses.span().map(|s| s.0);
         let frame = |time: f64| {
+            let time = oldest.map_or(time, |oldest| time.max(oldest));
             poses.frame_at(time).ok_or_else(|| RewindError::TooOld {
                 requested: time,
-                oldest: poses.span().map_or(f64::NAN, |s| s.0),
+                oldest: oldest.unwrap_or(f64::NAN),
             })
         };
         let (frame_a, frame_b) = (frame(a.time)?, frame(b.time)?);

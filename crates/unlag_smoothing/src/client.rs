@@ -39,6 +39,10 @@ pub struct ProxySmoothing {
     switched: bool,
     /// Back from a dormant spell and not yet three states in: its delay is kept, not snapped.
     resumed: bool,
+    /// States taken in since it started afresh (saturating): while fewer than three, its
+    /// interval may still be unknown and nothing has been drawn from a curve that could jump.
+    /// (Not the buffer's length: pruning shortens that later on.)
+    taken: u32,
     /// Its update interval as last read ([`ProxySmoothing::interval`]), seconds: a starved
     /// spell's ease lasts longer for slow proxies ([`unlag_core::ease_time`]).
     interval: f64,
@@ -60,6 +64,7 @@ impl ProxySmoothing {
             last_rendered: None,
             switched: false,
             resumed: false,
+            taken: 0,
             interval: 0.0,
         }
     }
@@ -375,7 +380,7 @@ pub(crate) fn receive_states(
                             &mut stats,
                         );
                         for s in newer {
-                            let _ = smoothing.buffer.push(s, clock.server_time);
+                            let _ = smoothing.push(s, clock.server_time);
                         }
                     }
                     let arrived = (clock.server_time, real.elapsed_secs_f64());
@@ -398,7 +403,7 @@ pub(crate) fn receive_states(
                             fresh.len() - 1
                         }
                     };
-                    fresh[at].1.buffer.push(state, clock.server_time)
+                    fresh[at].1.push(state, clock.server_time)
                 }
             };
             count_state(&mut stats, result, clock.synced);
@@ -422,6 +427,16 @@ impl ProxySmoothing {
         self.last_starved_on = None;
         self.last_rendered = None;
         self.resumed = self.frames > 0;
+        self.taken = 0;
+    }
+
+    /// Buffers `state` (received at `server_time`, seconds), counting it among those taken in.
+    fn push(&mut self, state: ProxyState, server_time: f64) -> Result<(), StateRejected> {
+        let result = self.buffer.push(state, server_time);
+        if result.is_ok() {
+            self.taken = self.taken.saturating_add(1);
+        }
+        result
     }
 
     /// Makes the proxy (`entity`) `dormant`: its states and drawn pose forgotten, counted in
@@ -452,7 +467,7 @@ impl ProxySmoothing {
         let time = state.time;
         let newest = self.buffer.newest().map(|s| s.time);
         let interval = self.buffer.recent_interval().map(|i| i.max(send_interval));
-        let result = self.buffer.push(state, server_time);
+        let result = self.push(state, server_time);
         if result.is_ok()
             && let (Some(newest), Some(interval)) = (newest, interval)
             && time > newest
@@ -502,7 +517,22 @@ struct DelayInputs {
     continuation: Option<f64>,
     /// The client's time, seconds.
     now: f64,
+    /// The server's nominal interval before its last change, seconds, for
+    /// [`NOMINAL_CHANGE_SPAN`] after it: proxies still sent at the old rate follow the shared
+    /// delay until their states show the new one.
+    previous_nominal: Option<f64>,
 }
+
+/// How long after the server's nominal update interval changes a proxy whose states still
+/// come at the old one follows the shared delay, seconds: its states show the new rate within
+/// an old interval or two, and a fresh proxy may be read at the old one meanwhile.
+///
+/// Each proxy read its interval from its own gaps, the beats told the new nominal one, and
+/// for a moment some proxies were at neither: drawn with their own delays, a few tens of
+/// milliseconds from their peers, and the view on screen (the shortest delay's) ahead of the
+/// view a shot at one of the others carries. The shot's copy, stamped with the view on
+/// screen, then looked stamped 37 ms after it and was refused (the panel test's 20 → 5 Hz).
+const NOMINAL_CHANGE_SPAN: f64 = 2.0;
 
 /// PostUpdate: places every proxy at view time.
 pub(crate) fn place_proxies(
@@ -518,7 +548,10 @@ pub(crate) fn place_proxies(
         Option<&mut RenderedPose>,
         Option<&ProxyDormant>,
     )>,
-    mut shared: Local<Option<DelayController>>,
+    (mut shared, mut nominal_change): (
+        Local<Option<DelayController>>,
+        Local<Option<(f64, Option<(f64, f64)>)>>,
+    ),
 ) {
     if !clock.synced {
         return;
@@ -534,12 +567,22 @@ pub(crate) fn place_proxies(
     let loss = unlag_core::finite_non_negative(clock.loss)
         .max(lateness.state_loss())
         .max(clock.datagram_loss.unwrap_or(0.0));
+    // The nominal interval before its last change, while that change is recent.
+    let (last_nominal, changed) = nominal_change.get_or_insert((clock.send_interval, None));
+    if *last_nominal != clock.send_interval {
+        *changed = Some((*last_nominal, now));
+        *last_nominal = clock.send_interval;
+    }
+    let previous_nominal = changed
+        .filter(|(_, at)| now - at < NOMINAL_CHANGE_SPAN)
+        .map(|(previous, _)| previous);
     let inputs = DelayInputs {
         late,
         covering,
         loss,
         continuation: lateness.loss_continuation(),
         now,
+        previous_nominal,
     };
     let (dt, dt64) = (time.delta_secs(), time.delta_secs_f64());
     // The delay every proxy at the nominal interval follows.
@@ -577,9 +620,17 @@ pub(crate) fn place_proxies(
         let sampled = if proxy.mode == SmoothingMode::Extrapolate {
             proxy.dead_reckon(&clock, &settings, &offsets, dt)
         } else {
+            // On its first state alone a proxy is held, not run on: its interval (and so its
+            // delay) comes with the second, which may take the view back to the first (a 1-Hz
+            // proxy's by most of a second), and one run on would jump back as far.
+            let max_extrapolation = if proxy.taken < 2 {
+                0.0
+            } else {
+                settings.max_extrapolation
+            };
             proxy
                 .buffer
-                .sample(view_time, proxy.mode, settings.max_extrapolation)
+                .sample(view_time, proxy.mode, max_extrapolation)
                 .map(|sample| (sample.position, sample.rotation, sample))
         };
         let Some((position, rotation, sample)) = sampled else {
@@ -660,6 +711,10 @@ fn delay_target(
 /// for a slower rate. At 10 % loss three gaps all hold a loss one time in a thousand.
 const MIN_GAPS_FOR_INTERVAL: usize = 3;
 
+/// The longest interval a proxy is sent at, seconds: the slowest rate a server sends one at
+/// ([`unlag_core::conditions::MIN_UPDATE_RATE_HZ`]).
+const SLOWEST_INTERVAL: f64 = 1.0 / unlag_core::conditions::MIN_UPDATE_RATE_HZ as f64;
+
 /// The most nominal intervals a gap between a proxy's first states may span and still be
 /// taken for lost states rather than the proxy's own, slower rate.
 const MAX_BRIDGED_GAP: f64 = 3.0;
@@ -697,10 +752,15 @@ impl ProxySmoothing {
                     || i > (MAX_BRIDGED_GAP + 0.5) * nominal
             })
             .map(|i| {
-                if (i - nominal).abs() < 0.25 * nominal {
+                let near = |n: f64| (i - n).abs() < 0.25 * n;
+                if near(nominal) || inputs.previous_nominal.is_some_and(near) {
                     nominal
                 } else {
-                    i
+                    // No proxy is sent slower than the slowest rate: a longer gap is states
+                    // lost (a 1-Hz proxy's buffer pruned down to the two states either side of
+                    // a 5-s burst read as a 5-s interval, and its own delay grew away from its
+                    // peers': shots claiming it were refused as drawn at another moment).
+                    i.min(SLOWEST_INTERVAL)
                 }
             })
             .unwrap_or(nominal);
@@ -739,8 +799,11 @@ impl ProxySmoothing {
         self.delay
             .set_target(delay_target(interval, clock, settings, inputs));
         // Until its interval is known nothing has been shown that could jump. (A proxy back from
-        // a dormant spell keeps the delay it followed meanwhile.)
-        if self.buffer.states().len() < 3 {
+        // a dormant spell keeps the delay it followed meanwhile.) Counted as taken in, not as
+        // buffered: a 1-Hz proxy's buffer falls to two states as old ones are pruned, and its
+        // delay snapped from a half interval to a whole one mid-curve, the view half a second
+        // back (eased over 2.2 m).
+        if self.taken < 3 {
             if !self.resumed {
                 self.delay.snap_to_target();
             }

@@ -7,6 +7,7 @@ use bevy::prelude::*;
 use lightyear::core::tick::TickDuration;
 use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
+use unlag_core::conditions::{MAX_UPDATE_RATE_HZ, MIN_UPDATE_RATE_HZ};
 use unlag_net::{
     LinkTraffic, NetConditions, ProxyFlags, ProxyInterest, Relevance, ReliableChannel, SentStates,
     Teleported, UnreliableChannel,
@@ -164,7 +165,19 @@ pub(crate) fn send_due(
         }
         let rate = frequency
             .map_or(conditions.get().update_rate_hz, |f| f.0)
-            .clamp(1.0, 60.0);
+            .clamp(MIN_UPDATE_RATE_HZ, MAX_UPDATE_RATE_HZ);
+        // A new proxy's first state goes on its rate's grid like every later one, not at
+        // once: a client reads a slow proxy's interval from its first gap, and a first state
+        // sent off the grid made that gap short (a 1-Hz proxy spawned 0.43 s before the grid's
+        // next tick was drawn with a 0.46-s delay, starved half of each second until the short
+        // gap left its buffer, and then its delay grew by half a second).
+        if sampler.sent_wires.is_empty() && sampler.next_tick == 0 {
+            let interval = f64::from(rate).recip() / tick.0.as_secs_f64();
+            sampler.next_tick = unlag_core::next_on_grid(now_tick.saturating_sub(1), interval);
+            if now_tick < sampler.next_tick {
+                continue;
+            }
+        }
         let pose = (entity, transform, flags.0);
         due.push((
             sampler.sample(

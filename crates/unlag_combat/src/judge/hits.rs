@@ -102,19 +102,12 @@ impl ShotContext<'_, '_, '_> {
                 claim.ease = Vec3::ZERO;
                 stats.unexplained_eases += 1;
             }
+            claims.views.push(claim);
+            claims.hits.push(c.hit() && !self.dead(c.target) && !stale);
             if stale {
                 claims.stale.push(c.target);
                 stats.stale_claims += 1;
-                // Held so long that its state is older than the hit-box history (a link
-                // starved of states for seconds): nothing to pose it by. Left out, as a miss
-                // whatever the pellets meet of it; the shooter's own trace stopped there, so
-                // nothing it saw beyond can count either.
-                if matches!(rewind.view_pose(&claim), Err(RewindError::TooOld { .. })) {
-                    continue;
-                }
             }
-            claims.views.push(claim);
-            claims.hits.push(c.hit() && !self.dead(c.target) && !stale);
         }
         Ok(claims)
     }
