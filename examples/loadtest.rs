@@ -572,6 +572,7 @@ fn noisy_messages(
             view_time,
             frame_us: 16_667,
             loss_runs: 0,
+            echo: None,
         });
     }
     for _ in 0..per_frame / 10 {
@@ -627,6 +628,7 @@ fn prepare_malformed(world: &mut World) {
         view_time: 0.0,
         frame_us: 16_667,
         loss_runs: 0,
+        echo: None,
     };
     let ingredients = (
         unlag::net::channel_net_id::<ReliableChannel>(world),

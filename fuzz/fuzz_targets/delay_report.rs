@@ -36,6 +36,14 @@ fuzz_target!(|data: &[u8]| {
             expected.rejected_reports += 1;
             assert_eq!(format!("{remote:?}"), format!("{expected:?}"), "refused, yet changed");
         }
+        // Its echo, timed from a beat sent 0.2 s before: taken or not, the window's round
+        // trip stays finite and non-negative.
+        if let Some(echo) = report.echo {
+            let held = f64::from(echo.held_us) / 1e6;
+            remote.record_echo(server_time, echo.seq, server_time - 0.2, held);
+            let rtt = remote.window_rtt(server_time - 2.0, server_time);
+            assert!(rtt.is_finite() && rtt >= 0.0, "{rtt}");
+        }
         assert!(remote.interpolation_delay.is_finite());
         assert!((0.0..=MAX_REPORTED_DELAY).contains(&remote.interpolation_delay));
         assert!(remote.delay_cap.is_finite() && remote.delay_cap >= 0.0);

@@ -257,6 +257,52 @@ fn changing_conditions_changes_rtt_within_2s_and_invalid_ones_change_nothing() {
     );
 }
 
+/// The net panel's RTT from 100 to 250 ms: lightyear's estimate (a moving average over twelve
+/// pongs, each sample clamped to 1.2× the average before it) read 235 ms 4 s later, while the
+/// view reports lagged 250 ms within 1.5 s. Held to that estimate over their window, the
+/// reports' median sat above it, the server had no range of lags to hold shots to, and every
+/// shot was refused for 2.5 s. Each report now echoes the newest beat the client read (and
+/// how long it held it): one raw sample of the round trip, whose median over the window the
+/// reports are held to when it is longer. A replayed echo, or one no trip can have, is not
+/// taken.
+#[test]
+fn the_reports_echoes_of_the_beats_follow_a_step_in_the_round_trip() {
+    use unlag::net::VIEW_LAG_WINDOW;
+    let mut tb = testbed(1, conditions(100, 5, 0.0));
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    tb.run_for(Duration::from_secs(3));
+    let (now, remote) = server_view(&tb, 0);
+    let before = remote.echo_window_rtt(now - VIEW_LAG_WINDOW, now).unwrap();
+    assert!((before - 0.1).abs() < 0.02, "{before}");
+
+    tb.set_conditions(conditions(250, 5, 0.0)).unwrap();
+    tb.run_for(Duration::from_millis(1500));
+    let (now, remote) = server_view(&tb, 0);
+    let echoed = remote.echo_window_rtt(now - 0.5, now).unwrap();
+    let window = remote.window_rtt(now - VIEW_LAG_WINDOW, now);
+    println!(
+        "1.5 s after 100 -> 250 ms: lightyear {:.3} s, echoes {echoed:.3} s, window {window:.3} s",
+        remote.rtt
+    );
+    assert!((echoed - 0.25).abs() < 0.02, "{echoed}");
+    assert!(window >= echoed - 0.02, "{window}");
+    assert!(
+        remote.view_lag_range(now, 1.0 / 60.0).is_some(),
+        "no range of lags 1.5 s after the step"
+    );
+
+    // An echo of a beat no newer than the last taken, or timing a trip shorter than none, is
+    // not taken.
+    let mut remote = RemoteClientClock::default();
+    let seq = unlag::core::Seq16(7);
+    assert!(remote.record_echo(now, seq, now - 0.25, 0.0));
+    assert!(!remote.record_echo(now, seq, now - 0.25, 0.0));
+    let next = seq.next();
+    assert!(!remote.record_echo(now, next, now - 0.25, 0.3));
+    assert!(!remote.record_echo(now, next, now - 0.25, f64::NAN));
+    assert!(remote.record_echo(now, next, now - 0.25, 0.01));
+}
+
 #[test]
 fn high_ping_warning_raised_and_cleared() {
     let mut tb = testbed(1, conditions(50, 0, 0.0));
@@ -1018,6 +1064,7 @@ fn a_clients_malformed_packets_are_refused_before_lightyear_reads_them() {
             view_time: 0.0,
             frame_us: 16_667,
             loss_runs: 0,
+            echo: None,
         },
     )
     .unwrap();
@@ -1135,6 +1182,7 @@ fn honest_reliable_traffic_over_a_bad_link_is_never_refused() {
                 view_time: 0.0,
                 frame_us: 16_667,
                 loss_runs: 0,
+                echo: None,
             });
         }
         tb.run_for(Duration::from_secs_f64(1.0 / 60.0));
@@ -1262,6 +1310,7 @@ fn delay_reports_beyond_the_rate_cap_are_dropped_and_counted() {
         view_time: server_time - 0.05 - 0.1,
         frame_us: 16_667,
         loss_runs: 0,
+        echo: None,
     };
     let at = |server_time: f64, real_time: f64, frame: f64| ReportContext {
         server_time,
@@ -1355,6 +1404,7 @@ fn a_report_with_an_implausible_lag_changes_nothing() {
         view_time: 10.0 - 4.0,
         frame_us: 16_667,
         loss_runs: 0,
+        echo: None,
     };
     let at = ReportContext {
         server_time: 10.0,

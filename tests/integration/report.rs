@@ -125,10 +125,10 @@ fn bad_options_are_refused_naming_the_option_and_its_range() {
     assert_eq!(ok.rtt_ms, 150.0);
     assert_eq!(ok.loss_percent, 3.0);
     assert!(ok.json);
-    // Packing: off (the library's default), the clients', or both ends'.
+    // Packing: the clients' (the library's default), off, or both ends'.
     use unlag_report::Packing;
-    assert_eq!(ok.packing, Packing::Off);
-    assert_eq!(parse(&["--packing", "on"]).unwrap().packing, Packing::On);
+    assert_eq!(ok.packing, Packing::On);
+    assert_eq!(parse(&["--packing", "off"]).unwrap().packing, Packing::Off);
     assert_eq!(
         parse(&["--packing", "both"]).unwrap().packing,
         Packing::Both

@@ -272,6 +272,15 @@ pub struct RemoteClientClock {
     /// ([`RemoteClientClock::set_rtt`]).
     #[reflect(ignore)]
     rtts: std::collections::VecDeque<(f64, f64)>,
+    /// (server time, round trip) of each [`BeatEcho`] taken over the last [`VIEW_LAG_MEMORY`]
+    /// (at most [`MAX_RTTS_KEPT`]), seconds: a sample per echo, raw, where lightyear's estimate
+    /// is a moving average that clamps the samples after a step (see
+    /// [`RemoteClientClock::window_rtt`]).
+    #[reflect(ignore)]
+    echo_rtts: std::collections::VecDeque<(f64, f64)>,
+    /// The newest beat echoed: an echo of it or of an older one is not taken again.
+    #[reflect(ignore)]
+    last_echo: Option<Seq16>,
     /// Jitter measured by the server, seconds.
     pub jitter: f64,
     /// The interpolation delay the client last reported, seconds (clamped to
@@ -592,15 +601,67 @@ impl RemoteClientClock {
         forget_before(&mut self.rtts, now - VIEW_LAG_MEMORY);
     }
 
-    /// The median of the RTT readings from server time `since` to `now` (and the one standing
-    /// at `since`), seconds; [`RemoteClientClock::rtt`] without any.
+    /// The round trip over the window from server time `since` to `now`, seconds: the median
+    /// of lightyear's RTT readings then (and the one standing at `since`;
+    /// [`RemoteClientClock::rtt`] without any), or the median of the beat echoes' round trips
+    /// ([`RemoteClientClock::echo_window_rtt`]) when longer.
     ///
     /// lightyear's estimate is a moving average of the pongs that came in order: under heavy
     /// jitter it wanders by a tenth of the link's spread within a second or two (0.245 to
     /// 0.223 s in 2.5 s on a 0.25-s ±62-ms link), while the view reports' median it bounds is
     /// taken over a window of such seconds. Held to the reading of one moment, an honest
-    /// median crossed its bound whenever that moment fell on a low.
+    /// median crossed its bound whenever that moment fell on a low. After a step up it trails
+    /// by seconds; the echoes do not.
     pub fn window_rtt(&self, since: f64, now: f64) -> f64 {
+        self.lightyear_window_rtt(since, now)
+            .max(self.echo_window_rtt(since, now).unwrap_or(0.0))
+    }
+
+    /// The median of the beat echoes' round trips from server time `since` to `now`, seconds;
+    /// `None` with fewer than [`MIN_ECHOES`] of them.
+    ///
+    /// lightyear's estimate follows a step in the link slowly: a moving average over twelve
+    /// pongs that clamps a sample to 1.2× the average before it (the net panel's RTT from 100
+    /// to 250 ms: the view reports lagged 250 ms within 1.5 s, while the estimate read 235 ms
+    /// after 4 s, and for those seconds the reports' median sat above the RTT they are held
+    /// to, and every shot was refused). An echo is one raw sample (a client can make it longer,
+    /// as it can hold its pongs, never shorter than the trip).
+    pub fn echo_window_rtt(&self, since: f64, now: f64) -> Option<f64> {
+        let mut samples: Vec<f64> = self
+            .echo_rtts
+            .iter()
+            .filter(|(t, _)| *t >= since && *t <= now)
+            .map(|(_, rtt)| *rtt)
+            .collect();
+        if samples.len() < MIN_ECHOES {
+            return None;
+        }
+        samples.sort_by(f64::total_cmp);
+        Some(samples[samples.len() / 2])
+    }
+
+    /// Takes a [`BeatEcho`] of beat `seq`, sent at server time `sent` and held `held` by the
+    /// client, arriving at server time `now` (seconds): one sample of the round trip, kept
+    /// for [`RemoteClientClock::echo_window_rtt`]. An echo of a beat no newer than the last
+    /// taken, or one no trip can have, is not taken (false).
+    pub fn record_echo(&mut self, now: f64, seq: Seq16, sent: f64, held: f64) -> bool {
+        let rtt = now - sent - held;
+        let fresh = self.last_echo.is_none_or(|last| seq.is_newer_than(last));
+        if !(fresh && rtt.is_finite() && (0.0..MAX_VIEW_LAG).contains(&rtt) && held >= 0.0) {
+            return false;
+        }
+        self.last_echo = Some(seq);
+        if self.echo_rtts.len() == MAX_RTTS_KEPT {
+            self.echo_rtts.pop_front();
+        }
+        self.echo_rtts.push_back((now, rtt));
+        forget_before(&mut self.echo_rtts, now - VIEW_LAG_MEMORY);
+        true
+    }
+
+    /// The median of lightyear's RTT readings from server time `since` to `now` (and the one
+    /// standing at `since`), seconds; [`RemoteClientClock::rtt`] without any.
+    fn lightyear_window_rtt(&self, since: f64, now: f64) -> f64 {
         let standing = self
             .rtts
             .iter()
@@ -906,7 +967,29 @@ pub struct DelayReport {
     /// [`unlag_core::DatagramLoss::continuation_once_met`]), in 255ths (0 while it cannot
     /// tell): how its losses run ([`RemoteClientClock::state_loss_runs`]).
     pub loss_runs: u8,
+    /// The newest [`NetBeat`] the client read and how long ago, in the first report after
+    /// it was read (none in the others): the server times the round trip with it.
+    pub echo: Option<BeatEcho>,
 }
+
+/// The newest [`NetBeat`] a client read, in its next [`DelayReport`]: with what the server
+/// remembers of when it sent that beat, one raw sample of the round trip
+/// ([`RemoteClientClock::record_echo`]).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BeatEcho {
+    /// The beat's sequence number.
+    pub seq: Seq16,
+    /// How long the client held it, from the frame that read it to the frame that sends the
+    /// report, whole microseconds (at most [`MAX_ECHO_HOLD_US`] counts).
+    pub held_us: u32,
+}
+
+/// Longest hold a [`BeatEcho`] may state, microseconds: a beat read longer ago is no sample of
+/// the link (an honest client echoes the next beat within a tenth of a second and a frame).
+pub const MAX_ECHO_HOLD_US: u32 = 1_000_000;
+
+/// Echoes in a window before [`RemoteClientClock::window_rtt`] takes their median.
+pub const MIN_ECHOES: usize = 5;
 
 /// Pongs needed before the RTT is trusted for the one-way trip.
 const MIN_PING_SAMPLES: u32 = 3;
@@ -940,6 +1023,9 @@ pub(crate) struct ClientClockState {
     server_delay_cap: Option<f64>,
     /// The frame times the last few reports claimed, seconds, newest last.
     reported_frames: std::collections::VecDeque<f64>,
+    /// The newest beat read, and the real time of the frame that read it (seconds), until
+    /// a report echoes it.
+    unechoed: Option<(Seq16, f64)>,
 }
 
 impl ClientClockState {
@@ -961,6 +1047,7 @@ impl ClientClockState {
             server_rtt: None,
             server_delay_cap: None,
             reported_frames: std::collections::VecDeque::new(),
+            unechoed: None,
         }
     }
 }
@@ -982,6 +1069,19 @@ pub(crate) struct ServerBeatState {
     outages: unlag_core::FrameOutages,
     /// The long frame, seconds, as last taken from `outages` (once per beat).
     long_frame: f64,
+    /// (sequence number, server time) of the last [`BEATS_REMEMBERED`] beats sent, oldest
+    /// first: what a [`BeatEcho`] is timed from.
+    sent: std::collections::VecDeque<(Seq16, f64)>,
+}
+
+/// Beats whose sending time the server remembers for their echoes: 6.4 s of them.
+const BEATS_REMEMBERED: usize = 64;
+
+impl ServerBeatState {
+    /// When beat `seq` was sent, server seconds, if it is still remembered.
+    fn sent_at(&self, seq: Seq16) -> Option<f64> {
+        self.sent.iter().find(|(s, _)| *s == seq).map(|(_, t)| *t)
+    }
 }
 
 pub(crate) fn register(app: &mut App) {
@@ -1038,8 +1138,9 @@ impl ClientClockState {
     /// the beats missed since the last count as lost (a late one, already counted lost, is
     /// stale); and with a `reading` (this client's RTT, the time now and this frame, seconds:
     /// connected, the RTT known) a sample of the server's clock. A malformed beat is dropped
-    /// with a counted warning.
-    fn take_beat(&mut self, beat: NetBeat, reading: Option<(f64, f64, f64)>) {
+    /// with a counted warning. The newest, read in the frame starting at real time `read_at`
+    /// (seconds), is echoed in the next report.
+    fn take_beat(&mut self, beat: NetBeat, reading: Option<(f64, f64, f64)>, read_at: f64) {
         if !beat.is_valid() {
             crate::warn_counted!(self.rejected_beats, "dropped a malformed NetBeat: {beat:?}");
             return;
@@ -1057,6 +1158,7 @@ impl ClientClockState {
             // A late beat was already counted as lost, and its stamp is stale.
             Some(p) if n <= p => return,
             _ => {
+                self.unechoed = Some((beat.seq, read_at));
                 let missed = previous.map_or(0, |p| n - p - 1).min(1000);
                 for _ in 0..missed {
                     self.loss.add(1.0, LOSS_ALPHA, LOSS_ALPHA);
@@ -1145,7 +1247,7 @@ pub(crate) fn update_client_clock(
         .into_iter()
         .flat_map(|mut b| b.receive().collect::<Vec<_>>())
     {
-        state.take_beat(beat, reading);
+        state.take_beat(beat, reading, now);
     }
     // The smoothed clock: estimates are noisy by the jitter, and a view time that jumps with
     // every beat would make proxies stutter.
@@ -1205,6 +1307,7 @@ const REPORTED_FRAMES_KEPT: usize = 4;
 pub(crate) fn send_delay_reports(
     #[cfg(feature = "cheats")] cheats: Option<Res<NetCheats>>,
     time: Res<Time>,
+    real: Res<Time<Real>>,
     clock: Res<NetClock>,
     mut state: ResMut<ClientClockState>,
     mut link: Query<
@@ -1253,6 +1356,12 @@ pub(crate) fn send_delay_reports(
                 .map(|(c, rate)| unlag_core::continuation_over(c, rate, clock.send_interval))
                 .filter(|c| c.is_finite())
                 .map_or(0, |c| (c.clamp(0.0, 1.0) * 255.0).round() as u8),
+            echo: state.unechoed.take().map(|(seq, read_at)| BeatEcho {
+                seq,
+                held_us: ((real.elapsed_secs_f64() - read_at) * 1e6)
+                    .round()
+                    .clamp(0.0, f64::from(u32::MAX)) as u32,
+            }),
         };
         #[cfg(feature = "cheats")]
         let report = DelayReport {
@@ -1551,6 +1660,11 @@ pub(crate) fn server_beats(
     let beat = (now >= state.next_beat).then(|| {
         state.next_beat = now + BEAT_INTERVAL;
         state.seq = state.seq.next();
+        if state.sent.len() == BEATS_REMEMBERED {
+            state.sent.pop_front();
+        }
+        let sent = (state.seq, clock.server_time);
+        state.sent.push_back(sent);
         // The share clients are held to by default (`DelayPolicy::starved_share`), as the
         // timing checks take the default policy's rates. At most `MAX_FRAME_SLACK`, as the
         // view checks allow for a server's frame: a server that stalls longer (a cold shader
@@ -1587,11 +1701,24 @@ pub(crate) fn server_beats(
                 slower,
             };
             for report in receiver.receive() {
-                if reports.take(&mut remote, &report, at) == Err(ReportRefusal::OverRate) {
-                    crate::warn_counted!(
-                        counted: reports.over_rate,
-                        "delay reports of a client over the rate cap dropped"
-                    );
+                match reports.take(&mut remote, &report, at) {
+                    Err(ReportRefusal::OverRate) => {
+                        crate::warn_counted!(
+                            counted: reports.over_rate,
+                            "delay reports of a client over the rate cap dropped"
+                        );
+                    }
+                    Ok(()) => {
+                        // Timed from the beat's stamp, as the reports' lags are from theirs.
+                        if let Some(echo) = report.echo
+                            && echo.held_us <= MAX_ECHO_HOLD_US
+                            && let Some(sent) = state.sent_at(echo.seq)
+                        {
+                            let held = f64::from(echo.held_us) / 1e6;
+                            remote.record_echo(clock.server_time, echo.seq, sent, held);
+                        }
+                    }
+                    Err(_) => {}
                 }
             }
         }

@@ -26,13 +26,13 @@ pub use bevy::log as __log;
 #[cfg(feature = "cheats")]
 pub use clock::NetCheats;
 pub use clock::{
-    BEAT_INTERVAL, DelayReport, MAX_CLIENT_FRAME, MAX_FRAME_SLACK, MAX_PROVEN_CLIENT_FRAME,
-    MAX_REPORT_RATE, MAX_REPORTED_DELAY, MIN_REPORT_GAP, MIN_VIEW_LAG_SAMPLES, NetBeat, NetClock,
-    PLAUSIBLE_DELAY_DECAY, PLAUSIBLE_DELAY_SLACK, REPORT_ALONE_AFTER, REPORT_BURST,
-    REPORT_INTERVAL, RemoteClientClock, RemoteClockAt, ReportContext, ReportRefusal, ReportState,
-    UNSEEN_TAIL_STEPS, VIEW_LAG_CENTER_SLACK, VIEW_LAG_JITTER_FACTOR, VIEW_LAG_MEMORY,
-    VIEW_LAG_SLACK, VIEW_LAG_WINDOW, delay_shortfall, plausible_delay, server_time_now,
-    server_time_of_world,
+    BEAT_INTERVAL, BeatEcho, DelayReport, MAX_CLIENT_FRAME, MAX_ECHO_HOLD_US, MAX_FRAME_SLACK,
+    MAX_PROVEN_CLIENT_FRAME, MAX_REPORT_RATE, MAX_REPORTED_DELAY, MIN_ECHOES, MIN_REPORT_GAP,
+    MIN_VIEW_LAG_SAMPLES, NetBeat, NetClock, PLAUSIBLE_DELAY_DECAY, PLAUSIBLE_DELAY_SLACK,
+    REPORT_ALONE_AFTER, REPORT_BURST, REPORT_INTERVAL, RemoteClientClock, RemoteClockAt,
+    ReportContext, ReportRefusal, ReportState, UNSEEN_TAIL_STEPS, VIEW_LAG_CENTER_SLACK,
+    VIEW_LAG_JITTER_FACTOR, VIEW_LAG_MEMORY, VIEW_LAG_SLACK, VIEW_LAG_WINDOW, delay_shortfall,
+    plausible_delay, server_time_now, server_time_of_world,
 };
 pub use conditions::NetConditions;
 pub use guard::{
@@ -177,13 +177,11 @@ pub struct UnlagNetPlugin {
     /// is as if lost, and lightyear sends its reliable messages again.
     pub max_reliable_ahead: u16,
     /// Longest a client waits, seconds, before it sends the server a packet for
-    /// acknowledgements, pings or pongs alone (0 to 0.25; default 0, lightyear's way: a packet
-    /// in every frame that has some due and nothing else to send). With 0.05 they ride on its
-    /// next packet instead, which a playing client sends every move send (see [`AckDelay`]):
-    /// at the report's defaults its datagrams fall from 85 to 41 a second and its bytes on
-    /// the wire from 5.5 to 4.1 KB/s. Not the default yet: with it, three of the integration
-    /// tests' honest matches differ from their seeds' draws enough to fail a bound (see the
-    /// README's bytes/s figure).
+    /// acknowledgements, pings or pongs alone (0 to 0.25; default 0.05). They ride on its
+    /// next packet with data instead, which a playing client sends every move send (see
+    /// [`AckDelay`]): at the report's defaults its datagrams fall from 85 to 41 a second and
+    /// its bytes on the wire from 5.5 to 4.1 KB/s. 0 is lightyear's way: a packet in every
+    /// frame that has some due and nothing else to send.
     pub ack_delay: f64,
     /// The same for the server's packets to each client, acknowledgements only (0 to 0.25;
     /// default 0, lightyear's way; see [`ServerAckDelay`]). 0.05 cuts a client's downstream
@@ -208,7 +206,7 @@ impl Default for UnlagNetPlugin {
             unconnected_link_timeout: 10.0,
             max_client_fragments: 0,
             max_reliable_ahead: PacketGuardSettings::default().max_reliable_ahead,
-            ack_delay: 0.0,
+            ack_delay: 0.05,
             server_ack_delay: 0.0,
         }
     }

@@ -55,7 +55,7 @@ pub struct ReportOptions {
     /// (`MovementSettings::playout`; default: the library's default, on).
     pub playout: bool,
     /// Which links hold acknowledgements (and a client's pings and pongs) back to ride on
-    /// data (default [`Packing::Off`], the library's default).
+    /// data (default [`Packing::On`], the library's default).
     pub packing: Packing,
     /// Whether the client Apps and a dedicated server run Bevy's multi-threaded executor
     /// (default off: the single-threaded one; the per-client work inside a server's systems
@@ -88,7 +88,7 @@ impl Default for ReportOptions {
             plot: None,
             grid: false,
             playout: unlag::core::PlayoutSettings::default().enabled,
-            packing: Packing::Off,
+            packing: Packing::On,
             multi_threaded: false,
         }
     }
@@ -111,10 +111,10 @@ usage: report [options]
                      (MovementSettings::playout; default on)
   --packing on|off|both
                      on: a client's acknowledgements, pings and pongs wait up to 50 ms to
-                     ride on a packet with data (UnlagNetPlugin::ack_delay); both: the
-                     server's acknowledgements wait too (UnlagNetPlugin::server_ack_delay);
-                     off: a packet for them in every frame that has some due, as lightyear
-                     does (default, as the library)
+                     ride on a packet with data (UnlagNetPlugin::ack_delay; default, as the
+                     library); both: the server's acknowledgements wait too
+                     (UnlagNetPlugin::server_ack_delay); off: a packet for them in every
+                     frame that has some due, as lightyear does (the old way)
   --client-fps F     each client's frame rate, 5-480 frames/s (default: the server's 240)
   --frame-jitter P   how much a client's frame time varies, 0-90 % of its mean (default 0)
   --hitches P,MS     P % of a client's frames (0-50) take MS milliseconds (0-2000) each,
@@ -352,9 +352,9 @@ impl ReportOptions {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Packing {
     /// None: a packet for them in every frame that has some due, as lightyear does (the
-    /// library's default).
+    /// library's way before its clients' packing, for the comparison).
     Off,
-    /// The clients' links (`UnlagNetPlugin::ack_delay`).
+    /// The clients' links (`UnlagNetPlugin::ack_delay`; the library's default).
     On,
     /// The clients' and the server's (`UnlagNetPlugin::server_ack_delay` too).
     Both,
