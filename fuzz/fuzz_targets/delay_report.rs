@@ -39,8 +39,7 @@ fuzz_target!(|data: &[u8]| {
         // Its echo, timed from a beat sent 0.2 s before: taken or not, the window's round
         // trip stays finite and non-negative.
         if let Some(echo) = report.echo {
-            let held = f64::from(echo.held_us) / 1e6;
-            remote.record_echo(server_time, echo.seq, server_time - 0.2, held);
+            remote.take_echo(server_time, echo, Some(server_time - 0.2));
             let rtt = remote.window_rtt(server_time - 2.0, server_time);
             assert!(rtt.is_finite() && rtt >= 0.0, "{rtt}");
         }

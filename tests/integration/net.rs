@@ -291,16 +291,34 @@ fn the_reports_echoes_of_the_beats_follow_a_step_in_the_round_trip() {
         "no range of lags 1.5 s after the step"
     );
 
-    // An echo of a beat no newer than the last taken, or timing a trip shorter than none, is
-    // not taken.
+    // An echo of a beat no newer than the last taken (or forgotten) is stale; one held beyond
+    // a second, or timing a trip shorter than none, implausible: neither is taken, each counted.
+    use unlag::net::{BeatEcho, EchoRefusal};
     let mut remote = RemoteClientClock::default();
     let seq = unlag::core::Seq16(7);
-    assert!(remote.record_echo(now, seq, now - 0.25, 0.0));
-    assert!(!remote.record_echo(now, seq, now - 0.25, 0.0));
+    assert_eq!(remote.record_echo(now, seq, now - 0.25, 0.0), Ok(()));
+    assert_eq!(
+        remote.record_echo(now, seq, now - 0.25, 0.0),
+        Err(EchoRefusal::Stale)
+    );
     let next = seq.next();
-    assert!(!remote.record_echo(now, next, now - 0.25, 0.3));
-    assert!(!remote.record_echo(now, next, now - 0.25, f64::NAN));
-    assert!(remote.record_echo(now, next, now - 0.25, 0.01));
+    assert_eq!(
+        remote.record_echo(now, next, now - 0.25, 0.3),
+        Err(EchoRefusal::Implausible)
+    );
+    assert_eq!(
+        remote.record_echo(now, next, now - 0.25, f64::NAN),
+        Err(EchoRefusal::Implausible)
+    );
+    let echo = |seq, held_us| BeatEcho { seq, held_us };
+    remote.take_echo(now, echo(next, 5_000_000), Some(now - 0.25));
+    remote.take_echo(now, echo(next, 10_000), None);
+    assert_eq!((remote.rejected_echoes, remote.stale_echoes), (1, 1));
+    // Taken: the same beat again is stale.
+    remote.take_echo(now, echo(next, 10_000), Some(now - 0.25));
+    assert_eq!((remote.rejected_echoes, remote.stale_echoes), (1, 1));
+    remote.take_echo(now, echo(next, 10_000), Some(now - 0.25));
+    assert_eq!((remote.rejected_echoes, remote.stale_echoes), (1, 2));
 }
 
 #[test]

@@ -281,6 +281,12 @@ pub struct RemoteClientClock {
     /// The newest beat echoed: an echo of it or of an older one is not taken again.
     #[reflect(ignore)]
     last_echo: Option<Seq16>,
+    /// Echoes not taken for being stale: of a beat no newer than the last taken (an honest
+    /// report overtaken by a newer one carries one) or one the server no longer remembers.
+    pub stale_echoes: u64,
+    /// Echoes refused as implausible (a hold beyond [`MAX_ECHO_HOLD_US`], or a round trip no
+    /// link can have), each with a counted, rate-limited warning.
+    pub rejected_echoes: u64,
     /// Jitter measured by the server, seconds.
     pub jitter: f64,
     /// The interpolation delay the client last reported, seconds (clamped to
@@ -643,12 +649,21 @@ impl RemoteClientClock {
     /// Takes a [`BeatEcho`] of beat `seq`, sent at server time `sent` and held `held` by the
     /// client, arriving at server time `now` (seconds): one sample of the round trip, kept
     /// for [`RemoteClientClock::echo_window_rtt`]. An echo of a beat no newer than the last
-    /// taken, or one no trip can have, is not taken (false).
-    pub fn record_echo(&mut self, now: f64, seq: Seq16, sent: f64, held: f64) -> bool {
+    /// taken is stale, one no trip can have implausible: neither is taken, and nothing else
+    /// changes (the caller counts them).
+    pub fn record_echo(
+        &mut self,
+        now: f64,
+        seq: Seq16,
+        sent: f64,
+        held: f64,
+    ) -> Result<(), EchoRefusal> {
         let rtt = now - sent - held;
-        let fresh = self.last_echo.is_none_or(|last| seq.is_newer_than(last));
-        if !(fresh && rtt.is_finite() && (0.0..MAX_VIEW_LAG).contains(&rtt) && held >= 0.0) {
-            return false;
+        if !(rtt.is_finite() && (0.0..MAX_VIEW_LAG).contains(&rtt) && held >= 0.0) {
+            return Err(EchoRefusal::Implausible);
+        }
+        if self.last_echo.is_some_and(|last| !seq.is_newer_than(last)) {
+            return Err(EchoRefusal::Stale);
         }
         self.last_echo = Some(seq);
         if self.echo_rtts.len() == MAX_RTTS_KEPT {
@@ -656,7 +671,31 @@ impl RemoteClientClock {
         }
         self.echo_rtts.push_back((now, rtt));
         forget_before(&mut self.echo_rtts, now - VIEW_LAG_MEMORY);
-        true
+        Ok(())
+    }
+
+    /// Takes the echo a taken report carried, if any ([`RemoteClientClock::record_echo`]),
+    /// timed from `sent_at` (when the server sent a beat it still remembers, server seconds),
+    /// arriving at server time `now`: stale ones are counted, implausible ones counted with a
+    /// rate-limited warning.
+    pub fn take_echo(&mut self, now: f64, echo: BeatEcho, sent_at: Option<f64>) {
+        let verdict = match sent_at {
+            _ if echo.held_us > MAX_ECHO_HOLD_US => Err(EchoRefusal::Implausible),
+            None => Err(EchoRefusal::Stale),
+            Some(sent) => self.record_echo(now, echo.seq, sent, f64::from(echo.held_us) / 1e6),
+        };
+        match verdict {
+            Ok(()) => {}
+            Err(EchoRefusal::Stale) => self.stale_echoes += 1,
+            Err(EchoRefusal::Implausible) => {
+                crate::warn_counted!(
+                    self.rejected_echoes,
+                    "dropped a report's echo of beat {:?}: no trip is {} µs held",
+                    echo.seq,
+                    echo.held_us
+                );
+            }
+        }
     }
 
     /// The median of lightyear's RTT readings from server time `since` to `now` (and the one
@@ -987,6 +1026,16 @@ pub struct BeatEcho {
 /// Longest hold a [`BeatEcho`] may state, microseconds: a beat read longer ago is no sample of
 /// the link (an honest client echoes the next beat within a tenth of a second and a frame).
 pub const MAX_ECHO_HOLD_US: u32 = 1_000_000;
+
+/// Why a [`BeatEcho`] was not taken ([`RemoteClientClock::record_echo`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EchoRefusal {
+    /// Of a beat no newer than the last taken, or one the server no longer remembers.
+    Stale,
+    /// A hold beyond [`MAX_ECHO_HOLD_US`], or a round trip below zero, beyond
+    /// `MAX_VIEW_LAG` or not finite.
+    Implausible,
+}
 
 /// Echoes in a window before [`RemoteClientClock::window_rtt`] takes their median.
 pub const MIN_ECHOES: usize = 5;
@@ -1710,12 +1759,9 @@ pub(crate) fn server_beats(
                     }
                     Ok(()) => {
                         // Timed from the beat's stamp, as the reports' lags are from theirs.
-                        if let Some(echo) = report.echo
-                            && echo.held_us <= MAX_ECHO_HOLD_US
-                            && let Some(sent) = state.sent_at(echo.seq)
-                        {
-                            let held = f64::from(echo.held_us) / 1e6;
-                            remote.record_echo(clock.server_time, echo.seq, sent, held);
+                        if let Some(echo) = report.echo {
+                            let sent = state.sent_at(echo.seq);
+                            remote.take_echo(clock.server_time, echo, sent);
                         }
                     }
                     Err(_) => {}

@@ -26,13 +26,13 @@ pub use bevy::log as __log;
 #[cfg(feature = "cheats")]
 pub use clock::NetCheats;
 pub use clock::{
-    BEAT_INTERVAL, BeatEcho, DelayReport, MAX_CLIENT_FRAME, MAX_ECHO_HOLD_US, MAX_FRAME_SLACK,
-    MAX_PROVEN_CLIENT_FRAME, MAX_REPORT_RATE, MAX_REPORTED_DELAY, MIN_ECHOES, MIN_REPORT_GAP,
-    MIN_VIEW_LAG_SAMPLES, NetBeat, NetClock, PLAUSIBLE_DELAY_DECAY, PLAUSIBLE_DELAY_SLACK,
-    REPORT_ALONE_AFTER, REPORT_BURST, REPORT_INTERVAL, RemoteClientClock, RemoteClockAt,
-    ReportContext, ReportRefusal, ReportState, UNSEEN_TAIL_STEPS, VIEW_LAG_CENTER_SLACK,
-    VIEW_LAG_JITTER_FACTOR, VIEW_LAG_MEMORY, VIEW_LAG_SLACK, VIEW_LAG_WINDOW, delay_shortfall,
-    plausible_delay, server_time_now, server_time_of_world,
+    BEAT_INTERVAL, BeatEcho, DelayReport, EchoRefusal, MAX_CLIENT_FRAME, MAX_ECHO_HOLD_US,
+    MAX_FRAME_SLACK, MAX_PROVEN_CLIENT_FRAME, MAX_REPORT_RATE, MAX_REPORTED_DELAY, MIN_ECHOES,
+    MIN_REPORT_GAP, MIN_VIEW_LAG_SAMPLES, NetBeat, NetClock, PLAUSIBLE_DELAY_DECAY,
+    PLAUSIBLE_DELAY_SLACK, REPORT_ALONE_AFTER, REPORT_BURST, REPORT_INTERVAL, RemoteClientClock,
+    RemoteClockAt, ReportContext, ReportRefusal, ReportState, UNSEEN_TAIL_STEPS,
+    VIEW_LAG_CENTER_SLACK, VIEW_LAG_JITTER_FACTOR, VIEW_LAG_MEMORY, VIEW_LAG_SLACK,
+    VIEW_LAG_WINDOW, delay_shortfall, plausible_delay, server_time_now, server_time_of_world,
 };
 pub use conditions::NetConditions;
 pub use guard::{
