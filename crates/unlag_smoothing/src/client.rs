@@ -726,10 +726,12 @@ fn starved(kind: Option<SampleKind>) -> bool {
 
 impl ProxySmoothing {
     /// This proxy's update interval, seconds: its own (a 1 Hz proxy cannot be shown 50 ms
-    /// behind), or the server's nominal one when it is within a quarter of it or not known yet
-    /// (fewer than two states, or fewer than [`MIN_GAPS_FOR_INTERVAL`] gaps of up to
-    /// [`MAX_BRIDGED_GAP`] nominal intervals). Observes how stale its newest state is for
-    /// `lateness`.
+    /// behind; at most [`SLOWEST_INTERVAL`]), or the server's nominal one when it is within a
+    /// quarter of it (or of the nominal one before a change in the last
+    /// [`NOMINAL_CHANGE_SPAN`]: a proxy at a reduced rate equal to that one follows the shared
+    /// delay that long) or not known yet (fewer than two states, or fewer than
+    /// [`MIN_GAPS_FOR_INTERVAL`] gaps of up to [`MAX_BRIDGED_GAP`] nominal intervals). Observes
+    /// how stale its newest state is for `lateness`.
     fn interval(
         &self,
         clock: &NetClock,
