@@ -180,7 +180,7 @@ pub struct UnlagNetPlugin {
     /// acknowledgements, pings or pongs alone (0 to 0.25; default 0.05). They ride on its
     /// next packet with data instead, which a playing client sends every move send (see
     /// [`AckDelay`]): at the report's defaults its datagrams fall from 85 to 41 a second and
-    /// its bytes on the wire from 5.5 to 4.1 KB/s. 0 is lightyear's way: a packet in every
+    /// its bytes on the wire from 5.6 to 4.1 KB/s. 0 is lightyear's way: a packet in every
     /// frame that has some due and nothing else to send.
     pub ack_delay: f64,
     /// The same for the server's packets to each client, acknowledgements only (0 to 0.25;
