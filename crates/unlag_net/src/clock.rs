@@ -599,10 +599,7 @@ impl RemoteClientClock {
             return;
         }
         if self.rtts.back().is_none_or(|&(_, last)| last != rtt) {
-            if self.rtts.len() == MAX_RTTS_KEPT {
-                self.rtts.pop_front();
-            }
-            self.rtts.push_back((now, rtt));
+            keep_recent(&mut self.rtts, now, rtt);
         }
         forget_before(&mut self.rtts, now - VIEW_LAG_MEMORY);
     }
@@ -633,7 +630,7 @@ impl RemoteClientClock {
     /// to, and every shot was refused). An echo is one raw sample (a client can make it longer,
     /// as it can hold its pongs, never shorter than the trip).
     pub fn echo_window_rtt(&self, since: f64, now: f64) -> Option<f64> {
-        let mut samples: Vec<f64> = self
+        let samples: Vec<f64> = self
             .echo_rtts
             .iter()
             .filter(|(t, _)| *t >= since && *t <= now)
@@ -642,8 +639,7 @@ impl RemoteClientClock {
         if samples.len() < MIN_ECHOES {
             return None;
         }
-        samples.sort_by(f64::total_cmp);
-        Some(samples[samples.len() / 2])
+        upper_median(samples)
     }
 
     /// Takes a [`BeatEcho`] of beat `seq`, sent at server time `sent` and held `held` by the
@@ -666,10 +662,7 @@ impl RemoteClientClock {
             return Err(EchoRefusal::Stale);
         }
         self.last_echo = Some(seq);
-        if self.echo_rtts.len() == MAX_RTTS_KEPT {
-            self.echo_rtts.pop_front();
-        }
-        self.echo_rtts.push_back((now, rtt));
+        keep_recent(&mut self.echo_rtts, now, rtt);
         forget_before(&mut self.echo_rtts, now - VIEW_LAG_MEMORY);
         Ok(())
     }
@@ -706,18 +699,14 @@ impl RemoteClientClock {
             .iter()
             .rposition(|(t, _)| *t <= since)
             .unwrap_or(0);
-        let mut readings: Vec<f64> = self
+        let readings: Vec<f64> = self
             .rtts
             .iter()
             .skip(standing)
             .filter(|(t, _)| *t <= now)
             .map(|(_, rtt)| *rtt)
             .collect();
-        if readings.is_empty() {
-            return self.rtt;
-        }
-        readings.sort_by(f64::total_cmp);
-        readings[readings.len() / 2]
+        upper_median(readings).unwrap_or(self.rtt)
     }
 
     /// Whether this client has been sending view reports for a whole window by server time
@@ -938,6 +927,21 @@ impl RemoteClientClock {
             .map(|(_, cap)| *cap)
             .reduce(f64::max)
     }
+}
+
+/// Appends `value`, stamped `now` (seconds), to a time-ordered window of round trips,
+/// dropping its oldest entry when it holds [`MAX_RTTS_KEPT`].
+fn keep_recent(window: &mut std::collections::VecDeque<(f64, f64)>, now: f64, value: f64) {
+    if window.len() == MAX_RTTS_KEPT {
+        window.pop_front();
+    }
+    window.push_back((now, value));
+}
+
+/// The middle of `values` once sorted (the upper one of an even count); `None` when empty.
+fn upper_median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied()
 }
 
 /// Drops the entries of a time-ordered window stamped before `since` (seconds).

@@ -177,7 +177,8 @@ pub struct UnlagNetPlugin {
     /// is as if lost, and lightyear sends its reliable messages again.
     pub max_reliable_ahead: u16,
     /// Longest a client waits, seconds, before it sends the server a packet for
-    /// acknowledgements, pings or pongs alone (0 to 0.25; default 0.05). They ride on its
+    /// acknowledgements, pings or pongs alone (0 to 0.25; default [`DEFAULT_ACK_DELAY`],
+    /// 0.05). They ride on its
     /// next packet with data instead, which a playing client sends every move send (see
     /// [`AckDelay`]): at the report's defaults its datagrams fall from 85 to 41 a second and
     /// its bytes on the wire from 5.6 to 4.1 KB/s. 0 is lightyear's way: a packet in every
@@ -197,6 +198,10 @@ pub struct UnlagNetPlugin {
     pub server_ack_delay: f64,
 }
 
+/// [`UnlagNetPlugin::ack_delay`]'s default, seconds: a playing client's moves leave every
+/// 1/30 s, so its acknowledgements, pings and pongs wait for them, never longer than this.
+pub const DEFAULT_ACK_DELAY: f64 = 0.05;
+
 impl Default for UnlagNetPlugin {
     fn default() -> Self {
         Self {
@@ -206,7 +211,7 @@ impl Default for UnlagNetPlugin {
             unconnected_link_timeout: 10.0,
             max_client_fragments: 0,
             max_reliable_ahead: PacketGuardSettings::default().max_reliable_ahead,
-            ack_delay: 0.05,
+            ack_delay: DEFAULT_ACK_DELAY,
             server_ack_delay: 0.0,
         }
     }

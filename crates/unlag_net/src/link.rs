@@ -295,10 +295,11 @@ const ACK_ONLY_PACKET: u8 = 4;
 /// ticks); a dedicated server looping at 250 Hz does the same to every client. Measured by the
 /// report at its defaults with both ends withholding them (before the pings rode too), a
 /// client's datagrams per second fall from 103 to 75 up and from 98 to 55 down, and its bytes
-/// on the wire from 7.3 to 6.4 KB/s up and from 9.2 to 7.5 KB/s down. Withheld, the acknowledgements ride on the link's next packet,
-/// which a playing client sends every tick and the server every send interval. The packet ids
-/// lightyear spent on the withheld packets are simply never seen by the peer: lightyear does not
-/// track acknowledgement-only packets for loss, and unlag measures loss from its own beats.
+/// on the wire from 7.3 to 6.4 KB/s up and from 9.2 to 7.5 KB/s down. Withheld, the
+/// acknowledgements ride on the link's next packet, which a playing client sends every tick
+/// and the server every send interval. The packet ids lightyear spent on the withheld packets
+/// are simply never seen by the peer: lightyear does not track acknowledgement-only packets
+/// for loss, and unlag measures loss from its own beats.
 pub(crate) fn pace_acks(
     time: Res<Time<Real>>,
     (delay, server_delay): (Res<AckDelay>, Res<ServerAckDelay>),

@@ -92,8 +92,8 @@ pub fn start_match(options: &ReportOptions, pace: Pace) -> Result<Testbed, Optio
 /// The acknowledgement delay of `--packing on` (the clients'
 /// [`AckDelay`](unlag::net::AckDelay)) and `both` (the server's
 /// [`ServerAckDelay`](unlag::net::ServerAckDelay) too), seconds; `off` sets 0 (the reliable
-/// channel keeps its registered resend timing).
-pub const PACKED_ACK_DELAY: f64 = 0.05;
+/// channel keeps its registered resend timing). The library's default for the clients.
+pub const PACKED_ACK_DELAY: f64 = unlag::net::DEFAULT_ACK_DELAY;
 
 /// [`start_match`], with `add` called once the match's plugins are in and before anything
 /// runs: to add a game's own plugins and resources to the server and the clients.
