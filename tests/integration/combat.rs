@@ -560,6 +560,10 @@ enum Cheat {
     /// Backtracks this many seconds while its pongs are held twice as long: the server's RTT
     /// reads that much longer, and its estimate of the view time that much older.
     PongDelay(f64),
+    /// Backtracks this many seconds while its pongs are held as long and its view reports are
+    /// stamped as much older: the reports' median lag then sits as far above the honest trip
+    /// as the RTT they are held to reads above it (issue 23's held pongs, combined).
+    InflatedTrip(f64),
     /// Backtracks this many seconds while claiming 100-ms frames in delay reports sent at
     /// 10 Hz (spaced as slow frames would be).
     SlowReports(f64),
@@ -650,6 +654,7 @@ fn run_cheat(
         | Cheat::ForgedReports(by)
         | Cheat::SlowPretender(by)
         | Cheat::PongDelay(by)
+        | Cheat::InflatedTrip(by)
         | Cheat::SlowReports(by)
         | Cheat::LongDelay(by)
         | Cheat::OldClaim(by)
@@ -853,7 +858,7 @@ fn cheat_run_rewound(
     let mut tb = combat_testbed_rewound(config, rewind, default(), 1, 1e9, |app| {
         app.add_systems(Update, run_cheat);
         // A forger stamps its view reports older from the start.
-        if let Cheat::ForgedReports(by) = cheat {
+        if let Cheat::ForgedReports(by) | Cheat::InflatedTrip(by) = cheat {
             app.insert_resource(unlag::net::NetCheats {
                 view_report_offset: by,
                 ..default()
@@ -880,11 +885,16 @@ fn cheat_run_rewound(
             });
         }
     });
-    if let Cheat::PongDelay(by) = cheat {
+    if let Cheat::PongDelay(by) | Cheat::InflatedTrip(by) = cheat {
+        let held = if let Cheat::PongDelay(_) = cheat {
+            2.0 * by
+        } else {
+            by
+        };
         tb.server_world_mut()
             .insert_resource(unlag::net::NetCheats {
                 // The shooter's netcode id.
-                pong_delay: Some((1, 2.0 * by)),
+                pong_delay: Some((1, held)),
                 ..default()
             });
     }
@@ -1135,6 +1145,32 @@ fn cheats_are_refused_for_the_right_reason() {
                 excess.iter().copied().fold(f64::NEG_INFINITY, f64::max)
             );
         }
+    }
+}
+
+/// Issue 23's held pongs, combined: a client holding its pongs `b` seconds (the server's RTT of
+/// it reads `b` longer) and stamping its view reports `b` older keeps its reports' median lag
+/// within the RTT they are held to, and its shots backtracked `b` agreed with both (18 of 19
+/// accepted, 13 hits, at 50, 100 and 200 ms). The transport's acknowledgements of the
+/// server's packets, riding on the client's own datagrams, time the trip it did not hold:
+/// the reports' median is held to that too, and every shot is refused.
+#[test]
+fn a_held_round_trip_does_not_buy_backtracking() {
+    use unlag::combat::Rejection;
+    for back in [0.05, 0.1, 0.2] {
+        let s = cheat_run(Cheat::InflatedTrip(back), "rifle", 20);
+        let arrived = s.accepted + s.rejected_total();
+        println!(
+            "InflatedTrip({back}): {} of {arrived} accepted, {} hits, refusals {:?}",
+            s.accepted, s.pellet_hits, s.rejected
+        );
+        assert!(arrived >= 16, "{s:?}");
+        assert_eq!(s.accepted, 0, "InflatedTrip({back}): {s:?}");
+        assert_eq!(
+            s.rejected.get(&Rejection::BadViewTime).copied(),
+            Some(arrived),
+            "{s:?}"
+        );
     }
 }
 

@@ -443,7 +443,12 @@ fn a_shooter_match_plays_honestly_for_ten_seconds() {
 
     let own = own_character(&mut tb, 0);
     let (_, hud) = played_honestly(&mut tb, 0, 10);
-    assert!(hud.shots >= 30, "{hud:?}");
+    // Shots the weapons let through of the script's 20 commands a second (a random weapon
+    // each, cooling or reloading ones dropped): 29 to 43 over its seeds 5 to 12. The match
+    // also follows the entities' ids (an observer is an entity: seed 5 fired 37 before the
+    // server's acknowledgement observers, 29 with them, and 29 with a do-nothing observer
+    // added to the code before them).
+    assert!(hud.shots >= 25, "{hud:?}");
     assert!(hud.local_hits >= hud.confirmed_hits / 2, "{hud:?}");
     // Every answer to a seen hit is counted once: confirmed, judged a miss or posthumous.
     assert!(

@@ -286,10 +286,41 @@ fn the_reports_echoes_of_the_beats_follow_a_step_in_the_round_trip() {
     );
     assert!((echoed - 0.25).abs() < 0.02, "{echoed}");
     assert!(window >= echoed - 0.02, "{window}");
+    // The window's RTT is held to the transport's acknowledgements too. Its wait for them
+    // (1.5 × lightyear's estimate) cut off every trip for a second or so after the step: those
+    // packets count as the longest trips, and bound nothing rather than the old 0.1 s.
+    let acked = remote.ack_window_rtt(now - 1.0, now);
+    println!("acknowledgements {acked:?}");
+    assert!(acked.is_none_or(|acked| acked >= 0.23), "{acked:?}");
     assert!(
         remote.view_lag_range(now, 1.0 / 60.0).is_some(),
         "no range of lags 1.5 s after the step"
     );
+
+    // The window's RTT is no longer than the acknowledgements' median: pongs held 0.2 s (the
+    // readings 0.3 s) and acknowledgements at 0.1 s read 0.1 s. Packets never acknowledged
+    // count as the longest trips: with half of them so, the acknowledgements bound nothing.
+    let mut remote = RemoteClientClock::default();
+    remote.set_rtt(now - 1.0, 0.3);
+    for _ in 0..10 {
+        remote.note_ack(0.1);
+    }
+    remote.take_acks(now - 0.5);
+    assert_eq!(remote.ack_window_rtt(now - 1.0, now), Some(0.1));
+    assert_eq!(remote.window_rtt(now - 1.0, now), 0.1);
+    for _ in 0..4 {
+        remote.note_unacknowledged();
+    }
+    remote.note_ack(f64::NAN);
+    remote.note_ack(-1.0);
+    remote.take_acks(now);
+    assert_eq!(remote.ack_window_rtt(now - 1.0, now), Some(0.1));
+    for _ in 0..6 {
+        remote.note_unacknowledged();
+    }
+    remote.take_acks(now);
+    assert_eq!(remote.ack_window_rtt(now - 1.0, now), None);
+    assert_eq!(remote.window_rtt(now - 1.0, now), 0.3);
 
     // An echo of a beat no newer than the last taken (or forgotten) is stale; one held beyond
     // a second, or timing a trip shorter than none, implausible: neither is taken, each counted.

@@ -328,9 +328,9 @@ fn cheating_clients_are_caught_and_shown() {
         let too_fast = r.rejected.get("TooFast").copied().unwrap_or(0);
         assert!(too_fast >= 3, "{cheat:?}: {:?}", r.rejected);
     }
-    // Backtracking behind held pongs or slow-looking reports: refused for its view time, and
-    // the honest client beside it never.
-    for cheat in [Cheat::PongDelay, Cheat::SlowReports] {
+    // Backtracking behind held pongs (its reports stamped as much older, or not) or
+    // slow-looking reports: refused for its view time, and the honest client beside it never.
+    for cheat in [Cheat::PongDelay, Cheat::InflatedTrip, Cheat::SlowReports] {
         let (r, refused) = mostly_refused(cheat, "BadViewTime");
         assert_eq!(r.rejected.values().sum::<u64>(), refused, "{cheat:?}");
         for a in &r.agreement {
@@ -362,6 +362,7 @@ fn cheats_from_a_slow_client_on_a_bad_link_are_still_caught() {
     for cheat in [
         Cheat::Backtrack,
         Cheat::PongDelay,
+        Cheat::InflatedTrip,
         Cheat::SlowReports,
         Cheat::DuplicateClaims,
         Cheat::FalseExtrapolate,

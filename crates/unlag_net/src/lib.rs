@@ -281,6 +281,8 @@ impl Plugin for UnlagNetPlugin {
         }));
         protocol::register_channels(app, self.ack_delay.max(self.server_ack_delay));
         app.add_observer(link::set_client_ping_interval);
+        app.add_observer(clock::note_packet_acks);
+        app.add_observer(clock::note_packets_lost);
         clock::register(app);
         roles::register(app);
         udp::register(app);

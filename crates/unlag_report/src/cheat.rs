@@ -18,6 +18,9 @@
 //!   the hit box onto its ray;
 //! - **pong-delay**: it backtracks 150 ms while holding its pongs 300 ms (the server's RTT,
 //!   and its estimate of the view time, read that much older);
+//! - **inflated-trip**: it backtracks 150 ms while holding its pongs 150 ms and stamping its
+//!   view reports 150 ms older (their median lag then sits as far above the trip as the RTT
+//!   they are held to reads);
 //! - **slow-reports**: it backtracks 150 ms while claiming 100-ms frames in delay reports sent
 //!   at 10 Hz;
 //! - **long-delay**: it reports a delay 100 ms longer than it draws with (its reports' view
@@ -66,6 +69,8 @@ pub enum Cheat {
     EaseMagnet,
     /// Backtracking 150 ms with pongs held 300 ms.
     PongDelay,
+    /// Backtracking 150 ms with pongs held 150 ms and view reports stamped 150 ms older.
+    InflatedTrip,
     /// Backtracking 150 ms with 10-Hz reports claiming 100-ms frames.
     SlowReports,
     /// A delay reported 100 ms longer than drawn, shots stamped as old.
@@ -73,7 +78,7 @@ pub enum Cheat {
 }
 
 /// Every cheat, in `--help`'s order.
-pub const CHEATS: [Cheat; 13] = [
+pub const CHEATS: [Cheat; 14] = [
     Cheat::Speed,
     Cheat::Teleport,
     Cheat::Backtrack,
@@ -85,6 +90,7 @@ pub const CHEATS: [Cheat; 13] = [
     Cheat::HeldClaim,
     Cheat::EaseMagnet,
     Cheat::PongDelay,
+    Cheat::InflatedTrip,
     Cheat::SlowReports,
     Cheat::LongDelay,
 ];
@@ -114,6 +120,7 @@ impl Cheat {
             Self::HeldClaim => "held-claim",
             Self::EaseMagnet => "ease-magnet",
             Self::PongDelay => "pong-delay",
+            Self::InflatedTrip => "inflated-trip",
             Self::SlowReports => "slow-reports",
             Self::LongDelay => "long-delay",
         }
@@ -206,6 +213,18 @@ pub fn start_link_cheat(tb: &mut unlag_testbed::Testbed, cheat: Cheat) {
                 pong_delay: Some((1, 2.0 * BACKTRACK)),
                 ..default()
             }),
+        Cheat::InflatedTrip => {
+            tb.server_world_mut()
+                .insert_resource(unlag::net::NetCheats {
+                    pong_delay: Some((1, BACKTRACK)),
+                    ..default()
+                });
+            tb.client_world_mut(0)
+                .insert_resource(unlag::net::NetCheats {
+                    view_report_offset: BACKTRACK,
+                    ..default()
+                });
+        }
         Cheat::SlowReports => tb
             .client_world_mut(0)
             .insert_resource(unlag::net::NetCheats {
@@ -379,7 +398,9 @@ impl Cheat {
     /// How old a view its shots claim, seconds.
     fn back(self) -> f64 {
         match self {
-            Cheat::Backtrack | Cheat::PongDelay | Cheat::SlowReports => BACKTRACK,
+            Cheat::Backtrack | Cheat::PongDelay | Cheat::InflatedTrip | Cheat::SlowReports => {
+                BACKTRACK
+            }
             Cheat::LongDelay => LONG_DELAY,
             Cheat::HeldClaim => HELD_FOR,
             _ => 0.0,
