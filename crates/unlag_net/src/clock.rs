@@ -1771,9 +1771,9 @@ pub(crate) fn update_server_clock(
 }
 
 /// Observer on the server: each of its packets a client's transport acknowledged is one
-/// sample of the round trip ([`RemoteClientClock::note_ack`]). A client's own transport's
-/// acknowledgements (of the server's packets to it) fire on entities without a
-/// [`RemoteClientClock`] and are ignored.
+/// sample of the round trip ([`RemoteClientClock::note_ack`]). In a client's App the events
+/// for its own packets, acknowledged by the server, fire on its link, which has no
+/// [`RemoteClientClock`]: ignored.
 pub(crate) fn note_packet_acks(
     acked: On<lightyear::transport::plugin::PacketAcked>,
     mut clients: Query<&mut RemoteClientClock>,
