@@ -564,6 +564,10 @@ enum Cheat {
     /// stamped as much older: the reports' median lag then sits as far above the honest trip
     /// as the RTT they are held to reads above it (issue 23's held pongs, combined).
     InflatedTrip(f64),
+    /// Backtracks this many seconds while each report's echo of a beat understates its hold
+    /// by as much and the reports are stamped as much older (the echoes' round trip, which
+    /// the reports are held to when longer than lightyear's, reads that much longer).
+    InflatedEcho(f64),
     /// Backtracks this many seconds while claiming 100-ms frames in delay reports sent at
     /// 10 Hz (spaced as slow frames would be).
     SlowReports(f64),
@@ -655,6 +659,7 @@ fn run_cheat(
         | Cheat::SlowPretender(by)
         | Cheat::PongDelay(by)
         | Cheat::InflatedTrip(by)
+        | Cheat::InflatedEcho(by)
         | Cheat::SlowReports(by)
         | Cheat::LongDelay(by)
         | Cheat::OldClaim(by)
@@ -861,6 +866,13 @@ fn cheat_run_rewound(
         if let Cheat::ForgedReports(by) | Cheat::InflatedTrip(by) = cheat {
             app.insert_resource(unlag::net::NetCheats {
                 view_report_offset: by,
+                ..default()
+            });
+        }
+        if let Cheat::InflatedEcho(by) = cheat {
+            app.insert_resource(unlag::net::NetCheats {
+                view_report_offset: by,
+                echo_understated: by,
                 ..default()
             });
         }
@@ -1151,21 +1163,27 @@ fn cheats_are_refused_for_the_right_reason() {
 /// Issue 23's held pongs, combined: a client holding its pongs `b` seconds (the server's RTT of
 /// it reads `b` longer) and stamping its view reports `b` older keeps its reports' median lag
 /// within the RTT they are held to, and its shots backtracked `b` agreed with both (18 of 19
-/// accepted, 13 hits, at 50, 100 and 200 ms). The transport's acknowledgements of the
-/// server's packets, riding on the client's own datagrams, time the trip it did not hold:
-/// the reports' median is held to that too, and every shot is refused.
+/// accepted, 13 hits, at 50, 100 and 200 ms). So did one whose echoes of the beats understate
+/// their hold by `b` (the echoes' round trip is taken when longer than lightyear's: 19 of 19
+/// accepted, 13 hits, at 50 ms). The
+/// transport's acknowledgements of the server's packets, riding on the client's own
+/// datagrams, time the trip it did not hold: the reports' median is held to that too, and
+/// every shot is refused.
 #[test]
 fn a_held_round_trip_does_not_buy_backtracking() {
     use unlag::combat::Rejection;
-    for back in [0.05, 0.1, 0.2] {
-        let s = cheat_run(Cheat::InflatedTrip(back), "rifle", 20);
+    for cheat in [0.05, 0.1, 0.2]
+        .into_iter()
+        .flat_map(|b| [Cheat::InflatedTrip(b), Cheat::InflatedEcho(b)])
+    {
+        let s = cheat_run(cheat, "rifle", 20);
         let arrived = s.accepted + s.rejected_total();
         println!(
-            "InflatedTrip({back}): {} of {arrived} accepted, {} hits, refusals {:?}",
+            "{cheat:?}: {} of {arrived} accepted, {} hits, refusals {:?}",
             s.accepted, s.pellet_hits, s.rejected
         );
         assert!(arrived >= 16, "{s:?}");
-        assert_eq!(s.accepted, 0, "InflatedTrip({back}): {s:?}");
+        assert_eq!(s.accepted, 0, "{cheat:?}: {s:?}");
         assert_eq!(
             s.rejected.get(&Rejection::BadViewTime).copied(),
             Some(arrived),

@@ -1182,6 +1182,10 @@ pub(crate) struct ClientClockState {
     /// The newest beat read, and the real time of the frame that read it (seconds), until
     /// a report echoes it.
     unechoed: Option<(Seq16, f64)>,
+    /// The beats read lately and when (a client understating its echoes picks from them),
+    /// and the last it echoed.
+    #[cfg(feature = "cheats")]
+    cheat_beats: (std::collections::VecDeque<(Seq16, f64)>, Option<Seq16>),
 }
 
 impl ClientClockState {
@@ -1204,6 +1208,8 @@ impl ClientClockState {
             server_delay_cap: None,
             reported_frames: std::collections::VecDeque::new(),
             unechoed: None,
+            #[cfg(feature = "cheats")]
+            cheat_beats: Default::default(),
         }
     }
 }
@@ -1315,6 +1321,13 @@ impl ClientClockState {
             Some(p) if n <= p => return,
             _ => {
                 self.unechoed = Some((beat.seq, read_at));
+                #[cfg(feature = "cheats")]
+                {
+                    if self.cheat_beats.0.len() == 64 {
+                        self.cheat_beats.0.pop_front();
+                    }
+                    self.cheat_beats.0.push_back((beat.seq, read_at));
+                }
                 let missed = previous.map_or(0, |p| n - p - 1).min(1000);
                 for _ in 0..missed {
                     self.loss.add(1.0, LOSS_ALPHA, LOSS_ALPHA);
@@ -1452,6 +1465,10 @@ pub struct NetCheats {
     /// seconds, as when that client holds the pongs of lightyear's pings before answering
     /// (inflating the RTT the view-time checks centre on).
     pub pong_delay: Option<(u64, f64)>,
+    /// Seconds each report's echo of a beat understates how long the beat was held: an echo
+    /// goes only once its beat was held this long, and claims that much less (the server's
+    /// round trip from the echoes reads this much longer, as with held pongs).
+    pub echo_understated: f64,
 }
 
 /// How many of the last delay reports' frame times [`NetClock::least_reported_frame`] looks
@@ -1518,6 +1535,33 @@ pub(crate) fn send_delay_reports(
                     .round()
                     .clamp(0.0, f64::from(u32::MAX)) as u32,
             }),
+        };
+        // An echo understated by `b`: of the newest beat read at least `b` ago (and newer than
+        // the last echoed), claiming `b` less than it was held.
+        #[cfg(feature = "cheats")]
+        let report = match cheats.as_ref().map(|c| c.echo_understated) {
+            Some(b) if b > 0.0 => {
+                let now = real.elapsed_secs_f64();
+                let (beats, last) = &mut state.cheat_beats;
+                let pick = beats
+                    .iter()
+                    .rev()
+                    .find(|(seq, read_at)| {
+                        now - read_at >= b && last.is_none_or(|l| seq.is_newer_than(l))
+                    })
+                    .copied();
+                if let Some((seq, _)) = pick {
+                    *last = Some(seq);
+                }
+                DelayReport {
+                    echo: pick.map(|(seq, read_at)| BeatEcho {
+                        seq,
+                        held_us: ((now - read_at - b) * 1e6).round() as u32,
+                    }),
+                    ..report
+                }
+            }
+            _ => report,
         };
         #[cfg(feature = "cheats")]
         let report = DelayReport {
