@@ -610,7 +610,7 @@ impl RemoteClientClock {
             return;
         }
         if self.rtts.back().is_none_or(|&(_, last)| last != rtt) {
-            keep_recent(&mut self.rtts, now, rtt);
+            keep_recent(&mut self.rtts, now, rtt, MAX_RTTS_KEPT);
         }
         forget_before(&mut self.rtts, now - VIEW_LAG_MEMORY);
     }
@@ -664,16 +664,7 @@ impl RemoteClientClock {
     /// takes holding the acknowledgements in every datagram's header (the transport's, not a
     /// message of the client's own), which holding the pongs and the echoes does not.
     pub fn ack_window_rtt(&self, since: f64, now: f64) -> Option<f64> {
-        let samples: Vec<f64> = self
-            .ack_rtts
-            .iter()
-            .filter(|(t, _)| *t >= since && *t <= now)
-            .map(|(_, rtt)| *rtt)
-            .collect();
-        if samples.len() < MIN_ACKS {
-            return None;
-        }
-        upper_median(samples).filter(|rtt| rtt.is_finite())
+        window_median(&self.ack_rtts, since, now, MIN_ACKS).filter(|rtt| rtt.is_finite())
     }
 
     /// Notes that the client acknowledged one of the server's packets `rtt` seconds after it
@@ -707,10 +698,7 @@ impl RemoteClientClock {
             return;
         }
         for rtt in self.pending_acks.drain(..) {
-            if self.ack_rtts.len() == MAX_ACKS_KEPT {
-                self.ack_rtts.pop_front();
-            }
-            self.ack_rtts.push_back((now, rtt));
+            keep_recent(&mut self.ack_rtts, now, rtt, MAX_ACKS_KEPT);
         }
         forget_before(&mut self.ack_rtts, now - VIEW_LAG_MEMORY);
     }
@@ -725,16 +713,7 @@ impl RemoteClientClock {
     /// to, and every shot was refused). An echo is one raw sample (a client can make it longer,
     /// as it can hold its pongs, never shorter than the trip).
     pub fn echo_window_rtt(&self, since: f64, now: f64) -> Option<f64> {
-        let samples: Vec<f64> = self
-            .echo_rtts
-            .iter()
-            .filter(|(t, _)| *t >= since && *t <= now)
-            .map(|(_, rtt)| *rtt)
-            .collect();
-        if samples.len() < MIN_ECHOES {
-            return None;
-        }
-        upper_median(samples)
+        window_median(&self.echo_rtts, since, now, MIN_ECHOES)
     }
 
     /// Takes a [`BeatEcho`] of beat `seq`, sent at server time `sent` and held `held` by the
@@ -757,7 +736,7 @@ impl RemoteClientClock {
             return Err(EchoRefusal::Stale);
         }
         self.last_echo = Some(seq);
-        keep_recent(&mut self.echo_rtts, now, rtt);
+        keep_recent(&mut self.echo_rtts, now, rtt, MAX_RTTS_KEPT);
         forget_before(&mut self.echo_rtts, now - VIEW_LAG_MEMORY);
         Ok(())
     }
@@ -1025,12 +1004,36 @@ impl RemoteClientClock {
 }
 
 /// Appends `value`, stamped `now` (seconds), to a time-ordered window of round trips,
-/// dropping its oldest entry when it holds [`MAX_RTTS_KEPT`].
-fn keep_recent(window: &mut std::collections::VecDeque<(f64, f64)>, now: f64, value: f64) {
-    if window.len() == MAX_RTTS_KEPT {
+/// dropping its oldest entry when it holds `cap`.
+fn keep_recent(
+    window: &mut std::collections::VecDeque<(f64, f64)>,
+    now: f64,
+    value: f64,
+    cap: usize,
+) {
+    if window.len() >= cap {
         window.pop_front();
     }
     window.push_back((now, value));
+}
+
+/// The [`upper_median`] of a time-ordered window's values stamped from `since` to `now`
+/// (seconds); `None` with fewer than `least` of them.
+fn window_median(
+    window: &std::collections::VecDeque<(f64, f64)>,
+    since: f64,
+    now: f64,
+    least: usize,
+) -> Option<f64> {
+    let samples: Vec<f64> = window
+        .iter()
+        .filter(|(t, _)| *t >= since && *t <= now)
+        .map(|(_, value)| *value)
+        .collect();
+    if samples.len() < least {
+        return None;
+    }
+    upper_median(samples)
 }
 
 /// The middle of `values` once sorted (the upper one of an even count); `None` when empty.
