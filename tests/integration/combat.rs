@@ -568,6 +568,10 @@ enum Cheat {
     /// by as much and the reports are stamped as much older (the echoes' round trip, which
     /// the reports are held to when longer than lightyear's, reads that much longer).
     InflatedEcho(f64),
+    /// Backtracks this many seconds, having delayed the server's datagrams twice as long for
+    /// four times as long before each shot (the rest read at once after it): the datagram
+    /// carrying the shot times a trip that much longer, as after a step up in latency.
+    PulsedHold(f64),
     /// Backtracks this many seconds while claiming 100-ms frames in delay reports sent at
     /// 10 Hz (spaced as slow frames would be).
     SlowReports(f64),
@@ -610,11 +614,19 @@ fn run_cheat(
     boxes: Query<(&HitBox, &GlobalTransform)>,
     mut link: Query<&mut MessageSender<unlag::combat::FireRequest>, With<Client>>,
     (clock, settings): (Res<unlag::net::NetClock>, Res<CombatSettings>),
+    net_cheats: Option<ResMut<unlag::net::NetCheats>>,
 ) {
     let Some(mut s) = script else {
         return;
     };
     s.frame += 1;
+    // The pulse: a delay line of twice `by` from twice that before the shot (every 240
+    // frames, a second: seldom enough for lightyear's RTT to read the usual trip) to it.
+    if let (Cheat::PulsedHold(by), Some(mut net)) = (s.cheat, net_cheats) {
+        let phase = s.frame % 240;
+        let from = 240 - ((4.0 * by * 240.0) as u64).min(239);
+        net.inbound_delay = if phase >= from { 2.0 * by } else { 0.0 };
+    }
     // Remember what was drawn: the torso of the first proxy.
     if let Some((proxy, pose, children)) = proxies.iter().next() {
         let torso = children
@@ -637,6 +649,7 @@ fn run_cheat(
         Cheat::Honest | Cheat::FirstPelletOnly => 1,
         // The rifle's full rate (0.1 s).
         Cheat::EveryWeapon => 24,
+        Cheat::PulsedHold(_) => 240,
         _ => 36,
     };
     if s.frame % every != 0 || s.history.len() < 240 {
@@ -660,6 +673,7 @@ fn run_cheat(
         | Cheat::PongDelay(by)
         | Cheat::InflatedTrip(by)
         | Cheat::InflatedEcho(by)
+        | Cheat::PulsedHold(by)
         | Cheat::SlowReports(by)
         | Cheat::LongDelay(by)
         | Cheat::OldClaim(by)
@@ -855,9 +869,18 @@ fn cheat_run_rewound(
     rewind: RewindSettings,
 ) -> CombatStats {
     let rtt = if cheat == Cheat::NoLead { 500 } else { 100 };
+    // The pulse on a steady link: no jitter for the rise to hide in.
+    let conditions = match cheat {
+        Cheat::PulsedHold(_) => LinkConditions {
+            jitter: Duration::ZERO,
+            loss: 0.0,
+            ..lossy(rtt)
+        },
+        _ => lossy(rtt),
+    };
     let config = TestbedConfig {
         clients: 1,
-        conditions: lossy(rtt),
+        conditions,
         ..default()
     };
     let mut tb = combat_testbed_rewound(config, rewind, default(), 1, 1e9, |app| {
@@ -875,6 +898,9 @@ fn cheat_run_rewound(
                 echo_understated: by,
                 ..default()
             });
+        }
+        if let Cheat::PulsedHold(_) = cheat {
+            app.insert_resource(unlag::net::NetCheats::default());
         }
         if let Cheat::SlowPretender(_) = cheat {
             app.insert_resource(unlag::net::NetCheats {
@@ -1184,6 +1210,33 @@ fn a_held_round_trip_does_not_buy_backtracking() {
         );
         assert!(arrived >= 16, "{s:?}");
         assert_eq!(s.accepted, 0, "{cheat:?}: {s:?}");
+        assert_eq!(
+            s.rejected.get(&Rejection::BadViewTime).copied(),
+            Some(arrived),
+            "{s:?}"
+        );
+    }
+}
+
+/// A step up in latency is read from the rise in the round trips of the client's datagrams
+/// (the server's own acknowledgement ledger), and a shot across it is allowed to have left
+/// that much earlier. A client delaying the server's datagrams `2b` for `4b` before each shot
+/// and backtracking it `b` makes the datagram carrying the shot time a trip `2b` longer; the
+/// next datagrams time the usual trip again, and a rise counts only as far as the trips after
+/// the shot keep it: every shot is refused, at 50 and 100 ms (a shot a second, so that
+/// lightyear's RTT reads the usual trip; on a steady link, where no jitter hides a rise).
+#[test]
+fn a_pulsed_hold_of_the_servers_datagrams_does_not_buy_backtracking() {
+    use unlag::combat::Rejection;
+    for b in [0.05, 0.1] {
+        let s = cheat_run(Cheat::PulsedHold(b), "rifle", 20);
+        let arrived = s.accepted + s.rejected_total();
+        println!(
+            "held {b} s: {} of {arrived} accepted, {} hits, refusals {:?}",
+            s.accepted, s.pellet_hits, s.rejected
+        );
+        assert!(arrived >= 16, "{s:?}");
+        assert_eq!(s.accepted, 0, "held {b} s: {s:?}");
         assert_eq!(
             s.rejected.get(&Rejection::BadViewTime).copied(),
             Some(arrived),

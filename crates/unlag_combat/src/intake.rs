@@ -33,6 +33,13 @@ const PLAYOUT_HOLD: f64 = 1.0;
 /// seconds (the jitter spread of a link the copies can come through).
 const COPY_JITTER_WAIT: f64 = 0.06;
 
+/// Longest a shot that arrived with a rise in its link's trips waits to see whether the rise
+/// lasts, seconds ([`RemoteClockAt::trip_rise`](unlag_net::RemoteClockAt::trip_rise)): the
+/// server's packets to a client go out every proxy interval or sooner (beats, pings), and
+/// each datagram back that acknowledges one times a trip. Without a trip after it, the rise
+/// counts for nothing.
+const RISE_CONFIRM_WAIT: f64 = 0.25;
+
 /// Most shots one client may have waiting; beyond, the oldest is judged at once.
 const MAX_HELD_SHOTS: usize = 16;
 
@@ -131,9 +138,13 @@ pub(crate) fn judge_shots(
         let trail = by_link.get(&link).and_then(|c| trails.get(*c).ok());
         let copies_wait = settings.copy_age_allowed(remote.client_frame) + COPY_JITTER_WAIT;
         let frame_known = remote.client_frame_known();
-        while let Some((request, mut arrival)) =
-            take_ready(queue, (trail, frame_known), &settings, now, copies_wait)
-        {
+        while let Some((request, mut arrival)) = take_ready(
+            queue,
+            (trail, frame_known, remote),
+            &settings,
+            now,
+            copies_wait,
+        ) {
             // A shot that came before its client's frame time was known waited for it: the
             // frame is judged as known now (a client's frame rate does not change in the
             // moment it waited, and every copy travelled through frames of that length).
@@ -215,9 +226,11 @@ fn receive_copies(
         };
         // Outside the reports' range on either side: a copy can land in either tail of the
         // up-link's spread that the reports of the window have not sampled yet.
-        let late = link_then
-            .view_lag_range
-            .is_some_and(|range| outside_lag_range(settings, range, lag));
+        // (The range widened by a rise in the link's latest trips, as the judge's is.)
+        let late = link_then.view_lag_range.is_some_and(|(least, most)| {
+            let most = most + link_then.trip_rise(frame);
+            outside_lag_range(settings, (least, most), lag)
+        });
         // (Among the newest few: copies arrive within frames of each other, and a flood costs
         // no more than that per request.)
         if let Some(waiting) = queue
@@ -249,11 +262,12 @@ fn receive_copies(
 /// seconds for a copy in time; and every shot waits as long for its client's frame time to be
 /// known (`frame_known`: a shot fired in the first moments after joining came before the
 /// reports that show it, and judged as from a client with no frame, 30-fps clients' first
-/// shots were refused `BadViewTime`). Its arrival then knows where that move left the
-/// shooter.
+/// shots were refused `BadViewTime`). A shot that came with a rise in its link's trips waits
+/// for a trip after it (up to [`RISE_CONFIRM_WAIT`]): the rise counts only as far as it
+/// lasts. Its arrival then knows where that move left the shooter.
 fn take_ready(
     queue: &mut VecDeque<HeldShot>,
-    (trail, frame_known): (Option<&MoveTrail>, bool),
+    (trail, frame_known, remote): (Option<&MoveTrail>, bool, &RemoteClientClock),
     settings: &CombatSettings,
     now: f64,
     copies_wait: f64,
@@ -267,6 +281,11 @@ fn take_ready(
     // Held as long as a shot may be, or one too many held: it goes, whatever it waits for.
     let held_out = waited >= settings.max_shot_hold + PLAYOUT_HOLD || queue.len() > MAX_HELD_SHOTS;
     if !frame_known && !held_out {
+        return None;
+    }
+    let rose = front.arrival.link.trip_rise(front.arrival.frame) > 0.0;
+    let after = remote.shortest_trip_after(front.arrival.time);
+    if rose && after.is_none() && waited < RISE_CONFIRM_WAIT && !held_out {
         return None;
     }
     let ready = match (trail, seq) {
@@ -287,6 +306,11 @@ fn take_ready(
         mut arrival,
         ..
     } = queue.pop_front()?;
+    // The rise as far as the trips after the shot keep it: a step in the link stays, a burst
+    // of losses both ways is gone with the next datagram.
+    if rose {
+        arrival.link.fresh_trip = arrival.link.fresh_trip.zip(after).map(|(a, b)| a.min(b));
+    }
     arrival.moved_to = trail
         .zip(seq)
         .and_then(|(trail, seq)| trail.position_after(seq));
@@ -498,7 +522,10 @@ fn oldest_plausible(held: &HeldShots) -> Option<f64> {
         .map(|h| {
             let link = &h.arrival.link;
             let delay = link.interpolation_delay.max(link.delay_cap).max(0.0);
-            let allowed = link.view_lag_range.map_or(1.0, |(_, most)| most) + delay + 0.25;
+            let allowed = link.view_lag_range.map_or(1.0, |(_, most)| most)
+                + link.trip_rise(h.arrival.frame)
+                + delay
+                + 0.25;
             let at = h.request.view_time.min(h.request.judged_time);
             (at, h.arrival.time - at <= allowed)
         })

@@ -7,6 +7,7 @@
 //! Everything here is deterministic and unit-tested without Bevy, so the tricky arithmetic can
 //! be checked in seconds; the plugins in the other crates are thin systems around it.
 
+pub mod acks;
 pub mod bvh;
 pub mod clock;
 pub mod codec;
@@ -29,6 +30,7 @@ pub mod settings;
 pub mod smoothing;
 pub mod stats;
 
+pub use acks::{ACK_GIVE_UP, AckLedger, LEDGER_PACKETS, PacketFate};
 pub use bvh::{Aabb, Bvh, Cone};
 pub use clock::{FramePace, ServerClockEstimator};
 pub use codec::{ByteReader, ByteWriter, DecodeError};

@@ -292,6 +292,15 @@ pub struct RemoteClientClock {
     /// time is known.
     #[reflect(ignore)]
     pending_acks: Vec<f64>,
+    /// The shortest round trip of the server's packets first acknowledged by the client's
+    /// datagrams read this frame, seconds (`None` if they acknowledged none for the first
+    /// time), until [`RemoteClientClock::take_acks`] stamps it ([`crate::acks`]).
+    #[reflect(ignore)]
+    pub(crate) pending_trip: Option<f64>,
+    /// (server time, [`RemoteClientClock::pending_trip`]) of the frames of the last
+    /// [`FRESH_TRIP_SPAN`] that read one ([`RemoteClientClock::recent_trip`]).
+    #[reflect(ignore)]
+    fresh_trips: std::collections::VecDeque<(f64, f64)>,
     /// Echoes not taken for being stale: of a beat no newer than the last taken (an honest
     /// report overtaken by a newer one carries one) or one the server no longer remembers.
     pub stale_echoes: u64,
@@ -406,6 +415,11 @@ pub struct RemoteClockAt {
     /// The latest view time an in-order report stamped then, seconds: about when the client
     /// had the delay it last reported.
     pub report_stamp: Option<f64>,
+    /// [`RemoteClientClock::recent_trip`] then, seconds.
+    pub fresh_trip: Option<f64>,
+    /// The median acknowledged round trip of the [`VIEW_LAG_WINDOW`] before then
+    /// ([`RemoteClientClock::ack_window_rtt`]), seconds.
+    pub window_trip: Option<f64>,
 }
 
 impl RemoteClockAt {
@@ -417,6 +431,61 @@ impl RemoteClockAt {
     /// ([`delay_shortfall`]).
     pub fn lag_of(&self, now: f64, sent_view_time: f64, delay: f64) -> f64 {
         now - sent_view_time - delay.clamp(0.0, MAX_REPORTED_DELAY)
+    }
+
+    /// How much longer than the link usually takes the client's latest datagrams took to come
+    /// back with the server's newest packets ([`RemoteClockAt::fresh_trip`]), seconds (0
+    /// without a fresh trip): a rise in latency the RTT estimate has not followed yet, which
+    /// may all lie on the up-link (how it splits, nothing the server sees tells). Usually:
+    /// lightyear's RTT, the client's frame (a datagram waits for it), the server's frame of
+    /// `server_frame` seconds (its reads wait for it) and the one-way range the link's jitter
+    /// spans ([`unlag_core::JITTER_RANGE`]).
+    ///
+    /// A step up in latency lengthens every trip at once, and a shot fired across it left
+    /// its client a trip later than the RTT estimate says (the net panel's 100 -> 250 ms: the
+    /// first shot after it came 125 ms up where the server assumed 53, and its view time read
+    /// 80 ms old against a 73-ms tolerance). The view-time checks take the shot's up-trip as
+    /// up to that much longer. Only the client's transport's timing shows it
+    /// ([`RemoteClientClock::recent_trip`]): a datagram held lengthens its own trip and
+    /// arrives that much later, gaining nothing; a client holding the server's packets before
+    /// its transport reads them lengthens its trips as a slower down-link would, and is
+    /// compensated as one (README, "The RTT"), no further; an honest
+    /// link's jitter is left out.
+    pub fn trip_rise(&self, server_frame: f64) -> f64 {
+        self.fresh_trip.map_or(0.0, |trip| {
+            let usual = self.rtt
+                + self.client_frame
+                + unlag_core::finite_non_negative(server_frame)
+                + unlag_core::JITTER_RANGE * self.jitter;
+            unlag_core::finite_non_negative(trip - usual)
+        })
+    }
+
+    /// How much longer than the view reports' median lag ([`RemoteClockAt::view_lag_median`])
+    /// the link's trips now are, seconds: the longer of the latest
+    /// ([`RemoteClockAt::fresh_trip`]) and the window's median ([`RemoteClockAt::window_trip`]),
+    /// less the client's frame and the server's of `server_frame` seconds a trip waits for
+    /// (0 without a trip or a median). On a steady link the reports lag about a round trip
+    /// and this is 0; across a step up in latency the trips lengthen at once, while the
+    /// reports' median follows only as the client's clock does, over seconds (the net panel's
+    /// 100 -> 250 ms: 1.4 s after it the acknowledgements' median read 0.258 s, the reports'
+    /// 0.187, and honest shots lagged 0.23-0.24). A shot's lag beyond the reports' median is
+    /// that much less evidence of backtracking. A client stamping its reports older only
+    /// lowers it; the latest trip carries an honest link's noise, half of it above, so only a
+    /// median over shots may take it in.
+    pub fn trip_rise_over_reports(&self, server_frame: f64) -> f64 {
+        let trip = match (self.fresh_trip, self.window_trip) {
+            (Some(a), Some(b)) => a.max(b),
+            (a, b) => match a.or(b) {
+                Some(t) => t,
+                None => return 0.0,
+            },
+        };
+        self.view_lag_median.map_or(0.0, |median| {
+            unlag_core::finite_non_negative(
+                trip - median - self.client_frame - unlag_core::finite_non_negative(server_frame),
+            )
+        })
     }
 
     /// The span of the view reports' lags (most − least), seconds; 0 without a range.
@@ -649,13 +718,10 @@ impl RemoteClientClock {
 
     /// The median round trip of the server's packets to the client over server times `since`
     /// to `now`, seconds, as the client's transport acknowledged them: from each packet's send
-    /// to the arrival of the first of the client's datagrams acknowledging it. A packet never
-    /// acknowledged (lost, or acknowledged later than the transport waits: 1.5 × lightyear's
-    /// RTT estimate) counts as the longest trip of all. `None` with fewer than [`MIN_ACKS`]
-    /// packets, or when half or more were never acknowledged: after a step up in the link
-    /// (until the estimate follows), or on a link quicker than the client's frames (the
-    /// acknowledgements wait for its next datagram). Neither serves a client holding its
-    /// pongs: they lengthen the estimate, and the wait with it.
+    /// to the arrival of the first of the client's datagrams acknowledging it (the server's
+    /// own ledger, [`unlag_core::AckLedger`]). A packet never acknowledged (lost, or not within
+    /// [`unlag_core::ACK_GIVE_UP`]) counts as the longest trip of all. `None` with fewer than
+    /// [`MIN_ACKS`] packets, or when half or more were never acknowledged.
     ///
     /// An acknowledgement is read only with a datagram of the client's own, so it comes late
     /// by the wait for that datagram (a client frame, or the transport's ack delay), by the
@@ -668,18 +734,17 @@ impl RemoteClientClock {
     }
 
     /// Notes that the client acknowledged one of the server's packets `rtt` seconds after it
-    /// was sent (lightyear's [`PacketAcked`](lightyear::transport::plugin::PacketAcked)
-    /// sample), taken into the window at the next [`RemoteClientClock::take_acks`]. Negative
-    /// and non-finite samples are dropped.
+    /// was sent (the server's ledger does, [`unlag_core::AckLedger`]), taken into the window
+    /// at the next [`RemoteClientClock::take_acks`]. Negative and non-finite samples are
+    /// dropped.
     pub fn note_ack(&mut self, rtt: f64) {
         if rtt.is_finite() && rtt >= 0.0 {
             self.note_trip(rtt);
         }
     }
 
-    /// Notes that one of the server's packets to the client was not acknowledged within the
-    /// transport's wait (lightyear's [`PacketLost`](lightyear::transport::plugin::PacketLost)):
-    /// a trip longer than any acknowledged.
+    /// Notes that one of the server's packets to the client was not acknowledged within
+    /// [`unlag_core::ACK_GIVE_UP`]: a trip longer than any acknowledged.
     pub fn note_unacknowledged(&mut self) {
         self.note_trip(f64::INFINITY);
     }
@@ -701,6 +766,40 @@ impl RemoteClientClock {
             keep_recent(&mut self.ack_rtts, now, rtt, MAX_ACKS_KEPT);
         }
         forget_before(&mut self.ack_rtts, now - VIEW_LAG_MEMORY);
+        if let Some(trip) = self.pending_trip.take() {
+            self.fresh_trips.push_back((now, trip));
+        }
+        forget_before(&mut self.fresh_trips, now - FRESH_TRIPS_KEPT);
+    }
+
+    /// The shortest of the trips [`RemoteClientClock::recent_trip`] reads that came after
+    /// server time `after` (up to [`FRESH_TRIPS_KEPT`] ago), seconds; `None` if none did. A
+    /// rise that is still there in the trips after a shot is a step in the link; one that is
+    /// gone was a burst of losses both ways (or a client timing its datagrams around one).
+    pub fn shortest_trip_after(&self, after: f64) -> Option<f64> {
+        self.fresh_trips
+            .iter()
+            .filter(|(t, _)| *t > after)
+            .map(|(_, trip)| *trip)
+            .min_by(f64::total_cmp)
+    }
+
+    /// The shortest round trip of the server's packets that the client's datagrams of the
+    /// last [`FRESH_TRIP_SPAN`] before server time `now` acknowledged for the first time,
+    /// seconds; `None` if they acknowledged none.
+    ///
+    /// The newest packet a datagram acknowledges is the last the client had received when it
+    /// sent it, so the shortest is the trip of that datagram itself: the server's packet down,
+    /// the client's wait for its next frame, and the datagram up. A client cannot shorten it;
+    /// it lengthens it only by holding that datagram (and everything in it), or by rewriting
+    /// its transport's headers. Not sending for a while lengthens only the trips of the
+    /// older packets the next datagram acknowledges with it.
+    pub fn recent_trip(&self, now: f64) -> Option<f64> {
+        self.fresh_trips
+            .iter()
+            .filter(|(t, _)| *t >= now - FRESH_TRIP_SPAN && *t <= now)
+            .map(|(_, trip)| *trip)
+            .min_by(f64::total_cmp)
     }
 
     /// The median of the beat echoes' round trips from server time `since` to `now`, seconds;
@@ -979,6 +1078,8 @@ impl RemoteClientClock {
             reporting_since_window: self.reporting_since_window(now),
             announced_cap: self.announced_cap(now),
             report_stamp: self.latest_stamp.map(|(view_time, _)| view_time),
+            fresh_trip: self.recent_trip(now),
+            window_trip: self.ack_window_rtt(now - VIEW_LAG_WINDOW, now),
         }
     }
 
@@ -1141,6 +1242,15 @@ pub enum EchoRefusal {
 
 /// Echoes in a window before [`RemoteClientClock::window_rtt`] takes their median.
 pub const MIN_ECHOES: usize = 5;
+
+/// How far back [`RemoteClientClock::recent_trip`] looks, seconds: the server sends a client a
+/// few packets a proxy interval, so a client's datagrams acknowledge a new one about as often,
+/// while most of a 60-fps client's datagrams acknowledge nothing new.
+pub const FRESH_TRIP_SPAN: f64 = 0.1;
+
+/// How long the trips [`RemoteClientClock::recent_trip`] reads are kept, seconds: long enough
+/// for a shot held to see whether a rise lasts ([`RemoteClientClock::shortest_trip_after`]).
+pub const FRESH_TRIPS_KEPT: f64 = 1.0;
 
 /// Acknowledgements in a window before [`RemoteClientClock::ack_window_rtt`] takes their
 /// median (the server sends a client tens of datagrams a second).
@@ -1472,6 +1582,10 @@ pub struct NetCheats {
     /// goes only once its beat was held this long, and claims that much less (the server's
     /// round trip from the echoes reads this much longer, as with held pongs).
     pub echo_understated: f64,
+    /// Seconds the client holds each of the server's datagrams before its transport reads it
+    /// (a delay line; at 0 the held ones are read at once, in order): a pulse of it before a
+    /// shot lengthens the trip of the datagram carrying the shot as a step up in latency would.
+    pub inbound_delay: f64,
 }
 
 /// How many of the last delay reports' frame times [`NetClock::least_reported_frame`] looks
@@ -1814,30 +1928,6 @@ pub(crate) fn update_server_clock(
         remote.set_rtt(clock.server_time, rtt);
         remote.take_acks(clock.server_time);
         remote.jitter = link.stats.jitter.as_secs_f64();
-    }
-}
-
-/// Observer on the server: each of its packets a client's transport acknowledged is one
-/// sample of the round trip ([`RemoteClientClock::note_ack`]). In a client's App the events
-/// for its own packets, acknowledged by the server, fire on its link, which has no
-/// [`RemoteClientClock`]: ignored.
-pub(crate) fn note_packet_acks(
-    acked: On<lightyear::transport::plugin::PacketAcked>,
-    mut clients: Query<&mut RemoteClientClock>,
-) {
-    if let Ok(mut remote) = clients.get_mut(acked.entity) {
-        remote.note_ack(acked.rtt_sample.as_secs_f64());
-    }
-}
-
-/// Observer on the server: a packet to a client that was never acknowledged
-/// ([`RemoteClientClock::note_unacknowledged`]).
-pub(crate) fn note_packets_lost(
-    lost: On<lightyear::transport::plugin::PacketLost>,
-    mut clients: Query<&mut RemoteClientClock>,
-) {
-    if let Ok(mut remote) = clients.get_mut(lost.entity) {
-        remote.note_unacknowledged();
     }
 }
 

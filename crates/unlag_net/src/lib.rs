@@ -4,6 +4,7 @@
 //! See [`UnlagNetPlugin`]. Add lightyear's `ClientPlugins` or `ServerPlugins` first, then this
 //! plugin, then the other `unlag` plugins, in the same order on client and server.
 
+mod acks;
 mod clock;
 mod conditions;
 mod guard;
@@ -23,16 +24,18 @@ mod work;
 #[doc(hidden)]
 pub use bevy::log as __log;
 
+pub use acks::ClientAckLedger;
 #[cfg(feature = "cheats")]
 pub use clock::NetCheats;
 pub use clock::{
-    BEAT_INTERVAL, BeatEcho, DelayReport, EchoRefusal, MAX_CLIENT_FRAME, MAX_ECHO_HOLD_US,
-    MAX_FRAME_SLACK, MAX_PROVEN_CLIENT_FRAME, MAX_REPORT_RATE, MAX_REPORTED_DELAY, MIN_ECHOES,
-    MIN_REPORT_GAP, MIN_VIEW_LAG_SAMPLES, NetBeat, NetClock, PLAUSIBLE_DELAY_DECAY,
-    PLAUSIBLE_DELAY_SLACK, REPORT_ALONE_AFTER, REPORT_BURST, REPORT_INTERVAL, RemoteClientClock,
-    RemoteClockAt, ReportContext, ReportRefusal, ReportState, UNSEEN_TAIL_STEPS,
-    VIEW_LAG_CENTER_SLACK, VIEW_LAG_JITTER_FACTOR, VIEW_LAG_MEMORY, VIEW_LAG_SLACK,
-    VIEW_LAG_WINDOW, delay_shortfall, plausible_delay, server_time_now, server_time_of_world,
+    BEAT_INTERVAL, BeatEcho, DelayReport, EchoRefusal, FRESH_TRIP_SPAN, FRESH_TRIPS_KEPT,
+    MAX_CLIENT_FRAME, MAX_ECHO_HOLD_US, MAX_FRAME_SLACK, MAX_PROVEN_CLIENT_FRAME, MAX_REPORT_RATE,
+    MAX_REPORTED_DELAY, MIN_ECHOES, MIN_REPORT_GAP, MIN_VIEW_LAG_SAMPLES, NetBeat, NetClock,
+    PLAUSIBLE_DELAY_DECAY, PLAUSIBLE_DELAY_SLACK, REPORT_ALONE_AFTER, REPORT_BURST,
+    REPORT_INTERVAL, RemoteClientClock, RemoteClockAt, ReportContext, ReportRefusal, ReportState,
+    UNSEEN_TAIL_STEPS, VIEW_LAG_CENTER_SLACK, VIEW_LAG_JITTER_FACTOR, VIEW_LAG_MEMORY,
+    VIEW_LAG_SLACK, VIEW_LAG_WINDOW, delay_shortfall, plausible_delay, server_time_now,
+    server_time_of_world,
 };
 pub use conditions::NetConditions;
 pub use guard::{
@@ -281,9 +284,15 @@ impl Plugin for UnlagNetPlugin {
         }));
         protocol::register_channels(app, self.ack_delay.max(self.server_ack_delay));
         app.add_observer(link::set_client_ping_interval);
-        app.add_observer(clock::note_packet_acks);
-        app.add_observer(clock::note_packets_lost);
         clock::register(app);
+        #[cfg(feature = "cheats")]
+        app.add_systems(
+            PreUpdate,
+            link::hold_inbound
+                .run_if(any_with_component::<Client>)
+                .after(link::receive_datagrams)
+                .in_set(NetSystems::ReceiveDatagrams),
+        );
         roles::register(app);
         udp::register(app);
 
@@ -337,7 +346,8 @@ impl Plugin for UnlagNetPlugin {
         )
         .add_systems(
             PreUpdate,
-            guard::guard_client_packets
+            (guard::guard_client_packets, acks::read_client_acks)
+                .chain()
                 .run_if(any_with_component::<Server>)
                 .after(ConnectionSystems::Receive)
                 .before(TransportSystems::Receive),
@@ -376,7 +386,11 @@ impl Plugin for UnlagNetPlugin {
         .add_systems(
             PostUpdate,
             (
-                link::pace_acks
+                (
+                    link::pace_acks,
+                    acks::record_sent_packets.run_if(any_with_component::<Server>),
+                )
+                    .chain()
                     .after(TransportSystems::Send)
                     .before(ConnectionSystems::Send),
                 link::send_datagrams.in_set(NetSystems::SendDatagrams),

@@ -159,6 +159,29 @@ impl LinkShaper {
 #[derive(Resource, Copy, Clone, Debug, Default, PartialEq, Eq, Reflect)]
 pub struct PeerLead(pub core::time::Duration);
 
+/// PreUpdate on a client, after [`receive_datagrams`] (feature `cheats`): holds each of the
+/// server's datagrams [`NetCheats::inbound_delay`](crate::NetCheats::inbound_delay) seconds,
+/// handing them back in order, ahead of the frame's own.
+#[cfg(feature = "cheats")]
+pub(crate) fn hold_inbound(
+    time: Res<Time<Real>>,
+    cheats: Option<Res<crate::NetCheats>>,
+    mut links: Query<&mut Link, With<Client>>,
+    mut held: Local<std::collections::VecDeque<(f64, RecvPayload)>>,
+) {
+    let now = time.elapsed_secs_f64();
+    let delay = cheats.map_or(0.0, |c| c.inbound_delay);
+    for mut link in &mut links {
+        let fresh: Vec<RecvPayload> = link.recv.drain().collect();
+        held.extend(fresh.into_iter().map(|d| (now, d)));
+        while held.front().is_some_and(|(t, _)| now - t >= delay) {
+            if let Some((_, datagram)) = held.pop_front() {
+                link.recv.push_raw(datagram);
+            }
+        }
+    }
+}
+
 /// PreUpdate, between lightyear's IO receive and its connection layer.
 pub(crate) fn receive_datagrams(
     time: Res<Time<Real>>,

@@ -117,7 +117,10 @@ impl ShotJudge<'_, '_> {
         stats: &mut CombatStats,
     ) -> Result<ShotVerdict, Rejection> {
         let (time, frame) = (self.clock.server_time, self.time.delta_secs_f64());
-        let link_then = remote.at(time, frame);
+        let mut link_then = remote.at(time, frame);
+        // Judged at once, a rise in the link's trips cannot be seen to last: it counts for
+        // nothing (the combat plugin holds such a shot until a trip after it shows).
+        link_then.fresh_trip = None;
         let arrival = Arrival {
             time,
             frame,

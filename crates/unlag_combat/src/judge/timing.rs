@@ -72,8 +72,14 @@ impl ShotContext<'_, '_, '_> {
         };
         let expected = link.view_time(self.arrival.time - link.rtt / 2.0) + (reported - delay);
         let tolerance = shot_tolerance(self.settings, link, self.arrival.frame);
-        keep_latest(&mut stats.view_time_errors, request.view_time - expected);
-        if (request.view_time - expected).abs() > tolerance {
+        let error = request.view_time - expected;
+        keep_latest(&mut stats.view_time_errors, error);
+        // The shot left a one-way trip before it arrived: half the RTT, or up to the whole of
+        // a rise in the link's trips that the RTT estimate has not followed yet longer (the
+        // shot older by that much). Only up to: a burst of losses both ways lengthens a trip
+        // too (the newest packet the client had was old), and delays no shot.
+        let older = tolerance + link.trip_rise(self.arrival.frame);
+        if error > tolerance || error < -older {
             return Err(Rejection::BadViewTime);
         }
         Ok(())
@@ -144,11 +150,14 @@ impl ShotContext<'_, '_, '_> {
     /// Tighter, and free of the clock estimates: the copy may not arrive later after the view
     /// time it stamps than the client's view reports do (nor ahead of them by more than a
     /// frame or two). A client that has reported for a whole window and no longer does is
-    /// dodging the check.
+    /// dodging the check. The reports are a window's: across a step up in latency their
+    /// range trails, and the copy may lag by the rise its link's latest trips show more
+    /// ([`RemoteClockAt::trip_rise`](unlag_net::RemoteClockAt::trip_rise)).
     fn view_lag(&self, stats: &mut CombatStats) -> Result<(), Rejection> {
         let (link, request) = (&self.arrival.link, self.request);
         match link.view_lag_range {
             Some((least, most)) => {
+                let most = most + link.trip_rise(self.arrival.frame);
                 let lag = link.lag_of(
                     self.arrival.time,
                     request.sent_view_time,
@@ -166,19 +175,22 @@ impl ShotContext<'_, '_, '_> {
     }
 
     /// How much later than the reports' median this copy arrived after the present it stamps,
-    /// seconds; none beyond the reports for one that came with a report stamped as it is.
-    /// `None` before the link has a median.
+    /// seconds, less what the link's trips show the reports' median trails by (never below 0
+    /// for that; [`RemoteClockAt::trip_rise_over_reports`](unlag_net::RemoteClockAt::trip_rise_over_reports)).
+    /// None beyond the reports for one that came with a report stamped as it is. `None`
+    /// before the link has a median.
     pub(super) fn drift(&self) -> Option<f64> {
         let (link, request) = (&self.arrival.link, self.request);
         link.view_lag_median.map(|centre| {
             if self.arrival.witnessed {
                 0.0
             } else {
-                link.lag_of(
+                let beyond = link.lag_of(
                     self.arrival.time,
                     request.sent_view_time,
                     request.sent_delay,
-                ) - centre
+                ) - centre;
+                beyond.min((beyond - link.trip_rise_over_reports(self.arrival.frame)).max(0.0))
             }
         })
     }

@@ -1,0 +1,218 @@
+//! The server's own ledger of the packets it sent one client and when the client's transport
+//! first acknowledged each: the round trips the view checks hold a client's word to.
+//!
+//! lightyear times its packets the same way (its `PacketAcked` event), but it gives a packet up
+//! once 1.5 × its RTT estimate passes without an acknowledgement and ignores the
+//! acknowledgement when it comes. After a step up in latency its estimate trails by seconds,
+//! so it gives up every packet for a second or more, exactly while the trips are the evidence
+//! that the step happened (the net panel's 100 → 250 ms: every packet of 1.4 s). This ledger
+//! waits [`ACK_GIVE_UP`] instead, and reads the acknowledgements from the packet headers
+//! itself: they arrive in every datagram the client sends, so a client can delay them only by
+//! delaying its datagrams (moves and shots with them) or by rewriting its transport's headers.
+//!
+//! Every header field is the client's: an acknowledgement of a packet the ledger does not hold
+//! (never sent, already acknowledged, given up, or overwritten) is ignored, so garbage changes
+//! nothing. An acknowledgement sent before its packet arrived (a guess of the next ids) only
+//! makes the client's own trips read shorter, which tightens its bounds.
+
+use crate::seq::Seq16;
+
+/// How many of the server's latest packets to one client the ledger holds (a ring by packet
+/// id): at 60 packets a second, 17 s; a packet overwritten before it was acknowledged counts as
+/// given up.
+pub const LEDGER_PACKETS: usize = 1024;
+
+/// How long the ledger waits for a packet's acknowledgement before it counts the packet as
+/// never acknowledged, seconds: longer than any round trip the view checks accept (the rewind
+/// cap's 1 s and a slow client's frames), so a step up in latency shows as longer trips, not as
+/// losses.
+pub const ACK_GIVE_UP: f64 = 2.0;
+
+/// What the ledger made of one packet.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum PacketFate {
+    /// First acknowledged this many seconds after it was sent.
+    Acknowledged(f64),
+    /// Not acknowledged within [`ACK_GIVE_UP`] (or overwritten in the ring before it was).
+    GivenUp,
+}
+
+#[derive(Copy, Clone, Debug, Default)]
+struct Slot {
+    id: u16,
+    sent_at: f64,
+    waiting: bool,
+}
+
+/// The server's packets to one client still waiting for their acknowledgement, and what became
+/// of each (see the [module](self)).
+#[derive(Clone, Debug)]
+pub struct AckLedger {
+    slots: Vec<Slot>,
+    /// Ids sent, oldest first, to give up in order (some already acknowledged).
+    order: std::collections::VecDeque<u16>,
+}
+
+impl Default for AckLedger {
+    fn default() -> Self {
+        Self {
+            slots: vec![Slot::default(); LEDGER_PACKETS],
+            order: std::collections::VecDeque::with_capacity(LEDGER_PACKETS),
+        }
+    }
+}
+
+impl AckLedger {
+    /// Notes that packet `id` left at `now` (seconds, the clock [`AckLedger::on_header`] reads
+    /// too). A packet its slot still waited for is given up (`fate`).
+    pub fn on_sent(&mut self, id: u16, now: f64, mut fate: impl FnMut(PacketFate)) {
+        if !now.is_finite() {
+            return;
+        }
+        let slot = &mut self.slots[usize::from(id) % LEDGER_PACKETS];
+        if slot.waiting {
+            fate(PacketFate::GivenUp);
+        }
+        *slot = Slot {
+            id,
+            sent_at: now,
+            waiting: true,
+        };
+        if self.order.len() == LEDGER_PACKETS {
+            self.order.pop_front();
+        }
+        self.order.push_back(id);
+    }
+
+    /// Reads the acknowledgements of one of the client's packet headers, read at `now`:
+    /// `last` (the newest of the server's packets the client had received) and `bits` (bit
+    /// `i` for packet `last − 1 − i`, as lightyear writes them). Each packet acknowledged for
+    /// the first time gets its fate; returns the shortest of their round trips, seconds.
+    pub fn on_header(
+        &mut self,
+        last: u16,
+        bits: u32,
+        now: f64,
+        mut fate: impl FnMut(PacketFate),
+    ) -> Option<f64> {
+        if !now.is_finite() {
+            return None;
+        }
+        let mut shortest: Option<f64> = None;
+        let ids = core::iter::once(last).chain(
+            (0..32u16)
+                .filter(|i| bits & (1 << i) != 0)
+                .map(|i| Seq16(last).offset(-i32::from(i) - 1).0),
+        );
+        for id in ids {
+            let slot = &mut self.slots[usize::from(id) % LEDGER_PACKETS];
+            if !(slot.waiting && slot.id == id) {
+                continue;
+            }
+            slot.waiting = false;
+            let trip = (now - slot.sent_at).max(0.0);
+            fate(PacketFate::Acknowledged(trip));
+            shortest = Some(shortest.map_or(trip, |s: f64| s.min(trip)));
+        }
+        shortest
+    }
+
+    /// Gives up the packets sent before `now − ACK_GIVE_UP` and still not acknowledged.
+    pub fn give_up(&mut self, now: f64, mut fate: impl FnMut(PacketFate)) {
+        while let Some(&id) = self.order.front() {
+            let slot = &mut self.slots[usize::from(id) % LEDGER_PACKETS];
+            if slot.id == id && slot.waiting {
+                if slot.sent_at >= now - ACK_GIVE_UP {
+                    break;
+                }
+                slot.waiting = false;
+                fate(PacketFate::GivenUp);
+            }
+            self.order.pop_front();
+        }
+    }
+
+    /// How many packets wait for their acknowledgement.
+    pub fn waiting(&self) -> usize {
+        self.slots.iter().filter(|s| s.waiting).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fates(f: impl FnOnce(&mut dyn FnMut(PacketFate))) -> Vec<PacketFate> {
+        let mut out = Vec::new();
+        f(&mut |x| out.push(x));
+        out
+    }
+
+    #[test]
+    fn a_packet_is_timed_from_its_send_to_its_first_acknowledgement_only() {
+        let mut l = AckLedger::default();
+        l.on_sent(10, 1.0, |_| panic!());
+        l.on_sent(11, 1.1, |_| panic!());
+        l.on_sent(12, 1.2, |_| panic!());
+        // The client acknowledges 12 and (bit 1) 10, not 11.
+        let got = fates(|f| {
+            let shortest = l.on_header(12, 0b10, 1.5, f).unwrap();
+            assert!((shortest - 0.3).abs() < 1e-9, "{shortest}");
+        });
+        assert_eq!(got.len(), 2);
+        assert!(got.contains(&PacketFate::Acknowledged(0.5)));
+        // Again, with 11 now: only 11 is new.
+        let got = fates(|f| {
+            l.on_header(12, 0b11, 1.7, f);
+        });
+        assert_eq!(got, vec![PacketFate::Acknowledged(1.7 - 1.1)]);
+        assert_eq!(l.waiting(), 0);
+    }
+
+    #[test]
+    fn acknowledgements_of_packets_never_sent_or_long_gone_change_nothing() {
+        let mut l = AckLedger::default();
+        l.on_sent(5, 0.0, |_| {});
+        // Ids never sent, and one a ring apart from 5 (same slot, other id).
+        let got = fates(|f| {
+            assert_eq!(l.on_header(900, u32::MAX, 0.1, &mut *f), None);
+            assert_eq!(
+                l.on_header(5 + LEDGER_PACKETS as u16, 0, 0.1, &mut *f),
+                None
+            );
+            assert_eq!(l.on_header(5, 0, f64::NAN, f), None);
+        });
+        assert!(got.is_empty());
+        assert_eq!(l.waiting(), 1);
+    }
+
+    #[test]
+    fn ids_wrap_and_unacknowledged_packets_are_given_up_after_the_wait() {
+        let mut l = AckLedger::default();
+        l.on_sent(65_535, 0.0, |_| {});
+        l.on_sent(0, 0.5, |_| {});
+        // `last` 0 with bit 0: 65 535.
+        let got = fates(|f| {
+            l.on_header(0, 0b1, 0.6, f);
+        });
+        assert_eq!(got.len(), 2);
+        l.on_sent(1, 1.0, |_| {});
+        let got = fates(|f| l.give_up(1.0 + ACK_GIVE_UP - 0.01, f));
+        assert!(got.is_empty());
+        let got = fates(|f| l.give_up(1.0 + ACK_GIVE_UP + 0.01, f));
+        assert_eq!(got, vec![PacketFate::GivenUp]);
+        // An acknowledgement after that is of nothing held.
+        let got = fates(|f| {
+            l.on_header(1, 0, 3.5, f);
+        });
+        assert!(got.is_empty());
+    }
+
+    #[test]
+    fn a_packet_overwritten_before_its_acknowledgement_is_given_up() {
+        let mut l = AckLedger::default();
+        l.on_sent(3, 0.0, |_| {});
+        let got = fates(|f| l.on_sent(3 + LEDGER_PACKETS as u16, 0.1, f));
+        assert_eq!(got, vec![PacketFate::GivenUp]);
+    }
+}

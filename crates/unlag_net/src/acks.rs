@@ -1,0 +1,143 @@
+//! The server's round trips to each client, timed by its own ledger of the packets it sent
+//! ([`unlag_core::AckLedger`]) rather than by lightyear's `PacketAcked`: lightyear gives a
+//! packet up after 1.5 × its trailing RTT estimate, which after a step up in latency is every
+//! packet for a second or more. Read from the packet headers between netcode and lightyear's
+//! transport, where the guard reads them ([`crate::guard`]).
+
+use bevy::prelude::*;
+use lightyear::prelude::server::ClientOf;
+use lightyear::prelude::*;
+use unlag_core::{AckLedger, PacketFate};
+
+use crate::RemoteClientClock;
+use crate::guard::PACKET_HEADER_BYTES;
+
+/// lightyear 0.30's acknowledgement-only packet type: never acknowledged itself.
+const ACK_ONLY_PACKET: u8 = 4;
+
+/// On a server's client link: the server's packets to that client waiting for their
+/// acknowledgement ([`unlag_core::AckLedger`]).
+#[derive(Component, Default)]
+pub struct ClientAckLedger(pub AckLedger);
+
+/// The packet id of one of lightyear 0.30's packets, if it is long enough to have a header and
+/// is acknowledged (not an acknowledgement-only packet).
+fn sent_packet_id(packet: &[u8]) -> Option<u16> {
+    let header = packet.get(..PACKET_HEADER_BYTES)?;
+    (header[0] != ACK_ONLY_PACKET).then(|| u16::from_be_bytes([header[1], header[2]]))
+}
+
+/// The acknowledgements in a client packet's header: the newest id it had received and the
+/// bitfield of the 32 before it.
+fn header_acks(packet: &[u8]) -> Option<(u16, u32)> {
+    let header = packet.get(..PACKET_HEADER_BYTES)?;
+    Some((
+        u16::from_be_bytes([header[3], header[4]]),
+        u32::from_be_bytes([header[5], header[6], header[7], header[8]]),
+    ))
+}
+
+/// Hands a packet's fate to the link's clock.
+fn note(remote: &mut RemoteClientClock, fate: PacketFate) {
+    match fate {
+        PacketFate::Acknowledged(trip) => remote.note_ack(trip),
+        PacketFate::GivenUp => remote.note_unacknowledged(),
+    }
+}
+
+/// PostUpdate on the server, between lightyear's transport and netcode: notes each packet
+/// about to leave for a client, by its id, at the real time lightyear stamps its own with.
+pub(crate) fn record_sent_packets(
+    mut commands: Commands,
+    time: Res<Time<Real>>,
+    mut links: Query<
+        (
+            Entity,
+            &mut Link,
+            Option<&mut ClientAckLedger>,
+            &mut RemoteClientClock,
+        ),
+        With<ClientOf>,
+    >,
+    mut ids: Local<Vec<u16>>,
+) {
+    let now = time.elapsed_secs_f64();
+    for (entity, mut link, ledger, mut remote) in &mut links {
+        // (lightyear reads its queues without consuming them only in its tests: each packet
+        // goes once round the queue, in order.)
+        ids.clear();
+        for _ in 0..link.send.len() {
+            let Some(packet) = link.send.pop() else {
+                break;
+            };
+            ids.extend(sent_packet_id(&packet));
+            link.send.push(packet);
+        }
+        if ids.is_empty() {
+            continue;
+        }
+        match ledger {
+            Some(mut ledger) => {
+                for &id in ids.iter() {
+                    ledger.0.on_sent(id, now, |fate| note(&mut remote, fate));
+                }
+            }
+            None => {
+                let mut ledger = ClientAckLedger::default();
+                for &id in ids.iter() {
+                    ledger.0.on_sent(id, now, |_| {});
+                }
+                commands.entity(entity).insert(ledger);
+            }
+        }
+    }
+}
+
+/// PreUpdate on the server, after the guard and before lightyear's transport: reads the
+/// acknowledgements of every packet a client sent, times the server's packets they
+/// acknowledge for the first time, keeps the frame's shortest such trip
+/// ([`RemoteClientClock::recent_trip`]) and gives up the packets waited for too long.
+pub(crate) fn read_client_acks(
+    time: Res<Time<Real>>,
+    mut links: Query<(&mut Link, &mut ClientAckLedger, &mut RemoteClientClock), With<ClientOf>>,
+) {
+    let now = time.elapsed_secs_f64();
+    for (mut link, mut ledger, mut remote) in &mut links {
+        let remote = &mut *remote;
+        let mut fresh: Option<f64> = None;
+        for _ in 0..link.recv.len() {
+            let Some(packet) = link.recv.pop() else {
+                break;
+            };
+            if let Some((last, bits)) = header_acks(&packet)
+                && let Some(trip) = ledger
+                    .0
+                    .on_header(last, bits, now, |fate| note(remote, fate))
+            {
+                fresh = Some(fresh.map_or(trip, |f| f.min(trip)));
+            }
+            link.recv.push_raw(packet);
+        }
+        ledger.0.give_up(now, |fate| note(remote, fate));
+        remote.pending_trip = fresh;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_too_short_carry_nothing_and_acknowledgement_only_packets_are_not_timed() {
+        assert_eq!(sent_packet_id(&[0; 12]), None);
+        assert_eq!(header_acks(&[0; 12]), None);
+        let mut packet = [0u8; 13];
+        packet[1..3].copy_from_slice(&513u16.to_be_bytes());
+        packet[3..5].copy_from_slice(&77u16.to_be_bytes());
+        packet[5..9].copy_from_slice(&0x8000_0001u32.to_be_bytes());
+        assert_eq!(sent_packet_id(&packet), Some(513));
+        assert_eq!(header_acks(&packet), Some((77, 0x8000_0001)));
+        packet[0] = ACK_ONLY_PACKET;
+        assert_eq!(sent_packet_id(&packet), None);
+    }
+}
