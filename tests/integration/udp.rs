@@ -79,6 +79,24 @@ fn real_time_rtt_and_garbage_datagrams() {
             "client {i} RTT {rtt} on real time"
         );
     }
+    // The server reads the acknowledgements of its packets from the client packets' headers
+    // itself, after netcode decrypted them: over real netcode too, the trips read the link.
+    {
+        let world = session.server_world_mut();
+        let now = world.resource::<unlag::net::NetClock>().server_time;
+        let mut remotes = world.query::<&unlag::net::RemoteClientClock>();
+        let trips: Vec<Option<f64>> = remotes
+            .iter(world)
+            .map(|r| r.ack_window_rtt(now - 1.0, now))
+            .collect();
+        assert_eq!(trips.len(), 2, "{trips:?}");
+        assert!(
+            trips
+                .iter()
+                .all(|t| t.is_some_and(|t| (0.145..0.2).contains(&t))),
+            "acknowledged trips {trips:?}"
+        );
+    }
 
     let attacker = UdpSocket::bind("127.0.0.1:0").unwrap();
     let mut rng = SplitMix64::new(99);
