@@ -572,6 +572,11 @@ enum Cheat {
     /// four times as long before each shot (the rest read at once after it): the datagram
     /// carrying the shot times a trip that much longer, as after a step up in latency.
     PulsedHold(f64),
+    /// Claims the target as blended between one of the states up to this many seconds before
+    /// the one it drew towards and that one (skipping the states it had in between), at the
+    /// same moment, and aims where that blend puts it: a magnet picking its pair of states
+    /// (here the one furthest from the pose drawn).
+    PairMagnet(f64),
     /// Backtracks this many seconds while claiming 100-ms frames in delay reports sent at
     /// 10 Hz (spaced as slow frames would be).
     SlowReports(f64),
@@ -605,6 +610,10 @@ struct CheatScript {
     history: std::collections::VecDeque<(f64, Entity, unlag::smoothing::RenderedPose, Vec3)>,
     /// The view time the honest scripts last fired at.
     last_fired_view: Option<f64>,
+    /// The states of the first proxy its buffer held, by tick (the pair magnet's memory).
+    states: std::collections::BTreeMap<u32, unlag::core::ProxyState>,
+    /// How far the pair magnet moved its claimed poses from those drawn, metres, per shot.
+    magnet_offsets: Vec<f32>,
 }
 
 fn run_cheat(
@@ -638,6 +647,14 @@ fn run_cheat(
             s.history.push_back((pose.view_time, proxy, *pose, torso));
             if s.history.len() > 240 {
                 s.history.pop_front();
+            }
+        }
+        if let (Cheat::PairMagnet(_), Ok(buffer)) = (s.cheat, buffers.get(proxy)) {
+            for state in buffer.buffer.states() {
+                s.states.insert(state.tick, *state);
+            }
+            while s.states.len() > 200 {
+                s.states.pop_first();
             }
         }
     }
@@ -766,6 +783,39 @@ fn run_cheat(
         (claim.from, claim.to, claim.alpha) = (from, to, alpha);
     }
     claim.ease += magnet;
+    // The pair magnet: the state `span` before the one drawn towards, blended with it at the
+    // moment drawn; the aim moves by as much as the pose does.
+    if let Cheat::PairMagnet(span) = s.cheat
+        && claim.from != claim.to
+        && let (Some(a), Some(b)) = (s.states.get(&claim.from), s.states.get(&claim.to))
+    {
+        let (a, b) = (*a, *b);
+        let moment = a.time + f64::from(claim.alpha) * (b.time - a.time);
+        let drawn = unlag::core::replay(claim.mode, &a, &b, claim.alpha).0;
+        // Of the states up to `span` before, the one whose blend lands furthest from the pose
+        // drawn (a real magnet picks the one nearest its aim).
+        let blend = |far: &unlag::core::ProxyState| {
+            let alpha = ((moment - far.time) / (b.time - far.time)) as f32;
+            (
+                alpha,
+                unlag::core::replay(claim.mode, far, &b, alpha).0 - drawn,
+            )
+        };
+        let Some((far, (alpha, offset))) = s
+            .states
+            .range(..claim.from)
+            .map(|(_, st)| *st)
+            .filter(|st| st.time >= b.time - span)
+            .map(|st| (st, blend(&st)))
+            .max_by(|x, y| x.1.1.length().total_cmp(&y.1.1.length()))
+        else {
+            return;
+        };
+        s.magnet_offsets.push(offset.length());
+        aim = (torso + offset - eye).normalize();
+        directions = unlag::combat::shot_directions(&s.spec, fire_index, aim);
+        (claim.from, claim.alpha) = (far.tick, alpha);
+    }
     match s.cheat {
         Cheat::PelletCount => {
             directions.pop();
@@ -970,6 +1020,8 @@ fn cheat_run_rewound(
         shotgun,
         history: default(),
         last_fired_view: None,
+        states: default(),
+        magnet_offsets: Vec::new(),
     });
     assert!(tb.run_until(Duration::from_secs(60), |tb| {
         tb.client_world(0).resource::<CheatScript>().sent >= shots
@@ -1243,6 +1295,32 @@ fn a_pulsed_hold_of_the_servers_datagrams_does_not_buy_backtracking() {
             "{s:?}"
         );
     }
+}
+
+/// A claim names the two states the client blended; any two sent states around the shot's
+/// moment fitted the view-time check, so a client could pick the pair whose blend put the
+/// target on its aim: here, of the states up to 0.5 s before the one it drew towards, the one
+/// whose blend lands furthest from the pose drawn (up to 0.13 m at 20 Hz, 19 of 19 accepted,
+/// 12 hits; the span after the moment is the client's delay, so the magnet grows at slow
+/// rates). The server knows which states it sent the client in which frame and when the
+/// client acknowledged every packet of that frame: a pair that skips a state the client had
+/// by the time it drew is not what it drew, and is refused, every shot.
+#[test]
+fn a_pair_of_states_that_skips_one_its_client_had_is_refused() {
+    use unlag::combat::Rejection;
+    let s = cheat_run(Cheat::PairMagnet(0.5), "rifle", 20);
+    let arrived = s.accepted + s.rejected_total();
+    println!(
+        "PairMagnet(0.5): {} of {arrived} accepted, {} hits, refusals {:?}",
+        s.accepted, s.pellet_hits, s.rejected
+    );
+    assert!(arrived >= 16, "{s:?}");
+    assert_eq!(s.accepted, 0, "{s:?}");
+    assert_eq!(
+        s.rejected.get(&Rejection::BadClaim).copied(),
+        Some(arrived),
+        "{s:?}"
+    );
 }
 
 /// Client: fires the rifle at the first proxy's torso every 0.1 s (its full rate).

@@ -316,9 +316,13 @@ fn cheating_clients_are_caught_and_shown() {
     let rapid = with(Cheat::RapidFire);
     let too_fast = rapid.rejected.get("TooFast").copied().unwrap_or(0);
     assert!(too_fast > 100, "{:?}", rapid.rejected);
-    // Two poses of one target, or a pose 30 ms newer than drawn called `Extrapolate`:
-    // refused as bad claims.
-    for cheat in [Cheat::DuplicateClaims, Cheat::FalseExtrapolate] {
+    // Two poses of one target, a pose 30 ms newer than drawn called `Extrapolate`, or a pair
+    // of states that skips those the client had: refused as bad claims.
+    for cheat in [
+        Cheat::DuplicateClaims,
+        Cheat::FalseExtrapolate,
+        Cheat::PairMagnet,
+    ] {
         mostly_refused(cheat, "BadClaim");
     }
     // Skipping fire indices, or every weapon at its own rate: too fast (the every-weapon
@@ -368,6 +372,7 @@ fn cheats_from_a_slow_client_on_a_bad_link_are_still_caught() {
         Cheat::FalseExtrapolate,
         Cheat::HeldClaim,
         Cheat::EaseMagnet,
+        Cheat::PairMagnet,
     ] {
         let options = ReportOptions {
             bots: 4,

@@ -98,7 +98,13 @@ type EchoLinks<'w, 's> = Query<
 /// the shooters; the judge and the harm it may do; the moves shots wait for.)
 pub(crate) fn judge_shots(
     mut commands: Commands,
-    (settings, weapons, clock, time): (Res<CombatSettings>, Res<Weapons>, Res<NetClock>, Res<Time>),
+    (settings, weapons, clock, time, real): (
+        Res<CombatSettings>,
+        Res<Weapons>,
+        Res<NetClock>,
+        Res<Time>,
+        Res<Time<Real>>,
+    ),
     (mut stats, mut log, work): (
         ResMut<CombatStats>,
         Option<ResMut<ShotLog>>,
@@ -132,7 +138,7 @@ pub(crate) fn judge_shots(
             &mut requests,
             remote,
             &settings,
-            (now, frame),
+            (now, frame, real.elapsed_secs_f64()),
             &mut stats,
         );
         let trail = by_link.get(&link).and_then(|c| trails.get(*c).ok());
@@ -202,13 +208,14 @@ pub(crate) fn judge_shots(
 /// a copy of one waiting stands in for it if the one waiting arrived outside the range of the
 /// client's view reports' lags and the copy within (under heavy jitter one copy can land in a
 /// tail the reports have not sampled; copies travel apart, and a backtracking client's copies
-/// are all late). `(now, frame)`: the server's time and frame, seconds.
+/// are all late). `(now, frame, real)`: the server's time, its frame and the real time,
+/// seconds.
 fn receive_copies(
     queue: &mut VecDeque<HeldShot>,
     requests: &mut MessageReceiver<FireRequest>,
     remote: &RemoteClientClock,
     settings: &CombatSettings,
-    (now, frame): (f64, f64),
+    (now, frame, real): (f64, f64, f64),
     stats: &mut CombatStats,
 ) {
     // Decided once, as the copy arrives, against the view reports' range then (taken once per
@@ -219,6 +226,7 @@ fn receive_copies(
         let lag = link_then.lag_of(now, request.sent_view_time, request.sent_delay);
         let arrival = Arrival {
             time: now,
+            real,
             frame,
             link: link_then,
             moved_to: None,

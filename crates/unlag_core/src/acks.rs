@@ -42,15 +42,31 @@ struct Slot {
     id: u16,
     sent_at: f64,
     waiting: bool,
+    /// The sender's frame it left in.
+    frame: u64,
+}
+
+/// What became of the packets of one of the sender's frames.
+#[derive(Copy, Clone, Debug)]
+struct FrameAcks {
+    frame: u64,
+    packets: u32,
+    acknowledged: u32,
+    /// Whether one of them was given up.
+    lost: bool,
+    /// When the last of them to be acknowledged was, seconds.
+    last: f64,
 }
 
 /// The server's packets to one client still waiting for their acknowledgement, and what became
-/// of each (see the [module](self)).
+/// of each and of each frame's (see the [module](self)).
 #[derive(Clone, Debug)]
 pub struct AckLedger {
     slots: Vec<Slot>,
     /// Ids sent, oldest first, to give up in order (some already acknowledged).
     order: std::collections::VecDeque<u16>,
+    /// The frames the packets held left in, oldest first.
+    frames: std::collections::VecDeque<FrameAcks>,
 }
 
 impl Default for AckLedger {
@@ -58,30 +74,70 @@ impl Default for AckLedger {
         Self {
             slots: vec![Slot::default(); LEDGER_PACKETS],
             order: std::collections::VecDeque::with_capacity(LEDGER_PACKETS),
+            frames: std::collections::VecDeque::new(),
         }
     }
 }
 
 impl AckLedger {
     /// Notes that packet `id` left at `now` (seconds, the clock [`AckLedger::on_header`] reads
-    /// too). A packet its slot still waited for is given up (`fate`).
-    pub fn on_sent(&mut self, id: u16, now: f64, mut fate: impl FnMut(PacketFate)) {
+    /// too) in the sender's frame number `frame` (never smaller than the last one noted). A
+    /// packet its slot still waited for is given up (`fate`).
+    pub fn on_sent(&mut self, id: u16, now: f64, frame: u64, mut fate: impl FnMut(PacketFate)) {
         if !now.is_finite() {
             return;
         }
         let slot = &mut self.slots[usize::from(id) % LEDGER_PACKETS];
         if slot.waiting {
             fate(PacketFate::GivenUp);
+            let lost = slot.frame;
+            self.frame_mut(lost, |f| f.lost = true);
         }
+        let slot = &mut self.slots[usize::from(id) % LEDGER_PACKETS];
         *slot = Slot {
             id,
             sent_at: now,
             waiting: true,
+            frame,
         };
         if self.order.len() == LEDGER_PACKETS {
             self.order.pop_front();
         }
         self.order.push_back(id);
+        match self.frames.back_mut() {
+            Some(last) if last.frame == frame => last.packets += 1,
+            _ => {
+                if self.frames.len() == LEDGER_PACKETS {
+                    self.frames.pop_front();
+                }
+                self.frames.push_back(FrameAcks {
+                    frame,
+                    packets: 1,
+                    acknowledged: 0,
+                    lost: false,
+                    last: f64::NEG_INFINITY,
+                });
+            }
+        }
+    }
+
+    fn frame_mut(&mut self, frame: u64, change: impl FnOnce(&mut FrameAcks)) {
+        let i = self.frames.partition_point(|f| f.frame < frame);
+        if let Some(f) = self.frames.get_mut(i).filter(|f| f.frame == frame) {
+            change(f);
+        }
+    }
+
+    /// When the last of the packets that left in the sender's frame `frame` was first
+    /// acknowledged, seconds: `None` while one of them waits, if one was given up, or if the
+    /// ledger no longer holds the frame (or never sent in it). Whatever that frame sent, the
+    /// client had it by then.
+    pub fn frame_acknowledged(&self, frame: u64) -> Option<f64> {
+        let i = self.frames.partition_point(|f| f.frame < frame);
+        self.frames
+            .get(i)
+            .filter(|f| f.frame == frame && !f.lost && f.acknowledged == f.packets)
+            .map(|f| f.last)
     }
 
     /// Reads the acknowledgements of one of the client's packet headers, read at `now`:
@@ -111,6 +167,11 @@ impl AckLedger {
             }
             slot.waiting = false;
             let trip = (now - slot.sent_at).max(0.0);
+            let frame = slot.frame;
+            self.frame_mut(frame, |f| {
+                f.acknowledged += 1;
+                f.last = f.last.max(now);
+            });
             fate(PacketFate::Acknowledged(trip));
             shortest = Some(shortest.map_or(trip, |s: f64| s.min(trip)));
         }
@@ -126,6 +187,8 @@ impl AckLedger {
                     break;
                 }
                 slot.waiting = false;
+                let frame = slot.frame;
+                self.frame_mut(frame, |f| f.lost = true);
                 fate(PacketFate::GivenUp);
             }
             self.order.pop_front();
@@ -151,9 +214,9 @@ mod tests {
     #[test]
     fn a_packet_is_timed_from_its_send_to_its_first_acknowledgement_only() {
         let mut l = AckLedger::default();
-        l.on_sent(10, 1.0, |_| panic!());
-        l.on_sent(11, 1.1, |_| panic!());
-        l.on_sent(12, 1.2, |_| panic!());
+        l.on_sent(10, 1.0, 0, |_| panic!());
+        l.on_sent(11, 1.1, 0, |_| panic!());
+        l.on_sent(12, 1.2, 0, |_| panic!());
         // The client acknowledges 12 and (bit 1) 10, not 11.
         let got = fates(|f| {
             let shortest = l.on_header(12, 0b10, 1.5, f).unwrap();
@@ -172,7 +235,7 @@ mod tests {
     #[test]
     fn acknowledgements_of_packets_never_sent_or_long_gone_change_nothing() {
         let mut l = AckLedger::default();
-        l.on_sent(5, 0.0, |_| {});
+        l.on_sent(5, 0.0, 0, |_| {});
         // Ids never sent, and one a ring apart from 5 (same slot, other id).
         let got = fates(|f| {
             assert_eq!(l.on_header(900, u32::MAX, 0.1, &mut *f), None);
@@ -189,14 +252,14 @@ mod tests {
     #[test]
     fn ids_wrap_and_unacknowledged_packets_are_given_up_after_the_wait() {
         let mut l = AckLedger::default();
-        l.on_sent(65_535, 0.0, |_| {});
-        l.on_sent(0, 0.5, |_| {});
+        l.on_sent(65_535, 0.0, 0, |_| {});
+        l.on_sent(0, 0.5, 0, |_| {});
         // `last` 0 with bit 0: 65 535.
         let got = fates(|f| {
             l.on_header(0, 0b1, 0.6, f);
         });
         assert_eq!(got.len(), 2);
-        l.on_sent(1, 1.0, |_| {});
+        l.on_sent(1, 1.0, 0, |_| {});
         let got = fates(|f| l.give_up(1.0 + ACK_GIVE_UP - 0.01, f));
         assert!(got.is_empty());
         let got = fates(|f| l.give_up(1.0 + ACK_GIVE_UP + 0.01, f));
@@ -209,10 +272,32 @@ mod tests {
     }
 
     #[test]
+    fn a_frame_is_acknowledged_when_every_packet_of_it_is_and_none_was_given_up() {
+        let mut l = AckLedger::default();
+        l.on_sent(1, 0.0, 7, |_| {});
+        l.on_sent(2, 0.0, 7, |_| {});
+        l.on_sent(3, 0.02, 8, |_| {});
+        l.on_sent(4, 0.04, 9, |_| {});
+        assert_eq!(l.frame_acknowledged(7), None);
+        l.on_header(1, 0, 0.1, |_| {});
+        assert_eq!(l.frame_acknowledged(7), None);
+        // 2 and 3 together later (bit 0: 2).
+        l.on_header(3, 0b1, 0.15, |_| {});
+        assert_eq!(l.frame_acknowledged(7), Some(0.15));
+        assert_eq!(l.frame_acknowledged(8), Some(0.15));
+        // Never a frame not sent in, nor one with a packet given up.
+        assert_eq!(l.frame_acknowledged(6), None);
+        l.give_up(0.04 + ACK_GIVE_UP + 0.01, |_| {});
+        assert_eq!(l.frame_acknowledged(9), None);
+        l.on_header(4, 0, 3.0, |_| {});
+        assert_eq!(l.frame_acknowledged(9), None);
+    }
+
+    #[test]
     fn a_packet_overwritten_before_its_acknowledgement_is_given_up() {
         let mut l = AckLedger::default();
-        l.on_sent(3, 0.0, |_| {});
-        let got = fates(|f| l.on_sent(3 + LEDGER_PACKETS as u16, 0.1, f));
+        l.on_sent(3, 0.0, 0, |_| {});
+        let got = fates(|f| l.on_sent(3 + LEDGER_PACKETS as u16, 0.1, 0, f));
         assert_eq!(got, vec![PacketFate::GivenUp]);
     }
 }

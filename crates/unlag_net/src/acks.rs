@@ -50,6 +50,7 @@ fn note(remote: &mut RemoteClientClock, fate: PacketFate) {
 pub(crate) fn record_sent_packets(
     mut commands: Commands,
     time: Res<Time<Real>>,
+    frame: Res<crate::NetFrame>,
     mut links: Query<
         (
             Entity,
@@ -79,13 +80,15 @@ pub(crate) fn record_sent_packets(
         match ledger {
             Some(mut ledger) => {
                 for &id in ids.iter() {
-                    ledger.0.on_sent(id, now, |fate| note(&mut remote, fate));
+                    ledger
+                        .0
+                        .on_sent(id, now, frame.0, |fate| note(&mut remote, fate));
                 }
             }
             None => {
                 let mut ledger = ClientAckLedger::default();
                 for &id in ids.iter() {
-                    ledger.0.on_sent(id, now, |_| {});
+                    ledger.0.on_sent(id, now, frame.0, |_| {});
                 }
                 commands.entity(entity).insert(ledger);
             }

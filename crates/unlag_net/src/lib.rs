@@ -71,8 +71,8 @@ pub use unlag_core::{
     ConditionsError, DelayPolicy, Fields, HighPingSettings, LinkConditions, SettingsError, Validate,
 };
 pub use view::{
-    ProxyFlags, ProxySmoothingSystems, RenderedPose, SENT_STATES_SECONDS, SentStates, Teleported,
-    TeleportsSeen,
+    NetFrame, ProxyFlags, ProxySmoothingSystems, RenderedPose, SENT_STATES_SECONDS,
+    STATE_MESSAGES_KEPT, SentMask, SentStates, StatesSentTo, Teleported, TeleportsSeen,
 };
 pub use work::{MIN_ITEMS_TO_SHARE, ServerWork, WorkPart, WorkTimer, for_each_in_shares};
 
@@ -251,6 +251,7 @@ impl Plugin for UnlagNetPlugin {
         app.insert_resource(self.time_source)
             .init_resource::<NetConditions>()
             .init_resource::<NetClock>()
+            .init_resource::<NetFrame>()
             .init_resource::<ServerWork>()
             .init_resource::<protocol::NetProtocol>()
             .insert_resource(PingMonitor::new(self.high_ping))
@@ -317,7 +318,7 @@ impl Plugin for UnlagNetPlugin {
         )
         // Real time is read again right before receiving and sending, so that pings measure
         // the time spent between them (lightyear subtracts it from the RTT).
-        .add_systems(First, time_source::follow_real_time)
+        .add_systems(First, (time_source::follow_real_time, view::count_frame))
         .add_systems(
             First,
             keep_server_time_whole.run_if(any_with_component::<Server>),

@@ -163,3 +163,93 @@ impl SentStates {
         self.states.push_back(state);
     }
 }
+
+/// The number of the App's current frame, counted from its start (a server's smoothing and
+/// its transport read it to tell which frame a state message left in).
+#[derive(Resource, Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct NetFrame(pub u64);
+
+/// First: counts the frame.
+pub(crate) fn count_frame(mut frame: ResMut<NetFrame>) {
+    frame.0 += 1;
+}
+
+/// How many of a client's latest state messages [`StatesSentTo`] remembers (at 60 Hz, a
+/// second).
+pub const STATE_MESSAGES_KEPT: usize = 64;
+
+/// On a server's client link: the tick of each of its latest state messages and the frame it
+/// left in ([`NetFrame`]); which proxies' states each carried, the smoothing server keeps per
+/// proxy as a mask over these messages' numbers ([`StatesSentTo::frames_between`]). With the
+/// server's own record of when the client acknowledged each frame's packets
+/// ([`unlag_core::AckLedger::frame_acknowledged`]), it tells which states a client surely had
+/// by a moment: a claim on two states that skips one it had when it drew is not what it drew.
+#[derive(Component, Clone, Debug, Default)]
+pub struct StatesSentTo {
+    /// (message number, tick, frame) of the latest [`STATE_MESSAGES_KEPT`] messages, oldest
+    /// first.
+    messages: std::collections::VecDeque<(u32, u32, u64)>,
+    next: u32,
+}
+
+/// Which of a client's state messages carried a state of one proxy: the number of the latest
+/// that did, and bit `i` set when the message `i` before that did too.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SentMask {
+    /// The number of the latest message with a state of the proxy.
+    pub latest: u32,
+    /// Bit `i`: message `latest − i` had one.
+    pub bits: u64,
+}
+
+impl SentMask {
+    /// Notes that message `message` (numbered by [`StatesSentTo::begin`], never older than
+    /// the latest noted) carries a state of the proxy.
+    pub fn note(&mut self, message: u32) {
+        let shift = message.wrapping_sub(self.latest);
+        self.bits = match shift {
+            0 => self.bits | 1,
+            1..64 => (self.bits << shift) | 1,
+            _ => 1,
+        };
+        self.latest = message;
+    }
+
+    /// Whether message `message` carried a state of the proxy (as far as 64 messages back).
+    pub fn has(&self, message: u32) -> bool {
+        let back = self.latest.wrapping_sub(message);
+        back < 64 && self.bits & (1 << back) != 0
+    }
+}
+
+impl StatesSentTo {
+    /// The number of the next message, to note its states with ([`SentMask::note`]).
+    pub fn begin(&mut self) -> u32 {
+        let n = self.next;
+        self.next = self.next.wrapping_add(1);
+        n
+    }
+
+    /// Notes that message `message`, of `tick`, left in frame `frame`; forgets the oldest
+    /// beyond [`STATE_MESSAGES_KEPT`].
+    pub fn end(&mut self, message: u32, tick: u32, frame: u64) {
+        self.messages.push_back((message, tick, frame));
+        while self.messages.len() > STATE_MESSAGES_KEPT {
+            self.messages.pop_front();
+        }
+    }
+
+    /// The (tick, frame) of each kept message that carried a state of the proxy whose messages
+    /// `sent` marks with a tick strictly between `after` and `before`.
+    pub fn frames_between(
+        &self,
+        sent: SentMask,
+        after: u32,
+        before: u32,
+    ) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.messages
+            .iter()
+            .filter(move |(n, tick, _)| *tick > after && *tick < before && sent.has(*n))
+            .map(|(_, tick, frame)| (*tick, *frame))
+    }
+}

@@ -24,7 +24,10 @@
 //! - **slow-reports**: it backtracks 150 ms while claiming 100-ms frames in delay reports sent
 //!   at 10 Hz;
 //! - **long-delay**: it reports a delay 100 ms longer than it draws with (its reports' view
-//!   times as much older, so they agree) and stamps its shots as old.
+//!   times as much older, so they agree) and stamps its shots as old;
+//! - **pair-magnet**: it claims the target blended between one of the states up to 0.5 s
+//!   before the one it drew towards and that one, at the moment it drew (skipping the states
+//!   it had between), the one whose blend lands furthest from the pose drawn, and aims there.
 //!
 //! The cheating shots are sent straight to the server (the combat plugin's client would not
 //! send them), in as many copies over the next frames as an honest shot
@@ -38,6 +41,7 @@ use unlag::combat::{
     EVERY_PELLET, FIRE_COPIES, FireRequest, WeaponSpec, WeaponTable, Weapons, WireClaim,
     shot_directions,
 };
+use unlag::core::ProxyState;
 use unlag::movement::{CharacterMovement, MovementState};
 use unlag::net::{AutonomousProxy, UnreliableChannel};
 use unlag::rewind::HitBox;
@@ -75,10 +79,12 @@ pub enum Cheat {
     SlowReports,
     /// A delay reported 100 ms longer than drawn, shots stamped as old.
     LongDelay,
+    /// A pair of states picked to move the pose drawn.
+    PairMagnet,
 }
 
 /// Every cheat, in `--help`'s order.
-pub const CHEATS: [Cheat; 14] = [
+pub const CHEATS: [Cheat; 15] = [
     Cheat::Speed,
     Cheat::Teleport,
     Cheat::Backtrack,
@@ -93,6 +99,7 @@ pub const CHEATS: [Cheat; 14] = [
     Cheat::InflatedTrip,
     Cheat::SlowReports,
     Cheat::LongDelay,
+    Cheat::PairMagnet,
 ];
 
 impl Cheat {
@@ -123,6 +130,7 @@ impl Cheat {
             Self::InflatedTrip => "inflated-trip",
             Self::SlowReports => "slow-reports",
             Self::LongDelay => "long-delay",
+            Self::PairMagnet => "pair-magnet",
         }
     }
 }
@@ -138,6 +146,9 @@ pub const HELD_FOR: f64 = 0.5;
 
 /// How far beside the target the ease magnet aims, metres.
 pub const MAGNET: f32 = 0.9;
+
+/// How far back the pair magnet looks for the state to blend from, seconds.
+pub const PAIR_SPAN: f64 = 0.5;
 
 /// The cheater's state (resource on client 0's App).
 #[derive(Resource, Clone, Debug)]
@@ -158,6 +169,8 @@ pub struct Cheater {
     /// Shots whose copies are still due, when each was fired (seconds of its App's clock),
     /// and how many copies are left.
     copies: Vec<(FireRequest, f64, u8)>,
+    /// The states its buffers held lately, by proxy and tick (the pair magnet's memory).
+    states: std::collections::HashMap<Entity, std::collections::BTreeMap<u32, ProxyState>>,
 }
 
 impl Cheater {
@@ -171,6 +184,7 @@ impl Cheater {
             history: VecDeque::new(),
             next_act: None,
             copies: Vec::new(),
+            states: Default::default(),
         }
     }
 }
@@ -262,7 +276,7 @@ pub fn cheat(
     mut cheats: Option<ResMut<Cheats>>,
     weapons: Res<Weapons>,
     own: Query<&MovementState<CharacterMovement>, With<AutonomousProxy>>,
-    buffers: Query<&unlag::smoothing::ProxySmoothing>,
+    buffers: Query<(Entity, &unlag::smoothing::ProxySmoothing)>,
     proxies: Query<(Entity, &RenderedPose, &Children)>,
     boxes: Query<&GlobalTransform, With<HitBox>>,
     mut link: Query<&mut MessageSender<FireRequest>, With<Client>>,
@@ -296,6 +310,9 @@ pub fn cheat(
         return;
     }
     c.remember(&proxies, &boxes);
+    if c.cheat == Cheat::PairMagnet {
+        c.remember_states(&buffers);
+    }
     let (Ok(me), Some(table), Some(newest)) = (
         own.single(),
         weapons.table.as_ref(),
@@ -409,6 +426,45 @@ impl Cheat {
 }
 
 impl Cheater {
+    /// Remembers the states every proxy's buffer holds (the last 200 of each).
+    fn remember_states(&mut self, buffers: &Query<(Entity, &unlag::smoothing::ProxySmoothing)>) {
+        for (proxy, buffer) in buffers {
+            let kept = self.states.entry(proxy).or_default();
+            for state in buffer.buffer.states() {
+                kept.insert(state.tick, *state);
+            }
+            while kept.len() > 200 {
+                kept.pop_first();
+            }
+        }
+    }
+
+    /// The pair magnet's claim in place of `claim` and its offset from the pose drawn,
+    /// metres: of the states up to [`PAIR_SPAN`] before the one `claim` drew towards, the one
+    /// whose blend with it at the moment drawn lands furthest from the pose drawn.
+    fn pair_magnet(&self, claim: &WireClaim) -> Option<(WireClaim, Vec3)> {
+        let states = self.states.get(&claim.target)?;
+        let (a, b) = (states.get(&claim.from)?, states.get(&claim.to)?);
+        if a.tick == b.tick {
+            return None;
+        }
+        let moment = a.time + f64::from(claim.alpha) * (b.time - a.time);
+        let drawn = unlag::core::replay(claim.mode, a, b, claim.alpha).0;
+        let (far, alpha, offset) = states
+            .range(..claim.from)
+            .map(|(_, st)| st)
+            .filter(|st| st.time >= b.time - PAIR_SPAN)
+            .map(|far| {
+                let alpha = ((moment - far.time) / (b.time - far.time)) as f32;
+                let at = unlag::core::replay(claim.mode, far, b, alpha).0;
+                (far, alpha, at - drawn)
+            })
+            .max_by(|x, y| x.2.length().total_cmp(&y.2.length()))?;
+        let mut picked = claim.clone();
+        (picked.from, picked.alpha) = (far.tick, alpha);
+        Some((picked, offset))
+    }
+
     /// Remembers what was drawn this frame: the first proxy and one of its boxes, for a
     /// second.
     fn remember(
@@ -443,7 +499,7 @@ impl Cheater {
         (view_time, proxy, pose, centre): (f64, Entity, RenderedPose, Vec3),
         newest: f64,
         eye: Vec3,
-        buffers: &Query<&unlag::smoothing::ProxySmoothing>,
+        buffers: &Query<(Entity, &unlag::smoothing::ProxySmoothing)>,
     ) -> Option<CheatShot> {
         let mut aim = (centre - eye).normalize_or_zero();
         // The delay it draws with now, as its reports say (the long-delay cheat's reports say
@@ -466,7 +522,7 @@ impl Cheater {
                 let (held, stands) = buffers
                     .get(proxy)
                     .ok()
-                    .and_then(|b| held_claim(proxy, b, &pose, centre))?;
+                    .and_then(|(_, b)| held_claim(proxy, b, &pose, centre))?;
                 aim = (stands - eye).normalize_or_zero();
                 claim = held;
             }
@@ -474,6 +530,11 @@ impl Cheater {
                 let side = magnet(aim, MAGNET);
                 aim = (centre + side - eye).normalize_or_zero();
                 claim.ease += side;
+            }
+            Cheat::PairMagnet => {
+                let (picked, offset) = self.pair_magnet(&claim)?;
+                aim = (centre + offset - eye).normalize_or_zero();
+                claim = picked;
             }
             _ => {}
         }
@@ -495,7 +556,7 @@ impl Cheater {
                 // The pair around 30 ms after the view time, from the proxy's own buffer (a
                 // client drawing 80 ms behind at 20 Hz holds states about that far ahead).
                 let t = view_time + 0.03;
-                let (a, b) = buffers.get(proxy).ok().and_then(|b| {
+                let (a, b) = buffers.get(proxy).ok().and_then(|(_, b)| {
                     let states: Vec<_> = b.buffer.states().copied().collect();
                     states
                         .windows(2)

@@ -131,8 +131,8 @@ usage: report [options]
   --json             print one JSON object instead of a table
   --cheat KIND       client 0 cheats: speed, teleport, backtrack, rapid-fire,
                      duplicate-claims, false-extrapolate, skip-indices, every-weapon,
-                     held-claim, ease-magnet, pong-delay, inflated-trip, slow-reports or
-                     long-delay
+                     held-claim, ease-magnet, pong-delay, inflated-trip, slow-reports,
+                     long-delay or pair-magnet
   --sweep NAME=V1,V2,...
                      one match per value of a numeric option (bots, clients, seconds, rtt,
                      jitter, loss, update-rate, seed), one row per value

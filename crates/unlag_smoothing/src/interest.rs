@@ -14,7 +14,7 @@ use unlag_net::{
 /// On a server's client link: per proxy, what was sent to that client and when its next state
 /// is due there.
 #[derive(Component, Default)]
-pub(crate) struct InterestSchedule {
+pub struct InterestSchedule {
     pub(crate) pairs: EntityHashMap<PairSchedule>,
     /// Proxies that went dormant to this client lately: (proxy, the tick it went dormant at,
     /// how many state messages have told it so far). See [`ASLEEP_REPEATS`].
@@ -42,6 +42,19 @@ pub(crate) struct PairSchedule {
     /// The tick of the first state of its current awake spell: no trail copy older goes to
     /// it (the client starts the proxy afresh there).
     pub(crate) awake_since: u32,
+    /// Which of the client's state messages carried one of its states.
+    pub(crate) sent: unlag_net::SentMask,
+}
+
+impl InterestSchedule {
+    /// Which of the client's state messages ([`unlag_net::StatesSentTo`]) carried a state of
+    /// `proxy`; `None` if none did lately.
+    pub fn sent_mask(&self, proxy: Entity) -> Option<unlag_net::SentMask> {
+        self.pairs
+            .get(&proxy)
+            .map(|p| p.sent)
+            .filter(|s| s.bits != 0)
+    }
 }
 
 /// FixedPostUpdate, first: every connected link gets its interest and schedule.
@@ -54,6 +67,7 @@ pub(crate) fn ensure_interest(
         commands.entity(link).insert((
             ProxyInterest::new(settings.hearing_distance),
             InterestSchedule::default(),
+            unlag_net::StatesSentTo::default(),
         ));
     }
 }

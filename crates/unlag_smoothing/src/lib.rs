@@ -23,6 +23,7 @@
 
 mod client;
 mod interest;
+pub use interest::InterestSchedule;
 mod protocol;
 mod server;
 

@@ -114,6 +114,7 @@ type StateLinks<'w, 's> = Query<
         Option<&'static ProxyInterest>,
         Option<&'static mut InterestSchedule>,
         Option<&'static unlag_net::RemoteClientClock>,
+        Option<&'static mut unlag_net::StatesSentTo>,
     ),
     (With<ClientOf>, With<Connected>),
 >;
@@ -142,6 +143,7 @@ pub(crate) fn send_due(
     )>,
     mut links: StateLinks,
     work: Option<Res<unlag_net::ServerWork>>,
+    frame: Res<unlag_net::NetFrame>,
 ) {
     let _work = work
         .as_deref()
@@ -202,7 +204,7 @@ pub(crate) fn send_due(
         tick: tick.0.as_secs_f64(),
         of: &trail_of,
     };
-    stats.trail_states_sent += send_states(&due, (now_tick, now), &mut links, &trails);
+    stats.trail_states_sent += send_states(&due, (now_tick, now, frame.0), &mut links, &trails);
 }
 
 /// What [`send_states`] needs for the trails of clients whose losses run in bursts.
@@ -306,7 +308,7 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
         return;
     }
     repeats.sort_by_key(|(tick, ..)| *tick);
-    for (link, mut sender, _, mut traffic, _, schedule, _) in links {
+    for (link, mut sender, _, mut traffic, _, schedule, _, _) in links {
         let got_original = |tick: u32, proxy: Entity| {
             schedule.as_ref().is_none_or(|s| {
                 s.pairs
@@ -346,7 +348,7 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
 /// trail copies went.
 fn send_states(
     due: &[DueState],
-    (now_tick, now): (u32, f64),
+    (now_tick, now, frame): (u32, f64, u64),
     links: &mut StateLinks,
     trails: &Trails,
 ) -> u64 {
@@ -355,7 +357,12 @@ fn send_states(
     }
     let mut sent_trails = 0;
     let mut asleep: Vec<Entity> = Vec::new();
-    for (link, mut sender, mut dormancy, mut traffic, interest, mut schedule, remote) in links {
+    for (link, mut sender, mut dormancy, mut traffic, interest, mut schedule, remote, mut log) in
+        links
+    {
+        // This update's number among the client's state messages (`unlag_net::StatesSentTo`):
+        // each proxy's pair notes it.
+        let message = log.as_deref_mut().map(|log| log.begin());
         let lag = trail_lag(remote, trails.settings, trails.tick);
         let reported = remote.is_some_and(|r| r.reported);
         // (tick, state, whether it is the first of a proxy's awake spell).
@@ -407,6 +414,9 @@ fn send_states(
             pair.awake = true;
             pair.sent_before = true;
             pair.last_tick = Some(now_tick);
+            if let Some(message) = message {
+                pair.sent.note(message);
+            }
             // Never one from before the spell (the client starts the proxy afresh at its
             // first state): that first state instead, woken again, as long as the client may
             // have missed it and would sweep across the spell (it is sent no states of it).
@@ -423,6 +433,11 @@ fn send_states(
             schedule
                 .asleep
                 .retain(|(.., times)| *times < ASLEEP_REPEATS);
+        }
+        if let (Some(log), Some(message)) = (log.as_deref_mut(), message)
+            && !states.is_empty()
+        {
+            log.end(message, now_tick, frame);
         }
         if !states.is_empty() || !told.is_empty() {
             traffic.send_counted::<UnreliableChannel, _>(
@@ -441,6 +456,15 @@ fn send_states(
         trail.sort_by_key(|((tick, _), _)| *tick);
         for group in trail.chunk_by(|a, b| a.0.0 == b.0.0) {
             sent_trails += group.len() as u64;
+            if let (Some(log), Some(schedule)) = (log.as_deref_mut(), schedule.as_deref_mut()) {
+                let message = log.begin();
+                for ((_, state), _) in group {
+                    if let Some(pair) = schedule.pairs.get_mut(&state.entity) {
+                        pair.sent.note(message);
+                    }
+                }
+                log.end(message, group[0].0.0, frame);
+            }
             traffic.send_counted::<UnreliableChannel, _>(
                 &mut sender,
                 ProxyUpdates {

@@ -81,7 +81,7 @@ impl ShotContext<'_, '_, '_> {
                 _ => tolerance,
             };
             let off_time = (shown - centre).abs() > window;
-            if c.from != c.to && off_time {
+            if c.from != c.to && (off_time || self.skips_a_state_it_had(c.target, c.from, c.to)) {
                 return Err(Rejection::BadClaim);
             }
             // One state, not at the moment drawn: held past its extrapolation (a client starved
@@ -110,6 +110,46 @@ impl ShotContext<'_, '_, '_> {
             }
         }
         Ok(claims)
+    }
+
+    /// Whether the shooter surely had a state of `target` with a tick strictly between `from`
+    /// and `to` when it drew the view its shot shows: the server sent it one (in a state
+    /// message of its own or a trail), and the client acknowledged every packet of the frame
+    /// it left in by a datagram that came a client frame and the up-link's spread before the
+    /// shot left. A client draws a proxy between the two states around its view time that it
+    /// has (a late state still newer than the oldest it keeps goes in between), so a blend of
+    /// two states that skips one it had is not what it drew: picking the pair is a magnet
+    /// (the blend of two states apart moves the pose off the curve drawn, the further the
+    /// longer the client's delay lets the pair straddle the moment). States lost, late or
+    /// not sent to this client (a reduced rate, a dormant spell) skip nothing; a game that
+    /// caps lightyear's bandwidth (its priority manager) may send a state message frames after
+    /// it was queued, which this does not allow for.
+    ///
+    /// The margin: two of the client's frames (a shot shows the frame drawn before it left),
+    /// the server's frame (both datagrams were read on one), the up-link's spread (the link's
+    /// jitter's range, or the reports' lags' span if wider), and the copy's age after its
+    /// shot (a later copy may be the first to arrive).
+    fn skips_a_state_it_had(&self, target: Entity, from: u32, to: u32) -> bool {
+        if from >= to {
+            return false;
+        }
+        let Ok((schedule, log, ledger)) = self.sent.get(self.link) else {
+            return false;
+        };
+        let Some(mask) = schedule.sent_mask(target) else {
+            return false;
+        };
+        let (link, request) = (&self.arrival.link, self.request);
+        let age = unlag_core::finite_non_negative(request.sent_view_time - request.view_time);
+        let spread = (unlag_core::JITTER_RANGE * link.jitter).max(link.lag_spread());
+        let margin = 2.0 * link.client_frame + self.arrival.frame + spread + age;
+        let drawn_by = self.arrival.real - margin;
+        log.frames_between(mask, from, to).any(|(_, frame)| {
+            ledger
+                .0
+                .frame_acknowledged(frame)
+                .is_some_and(|acknowledged| acknowledged < drawn_by)
+        })
     }
 
     /// Each of the pellets' `rays`' first hit, rewound to the judged time (above the rewind

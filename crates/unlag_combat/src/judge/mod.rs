@@ -25,8 +25,9 @@ use crate::stats::CombatStats;
 use crate::weapons::{WeaponKind, WeaponSpec, WeaponTable};
 use bevy::ecs::system::SystemParam;
 use bevy::prelude::*;
-use unlag_net::{NetClock, RemoteClientClock, RemoteClockAt};
+use unlag_net::{ClientAckLedger, NetClock, RemoteClientClock, RemoteClockAt, StatesSentTo};
 use unlag_rewind::RewindQuery;
+use unlag_smoothing::InterestSchedule;
 
 /// One target's share of an accepted shot, as the server judged it.
 #[derive(Clone, Debug, PartialEq)]
@@ -65,6 +66,9 @@ pub enum ShotVerdict {
 pub struct Arrival {
     /// Server time the shot arrived, seconds.
     pub time: f64,
+    /// Real time the shot arrived (`Time<Real>`, the clock the server's acknowledgement ledger
+    /// reads), seconds.
+    pub real: f64,
     /// The server's frame then, seconds.
     pub frame: f64,
     /// The shooter's link then: the shot's timing is checked against it.
@@ -88,9 +92,24 @@ pub struct ShotJudge<'w, 's> {
     weapons: Res<'w, Weapons>,
     clock: Res<'w, NetClock>,
     time: Res<'w, Time>,
+    /// (A world built by hand, a benchmark's, may have no real clock: the judgement then
+    /// finds no state its client surely had.)
+    real: Option<Res<'w, Time<Real>>>,
     rewind: RewindQuery<'w, 's>,
     health: Query<'w, 's, &'static Health>,
+    sent: SentToLinks<'w, 's>,
 }
+
+/// Per client link: what the server sent it and when the client acknowledged it.
+pub(crate) type SentToLinks<'w, 's> = Query<
+    'w,
+    's,
+    (
+        &'static InterestSchedule,
+        &'static StatesSentTo,
+        &'static ClientAckLedger,
+    ),
+>;
 
 impl ShotJudge<'_, '_> {
     /// Checks `request` from the client on `link` (whose clock figures are `remote`) for the
@@ -123,6 +142,7 @@ impl ShotJudge<'_, '_> {
         link_then.fresh_trip = None;
         let arrival = Arrival {
             time,
+            real: self.real.as_ref().map_or(0.0, |r| r.elapsed_secs_f64()),
             frame,
             link: link_then,
             moved_to: None,
@@ -165,6 +185,7 @@ impl ShotJudge<'_, '_> {
             position,
             rewind: &self.rewind,
             health: &self.health,
+            sent: &self.sent,
         };
         judge(&shot, armory, stats)
     }
@@ -196,6 +217,8 @@ pub(crate) struct ShotContext<'a, 'w, 's> {
     position: Vec3,
     rewind: &'a RewindQuery<'w, 's>,
     health: &'a Query<'w, 's, &'static Health>,
+    /// What the server sent each client link, and when the client acknowledged it.
+    sent: &'a SentToLinks<'w, 's>,
 }
 
 impl ShotContext<'_, '_, '_> {
