@@ -294,6 +294,39 @@ mod tests {
     }
 
     #[test]
+    fn hostile_headers_never_panic_and_every_packet_meets_one_fate() {
+        // Random sends, headers of random ids and bitfields, give-ups, wrapping ids: no panic,
+        // every trip non-negative and finite, and each packet meets one fate at most.
+        let mut rng = crate::SplitMix64::new(7);
+        let mut l = AckLedger::default();
+        let (mut sent, mut fates) = (0u64, 0u64);
+        let mut now = 0.0;
+        let mut id: u16 = 65_000;
+        for frame in 0..20_000u64 {
+            now += 1.0 / 60.0;
+            for _ in 0..(rng.next_u64() % 3) {
+                l.on_sent(id, now, frame, |_| fates += 1);
+                id = id.wrapping_add(1);
+                sent += 1;
+            }
+            let last = match rng.next_u64() % 3 {
+                0 => id.wrapping_sub((rng.next_u64() % 40) as u16),
+                _ => rng.next_u64() as u16,
+            };
+            l.on_header(last, rng.next_u64() as u32, now, |f| {
+                fates += 1;
+                if let PacketFate::Acknowledged(trip) = f {
+                    assert!(trip.is_finite() && trip >= 0.0, "{trip}");
+                }
+            });
+            l.give_up(now, |_| fates += 1);
+            let _ = l.frame_acknowledged(rng.next_u64() % (frame + 1));
+        }
+        // Each packet sent has met its fate or still waits, none twice.
+        assert_eq!(fates + l.waiting() as u64, sent);
+    }
+
+    #[test]
     fn a_packet_overwritten_before_its_acknowledgement_is_given_up() {
         let mut l = AckLedger::default();
         l.on_sent(3, 0.0, 0, |_| {});
