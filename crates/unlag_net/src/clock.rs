@@ -298,7 +298,8 @@ pub struct RemoteClientClock {
     #[reflect(ignore)]
     pub(crate) pending_trip: Option<f64>,
     /// (server time, [`RemoteClientClock::pending_trip`]) of the frames of the last
-    /// [`FRESH_TRIP_SPAN`] that read one ([`RemoteClientClock::recent_trip`]).
+    /// [`FRESH_TRIPS_KEPT`] that read one ([`RemoteClientClock::recent_trip`],
+    /// [`RemoteClientClock::shortest_trip_after`]).
     #[reflect(ignore)]
     fresh_trips: std::collections::VecDeque<(f64, f64)>,
     /// Echoes not taken for being stale: of a beat no newer than the last taken (an honest
@@ -448,8 +449,10 @@ impl RemoteClockAt {
     /// up to that much longer. Only the client's transport's timing shows it
     /// ([`RemoteClientClock::recent_trip`]): a datagram held lengthens its own trip and
     /// arrives that much later, gaining nothing; a client holding the server's packets before
-    /// its transport reads them lengthens its trips as a slower down-link would, and is
-    /// compensated as one (README, "The RTT"), no further; an honest
+    /// its transport reads them lengthens its trips as a slower down-link would: held in a
+    /// pulse, the trips after the shot show the usual link again, and the combat plugin counts
+    /// a rise only as far as those keep it ([`RemoteClientClock::shortest_trip_after`]); held
+    /// steadily, it is compensated as a slower down-link (README, "The RTT"). An honest
     /// link's jitter is left out.
     pub fn trip_rise(&self, server_frame: f64) -> f64 {
         self.fresh_trip.map_or(0.0, |trip| {
