@@ -445,7 +445,7 @@ const MIN_OUTAGE_FRAMES: f32 = 16.0;
 /// before they have starved through it, and which its compensation cap allows for.
 ///
 /// Measured by the server on its own frames: evidence a client cannot forge. A histogram of
-/// [`FRAME_BIN`] bins whose weights decay over [`STALENESS_MEMORY`], like [`StateStaleness`]:
+/// `FRAME_BIN` bins whose weights decay over [`STALENESS_MEMORY`], like [`StateStaleness`]:
 /// fixed memory and constant cost per frame, whatever the frame rate.
 #[derive(Clone, Debug)]
 pub struct FrameOutages {

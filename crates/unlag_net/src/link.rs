@@ -391,7 +391,7 @@ pub(crate) fn pings_may_go(
 }
 
 /// Seconds between a client's pings (lightyear's default is 0.1). A playing client's ride on
-/// its next move send ([`pings_may_go`]), on average half the 1/30 s move interval later: so
+/// its next move send (`pings_may_go`), on average half the 1/30 s move interval later: so
 /// about 0.1 s apart again, and its RTT follows a change of the link as fast as with
 /// lightyear's own pings (riding at 0.1, 15 % fewer samples came in).
 pub const CLIENT_PING_INTERVAL: f64 = 0.085;
