@@ -1080,32 +1080,40 @@ fn only_the_pellets_the_shooter_saw_hit_are_confirmed() {
     );
 }
 
+/// One cheat through a whole match ([`cheat_run`]): every cheating request that reached the
+/// server (one copy each, so some are lost; at least 80 % must arrive) is refused for
+/// `reason`, and at most `honest` shots (set up for the cheat) pass. The server's counters.
+fn expect(
+    cheat: Cheat,
+    weapon: &str,
+    shots: u32,
+    reason: unlag::combat::Rejection,
+    honest: u64,
+) -> CombatStats {
+    let stats = cheat_run(cheat, weapon, shots);
+    let caught = stats.rejected.get(&reason).copied().unwrap_or(0);
+    let arrived = stats.accepted + stats.rejected_total();
+    println!(
+        "{cheat:?}: {caught} of {arrived} arrived ({shots} sent) refused as {reason:?}; \
+         accepted {}, {} hits, all refusals {:?}",
+        stats.accepted, stats.pellet_hits, stats.rejected
+    );
+    assert!(
+        arrived >= u64::from(shots) * 8 / 10,
+        "{cheat:?}: {arrived} arrived"
+    );
+    assert_eq!(caught + stats.accepted, arrived, "{cheat:?}");
+    assert!(
+        stats.accepted <= honest,
+        "{cheat:?}: {} accepted",
+        stats.accepted
+    );
+    stats
+}
+
 #[test]
 fn cheats_are_refused_for_the_right_reason() {
     use unlag::combat::Rejection;
-    // Every cheating request that reached the server (one copy each, so some are lost) is
-    // refused for the cheat's reason; at most `honest` shots (set up for the cheat) pass.
-    let expect = |cheat: Cheat, weapon: &str, shots: u32, reason: Rejection, honest: u64| {
-        let stats = cheat_run(cheat, weapon, shots);
-        let caught = stats.rejected.get(&reason).copied().unwrap_or(0);
-        let arrived = stats.accepted + stats.rejected_total();
-        println!(
-            "{cheat:?}: {caught} of {arrived} arrived ({shots} sent) refused as {reason:?}; \
-             accepted {}, all refusals {:?}",
-            stats.accepted, stats.rejected
-        );
-        assert!(
-            arrived >= u64::from(shots) * 8 / 10,
-            "{cheat:?}: {arrived} arrived"
-        );
-        assert_eq!(caught + stats.accepted, arrived, "{cheat:?}");
-        assert!(
-            stats.accepted <= honest,
-            "{cheat:?}: {} accepted",
-            stats.accepted
-        );
-        stats
-    };
     let s = expect(Cheat::Replay, "rifle", 20, Rejection::StaleFireIndex, 10);
     assert!(
         s.accepted >= 8,
@@ -1254,24 +1262,11 @@ fn cheats_are_refused_for_the_right_reason() {
 /// every shot is refused.
 #[test]
 fn a_held_round_trip_does_not_buy_backtracking() {
-    use unlag::combat::Rejection;
     for cheat in [0.05, 0.1, 0.2]
         .into_iter()
         .flat_map(|b| [Cheat::InflatedTrip(b), Cheat::InflatedEcho(b)])
     {
-        let s = cheat_run(cheat, "rifle", 20);
-        let arrived = s.accepted + s.rejected_total();
-        println!(
-            "{cheat:?}: {} of {arrived} accepted, {} hits, refusals {:?}",
-            s.accepted, s.pellet_hits, s.rejected
-        );
-        assert!(arrived >= 16, "{s:?}");
-        assert_eq!(s.accepted, 0, "{cheat:?}: {s:?}");
-        assert_eq!(
-            s.rejected.get(&Rejection::BadViewTime).copied(),
-            Some(arrived),
-            "{s:?}"
-        );
+        expect(cheat, "rifle", 20, unlag::combat::Rejection::BadViewTime, 0);
     }
 }
 
@@ -1284,21 +1279,9 @@ fn a_held_round_trip_does_not_buy_backtracking() {
 /// lightyear's RTT reads the usual trip; on a steady link, where no jitter hides a rise).
 #[test]
 fn a_pulsed_hold_of_the_servers_datagrams_does_not_buy_backtracking() {
-    use unlag::combat::Rejection;
     for b in [0.05, 0.1] {
-        let s = cheat_run(Cheat::PulsedHold(b), "rifle", 20);
-        let arrived = s.accepted + s.rejected_total();
-        println!(
-            "held {b} s: {} of {arrived} accepted, {} hits, refusals {:?}",
-            s.accepted, s.pellet_hits, s.rejected
-        );
-        assert!(arrived >= 16, "{s:?}");
-        assert_eq!(s.accepted, 0, "held {b} s: {s:?}");
-        assert_eq!(
-            s.rejected.get(&Rejection::BadViewTime).copied(),
-            Some(arrived),
-            "{s:?}"
-        );
+        let cheat = Cheat::PulsedHold(b);
+        expect(cheat, "rifle", 20, unlag::combat::Rejection::BadViewTime, 0);
     }
 }
 
@@ -1312,21 +1295,9 @@ fn a_pulsed_hold_of_the_servers_datagrams_does_not_buy_backtracking() {
 /// state the client had by the time it drew is not what it drew, and is refused, every shot.
 #[test]
 fn a_pair_of_states_that_skips_one_its_client_had_is_refused() {
-    use unlag::combat::Rejection;
     for span in [0.5, 3.0] {
-        let s = cheat_run(Cheat::PairMagnet(span), "rifle", 20);
-        let arrived = s.accepted + s.rejected_total();
-        println!(
-            "PairMagnet({span}): {} of {arrived} accepted, {} hits, refusals {:?}",
-            s.accepted, s.pellet_hits, s.rejected
-        );
-        assert!(arrived >= 16, "{s:?}");
-        assert_eq!(s.accepted, 0, "{s:?}");
-        assert_eq!(
-            s.rejected.get(&Rejection::BadClaim).copied(),
-            Some(arrived),
-            "{s:?}"
-        );
+        let cheat = Cheat::PairMagnet(span);
+        expect(cheat, "rifle", 20, unlag::combat::Rejection::BadClaim, 0);
     }
 }
 

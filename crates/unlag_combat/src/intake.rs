@@ -292,7 +292,9 @@ fn take_ready(
         return None;
     }
     let rose = front.arrival.link.trip_rise(front.arrival.frame) > 0.0;
-    let after = remote.shortest_trip_after(front.arrival.time);
+    let after = rose
+        .then(|| remote.shortest_trip_after(front.arrival.time))
+        .flatten();
     if rose && after.is_none() && waited < RISE_CONFIRM_WAIT && !held_out {
         return None;
     }

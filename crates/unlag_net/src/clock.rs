@@ -477,12 +477,13 @@ impl RemoteClockAt {
     /// lowers it; the latest trip carries an honest link's noise, half of it above, so only a
     /// median over shots may take it in.
     pub fn trip_rise_over_reports(&self, server_frame: f64) -> f64 {
-        let trip = match (self.fresh_trip, self.window_trip) {
-            (Some(a), Some(b)) => a.max(b),
-            (a, b) => match a.or(b) {
-                Some(t) => t,
-                None => return 0.0,
-            },
+        let Some(trip) = self
+            .fresh_trip
+            .into_iter()
+            .chain(self.window_trip)
+            .reduce(f64::max)
+        else {
+            return 0.0;
         };
         self.view_lag_median.map_or(0.0, |median| {
             unlag_core::finite_non_negative(
@@ -798,11 +799,7 @@ impl RemoteClientClock {
     /// its transport's headers. Not sending for a while lengthens only the trips of the
     /// older packets the next datagram acknowledges with it.
     pub fn recent_trip(&self, now: f64) -> Option<f64> {
-        self.fresh_trips
-            .iter()
-            .filter(|(t, _)| *t >= now - FRESH_TRIP_SPAN && *t <= now)
-            .map(|(_, trip)| *trip)
-            .min_by(f64::total_cmp)
+        window_values(&self.fresh_trips, now - FRESH_TRIP_SPAN, now).min_by(f64::total_cmp)
     }
 
     /// The median of the beat echoes' round trips from server time `since` to `now`, seconds;
@@ -1099,11 +1096,7 @@ impl RemoteClientClock {
     /// The largest delay cap announced to the client over the [`VIEW_LAG_WINDOW`] before
     /// server time `now`, seconds (`None` if none was): the most a shot may count on.
     pub fn announced_cap(&self, now: f64) -> Option<f64> {
-        self.announced_caps
-            .iter()
-            .filter(|(t, _)| *t >= now - VIEW_LAG_WINDOW && *t <= now)
-            .map(|(_, cap)| *cap)
-            .reduce(f64::max)
+        window_values(&self.announced_caps, now - VIEW_LAG_WINDOW, now).reduce(f64::max)
     }
 }
 
@@ -1121,6 +1114,18 @@ fn keep_recent(
     window.push_back((now, value));
 }
 
+/// The values of `window` stamped from server time `since` to `now`, seconds.
+fn window_values<T: Copy>(
+    window: &std::collections::VecDeque<(f64, T)>,
+    since: f64,
+    now: f64,
+) -> impl Iterator<Item = T> + '_ {
+    window
+        .iter()
+        .filter(move |(t, _)| *t >= since && *t <= now)
+        .map(|(_, value)| *value)
+}
+
 /// The [`upper_median`] of a time-ordered window's values stamped from `since` to `now`
 /// (seconds); `None` with fewer than `least` of them.
 fn window_median(
@@ -1129,11 +1134,7 @@ fn window_median(
     now: f64,
     least: usize,
 ) -> Option<f64> {
-    let samples: Vec<f64> = window
-        .iter()
-        .filter(|(t, _)| *t >= since && *t <= now)
-        .map(|(_, value)| *value)
-        .collect();
+    let samples: Vec<f64> = window_values(window, since, now).collect();
     if samples.len() < least {
         return None;
     }
