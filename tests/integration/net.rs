@@ -352,6 +352,26 @@ fn the_reports_echoes_of_the_beats_follow_a_step_in_the_round_trip() {
     assert_eq!((remote.rejected_echoes, remote.stale_echoes), (1, 2));
 }
 
+/// The header parsers the server's acknowledgement ledger reads untrusted client packets with:
+/// a slice shorter than a header carries nothing, the packet id and the acknowledgements sit
+/// where lightyear 0.30 writes them, and an acknowledgement-only packet is never timed.
+#[test]
+fn headers_too_short_carry_nothing_and_acknowledgement_only_packets_are_not_timed() {
+    use unlag::net::{ACK_ONLY_PACKET, header_acks, sent_packet_id};
+    assert_eq!(sent_packet_id(&[0; 12]), None);
+    assert_eq!(header_acks(&[0; 12]), None);
+    assert_eq!(header_acks(&[]), None);
+    let mut packet = [0u8; 13];
+    packet[1..3].copy_from_slice(&513u16.to_be_bytes());
+    packet[3..5].copy_from_slice(&77u16.to_be_bytes());
+    packet[5..9].copy_from_slice(&0x8000_0001u32.to_be_bytes());
+    assert_eq!(sent_packet_id(&packet), Some(513));
+    assert_eq!(header_acks(&packet), Some((77, 0x8000_0001)));
+    packet[0] = ACK_ONLY_PACKET;
+    assert_eq!(sent_packet_id(&packet), None);
+    assert_eq!(header_acks(&packet), Some((77, 0x8000_0001)));
+}
+
 /// The server times its own packets to each client, from the send to the first of the
 /// client's datagrams acknowledging each (read from the transport's headers), and waits for
 /// the acknowledgement where lightyear gives up after 1.5 × its trailing RTT estimate. A step

@@ -12,8 +12,9 @@ use unlag_core::{AckLedger, PacketFate};
 use crate::RemoteClientClock;
 use crate::guard::PACKET_HEADER_BYTES;
 
-/// lightyear 0.30's acknowledgement-only packet type: never acknowledged itself.
-const ACK_ONLY_PACKET: u8 = 4;
+/// lightyear 0.30's acknowledgement-only packet type (the header's first byte): never
+/// acknowledged itself, so never timed.
+pub const ACK_ONLY_PACKET: u8 = 4;
 
 /// On a server's client link: the server's packets to that client waiting for their
 /// acknowledgement ([`unlag_core::AckLedger`]).
@@ -21,15 +22,16 @@ const ACK_ONLY_PACKET: u8 = 4;
 pub struct ClientAckLedger(pub AckLedger);
 
 /// The packet id of one of lightyear 0.30's packets, if it is long enough to have a header and
-/// is acknowledged (not an acknowledgement-only packet).
-fn sent_packet_id(packet: &[u8]) -> Option<u16> {
+/// is acknowledged (not an acknowledgement-only packet). Untrusted bytes: any slice is
+/// safe.
+pub fn sent_packet_id(packet: &[u8]) -> Option<u16> {
     let header = packet.get(..PACKET_HEADER_BYTES)?;
     (header[0] != ACK_ONLY_PACKET).then(|| u16::from_be_bytes([header[1], header[2]]))
 }
 
-/// The acknowledgements in a client packet's header: the newest id it had received and the
-/// bitfield of the 32 before it.
-fn header_acks(packet: &[u8]) -> Option<(u16, u32)> {
+/// The acknowledgements in a client packet's header: the newest packet id it had received and
+/// the bitfield of the 32 before it; `None` for a packet shorter than a header.
+pub fn header_acks(packet: &[u8]) -> Option<(u16, u32)> {
     let header = packet.get(..PACKET_HEADER_BYTES)?;
     Some((
         u16::from_be_bytes([header[3], header[4]]),
@@ -123,24 +125,5 @@ pub(crate) fn read_client_acks(
         }
         ledger.0.give_up(now, |fate| note(remote, fate));
         remote.pending_trip = fresh;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn headers_too_short_carry_nothing_and_acknowledgement_only_packets_are_not_timed() {
-        assert_eq!(sent_packet_id(&[0; 12]), None);
-        assert_eq!(header_acks(&[0; 12]), None);
-        let mut packet = [0u8; 13];
-        packet[1..3].copy_from_slice(&513u16.to_be_bytes());
-        packet[3..5].copy_from_slice(&77u16.to_be_bytes());
-        packet[5..9].copy_from_slice(&0x8000_0001u32.to_be_bytes());
-        assert_eq!(sent_packet_id(&packet), Some(513));
-        assert_eq!(header_acks(&packet), Some((77, 0x8000_0001)));
-        packet[0] = ACK_ONLY_PACKET;
-        assert_eq!(sent_packet_id(&packet), None);
     }
 }

@@ -24,7 +24,7 @@ mod work;
 #[doc(hidden)]
 pub use bevy::log as __log;
 
-pub use acks::ClientAckLedger;
+pub use acks::{ACK_ONLY_PACKET, ClientAckLedger, header_acks, sent_packet_id};
 #[cfg(feature = "cheats")]
 pub use clock::NetCheats;
 pub use clock::{
