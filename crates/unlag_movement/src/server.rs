@@ -196,6 +196,13 @@ impl<M: MovementModel> ServerMovement<M> {
         self.playout.mean_wait()
     }
 
+    /// Whether what the server shows of the character runs on by a guess, past the moves that
+    /// have arrived (see [`PlayoutSettings::max_guess`](unlag_core::PlayoutSettings::max_guess)):
+    /// a stall or a burst of losses on the client's up-link that the guess is covering.
+    pub fn guessing(&self) -> bool {
+        self.guess.is_some()
+    }
+
     /// How fast the character's track on the server runs against the moves' own time, over
     /// the last [`unlag_core::PACE_WINDOW`]: 1 when its moves are played at the pace they were
     /// made, below or above while the playout's buffer grows or catches up (at most

@@ -50,6 +50,15 @@ pub struct PeekFigures {
     /// Part: the peeker's moves waiting to be sent, on average half the movement send interval,
     /// milliseconds.
     pub input_buffer_ms: f64,
+    /// Part: the peeker's datagrams lost in a row from the frame its screen showed the holder
+    /// on to the first that got through (measured on the simulated network at each peek, mean
+    /// over the peeks), milliseconds. The moves that show the peeker go in them: no server
+    /// has a move that is lost, and redundancy brings it in the first datagram that gets
+    /// through. Counted only in a peek the server's track showed by those moves: not when it
+    /// showed the peeker first, nor by running on with its last input past the moves it had
+    /// (the guess a walk out keeps up with; then the losses cost nothing). 0 on a link that
+    /// loses nothing; on one that loses in bursts, one held peek weighs on the mean of a few.
+    pub loss_hold_ms: f64,
     /// Part: the peeker's moves waiting on the server to be played out at the pace they were
     /// made (the playout's mean wait, measured at each peek), milliseconds.
     pub playout_ms: f64,
@@ -74,9 +83,10 @@ pub struct PeekFigures {
     /// server's own track showing the peeker to the holder's eye (the way up: the peeker's
     /// moves sent, carried, played out and ticked), milliseconds; the rest of the advantage is
     /// the way down. Beside the up parts ([`PeekFigures::up_parts_ms`]) it shows which way an
-    /// excess came (lost moves on a bursty link come up late, and no part counts them).
+    /// excess came.
     pub up_measured_ms: f64,
-    /// The up parts added up: one-way up, input wait, playout and tick wait, milliseconds.
+    /// The up parts added up: one-way up, input wait, losses, playout and tick wait,
+    /// milliseconds.
     pub up_parts_ms: f64,
 }
 
@@ -274,18 +284,21 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         ));
     }
     tb.run_for(Duration::from_secs(3));
+    let peeker = tb.server_link(0).expect("connected");
     // One peek: from a moment when neither sees the other to when both do; (when the peeker
     // first saw the holder, when the holder first saw the peeker). Either may come first:
     // while the peeker's own screen is frozen by a hitch, the server shows it stepping out
     // (its moves are late, the track goes on with them) and the holder may see it first.
     let mut peek: Option<(Option<f64>, Option<f64>)> = None;
-    // When the server's own track first showed the peeker to the holder in this peek.
+    // When the server's own track first showed the peeker to the holder in this peek, and
+    // whether by a guess run on past the peeker's moves that had arrived.
     let mut server_saw: Option<f64> = None;
+    let mut guessed = false;
     let mut ups = Vec::new();
     let mut advantages = Vec::new();
     let mut delays = Vec::new();
     let mut waits = Vec::new();
-    let peeker = tb.server_link(0).expect("connected");
+    let mut holds = Vec::new();
     let end = tb.now() + Duration::from_secs_f64(PERIOD * (peeks as f64 + 1.0));
     while tb.now() < end && advantages.len() < peeks {
         tb.step();
@@ -297,6 +310,11 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
             server_saw = None;
         } else if server_saw.is_none() {
             server_saw = Some(now);
+            let server = tb.server_world_mut();
+            let mut movers = server.query::<(&ControlledBy, &ServerMovement<CharacterMovement>)>();
+            guessed = movers
+                .iter(server)
+                .any(|(c, movement)| c.owner == peeker && movement.guessing());
         }
         if !sees[0] && !sees[1] {
             peek = Some((None, None));
@@ -325,6 +343,18 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
             if let Some(up) = server_saw {
                 ups.push(up - p);
             }
+            // The moves that showed the peeker went in the peeker's datagrams from the frame
+            // its screen showed the holder on: as long as those were lost in a row, no server
+            // could have had them. Unless the server's track showed it first, or showed it by
+            // running on with the peeker's last input (its guess, which a walk out keeps up
+            // with): then the losses cost nothing.
+            let shown_before = server_saw.is_some_and(|up| up <= p);
+            let after = Duration::from_secs_f64(p).saturating_sub(tb.frame());
+            holds.push(if shown_before || guessed {
+                0.0
+            } else {
+                tb.loss_hold(0, after).unwrap_or_default().as_secs_f64()
+            });
             advantages.push(h - p);
             peek = None;
         }
@@ -336,6 +366,7 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         one_way_up_ms: one_way,
         one_way_down_ms: one_way,
         input_buffer_ms: input_buffer * 1000.0 / 2.0,
+        loss_hold_ms: holds.iter().sum::<f64>() / holds.len().max(1) as f64 * 1000.0,
         playout_ms: waits.iter().sum::<f64>() / waits.len().max(1) as f64 * 1000.0,
         send_interval_ms: 1000.0 / options.update_rate_hz,
         tick_wait_ms: 1000.0 / 60.0 / 2.0,
@@ -348,8 +379,11 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         up_measured_ms: ups.iter().sum::<f64>() / ups.len().max(1) as f64 * 1000.0,
         up_parts_ms: 0.0,
     };
-    figures.up_parts_ms =
-        figures.one_way_up_ms + figures.input_buffer_ms + figures.playout_ms + figures.tick_wait_ms;
+    figures.up_parts_ms = figures.one_way_up_ms
+        + figures.input_buffer_ms
+        + figures.loss_hold_ms
+        + figures.playout_ms
+        + figures.tick_wait_ms;
     // The way up's parts, then the way down's.
     figures.parts_ms =
         figures.up_parts_ms + figures.one_way_down_ms + figures.holder_delay_ms + figures.frames_ms;

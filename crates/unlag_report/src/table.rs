@@ -120,12 +120,13 @@ impl Report {
         row(
             "peeker's advantage (mean, p95)",
             format!(
-                "{:.1} ms, {:.1} ms over {} peeks; parts: one-way up {:.1} + input wait {:.1} + playout {:.1} + tick wait {:.1} + one-way down {:.1} + holder's delay {:.1} + frames {:.1} = {:.1} ms (state interval {:.1} ms, covered by the delay); measured up to the server's track {:.1} ms against its parts' {:.1}",
+                "{:.1} ms, {:.1} ms over {} peeks; parts: one-way up {:.1} + input wait {:.1} + up-link losses {:.1} + playout {:.1} + tick wait {:.1} + one-way down {:.1} + holder's delay {:.1} + frames {:.1} = {:.1} ms (state interval {:.1} ms, covered by the delay); measured up to the server's track {:.1} ms against its parts' {:.1}",
                 p.advantage_ms.mean,
                 p.advantage_ms.p95,
                 p.peeks,
                 p.one_way_up_ms,
                 p.input_buffer_ms,
+                p.loss_hold_ms,
                 p.playout_ms,
                 p.tick_wait_ms,
                 p.one_way_down_ms,

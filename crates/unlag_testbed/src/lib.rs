@@ -263,6 +263,19 @@ impl Testbed {
         self.apps.wires.get(i).map_or((0, 0), wire::Wire::lost)
     }
 
+    /// How long client `i`'s datagrams sent after `after` (testbed time) were lost in a row
+    /// on the simulated network: from the first of them sent to the first that got through
+    /// (zero when the first got through). What a move made then waited, beyond its trip, before
+    /// the server could have it. `None` while none got through, or when `after` is older than
+    /// the few thousand datagrams each direction keeps.
+    pub fn loss_hold(&self, i: usize, after: Duration) -> Option<Duration> {
+        self.apps
+            .wires
+            .get(i)?
+            .loss_hold(after.as_secs_f64())
+            .map(Duration::from_secs_f64)
+    }
+
     /// The server's link entity for client `i` (in the server's World), once started.
     pub fn server_link(&self, i: usize) -> Option<Entity> {
         self.server_links.get(i).copied()

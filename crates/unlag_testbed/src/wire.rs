@@ -10,6 +10,8 @@
 //! it meanwhile is read, stamped as it arrived, when the hitch ends. A link shaped inside an
 //! App could only do either at that App's frames.
 
+use std::collections::VecDeque;
+
 use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender};
 use lightyear::crossbeam::CrossbeamIo;
@@ -20,13 +22,24 @@ struct Direction {
     from: Receiver<Bytes>,
     to: Sender<Bytes>,
     sim: LinkSimulator<Bytes>,
+    /// The latest datagrams sent: (time sent, seconds; whether it got through), oldest first,
+    /// at most [`SENDS_KEPT`].
+    sends: VecDeque<(f64, bool)>,
 }
+
+/// Datagrams of each direction whose fate [`Wire::loss_hold`] can look back on (at 500 a
+/// second, a 240-fps client's, 8 s).
+const SENDS_KEPT: usize = 4096;
 
 impl Direction {
     /// After the sender's frame at `now` (seconds): what it sent, on its way.
     fn collect(&mut self, now: f64) {
         for datagram in self.from.try_iter() {
-            self.sim.send(now, datagram);
+            let through = self.sim.send(now, datagram);
+            if self.sends.len() == SENDS_KEPT {
+                self.sends.pop_front();
+            }
+            self.sends.push_back((now, through));
         }
     }
 
@@ -61,11 +74,13 @@ impl Wire {
                 from: from_client,
                 to: to_server,
                 sim: LinkSimulator::new(none, seed),
+                sends: VecDeque::new(),
             },
             down: Direction {
                 from: from_server,
                 to: to_client,
                 sim: LinkSimulator::new(none, seed ^ 0x5EED_F1A7),
+                sends: VecDeque::new(),
             },
             down_override: None,
         };
@@ -111,6 +126,19 @@ impl Wire {
     /// After the client's frame at `now` (seconds): what it sent, on its way.
     pub(crate) fn collect_from_client(&mut self, now: f64) {
         self.up.collect(now);
+    }
+
+    /// How long the client's datagrams sent after `after` (seconds) were lost in a row: from
+    /// the first of them sent to the first that got through, seconds (0 when the first got
+    /// through). `None` while none got through, or when the kept sends no longer reach back.
+    pub(crate) fn loss_hold(&self, after: f64) -> Option<f64> {
+        if self.up.sends.front().is_none_or(|(t, _)| *t > after) {
+            return None;
+        }
+        let mut later = self.up.sends.iter().filter(|(t, _)| *t > after);
+        let (first, _) = *later.clone().next()?;
+        let (through, _) = *later.find(|(_, through)| *through)?;
+        Some(through - first)
     }
 
     /// Datagrams lost so far: (client to server, server to client).
