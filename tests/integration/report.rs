@@ -612,8 +612,9 @@ fn peekers_advantage_is_the_sum_of_its_parts() {
     assert!(
         peek.up_measured_ms > peek.one_way_up_ms && peek.up_measured_ms < peek.advantage_ms.mean
     );
-    // A link that loses nothing holds no move.
+    // A link that loses nothing holds no move, and starves no proxy.
     assert_eq!(peek.loss_hold_ms, 0.0);
+    assert_eq!(peek.down_starved_ms, 0.0);
 }
 
 /// On a link that loses a fifth of its datagrams in bursts of ten, a peek whose moves were lost
@@ -651,6 +652,29 @@ fn a_peek_held_by_a_burst_of_losses_is_explained_by_the_losses() {
     }
     // The bursts did hold some peeks' moves (else this checks nothing of the losses).
     assert!(held > 0, "no peek of three seeds was held by a loss");
+}
+
+/// The same on the way down: a burst that loses the states showing the peeker for longer than
+/// the holder's interpolation delay covers (early in a match, before the delay has grown to
+/// the link's bursts) leaves the holder drawing the peeker past its newest state, and the
+/// peek comes that much later. The grid's corner `loss=20/10 × listen`, seed 3: in one peek
+/// the holder drew the peeker past its newest state for 0.99 s while its delay was 0.22 s;
+/// the mean came 110.5 ms over its parts without the holder's starved time, 55 ms under with
+/// it.
+#[test]
+fn a_peek_whose_states_a_burst_held_is_explained_by_the_holders_starved_frames() {
+    let options = grid_options("corner: loss=20/10 × listen", 3);
+    let peek = unlag_report::peek::measure(&options, 6).unwrap();
+    println!("{peek:?}");
+    assert_eq!(peek.peeks, 6);
+    assert!(peek.down_starved_ms > 0.0, "{peek:?}");
+    assert!(
+        peek.advantage_ms.mean <= peek.parts_ms + 1000.0 / 60.0,
+        "advantage {:.1} ms, parts {:.1} ms (holder starved {:.1})",
+        peek.advantage_ms.mean,
+        peek.parts_ms,
+        peek.down_starved_ms
+    );
 }
 
 /// At 1 Hz, the net panel's lowest update rate, clients draw proxies about two seconds behind

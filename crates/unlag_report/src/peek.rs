@@ -11,6 +11,7 @@ use core::time::Duration;
 use lightyear::prelude::*;
 use serde::Serialize;
 use unlag::CharacterProxyPlugin;
+use unlag::core::SampleKind;
 use unlag::core::quantize::{quantize_accel, quantize_angle};
 use unlag::movement::{
     CharacterInput, CharacterMovement, CharacterState, MovementPredictionPlugin,
@@ -70,6 +71,13 @@ pub struct PeekFigures {
     pub tick_wait_ms: f64,
     /// Part: the holder's interpolation delay (mean over the peeks), milliseconds.
     pub holder_delay_ms: f64,
+    /// Part: the holder's screen drawing the peeker past its newest state (held or
+    /// extrapolated) between the server's track showing the peeker and the holder's screen
+    /// showing it (measured on the holder at each peek, mean over the peeks), milliseconds:
+    /// the states that show the peeker were lost on the way down for longer than the holder's
+    /// interpolation delay covers (a burst early in a match, before the delay has grown to
+    /// the link's bursts). 0 on a link that loses nothing.
+    pub down_starved_ms: f64,
     /// Part, with paced clients (`--client-fps`): the peeker's moves wait for its frame to be
     /// sent and the holder's screen for its next frame, and a listen server's states wait for
     /// a frame of its host to be sent, each the mean wait from a random moment to the next
@@ -93,6 +101,11 @@ pub struct PeekFigures {
 /// Whether this client's own eye sees the other character's eye as drawn (client resource).
 #[derive(Resource, Default)]
 struct Sight(bool);
+
+/// Seconds this client has drawn the other character past its newest state so far (held or
+/// extrapolated: its states came later than the interpolation delay covers), client resource.
+#[derive(Resource, Default)]
+struct Starved(f64);
 
 /// The wall the peeker hides behind: along z at x = 0, from z = −4 to 4, 3 m high.
 fn spawn_wall(world: &mut World) {
@@ -142,7 +155,8 @@ fn eyes_meet(
 /// `PostUpdate` on a client, after the characters are placed: does its own eye see the other
 /// character as drawn?
 fn look(
-    mut sight: ResMut<Sight>,
+    (mut sight, mut starved): (ResMut<Sight>, ResMut<Starved>),
+    time: Res<Time>,
     own: Query<&MovementState<CharacterMovement>, With<AutonomousProxy>>,
     others: Query<&RenderedPose>,
     characters: Characters,
@@ -152,6 +166,9 @@ fn look(
         sight.0 = false;
         return;
     };
+    if matches!(other.kind, SampleKind::Held | SampleKind::Extrapolated) {
+        starved.0 += time.delta_secs_f64();
+    }
     if let Some(sees) = eyes_meet(&rapier, &characters, me.0.feet, other.position) {
         sight.0 = sees;
     }
@@ -261,6 +278,7 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         spawn_wall(tb.client_world_mut(i));
         tb.client(i)
             .init_resource::<Sight>()
+            .init_resource::<Starved>()
             .add_systems(PostUpdate, look.after(MovementPredictionSystems::Place));
     }
     tb.server_world_mut().init_resource::<Sight>();
@@ -294,6 +312,9 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
     // whether by a guess run on past the peeker's moves that had arrived.
     let mut server_saw: Option<f64> = None;
     let mut guessed = false;
+    // The holder's starved seconds when the server's track showed the peeker.
+    let mut starved_from = 0.0;
+    let mut starved = Vec::new();
     let mut ups = Vec::new();
     let mut advantages = Vec::new();
     let mut delays = Vec::new();
@@ -310,6 +331,7 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
             server_saw = None;
         } else if server_saw.is_none() {
             server_saw = Some(now);
+            starved_from = tb.client_world(1).resource::<Starved>().0;
             let server = tb.server_world_mut();
             let mut movers = server.query::<(&ControlledBy, &ServerMovement<CharacterMovement>)>();
             guessed = movers
@@ -328,6 +350,14 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         }
         if sees[1] && holder_saw.is_none() {
             *holder_saw = Some(now);
+            // How long the holder drew the peeker past its newest state since the server's
+            // track showed it: the states that show it were lost for longer than the
+            // holder's delay covers.
+            starved.push(if server_saw.is_some() {
+                tb.client_world(1).resource::<Starved>().0 - starved_from
+            } else {
+                0.0
+            });
             delays.push(
                 tb.client_world(1)
                     .resource::<NetClock>()
@@ -371,6 +401,7 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         send_interval_ms: 1000.0 / options.update_rate_hz,
         tick_wait_ms: 1000.0 / 60.0 / 2.0,
         holder_delay_ms: delays.iter().sum::<f64>() / delays.len().max(1) as f64 * 1000.0,
+        down_starved_ms: starved.iter().sum::<f64>() / starved.len().max(1) as f64 * 1000.0,
         frames_ms: options.client_pace().map_or(0.0, |pace| {
             let wait = pace.mean_wait_secs() * 1000.0;
             2.0 * wait + if options.listen { wait } else { 0.0 }
@@ -385,7 +416,10 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         + figures.playout_ms
         + figures.tick_wait_ms;
     // The way up's parts, then the way down's.
-    figures.parts_ms =
-        figures.up_parts_ms + figures.one_way_down_ms + figures.holder_delay_ms + figures.frames_ms;
+    figures.parts_ms = figures.up_parts_ms
+        + figures.one_way_down_ms
+        + figures.holder_delay_ms
+        + figures.down_starved_ms
+        + figures.frames_ms;
     Ok(figures)
 }

@@ -120,7 +120,7 @@ impl Report {
         row(
             "peeker's advantage (mean, p95)",
             format!(
-                "{:.1} ms, {:.1} ms over {} peeks; parts: one-way up {:.1} + input wait {:.1} + up-link losses {:.1} + playout {:.1} + tick wait {:.1} + one-way down {:.1} + holder's delay {:.1} + frames {:.1} = {:.1} ms (state interval {:.1} ms, covered by the delay); measured up to the server's track {:.1} ms against its parts' {:.1}",
+                "{:.1} ms, {:.1} ms over {} peeks; parts: one-way up {:.1} + input wait {:.1} + up-link losses {:.1} + playout {:.1} + tick wait {:.1} + one-way down {:.1} + holder's delay {:.1} + holder starved {:.1} + frames {:.1} = {:.1} ms (state interval {:.1} ms, covered by the delay); measured up to the server's track {:.1} ms against its parts' {:.1}",
                 p.advantage_ms.mean,
                 p.advantage_ms.p95,
                 p.peeks,
@@ -131,6 +131,7 @@ impl Report {
                 p.tick_wait_ms,
                 p.one_way_down_ms,
                 p.holder_delay_ms,
+                p.down_starved_ms,
                 p.frames_ms,
                 p.parts_ms,
                 p.send_interval_ms,
