@@ -267,7 +267,7 @@ impl Testbed {
     /// on the simulated network: from the first of them sent to the first that got through
     /// (zero when the first got through). What a move made then waited, beyond its trip, before
     /// the server could have it. `None` while none got through, or when `after` is older than
-    /// the few thousand datagrams each direction keeps.
+    /// the 4096 datagrams the client's direction keeps.
     pub fn loss_hold(&self, i: usize, after: Duration) -> Option<Duration> {
         self.apps
             .wires

@@ -23,12 +23,13 @@ struct Direction {
     to: Sender<Bytes>,
     sim: LinkSimulator<Bytes>,
     /// The latest datagrams sent: (time sent, seconds; whether it got through), oldest first,
-    /// at most [`SENDS_KEPT`].
-    sends: VecDeque<(f64, bool)>,
+    /// at most [`SENDS_KEPT`]. Kept for the client's direction only (what
+    /// [`Wire::loss_hold`] reads).
+    sends: Option<VecDeque<(f64, bool)>>,
 }
 
-/// Datagrams of each direction whose fate [`Wire::loss_hold`] can look back on (at 500 a
-/// second, a 240-fps client's, 8 s).
+/// Datagrams of the client's direction whose fate [`Wire::loss_hold`] can look back on (at
+/// 500 a second, a 240-fps client's, 8 s).
 const SENDS_KEPT: usize = 4096;
 
 impl Direction {
@@ -36,10 +37,12 @@ impl Direction {
     fn collect(&mut self, now: f64) {
         for datagram in self.from.try_iter() {
             let through = self.sim.send(now, datagram);
-            if self.sends.len() == SENDS_KEPT {
-                self.sends.pop_front();
+            if let Some(sends) = &mut self.sends {
+                if sends.len() == SENDS_KEPT {
+                    sends.pop_front();
+                }
+                sends.push_back((now, through));
             }
-            self.sends.push_back((now, through));
         }
     }
 
@@ -74,13 +77,13 @@ impl Wire {
                 from: from_client,
                 to: to_server,
                 sim: LinkSimulator::new(none, seed),
-                sends: VecDeque::new(),
+                sends: Some(VecDeque::new()),
             },
             down: Direction {
                 from: from_server,
                 to: to_client,
                 sim: LinkSimulator::new(none, seed ^ 0x5EED_F1A7),
-                sends: VecDeque::new(),
+                sends: None,
             },
             down_override: None,
         };
@@ -132,10 +135,11 @@ impl Wire {
     /// the first of them sent to the first that got through, seconds (0 when the first got
     /// through). `None` while none got through, or when the kept sends no longer reach back.
     pub(crate) fn loss_hold(&self, after: f64) -> Option<f64> {
-        if self.up.sends.front().is_none_or(|(t, _)| *t > after) {
+        let sends = self.up.sends.as_ref()?;
+        if sends.front().is_none_or(|(t, _)| *t > after) {
             return None;
         }
-        let mut later = self.up.sends.iter().filter(|(t, _)| *t > after);
+        let mut later = sends.iter().filter(|(t, _)| *t > after);
         let (first, _) = *later.clone().next()?;
         let (through, _) = *later.find(|(_, through)| *through)?;
         Some(through - first)
