@@ -121,10 +121,18 @@ impl AckLedger {
         }
     }
 
-    fn frame_mut(&mut self, frame: u64, change: impl FnOnce(&mut FrameAcks)) {
+    /// Where the ledger holds the sender's frame `frame` (`frames` is in frame order).
+    fn frame_index(&self, frame: u64) -> Option<usize> {
         let i = self.frames.partition_point(|f| f.frame < frame);
-        if let Some(f) = self.frames.get_mut(i).filter(|f| f.frame == frame) {
-            change(f);
+        self.frames
+            .get(i)
+            .is_some_and(|f| f.frame == frame)
+            .then_some(i)
+    }
+
+    fn frame_mut(&mut self, frame: u64, change: impl FnOnce(&mut FrameAcks)) {
+        if let Some(i) = self.frame_index(frame) {
+            change(&mut self.frames[i]);
         }
     }
 
@@ -133,11 +141,8 @@ impl AckLedger {
     /// ledger no longer holds the frame (or never sent in it). Whatever that frame sent, the
     /// client had it by then.
     pub fn frame_acknowledged(&self, frame: u64) -> Option<f64> {
-        let i = self.frames.partition_point(|f| f.frame < frame);
-        self.frames
-            .get(i)
-            .filter(|f| f.frame == frame && !f.lost && f.acknowledged == f.packets)
-            .map(|f| f.last)
+        let f = &self.frames[self.frame_index(frame)?];
+        (!f.lost && f.acknowledged == f.packets).then_some(f.last)
     }
 
     /// Reads the acknowledgements of one of the client's packet headers, read at `now`:
