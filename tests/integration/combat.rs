@@ -2265,6 +2265,66 @@ fn a_reload_made_in_a_blackout_is_dated_when_it_was_made() {
     assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
 }
 
+/// A reload request goes in every packet the client sends until the server has it, but in no
+/// packet of its own beyond what the link would send for its acknowledgements anyway: a copy
+/// rides in the frames that send something else (`send_reload_copies`), and goes alone only
+/// once nothing left for `AckDelay`. A 240-fps client used to send a datagram in every frame
+/// for it, a round trip's worth (here about 48).
+#[test]
+fn a_reloads_copies_ride_in_packets_that_leave_anyway() {
+    use unlag::net::{AckDelay, LinkTraffic};
+    let steady = LinkConditions {
+        latency: Duration::from_millis(200),
+        jitter: Duration::ZERO,
+        loss: 0.0,
+        update_rate_hz: 20.0,
+    };
+    let mut tb = combat_testbed_with(1, steady, default(), 3, 1e9, |_| {});
+    let (rifle, _) = weapon(&tb, "rifle");
+    tb.run_for(Duration::from_secs(1));
+    // One round fired, so the rifle has something to reload.
+    tb.client_world_mut(0).write_message(FireCommand {
+        weapon: rifle,
+        origin: EYE,
+        aim: Vec3::NEG_Z,
+    });
+    tb.run_for(Duration::from_secs(1));
+    let sent = |tb: &mut Testbed| {
+        let world = tb.client_world_mut(0);
+        let traffic = world.query::<&LinkTraffic>().single(world).unwrap().clone();
+        let reloads = traffic
+            .sent_by_kind
+            .get("ReloadRequest")
+            .map_or(0, |k| k.messages);
+        (traffic.datagrams_sent, reloads)
+    };
+    let a = sent(&mut tb);
+    tb.run_for(Duration::from_millis(600));
+    let b = sent(&mut tb);
+    tb.client_world_mut(0)
+        .write_message(ReloadCommand { weapon: rifle });
+    tb.run_for(Duration::from_millis(600));
+    let c = sent(&mut tb);
+    let delay = tb.client_world(0).resource::<AckDelay>().0;
+    let (quiet, reloading) = (b.0 - a.0, c.0 - b.0);
+    println!(
+        "datagrams in 0.6 s: {quiet} without a reload, {reloading} with one ({} copies)",
+        c.1 - b.1
+    );
+    assert!(delay > 0.0);
+    // Copies went until the answer came (a round trip and more), then stopped.
+    assert!(c.1 - b.1 >= 3, "{} copies", c.1 - b.1);
+    let d = sent(&mut tb);
+    tb.run_for(Duration::from_millis(300));
+    assert_eq!(sent(&mut tb).1, d.1, "copies after the answer");
+    // No more datagrams than one for each `AckDelay` the copies went on.
+    assert!(
+        reloading as f64 <= quiet as f64 + 0.6 / delay + 1.0,
+        "{reloading} datagrams with a reload, {quiet} without"
+    );
+    assert!(tb.server_world().resource::<CombatStats>().rejected_total() == 0);
+}
+
 /// A reload cannot be dated before a packet the server had from the client without it (an
 /// honest client sends its request in every packet until the server has it): one claimed a
 /// second back while the client's packets kept coming starts where the last of them left,

@@ -182,11 +182,23 @@ fn connected_testbed<P>(
     conditions: LinkConditions,
     plugin: impl bevy::app::Plugins<P> + Clone,
 ) -> Testbed {
-    let mut tb = Testbed::new(TestbedConfig {
-        clients,
-        conditions,
-        ..default()
-    });
+    connected_testbed_with(
+        TestbedConfig {
+            clients,
+            conditions,
+            ..default()
+        },
+        plugin,
+    )
+}
+
+/// [`connected_testbed`] of testbed `config` (its clients, link and pace).
+fn connected_testbed_with<P>(
+    config: TestbedConfig,
+    plugin: impl bevy::app::Plugins<P> + Clone,
+) -> Testbed {
+    let clients = config.clients;
+    let mut tb = Testbed::new(config);
     tb.add_plugins(plugin);
     for i in 0..clients {
         tb.client(i)
@@ -429,6 +441,41 @@ fn acknowledgements_ride_on_data_when_paced() {
         off.down,
         on.down
     );
+}
+
+/// On a link that loses packets a client repeats every move the server does not have yet in
+/// each message. It learns which it has from the acknowledgements of its packets in every
+/// header the server's transport sends (`ServerAckLedger`), a round trip after they left, not
+/// only from the movement server's report, which comes every `ack_interval` (here half a
+/// second) and a trip later: its messages carry about a round trip of moves (6 at 100 ms and
+/// 60 moves/s, and the 2 new ones), not a round trip and a quarter second (about 23).
+#[test]
+fn moves_stop_repeating_once_the_servers_transport_has_them() {
+    let conditions = LinkConditions::new(Duration::from_millis(100), Duration::ZERO, 0.05);
+    let plugin = MovementTestPlugin {
+        settings: MovementSettings {
+            ack_interval: 0.5,
+            ..default()
+        },
+        level: arena,
+    };
+    let mut tb = movement_testbed(1, conditions, plugin);
+    tb.run_for(Duration::from_secs(2));
+    let stats = |tb: &Testbed| tb.client_world(0).resource::<MovementStats>().clone();
+    let a = stats(&tb);
+    tb.run_for(Duration::from_secs(4));
+    let b = stats(&tb);
+    let per_message =
+        (b.moves_sent - a.moves_sent) as f64 / (b.messages_sent - a.messages_sent) as f64;
+    println!(
+        "{per_message:.1} moves a message, {} corrections",
+        b.corrections_received
+    );
+    assert!(tb.client_clock(0).loss > 0.001, "a lossy link's policy");
+    // A round trip, a server frame and a client frame of moves, the two new ones, and the
+    // message whose acknowledgement was lost now and then.
+    assert!(per_message <= 11.0, "{per_message:.1} moves a message");
+    assert_eq!(b.corrections_received, 0);
 }
 
 #[test]

@@ -1463,6 +1463,82 @@ fn a_hitching_hosts_long_frame_is_announced_and_compensated() {
     );
 }
 
+/// A delay report's view time goes as 4 bytes of whole microseconds (8 as seconds), wrapping
+/// every 71.6 minutes; the server takes the time nearest its own clock that reads so: a report
+/// hours into a match, or across a wrap, is taken as one at its start.
+#[test]
+fn a_delay_reports_view_time_goes_in_four_bytes_and_unwraps_near_the_servers_clock() {
+    use unlag::net::{
+        DelayReport, RemoteClientClock, ReportContext, ReportState, VIEW_TIME_WRAP,
+        unwrap_view_time,
+    };
+    use unlag_core::Seq16;
+    let report = |view_time: f64| DelayReport {
+        seq: Seq16(1),
+        delay_us: 100_000,
+        view_time,
+        frame_us: 16_667,
+        loss_runs: 0,
+        echo: None,
+    };
+    // seq 1 byte, delay 3, view time 4, frame 3, loss runs 1, no echo 1.
+    let bytes = postcard::to_allocvec(&report(123.456)).unwrap();
+    assert_eq!(bytes.len(), 13);
+    for server_time in [
+        0.1,
+        600.0,
+        VIEW_TIME_WRAP - 0.05,
+        VIEW_TIME_WRAP + 0.05,
+        2.0 * VIEW_TIME_WRAP + 10.0,
+    ] {
+        let view_time = server_time - 0.15;
+        let bytes = postcard::to_allocvec(&report(view_time)).unwrap();
+        let read: DelayReport = postcard::from_bytes(&bytes).unwrap();
+        assert!((0.0..VIEW_TIME_WRAP).contains(&read.view_time));
+        let unwrapped = unwrap_view_time(read.view_time, server_time);
+        assert!(
+            (unwrapped - view_time).abs() < 1e-6,
+            "{server_time}: {unwrapped}"
+        );
+        // Taken as any report is, its lag from the unwrapped time.
+        let mut remote = RemoteClientClock::default();
+        remote.rtt = 0.1;
+        remote.jitter = 0.005;
+        let at = ReportContext {
+            server_time,
+            real_time: server_time,
+            frame: 1.0 / 60.0,
+            long_frame: 1.0 / 60.0,
+            interval: 0.05,
+            slower: None,
+        };
+        assert_eq!(
+            ReportState::default().take(&mut remote, &read, at),
+            Ok(()),
+            "{server_time}"
+        );
+        assert!((remote.interpolation_delay - 0.1).abs() < 1e-9);
+    }
+    // Far from the server's clock, after unwrapping: garbage, as before.
+    let mut remote = RemoteClientClock::default();
+    let far = ReportContext {
+        server_time: 600.0,
+        real_time: 600.0,
+        frame: 1.0 / 60.0,
+        long_frame: 1.0 / 60.0,
+        interval: 0.05,
+        slower: None,
+    };
+    let read: DelayReport =
+        postcard::from_bytes(&postcard::to_allocvec(&report(500.0)).unwrap()).unwrap();
+    assert!(
+        ReportState::default()
+            .take(&mut remote, &read, far)
+            .is_err()
+    );
+    assert!(unwrap_view_time(f64::NAN, 600.0).is_nan());
+}
+
 /// The server takes a client's delay reports up to twice the honest rate, with a burst for a
 /// jittery link and a whole long frame's worth on a slow server; a flood beyond is dropped
 /// before it costs anything, counted, and changes nothing.

@@ -148,6 +148,13 @@ impl Plugin for CombatPlugin {
                     .run_if(any_with_component::<Client>)
                     .in_set(CombatSystems::Client),
             )
+            .add_systems(
+                PostUpdate,
+                client::send_reload_copies
+                    .run_if(any_with_component::<Client>)
+                    .in_set(NetSystems::EveryPacket),
+            )
+            .init_resource::<client::UnansweredReloads>()
             .add_systems(PreUpdate, take_loaded_weapons.after(NetSystems::Clock));
     }
 

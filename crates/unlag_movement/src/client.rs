@@ -16,7 +16,9 @@ use bevy_rapier3d::prelude::{RapierColliderHandle, ReadRapierContext};
 use lightyear::prelude::*;
 use std::collections::VecDeque;
 use unlag_core::{SavedMoves, Seq16, Sequenced, VisualOffset};
-use unlag_net::{AutonomousProxy, LinkTraffic, NetClock, UnreliableChannel};
+use unlag_net::{
+    AutonomousProxy, LinkTraffic, NetClock, NetFrame, ServerAckLedger, UnreliableChannel,
+};
 
 /// A move the client made and the server has not acknowledged yet.
 #[derive(Clone, Debug)]
@@ -56,6 +58,14 @@ pub struct Prediction<M: MovementModel> {
     last_ack: Seq16,
     /// The newest move up to which the server has every move (see [`MoveResponse::received`]).
     received: Seq16,
+    /// The client frame ([`NetFrame`](unlag_net::NetFrame)) each recent send left in and the
+    /// first and last move it carried, oldest first: once the server's transport acknowledged
+    /// a frame's packets ([`ServerAckLedger`]), the server has its moves, a round trip and an
+    /// `ack_interval` before its own report of them comes back.
+    sends: VecDeque<(u64, Seq16, Seq16)>,
+    /// The newest move up to which the sends the server's transport acknowledged carried every
+    /// move (it may be ahead of `received` by a round trip).
+    acked: Seq16,
     correction_ack: u8,
     /// The visual offset hiding the last correction.
     pub offset: VisualOffset,
@@ -75,6 +85,8 @@ impl<M: MovementModel> Prediction<M> {
             catch_up_next: None,
             last_ack: ack,
             received: ack,
+            sends: VecDeque::new(),
+            acked: ack,
             correction_ack: 0,
             offset: VisualOffset::default(),
             shown: VecDeque::new(),
@@ -85,7 +97,48 @@ impl<M: MovementModel> Prediction<M> {
     pub fn next_seq(&self) -> Seq16 {
         self.next_seq
     }
+
+    /// The newest move up to which the server has every move, by its own report or by the
+    /// acknowledgements of the packets that carried them.
+    fn received_by_any(&self) -> Seq16 {
+        if self.acked.is_newer_than(self.received) {
+            self.acked
+        } else {
+            self.received
+        }
+    }
+
+    /// Advances [`Prediction::acked`] over the sends whose packets the server's transport
+    /// acknowledged (`ledger`), and forgets the sends it passed.
+    fn note_acknowledged_sends(&mut self, ledger: &unlag_core::AckLedger) {
+        let mut through = self.received_by_any();
+        // Sends cover consecutive ranges, in order but overlapping (redundancy): an
+        // acknowledged one that starts at or before the move after `through` extends it. One
+        // pass in order takes them all unless a catch-up sent its older moves after newer ones.
+        loop {
+            let before = through;
+            for &(frame, first, last) in &self.sends {
+                if !first.is_newer_than(through.next())
+                    && last.is_newer_than(through)
+                    && ledger.frame_acknowledged(frame).is_some()
+                {
+                    through = last;
+                }
+            }
+            if through == before {
+                break;
+            }
+        }
+        self.acked = through;
+        self.sends
+            .retain(|&(_, _, last)| last.is_newer_than(through));
+    }
 }
+
+/// Most recent sends [`Prediction`] remembers for their acknowledgements (about two seconds of
+/// a client sending every 1/30 s): an older one unacknowledged was lost, and the server's own
+/// report covers its moves.
+const MAX_SENDS_KEPT: usize = 64;
 
 /// PreUpdate: applies acknowledgements and corrections from the server.
 #[allow(clippy::too_many_arguments)]
@@ -309,12 +362,19 @@ const MAX_CATCH_UP_MESSAGES: usize = 3;
 pub(crate) fn send_moves<M: MovementModel>(
     settings: Res<MovementSettings<M>>,
     time: Res<Time<Real>>,
-    clock: Option<Res<NetClock>>,
+    (clock, frame): (Option<Res<NetClock>>, Res<NetFrame>),
     mut stats: ResMut<MovementStats>,
-    mut link: Query<(&mut MessageSender<ServerMove<M>>, &mut LinkTraffic), With<Client>>,
+    mut link: Query<
+        (
+            &mut MessageSender<ServerMove<M>>,
+            &mut LinkTraffic,
+            Option<&ServerAckLedger>,
+        ),
+        With<Client>,
+    >,
     mut characters: Query<&mut Prediction<M>, With<AutonomousProxy>>,
 ) {
-    let Ok((mut sender, mut traffic)) = link.single_mut() else {
+    let Ok((mut sender, mut traffic, acks)) = link.single_mut() else {
         return;
     };
     // The send interval of this link: none when it loses in runs (a burst of lost datagrams
@@ -338,6 +398,9 @@ pub(crate) fn send_moves<M: MovementModel>(
             .is_some_and(|s| !newest.is_newer_than(s))
         {
             continue;
+        }
+        if let Some(acks) = acks {
+            prediction.note_acknowledged_sends(&acks.0);
         }
         // New moves, plus up to `redundancy` older pending ones; at most a message's worth.
         let first_new = prediction.last_sent.map_or(newest, |s| s.next());
@@ -365,7 +428,8 @@ pub(crate) fn send_moves<M: MovementModel>(
         );
         let correction_ack = prediction.correction_ack;
         let catch_up_next = pending.get(range.end).map(|m| m.seq);
-        for chunk in chunks(&pending[range]) {
+        let carried = (pending[range.start].seq, pending[range.end - 1].seq);
+        for chunk in chunks(&pending[range.clone()]) {
             let data = ServerMoveData {
                 moves: chunk
                     .iter()
@@ -390,6 +454,10 @@ pub(crate) fn send_moves<M: MovementModel>(
             m.sent_at = m.sent_at.min(now);
         }
         prediction.catch_up_next = catch_up_next;
+        if prediction.sends.len() >= MAX_SENDS_KEPT {
+            prediction.sends.pop_front();
+        }
+        prediction.sends.push_back((frame.0, carried.0, carried.1));
         prediction.last_sent = Some(newest);
         prediction.recent_firsts.push_back(first_new);
         while prediction.recent_firsts.len() > settings.redundancy.max(1) {
@@ -423,21 +491,34 @@ fn choose_moves<M: MovementModel>(
         .copied()
         .filter(|_| settings.redundancy > 0)
         .unwrap_or(first_new);
-    // Moves the server has not reported as arrived: the newest, after `received`.
-    let received = prediction.received;
-    let unreceived = pending
-        .iter()
-        .rev()
-        .take_while(|m| m.seq.is_newer_than(received))
-        .count()
-        .max(new_count);
-    // The oldest of them is overdue when its report should have come back by now: lost
-    // beyond what redundancy bridges (a burst, whatever the loss measured downstream).
+    // Moves the server does not have yet, as far as the client knows: the newest, after
+    // `received` (the server's report, or its transport's acknowledgements, a round trip and
+    // an `ack_interval` sooner); and those the server has not reported.
+    let after = |received: Seq16| {
+        pending
+            .iter()
+            .rev()
+            .take_while(|m| m.seq.is_newer_than(received))
+            .count()
+            .max(new_count)
+    };
+    let received = prediction.received_by_any();
+    let unreceived = after(received);
+    let unreported = after(prediction.received);
+    // The oldest unreported move is overdue when its report should have come back by now:
+    // lost beyond what redundancy bridges (a burst, whatever the loss measured downstream),
+    // or taken by the transport and not by the movement server. Every unreported move goes
+    // again then, whatever the acknowledgements said.
     let overdue_after = clock.map_or(1.0, |c| {
         c.rtt + 4.0 * c.jitter + 2.0 * settings.ack_interval
     });
     let overdue =
-        unreceived > 0 && pending[pending.len() - unreceived].sent_at + overdue_after < now;
+        unreported > 0 && pending[pending.len() - unreported].sent_at + overdue_after < now;
+    let (received, unreceived) = if overdue {
+        (prediction.received, unreported)
+    } else {
+        (received, unreceived)
+    };
     let every_unreceived = lossy || overdue;
     let with_redundancy = if every_unreceived {
         unreceived

@@ -3,6 +3,9 @@
 //! packet up after 1.5 × its trailing RTT estimate, which after a step up in latency is every
 //! packet for a second or more. Read from the packet headers between netcode and lightyear's
 //! transport, where the guard reads them ([`crate::guard`]).
+//!
+//! A client keeps the same ledger of its own packets to the server ([`ServerAckLedger`]): what
+//! its moves' redundancy needs to know is which of its frames the server's transport had.
 
 use bevy::prelude::*;
 use lightyear::prelude::server::ClientOf;
@@ -47,6 +50,33 @@ fn note(remote: &mut RemoteClientClock, fate: PacketFate) {
     }
 }
 
+/// The ids of the packets about to leave on `link` (lightyear reads its queues without
+/// consuming them only in its tests: each packet goes once round the queue, in order).
+fn outgoing_ids(link: &mut Link, ids: &mut Vec<u16>) {
+    ids.clear();
+    for _ in 0..link.send.len() {
+        let Some(packet) = link.send.pop() else {
+            break;
+        };
+        ids.extend(sent_packet_id(&packet));
+        link.send.push(packet);
+    }
+}
+
+/// Calls `read` with the acknowledgements in the header of each packet received on `link`
+/// (left in the queue for lightyear).
+fn received_acks(link: &mut Link, mut read: impl FnMut(u16, u32)) {
+    for _ in 0..link.recv.len() {
+        let Some(packet) = link.recv.pop() else {
+            break;
+        };
+        if let Some((last, bits)) = header_acks(&packet) {
+            read(last, bits);
+        }
+        link.recv.push_raw(packet);
+    }
+}
+
 /// PostUpdate on the server, between lightyear's transport and netcode: notes each packet
 /// about to leave for a client, by its id, at the real time lightyear stamps its own with.
 pub(crate) fn record_sent_packets(
@@ -66,16 +96,7 @@ pub(crate) fn record_sent_packets(
 ) {
     let now = time.elapsed_secs_f64();
     for (entity, mut link, ledger, mut remote) in &mut links {
-        // (lightyear reads its queues without consuming them only in its tests: each packet
-        // goes once round the queue, in order.)
-        ids.clear();
-        for _ in 0..link.send.len() {
-            let Some(packet) = link.send.pop() else {
-                break;
-            };
-            ids.extend(sent_packet_id(&packet));
-            link.send.push(packet);
-        }
+        outgoing_ids(&mut link, &mut ids);
         if ids.is_empty() {
             continue;
         }
@@ -98,6 +119,61 @@ pub(crate) fn record_sent_packets(
     }
 }
 
+/// On a client's link: its own packets to the server waiting for the server's
+/// acknowledgement ([`unlag_core::AckLedger`], by the client's [`NetFrame`](crate::NetFrame)
+/// they left in). Once [`AckLedger::frame_acknowledged`] answers for a frame, the server's
+/// transport had everything that frame sent: the movement plugin stops repeating the moves it
+/// carried a round trip sooner than the server's own report of them would let it (that report
+/// comes every `ack_interval`, and its trip back with it).
+#[derive(Component, Default)]
+pub struct ServerAckLedger(pub AckLedger);
+
+/// PostUpdate on a client, between lightyear's transport and netcode: notes each packet about
+/// to leave for the server, by its id and frame.
+pub(crate) fn record_own_packets(
+    mut commands: Commands,
+    time: Res<Time<Real>>,
+    frame: Res<crate::NetFrame>,
+    mut links: Query<(Entity, &mut Link, Option<&mut ServerAckLedger>), With<Client>>,
+    mut ids: Local<Vec<u16>>,
+) {
+    let now = time.elapsed_secs_f64();
+    for (entity, mut link, ledger) in &mut links {
+        outgoing_ids(&mut link, &mut ids);
+        if ids.is_empty() {
+            continue;
+        }
+        let mut fresh = ServerAckLedger::default();
+        let ledger = match ledger {
+            Some(ledger) => &mut ledger.into_inner().0,
+            None => &mut fresh.0,
+        };
+        for &id in ids.iter() {
+            ledger.on_sent(id, now, frame.0, |_| {});
+        }
+        if fresh.0.waiting() > 0 {
+            commands.entity(entity).insert(fresh);
+        }
+    }
+}
+
+/// PreUpdate on a client, after netcode and before lightyear's transport: reads the server's
+/// acknowledgements of the client's packets from every packet header that arrived, and gives
+/// up the packets waited for too long.
+pub(crate) fn read_server_acks(
+    time: Res<Time<Real>>,
+    mut links: Query<(&mut Link, &mut ServerAckLedger), With<Client>>,
+) {
+    let now = time.elapsed_secs_f64();
+    for (mut link, mut ledger) in &mut links {
+        let ledger = &mut ledger.0;
+        received_acks(&mut link, |last, bits| {
+            ledger.on_header(last, bits, now, |_| {});
+        });
+        ledger.give_up(now, |_| {});
+    }
+}
+
 /// PreUpdate on the server, after the guard and before lightyear's transport: reads the
 /// acknowledgements of every packet a client sent, times the server's packets they
 /// acknowledge for the first time, keeps the frame's shortest such trip
@@ -110,19 +186,14 @@ pub(crate) fn read_client_acks(
     for (mut link, mut ledger, mut remote) in &mut links {
         let remote = &mut *remote;
         let mut fresh: Option<f64> = None;
-        for _ in 0..link.recv.len() {
-            let Some(packet) = link.recv.pop() else {
-                break;
-            };
-            if let Some((last, bits)) = header_acks(&packet)
-                && let Some(trip) = ledger
-                    .0
-                    .on_header(last, bits, now, |fate| note(remote, fate))
+        received_acks(&mut link, |last, bits| {
+            if let Some(trip) = ledger
+                .0
+                .on_header(last, bits, now, |fate| note(remote, fate))
             {
                 fresh = Some(fresh.map_or(trip, |f| f.min(trip)));
             }
-            link.recv.push_raw(packet);
-        }
+        });
         ledger.0.give_up(now, |fate| note(remote, fate));
         remote.pending_trip = fresh;
     }

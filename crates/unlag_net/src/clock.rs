@@ -1185,6 +1185,40 @@ pub struct NetBeat {
     pub delay_cap_us: u32,
 }
 
+/// The wrap of a [`DelayReport`]'s view time on the wire, seconds: 2³² µs (71.6 minutes).
+pub const VIEW_TIME_WRAP: f64 = 4_294.967_296;
+
+/// The time nearest `near` (seconds) that reads `wrapped` modulo [`VIEW_TIME_WRAP`] (a
+/// [`DelayReport`]'s view time as it arrives); not finite when either is not.
+pub fn unwrap_view_time(wrapped: f64, near: f64) -> f64 {
+    let off = (wrapped - near).rem_euclid(VIEW_TIME_WRAP);
+    if off > VIEW_TIME_WRAP / 2.0 {
+        near + off - VIEW_TIME_WRAP
+    } else {
+        near + off
+    }
+}
+
+/// A [`DelayReport`]'s view time on the wire: 4 bytes of whole microseconds, wrapping.
+mod wrapped_micros {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(time: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+        // (An honest clock is finite; anything else goes as 0 and reads as garbage there.)
+        let micros = if time.is_finite() {
+            (time * 1e6).round().rem_euclid(4_294_967_296.0) as u32
+        } else {
+            0
+        };
+        micros.to_le_bytes().serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+        let bytes = <[u8; 4]>::deserialize(deserializer)?;
+        Ok(f64::from(u32::from_le_bytes(bytes)) / 1e6)
+    }
+}
+
 /// Longest server frame a [`NetBeat`] may state, microseconds.
 const MAX_BEAT_FRAME_US: u32 = 1_000_000;
 
@@ -1202,7 +1236,11 @@ pub struct DelayReport {
     /// Interpolation delay, whole microseconds.
     pub delay_us: u32,
     /// The view time on screen when it was sent ([`NetClock::drawn_view_time`]), server
-    /// seconds.
+    /// seconds. On the wire in whole microseconds modulo [`VIEW_TIME_WRAP`] (4 bytes where the
+    /// seconds took 8): a received report holds it so wrapped, and the server takes the time
+    /// nearest its own clock that reads so ([`unwrap_view_time`]); a view time is never more
+    /// than seconds from the server's.
+    #[serde(with = "wrapped_micros")]
     pub view_time: f64,
     /// The client's last frame, whole microseconds (see
     /// [`RemoteClientClock::client_frame`]).
@@ -1794,10 +1832,10 @@ impl ReportState {
         if !self.spend_allowance(at.real_time, at.frame) {
             return Err(ReportRefusal::OverRate);
         }
+        // As it came, modulo the wire's wrap: the one nearest our clock.
+        let view_time = unwrap_view_time(report.view_time, at.server_time);
         // A view time further than a few seconds from ours is garbage: the whole report goes.
-        if !(report.view_time.is_finite()
-            && (at.server_time - report.view_time).abs() < MAX_VIEW_LAG)
-        {
+        if !(view_time.is_finite() && (at.server_time - view_time).abs() < MAX_VIEW_LAG) {
             return Err(ReportRefusal::Garbage);
         }
         if self.seen.contains(&report.seq) {
@@ -1817,14 +1855,14 @@ impl ReportState {
                 return Err(ReportRefusal::Replayed);
             }
             self.remember(report.seq);
-            return if remote.record_overtaken_view_lag(at.server_time, report.view_time, delay) {
+            return if remote.record_overtaken_view_lag(at.server_time, view_time, delay) {
                 Ok(())
             } else {
                 Err(ReportRefusal::ImplausibleLag)
             };
         }
         // Garbage lag (with the delay it reports): refused whole, its delay not taken.
-        if !remote.plausible_lag(at.server_time - report.view_time - delay) {
+        if !remote.plausible_lag(at.server_time - view_time - delay) {
             self.remember(report.seq);
             return Err(ReportRefusal::ImplausibleLag);
         }
@@ -1854,7 +1892,7 @@ impl ReportState {
         remote.reported = true;
         remote.server_frame = at.frame;
         // (Plausible: checked above with this delay.)
-        remote.record_view_lag(at.server_time, report.view_time);
+        remote.record_view_lag(at.server_time, view_time);
         remote.record_client_frame(f64::from(report.frame_us) / 1e6);
         remote.state_loss_runs = f64::from(report.loss_runs) / 255.0;
         Ok(())

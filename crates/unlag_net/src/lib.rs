@@ -24,7 +24,7 @@ mod work;
 #[doc(hidden)]
 pub use bevy::log as __log;
 
-pub use acks::{ACK_ONLY_PACKET, ClientAckLedger, header_acks, sent_packet_id};
+pub use acks::{ACK_ONLY_PACKET, ClientAckLedger, ServerAckLedger, header_acks, sent_packet_id};
 #[cfg(feature = "cheats")]
 pub use clock::NetCheats;
 pub use clock::{
@@ -34,8 +34,8 @@ pub use clock::{
     NetClock, PLAUSIBLE_DELAY_DECAY, PLAUSIBLE_DELAY_SLACK, REPORT_ALONE_AFTER, REPORT_BURST,
     REPORT_INTERVAL, RemoteClientClock, RemoteClockAt, ReportContext, ReportRefusal, ReportState,
     UNSEEN_TAIL_STEPS, VIEW_LAG_CENTER_SLACK, VIEW_LAG_JITTER_FACTOR, VIEW_LAG_MEMORY,
-    VIEW_LAG_SLACK, VIEW_LAG_WINDOW, delay_shortfall, plausible_delay, server_time_now,
-    server_time_of_world,
+    VIEW_LAG_SLACK, VIEW_LAG_WINDOW, VIEW_TIME_WRAP, delay_shortfall, plausible_delay,
+    server_time_now, server_time_of_world, unwrap_view_time,
 };
 pub use conditions::NetConditions;
 pub use guard::{
@@ -47,8 +47,8 @@ pub use interest::{
     Relevance, SightTested, ViewPoint,
 };
 pub use link::{
-    AckDelay, CLIENT_PING_INTERVAL, KindTraffic, LinkBirth, LinkShaper, LinkTraffic, PeerLead,
-    ServerAckDelay, ServerLinkStats, plausible_netcode_datagram,
+    AckDelay, CLIENT_PING_INTERVAL, DataCadence, KindTraffic, LinkBirth, LinkShaper, LinkTraffic,
+    PeerLead, ServerAckDelay, ServerLinkStats, plausible_netcode_datagram,
 };
 pub use ping::{HighPing, PingMonitor};
 pub use protocol::{
@@ -119,6 +119,11 @@ pub enum NetSystems {
     /// reports), so it costs no datagram headers of its own. Plugins that send in
     /// `PostUpdate` order themselves before it.
     RideAlong,
+    /// `PostUpdate`, after [`NetSystems::RideAlong`] and before lightyear's pings and message
+    /// send: what must be in every packet a client sends (an unanswered reload request) goes
+    /// here, in frames that send anything else and in those where a packet may leave without
+    /// data ([`DataCadence::may_go_alone`]).
+    EveryPacket,
     /// `PostUpdate`, right before lightyear's IO send: counts bytes and delays outgoing
     /// datagrams on shaped links.
     SendDatagrams,
@@ -261,6 +266,7 @@ impl Plugin for UnlagNetPlugin {
             .init_resource::<PeerLead>()
             .insert_resource(link::UnconnectedLinkTimeout(self.unconnected_link_timeout))
             .insert_resource(link::AckDelay(self.ack_delay))
+            .init_resource::<DataCadence>()
             .insert_resource(link::ServerAckDelay(self.server_ack_delay))
             .insert_resource(PacketGuardSettings {
                 max_fragments: self.max_client_fragments,
@@ -354,6 +360,13 @@ impl Plugin for UnlagNetPlugin {
                 .before(TransportSystems::Receive),
         )
         .add_systems(
+            PreUpdate,
+            acks::read_server_acks
+                .run_if(any_with_component::<Client>)
+                .after(ConnectionSystems::Receive)
+                .before(TransportSystems::Receive),
+        )
+        .add_systems(
             Update,
             (
                 ping::update_ping_monitor.run_if(any_with_component::<Client>),
@@ -372,9 +385,12 @@ impl Plugin for UnlagNetPlugin {
             PostUpdate,
             (
                 NetSystems::RideAlong.before(MessageSystems::Send),
+                NetSystems::EveryPacket
+                    .after(NetSystems::RideAlong)
+                    .before(MessageSystems::Send),
                 // A client's pings and pongs ride with what the frame sends anyway.
                 PingSystems::Send
-                    .after(NetSystems::RideAlong)
+                    .after(NetSystems::EveryPacket)
                     .run_if(link::pings_may_go),
             ),
         )
@@ -386,10 +402,18 @@ impl Plugin for UnlagNetPlugin {
         )
         .add_systems(
             PostUpdate,
+            link::track_data_cadence
+                .run_if(any_with_component::<Client>)
+                .after(NetSystems::EveryPacket)
+                .before(PingSystems::Send),
+        )
+        .add_systems(
+            PostUpdate,
             (
                 (
                     link::pace_acks,
                     acks::record_sent_packets.run_if(any_with_component::<Server>),
+                    acks::record_own_packets.run_if(any_with_component::<Client>),
                 )
                     .chain()
                     .after(TransportSystems::Send)

@@ -373,21 +373,53 @@ pub(crate) fn pace_acks(
 pub(crate) fn pings_may_go(
     time: Res<Time<Real>>,
     delay: Res<AckDelay>,
-    // When the client last sent data, and how long before that it had (seconds).
-    mut cadence: Local<Option<(f64, f64)>>,
+    cadence: Res<DataCadence>,
     links: Query<&LinkTraffic, With<Client>>,
     servers: Query<(), With<Server>>,
 ) -> bool {
-    if delay.0 <= 0.0 || !servers.is_empty() {
-        return true;
-    }
-    let now = time.elapsed_secs_f64();
+    delay.0 <= 0.0
+        || !servers.is_empty()
+        || links.iter().any(|t| t.queued_this_frame)
+        || cadence.may_go_alone(time.elapsed_secs_f64(), delay.0)
+}
+
+/// PostUpdate on a client, after what the frame sends is queued and before lightyear's pings:
+/// notes a frame that sends data in [`DataCadence`].
+pub(crate) fn track_data_cadence(
+    time: Res<Time<Real>>,
+    mut cadence: ResMut<DataCadence>,
+    links: Query<&LinkTraffic, With<Client>>,
+) {
     if links.iter().any(|t| t.queued_this_frame) {
-        *cadence = Some((now, cadence.map_or(f64::INFINITY, |(last, _)| now - last)));
-        return true;
+        let now = time.elapsed_secs_f64();
+        let gap = cadence.last.map_or(f64::INFINITY, |last| now - last);
+        *cadence = DataCadence {
+            last: Some(now),
+            gap,
+        };
     }
-    // Data leaves often enough that more comes within the delay: wait for it.
-    !cadence.is_some_and(|(last, gap)| gap <= delay.0 && now - last < delay.0)
+}
+
+/// When a client's App last sent data (messages through
+/// [`LinkTraffic::send_counted`]) and how long before that it had, seconds of real time: whether
+/// lightyear's pings and pongs may leave in a packet of their own (`pings_may_go`).
+#[derive(Resource, Copy, Clone, Debug, Default)]
+pub struct DataCadence {
+    last: Option<f64>,
+    gap: f64,
+}
+
+impl DataCadence {
+    /// Whether a frame at real time `now` (seconds) that queues no data may still send the
+    /// client's pings and pongs alone, [`AckDelay`] `delay` seconds: unless data leaves often
+    /// enough that more comes within the delay. A frame where this holds may send a packet
+    /// without data: what must be in every packet goes then too
+    /// ([`NetSystems::EveryPacket`](crate::NetSystems::EveryPacket)).
+    pub fn may_go_alone(&self, now: f64, delay: f64) -> bool {
+        !self
+            .last
+            .is_some_and(|last| self.gap <= delay && now - last < delay)
+    }
 }
 
 /// Seconds between a client's pings (lightyear's default is 0.1). A playing client's ride on

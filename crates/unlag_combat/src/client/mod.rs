@@ -17,7 +17,7 @@ mod results;
 mod trace;
 
 pub(crate) use fire::fire;
-pub(crate) use reload::reload;
+pub(crate) use reload::{UnansweredReloads, reload, send_reload_copies};
 pub(crate) use results::receive_results;
 
 use crate::protocol::{ConfirmedHit, CosmeticFire, Rejection};

@@ -1,21 +1,27 @@
-//! Reloads on the client: shown at once, sent to the server in every frame until it has it.
+//! Reloads on the client: shown at once, sent to the server in every packet until it has it.
 
 use super::{Armory, ReloadCommand};
 use crate::protocol::{ReloadRequest, ReloadTaken};
 use crate::settings::Weapons;
 use bevy::prelude::*;
 use lightyear::prelude::*;
-use unlag_net::{LinkTraffic, NetClock, UnreliableChannel};
+use unlag_net::{AckDelay, DataCadence, LinkTraffic, NetClock, UnreliableChannel};
 
 /// Longest a reload request is sent again for without the server's answer, seconds of view
 /// time: beyond, the link is down for good (netcode times out sooner) or the server does not
 /// answer (one without the combat plugin's reloads).
 const RELOAD_RESEND_FOR: f64 = 10.0;
 
+/// The reload requests the server has not answered yet, each with the real time (seconds) its
+/// last copy left.
+#[derive(Resource, Default)]
+pub(crate) struct UnansweredReloads(Vec<(ReloadRequest, f64)>);
+
 /// Reload commands: sent to the server, shown at once; the magazine shows full when the reload
 /// time has passed on the view clock the shots are stamped with, where the server ends it too
 /// (its [`ReloadDone`](crate::ReloadDone) settles it).
 pub(crate) fn reload(
+    real: Res<Time<Real>>,
     clock: Res<NetClock>,
     weapons: Res<Weapons>,
     mut commands: MessageReader<ReloadCommand>,
@@ -29,8 +35,9 @@ pub(crate) fn reload(
         ),
         With<Client>,
     >,
-    mut unanswered: Local<Vec<ReloadRequest>>,
+    mut unanswered: ResMut<UnansweredReloads>,
 ) {
+    let unanswered = &mut unanswered.0;
     // Before the clock is synced there is no view time to stamp a request with (the server
     // would read it as seconds in the past): a command then does nothing.
     let (Some(mut armory), Some(table), true) = (armory, &weapons.table, clock.synced) else {
@@ -39,16 +46,16 @@ pub(crate) fn reload(
     };
     let now = clock.drawn_view_time();
     let mut link = link.single_mut().ok();
-    // In every frame until the server says it has it (not a few copies, then one a round trip):
-    // then every packet that left after the reload started carries it, and the server dates
-    // one that outlived a burst of losses when it was made, since nothing it heard in between
-    // came without it. Unreliable: a reliable resend would arrive a round trip late.
+    // In every packet until the server says it has it (not a few copies, then one a round
+    // trip): then every packet that left after the reload started carries it, and the server
+    // dates one that outlived a burst of losses when it was made, since nothing it heard in
+    // between came without it. Unreliable: a reliable resend would arrive a round trip late.
     if let Some((_, Some(answers), _)) = link.as_mut() {
         for taken in answers.receive() {
-            unanswered.retain(|r| r.weapon != taken.weapon || r.view_time > taken.view_time);
+            unanswered.retain(|(r, _)| r.weapon != taken.weapon || r.view_time > taken.view_time);
         }
     }
-    unanswered.retain(|r| now - r.view_time < RELOAD_RESEND_FOR);
+    unanswered.retain(|(r, _)| now - r.view_time < RELOAD_RESEND_FOR);
     for command in commands.read() {
         let Some(spec) = table.get(command.weapon) else {
             continue;
@@ -59,15 +66,16 @@ pub(crate) fn reload(
         if w.reloading_until.is_none() && w.ammo.shown() < spec.magazine {
             w.reloading_until = Some(now + f64::from(spec.reload_time));
             // An older one the server has not answered goes on too: shots were fired after it.
-            unanswered.push(ReloadRequest {
+            // The first copy goes at once, the others with whatever the frames send
+            // (`send_reload_copies`).
+            let request = ReloadRequest {
                 weapon: command.weapon,
                 view_time: now,
-            });
-        }
-    }
-    if let Some((sender, _, traffic)) = link.as_mut() {
-        for request in unanswered.iter() {
-            traffic.send_counted::<UnreliableChannel, _>(sender, request.clone());
+            };
+            if let Some((sender, _, traffic)) = link.as_mut() {
+                traffic.send_counted::<UnreliableChannel, _>(sender, request.clone());
+            }
+            unanswered.push((request, real.elapsed_secs_f64()));
         }
     }
     let magazines = armory.magazines.clone();
@@ -75,6 +83,42 @@ pub(crate) fn reload(
         if w.reloading_until.is_some_and(|until| now >= until) {
             w.reloading_until = None;
             w.ammo.reload(magazine);
+        }
+    }
+}
+
+/// How much sooner than the link a reload copy goes on its own, seconds: lightyear reads the
+/// real time again before it sends, and a ping or an acknowledgement-only packet must find this
+/// frame's copy already gone.
+const ALONE_MARGIN: f64 = 0.002;
+
+/// PostUpdate, in [`NetSystems::EveryPacket`](unlag_net::NetSystems) (after what rides along): a
+/// copy of each unanswered reload request in every frame that sends the server a packet anyway
+/// (moves, a shot, a delay report), and in those where a packet may leave without data (for
+/// lightyear's pings, pongs or acknowledgements alone: [`DataCadence::may_go_alone`]). So every
+/// packet still carries it, and a playing client (moves every 1/30 s) sends no datagram for it:
+/// sent in every frame, a 240-fps client sent about 2.5 datagrams a second for reloads alone
+/// (the report's 30-s match). With [`AckDelay`] 0 (lightyear's way) a copy goes in every
+/// frame.
+pub(crate) fn send_reload_copies(
+    real: Res<Time<Real>>,
+    (delay, cadence): (Option<Res<AckDelay>>, Option<Res<DataCadence>>),
+    mut unanswered: ResMut<UnansweredReloads>,
+    mut link: Query<(&mut MessageSender<ReloadRequest>, &mut LinkTraffic), With<Client>>,
+) {
+    let Ok((mut sender, mut traffic)) = link.single_mut() else {
+        return;
+    };
+    let now = real.elapsed_secs_f64();
+    let delay = delay.map_or(0.0, |d| d.0);
+    let rides = traffic.queued_this_frame
+        || delay <= 0.0
+        || cadence.is_none_or(|c| c.may_go_alone(now + ALONE_MARGIN, delay));
+    for (request, last) in &mut unanswered.0 {
+        // Not twice in the frame that sent the first copy.
+        if *last < now && rides {
+            traffic.send_counted::<UnreliableChannel, _>(&mut sender, request.clone());
+            *last = now;
         }
     }
 }
