@@ -66,6 +66,9 @@ pub struct Prediction<M: MovementModel> {
     /// The newest move up to which the sends the server's transport acknowledged carried every
     /// move (it may be ahead of `received` by a round trip).
     acked: Seq16,
+    /// Whether a send after the moves up to `acked` was acknowledged while one before it was
+    /// not: that one was lost (or is late), with its moves unless another carried them.
+    hole: bool,
     correction_ack: u8,
     /// The visual offset hiding the last correction.
     pub offset: VisualOffset,
@@ -87,6 +90,7 @@ impl<M: MovementModel> Prediction<M> {
             received: ack,
             sends: VecDeque::new(),
             acked: ack,
+            hole: false,
             correction_ack: 0,
             offset: VisualOffset::default(),
             shown: VecDeque::new(),
@@ -132,6 +136,10 @@ impl<M: MovementModel> Prediction<M> {
         self.acked = through;
         self.sends
             .retain(|&(_, _, last)| last.is_newer_than(through));
+        // An acknowledged send past the gap: the gap's moves went in sends that were all lost.
+        self.hole = self.sends.iter().any(|&(frame, first, _)| {
+            first.is_newer_than(through.next()) && ledger.frame_acknowledged(frame).is_some()
+        });
     }
 }
 
@@ -354,6 +362,11 @@ pub(crate) fn simulate_moves<M: MovementModel>(
     }
 }
 
+/// Fewest messages after its own that repeat a move when the link loses independently (if
+/// [`MovementSettings::redundancy`] asks for as many): with fewer repeats than the setting when
+/// the measured loss is low, at least this many.
+const MIN_REPEATS: usize = 2;
+
 /// Most [`ServerMove`]s one send may split its moves into when more are pending than one holds
 /// (on a lossy link, after a long burst of losses).
 const MAX_CATCH_UP_MESSAGES: usize = 3;
@@ -380,11 +393,8 @@ pub(crate) fn send_moves<M: MovementModel>(
     // The send interval of this link: none when it loses in runs (a burst of lost datagrams
     // then takes as few moves as it can).
     let now = time.elapsed_secs_f64();
-    let interval = if traffic
-        .datagram_loss
-        .continuation_once_met()
-        .is_some_and(|c| c >= settings.every_move_above_runs)
-    {
+    let runs = traffic.datagram_loss.continuation_once_met();
+    let interval = if runs.is_some_and(|c| c >= settings.every_move_above_runs) {
         0.0
     } else {
         settings.send_interval
@@ -422,7 +432,7 @@ pub(crate) fn send_moves<M: MovementModel>(
         let range = choose_moves(
             &prediction,
             &pending,
-            (&settings, clock.as_deref()),
+            (&settings, clock.as_deref(), runs),
             (first_new, new_count),
             now,
         );
@@ -469,27 +479,36 @@ pub(crate) fn send_moves<M: MovementModel>(
 
 /// Which of the `pending` moves (oldest first) go in this send, `first_new` the first of the
 /// `new_count` new ones: the new moves, plus those of the last `redundancy` messages, so that
-/// many lost packets in a row cost nothing; on a lossy link, or when the oldest move the
-/// server has not reported is overdue, every move it has not reported. At most
-/// [`MAX_CATCH_UP_MESSAGES`] messages' worth.
+/// many lost packets in a row cost nothing; on a link whose losses run longer than that
+/// (`runs`: its datagrams' loss continuation, once met), after a send lost with every repeat,
+/// or when the oldest move the server has not reported is overdue, every move it lacks. At
+/// most [`MAX_CATCH_UP_MESSAGES`] messages' worth.
 fn choose_moves<M: MovementModel>(
     prediction: &Prediction<M>,
     pending: &[&SavedMove<M>],
-    (settings, clock): (&MovementSettings<M>, Option<&NetClock>),
+    (settings, clock, runs): (&MovementSettings<M>, Option<&NetClock>, Option<f64>),
     (first_new, new_count): (Seq16, usize),
     now: f64,
 ) -> core::ops::Range<usize> {
-    // On a lossy link every pending move goes again, so a burst of losses is bridged by the
-    // first message that gets through.
-    let lossy = clock.is_some_and(|c| c.loss > settings.resend_all_above_loss);
+    // On a link that loses in runs every pending move goes again, so a burst of losses is
+    // bridged by the first message that gets through; and after a send was lost with its
+    // repeats (an acknowledged send past it), its moves go again at once.
+    let miss =
+        |repeats: usize| clock.map_or(0.0, |c| unlag_core::redundancy_miss(c.loss, runs, repeats));
+    let lossy = miss(settings.redundancy) > settings.resend_all_above_miss || prediction.hole;
+    // Otherwise as few repeats as keep the miss that unlikely, and never fewer than
+    // `MIN_REPEATS`: the loss is measured over seconds and may read low.
+    let redundancy = (settings.redundancy.min(MIN_REPEATS)..settings.redundancy)
+        .find(|&r| miss(r) <= settings.resend_all_above_miss)
+        .unwrap_or(settings.redundancy);
     let resend_from = prediction
         .recent_firsts
         .iter()
         .rev()
-        .nth(settings.redundancy.saturating_sub(1))
+        .nth(redundancy.saturating_sub(1))
         .or(prediction.recent_firsts.front())
         .copied()
-        .filter(|_| settings.redundancy > 0)
+        .filter(|_| redundancy > 0)
         .unwrap_or(first_new);
     // Moves the server does not have yet, as far as the client knows: the newest, after
     // `received` (the server's report, or its transport's acknowledgements, a round trip and

@@ -20,7 +20,7 @@ use unlag_core::{ByteReader, ByteWriter, DecodeError, Seq16};
 /// Most moves one [`ServerMove`] may carry (new ones plus redundant copies).
 ///
 /// 32 moves are 0.53 s at 60 moves/s: a burst of losses that long is bridged by the first
-/// message through (see [`MovementSettings::resend_all_above_loss`](crate::MovementSettings)).
+/// message through (see [`MovementSettings::resend_all_above_miss`](crate::MovementSettings)).
 pub const MAX_MOVES_PER_MESSAGE: usize = 32;
 
 /// Seconds per unit of a move's encoded `dt` (2 µs; the longest move is 131 ms).

@@ -33,16 +33,24 @@ pub struct MovementSettings<M> {
     /// acknowledgement's trip back; UE keeps 96, which such a burst overflows, and a move
     /// dropped before the server has it is a move the server must guess).
     pub max_saved_moves: usize,
-    /// How many earlier messages' moves each `ServerMove` repeats while they are
-    /// unacknowledged (default 3): that many lost packets in a row cost no correction.
+    /// Most earlier messages whose moves each `ServerMove` repeats while the server lacks them
+    /// (default 3): that many lost packets in a row cost no correction. Fewer (never fewer than
+    /// 2) while fewer keep a move lost with every repeat as unlikely as
+    /// `resend_all_above_miss` (at 3 % loss lost independently, 2 repeats: 2.7e-5).
     pub redundancy: usize,
-    /// Share of packets lost (the client's measured [`NetClock::loss`](unlag_net::NetClock))
-    /// above which every unacknowledged move goes again in each message, up to
-    /// [`MAX_MOVES_PER_MESSAGE`](crate::MAX_MOVES_PER_MESSAGE) (default 0.001). Losses come
-    /// in bursts longer than `redundancy` messages on real links, and a move that never
-    /// arrives costs a correction, and the shots fired meanwhile their origin. Repeated moves
-    /// with the same input cost a byte each. `f64::INFINITY` keeps to `redundancy`.
-    pub resend_all_above_loss: f64,
+    /// How likely a send's moves may be lost in every message that carries them (in it and in
+    /// the `redundancy` after it: [`unlag_core::redundancy_miss`] of the client's measured
+    /// [`NetClock::loss`](unlag_net::NetClock) and of how its losses run) above which every
+    /// move the server does not have goes again in each message, up to
+    /// [`MAX_MOVES_PER_MESSAGE`](crate::MAX_MOVES_PER_MESSAGE) (default 1e-4: one send in
+    /// about five minutes at 30 a second). Links that lose in runs go over it (3 % loss in
+    /// runs of four: 0.013), and a burst of losses is bridged by the first message through.
+    /// Independent losses stay far under it (3 %: 8e-7), and redundancy bridges them at a
+    /// fraction of the bytes: every move in flight, a round trip's worth, went in every
+    /// message. A send lost with every repeat goes again once a later one is acknowledged.
+    /// 0 resends every move in flight whenever the link loses anything; `f64::INFINITY`
+    /// keeps to `redundancy`.
+    pub resend_all_above_miss: f64,
     /// Least time between two `ServerMove`s, seconds (default 1/30: two 60 Hz moves per
     /// message, which halves lightyear's per-packet overhead, ~40 bytes). A move that changes
     /// the ability flags (jump, crouch, dash) is sent at once. 0 sends every frame.
@@ -110,7 +118,7 @@ impl<M> Default for MovementSettings<M> {
         Self {
             max_saved_moves: 256,
             redundancy: 3,
-            resend_all_above_loss: 0.001,
+            resend_all_above_miss: 1e-4,
             send_interval: 1.0 / 30.0,
             every_move_above_runs: 0.3,
             max_position_error_sq: 0.0003,
@@ -142,7 +150,7 @@ impl<M> Validate for MovementSettings<M> {
         f.count("max_saved_moves", self.max_saved_moves as u64, 1, 16_384)?;
         let most = crate::MAX_MOVES_PER_MESSAGE as u64;
         f.count("redundancy", self.redundancy as u64, 0, most)?;
-        f.at_least("resend_all_above_loss", self.resend_all_above_loss, 0.0, "")?;
+        f.at_least("resend_all_above_miss", self.resend_all_above_miss, 0.0, "")?;
         f.within("send_interval", self.send_interval, 0.0, 1.0, "s")?;
         f.within(
             "every_move_above_runs",
