@@ -6,7 +6,9 @@
 //! - `server_move`: the server's cost per move: decoding a `ServerMove` with three redundant
 //!   moves and simulating the new one.
 //! - Printed once: the encoded size of a `ServerMove` with redundancy 3, and the upstream bytes
-//!   per second of a client moving at 60 Hz in the testbed, lightyear's headers included.
+//!   per second of a client moving at 60 Hz in the testbed, lightyear's headers included, with
+//!   its moves repeated as the link's losses call for beside every move in flight in every
+//!   message whenever a loss is measured (`MovementSettings::resend_all_above_miss` 0).
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
@@ -19,8 +21,8 @@ use criterion::{BenchmarkId, Criterion, black_box, criterion_group, criterion_ma
 use unlag::core::quantize::{quantize_accel, quantize_angle};
 use unlag::core::{Seq16, SplitMix64};
 use unlag::movement::{
-    CharacterInput, CharacterMovement, CharacterState, CollisionWorld, MovementModel, ServerMove,
-    ServerMoveData, WireMove, decode_dt, encode_dt, flags,
+    CharacterInput, CharacterMovement, CharacterState, CollisionWorld, MovementModel,
+    MovementSettings, ServerMove, ServerMoveData, WireMove, decode_dt, encode_dt, flags,
 };
 
 /// A floor and 200 boxes of assorted sizes on a grid, some low enough to step on.
@@ -194,17 +196,28 @@ fn sizes(_c: &mut Criterion) {
         ),
         ("strafing with the mouse turning every move", strafe_at),
     ] {
-        let up = upstream_in_testbed(script);
-        println!(
-            "upstream per client moving at 60 Hz in the testbed, {name}: {:.0} B/s on the wire in {:.0} datagrams/s (goal ≤ 3000 B/s); payload {}",
-            up.bytes_up_per_sec,
-            up.datagrams_up_per_sec,
-            up.up_by_kind
-                .iter()
-                .map(|k| format!("{} {:.0} B/s", k.kind, k.bytes_per_sec))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        // Side by side: the repeats as few as the link's losses call for, and every move in
+        // flight in every message whenever a loss is measured (as before
+        // `resend_all_above_miss`, which sent them above 0.1 % and repeated 3 times below).
+        for (rule, miss) in [
+            (
+                "repeats as the losses call for",
+                MovementSettings::<CharacterMovement>::default().resend_all_above_miss,
+            ),
+            ("every move in flight whenever a loss is measured", 0.0),
+        ] {
+            let up = upstream_in_testbed(script, miss);
+            println!(
+                "upstream per client moving at 60 Hz in the testbed, {name}, {rule}: {:.0} B/s on the wire in {:.0} datagrams/s (goal ≤ 3000 B/s); payload {}",
+                up.bytes_up_per_sec,
+                up.datagrams_up_per_sec,
+                up.up_by_kind
+                    .iter()
+                    .map(|k| format!("{} {:.0} B/s", k.kind, k.bytes_per_sec))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
     }
 }
 
@@ -218,8 +231,12 @@ fn strafe_at(i: usize) -> CharacterInput {
     }
 }
 
-/// One client moving by `script` for 10 simulated seconds (after connecting), measured.
-fn upstream_in_testbed(script: fn(usize) -> CharacterInput) -> unlag_testbed::ClientMeasures {
+/// One client moving by `script` for 10 simulated seconds (after connecting), measured, its
+/// moves repeated by `MovementSettings::resend_all_above_miss` = `miss`.
+fn upstream_in_testbed(
+    script: fn(usize) -> CharacterInput,
+    miss: f64,
+) -> unlag_testbed::ClientMeasures {
     use bevy_rapier3d::prelude::*;
     use core::time::Duration;
     use lightyear::prelude::*;
@@ -230,11 +247,16 @@ fn upstream_in_testbed(script: fn(usize) -> CharacterInput) -> unlag_testbed::Cl
     use unlag_testbed::{Testbed, TestbedConfig};
 
     #[derive(Clone)]
-    struct Setup;
+    struct Setup(f64);
     impl Plugin for Setup {
         fn build(&self, app: &mut App) {
             app.add_plugins(unlag_testbed::RapierFixedPlugin::default())
-                .add_plugins(MovementPredictionPlugin::<CharacterMovement>::default())
+                .add_plugins(MovementPredictionPlugin::<CharacterMovement>::new(
+                    MovementSettings {
+                        resend_all_above_miss: self.0,
+                        ..Default::default()
+                    },
+                ))
                 .add_systems(Startup, |mut commands: Commands| {
                     commands.spawn((
                         Collider::cuboid(100.0, 0.5, 100.0),
@@ -269,7 +291,7 @@ fn upstream_in_testbed(script: fn(usize) -> CharacterInput) -> unlag_testbed::Cl
         frame_rate_hz: 60.0,
         ..Default::default()
     });
-    tb.add_plugins(Setup);
+    tb.add_plugins(Setup(miss));
     tb.client(0).insert_resource(Script(script)).add_systems(
         FixedUpdate,
         walk.before(MovementPredictionSystems::Simulate),
