@@ -459,37 +459,26 @@ fn moves_stop_repeating_once_the_servers_transport_has_them() {
         },
         level: arena,
     };
-    let mut tb = movement_testbed(1, conditions, plugin);
-    tb.run_for(Duration::from_secs(2));
-    let stats = |tb: &Testbed| tb.client_world(0).resource::<MovementStats>().clone();
-    let a = stats(&tb);
-    tb.run_for(Duration::from_secs(4));
-    let b = stats(&tb);
-    let per_message =
-        (b.moves_sent - a.moves_sent) as f64 / (b.messages_sent - a.messages_sent) as f64;
-    println!(
-        "{per_message:.1} moves a message, {} corrections",
-        b.corrections_received
-    );
-    assert!(tb.client_clock(0).loss > 0.001, "a lossy link's policy");
-    // A round trip, a server frame and a client frame of moves, the two new ones, and the
-    // message whose acknowledgement was lost now and then.
-    assert!(per_message <= 11.0, "{per_message:.1} moves a message");
-    assert_eq!(b.corrections_received, 0);
-}
-
-/// Mean moves a message of a client moving for 6 s on `conditions` (loss in runs of `burst`),
-/// the client's measured loss, and the corrections it received.
-fn moves_a_message(conditions: LinkConditions, burst: f32) -> (f64, f64, u64) {
-    let mut tb = connected_testbed_with(
+    let (per_message, loss, corrections) = moves_a_message(
         TestbedConfig {
             clients: 1,
             conditions,
-            loss_burst: burst,
             ..default()
         },
-        MovementTestPlugin::default(),
+        plugin,
     );
+    println!("{per_message:.1} moves a message, {corrections} corrections");
+    assert!(loss > 0.001, "a lossy link's policy");
+    // A round trip, a server frame and a client frame of moves, the two new ones, and the
+    // message whose acknowledgement was lost now and then.
+    assert!(per_message <= 11.0, "{per_message:.1} moves a message");
+    assert_eq!(corrections, 0);
+}
+
+/// Mean moves a message of client 0 of testbed `config` moving for 6 s (after 3), the client's
+/// measured loss, and the corrections it received.
+fn moves_a_message(config: TestbedConfig, plugin: MovementTestPlugin) -> (f64, f64, u64) {
+    let mut tb = connected_testbed_with(config, plugin);
     give_characters(&mut tb);
     tb.run_for(Duration::from_secs(3));
     let stats = |tb: &Testbed| tb.client_world(0).resource::<MovementStats>().clone();
@@ -510,7 +499,14 @@ fn moves_a_message(conditions: LinkConditions, burst: f32) -> (f64, f64, u64) {
 #[test]
 fn independent_losses_are_bridged_by_redundancy_and_runs_by_every_move_in_flight() {
     let link = LinkConditions::new(Duration::from_millis(300), Duration::from_millis(5), 0.03);
-    let (independent, loss, corrections) = moves_a_message(link, 1.0);
+    let config = |conditions, loss_burst| TestbedConfig {
+        clients: 1,
+        conditions,
+        loss_burst,
+        ..default()
+    };
+    let (independent, loss, corrections) =
+        moves_a_message(config(link, 1.0), MovementTestPlugin::default());
     println!(
         "independent: {independent:.1} moves a message at {loss:.3} loss, {corrections} corrections"
     );
@@ -521,7 +517,8 @@ fn independent_losses_are_bridged_by_redundancy_and_runs_by_every_move_in_flight
     assert!(independent <= 6.5, "{independent:.1} moves a message");
     assert_eq!(corrections, 0);
     let bursty = LinkConditions::new(Duration::from_millis(300), Duration::from_millis(5), 0.08);
-    let (in_runs, loss, corrections) = moves_a_message(bursty, 6.0);
+    let (in_runs, loss, corrections) =
+        moves_a_message(config(bursty, 6.0), MovementTestPlugin::default());
     println!(
         "in runs of 6: {in_runs:.1} moves a message at {loss:.3} loss, {corrections} corrections"
     );

@@ -143,16 +143,19 @@ pub(crate) fn record_own_packets(
         if ids.is_empty() {
             continue;
         }
-        let mut fresh = ServerAckLedger::default();
-        let ledger = match ledger {
-            Some(ledger) => &mut ledger.into_inner().0,
-            None => &mut fresh.0,
+        // (A ledger is a thousand slots: made once, for the first packets, not every frame.)
+        let record = |ledger: &mut AckLedger| {
+            for &id in ids.iter() {
+                ledger.on_sent(id, now, frame.0, |_| {});
+            }
         };
-        for &id in ids.iter() {
-            ledger.on_sent(id, now, frame.0, |_| {});
-        }
-        if fresh.0.waiting() > 0 {
-            commands.entity(entity).insert(fresh);
+        match ledger {
+            Some(mut ledger) => record(&mut ledger.0),
+            None => {
+                let mut fresh = ServerAckLedger::default();
+                record(&mut fresh.0);
+                commands.entity(entity).insert(fresh);
+            }
         }
     }
 }

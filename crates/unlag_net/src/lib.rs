@@ -353,16 +353,12 @@ impl Plugin for UnlagNetPlugin {
         )
         .add_systems(
             PreUpdate,
-            (guard::guard_client_packets, acks::read_client_acks)
-                .chain()
-                .run_if(any_with_component::<Server>)
-                .after(ConnectionSystems::Receive)
-                .before(TransportSystems::Receive),
-        )
-        .add_systems(
-            PreUpdate,
-            acks::read_server_acks
-                .run_if(any_with_component::<Client>)
+            (
+                (guard::guard_client_packets, acks::read_client_acks)
+                    .chain()
+                    .run_if(any_with_component::<Server>),
+                acks::read_server_acks.run_if(any_with_component::<Client>),
+            )
                 .after(ConnectionSystems::Receive)
                 .before(TransportSystems::Receive),
         )
