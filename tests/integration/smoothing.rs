@@ -492,6 +492,7 @@ fn forged_states_are_refused_and_counted() {
                 repeat: false,
                 woken: Vec::new(),
                 asleep: Vec::new(),
+                encoded: Default::default(),
             });
     };
     // Forged rotation bytes (every 40 bits stand for a unit rotation: nothing to refuse); a
@@ -932,4 +933,74 @@ fn a_bursty_link_is_sent_a_trail_of_the_states_it_will_be_drawing() {
     let (runs, sent, _) = run(1.0, default_runs);
     assert!(runs < default_runs, "{runs}");
     assert_eq!(sent, 0);
+}
+
+/// A big server encodes a tick's proxy states once and copies their bytes into each client's
+/// update: what goes on the wire must be, byte for byte, what postcard writes for the same
+/// update with its states encoded the usual way (the client decodes it with serde), and its
+/// counted size what was written. Any subset of the states, in runs or scattered, with states
+/// changed for that client (woken, flagged a teleport) after them.
+#[test]
+fn proxy_states_encoded_once_go_on_the_wire_as_postcard_writes_them() {
+    use unlag::smoothing::{EncodedStates, ProxyUpdates, WireProxyState};
+    let states: Vec<WireProxyState> = (0..40u32)
+        .map(|i| {
+            let f = i as f32;
+            WireProxyState::new(
+                Entity::from_raw_u32(7 + i * 13).unwrap(),
+                Vec3::new(f * 3.7 - 60.0, (f * 0.31).sin() * 900.0, -f * 1234.5),
+                Quat::from_rotation_y(f * 0.4) * Quat::from_rotation_x(f * -0.2),
+                Vec3::new(f - 20.0, 0.0, -f * 9.0),
+                (i % 5) as u8,
+                i % 7 == 0,
+            )
+        })
+        .collect();
+    let encoding = EncodedStates::encode(&states);
+    let picks: [Vec<usize>; 5] = [
+        vec![],
+        (0..40).collect(),
+        (0..40).filter(|i| *i != 17).collect(),
+        vec![0, 2, 3, 4, 9, 10, 39],
+        vec![39],
+    ];
+    let mut woken = states[5].clone();
+    woken.flags |= 0x80; // the teleport bit
+    for pick in picks {
+        for extra in [vec![], vec![woken.clone()]] {
+            let mut encoded = encoding.none();
+            for &i in &pick {
+                encoded.push(i);
+            }
+            assert_eq!(encoded.len(), pick.len());
+            let update = ProxyUpdates {
+                tick: 123_456,
+                states: extra.clone(),
+                repeat: pick.len() == 7,
+                woken: extra.iter().map(|s| s.entity).collect(),
+                asleep: vec![(Entity::from_raw_u32(3).unwrap(), 99)],
+                encoded,
+            };
+            // The same update, its states encoded the usual way.
+            let plain = ProxyUpdates {
+                states: pick
+                    .iter()
+                    .map(|&i| states[i].clone())
+                    .chain(extra.iter().cloned())
+                    .collect(),
+                encoded: EncodedStates::default(),
+                ..update.clone()
+            };
+            let expected = postcard::to_stdvec(&plain).unwrap();
+            let mut writer = unlag::net::MessageWriter::with_capacity(16);
+            update.write(&mut writer).unwrap();
+            assert_eq!(writer.into_bytes().as_ref(), &expected[..], "{pick:?}");
+            assert_eq!(update.wire_size(), expected.len(), "{pick:?}");
+            // serde's own path (postcard's Serialize) writes the same.
+            assert_eq!(postcard::to_stdvec(&update).unwrap(), expected);
+            let back: ProxyUpdates = postcard::from_bytes(&expected).unwrap();
+            assert_eq!(back, plain);
+            assert_eq!(update.all_states().collect::<Vec<_>>(), plain.states);
+        }
+    }
 }

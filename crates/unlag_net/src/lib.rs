@@ -52,8 +52,9 @@ pub use link::{
 };
 pub use ping::{HighPing, PingMonitor};
 pub use protocol::{
-    NetDirection, NetMessageAppExt, NetProtocol, RELIABLE_RESEND_MIN, ReliableChannel,
-    SequencedChannel, UnreliableChannel, short_type_name,
+    MessageEncodeError, MessageEncoder, MessageWriter, NetDirection, NetMessageAppExt, NetProtocol,
+    RELIABLE_RESEND_MIN, ReliableChannel, SequencedChannel, UnreliableChannel, short_type_name,
+    write_postcard,
 };
 pub use roles::{
     Authority, AutonomousProxy, HeldShotsOldest, MoveTrail, SimulatedProxy, SimulatedVelocity,

@@ -68,6 +68,20 @@ impl LinkTraffic {
         let bytes =
             postcard::serialize_with_flavor(&message, postcard::ser_flavors::Size::default())
                 .unwrap_or(0);
+        self.send_counted_sized::<C, M>(sender, message, bytes);
+    }
+
+    /// Like [`send_counted`](Self::send_counted), for a message whose encoded size (`bytes`,
+    /// as postcard writes it) the caller knows: no pass to measure it (a big server's proxy
+    /// updates, whose states were encoded once for every client).
+    pub fn send_counted_sized<C: Channel, M>(
+        &mut self,
+        sender: &mut MessageSender<M>,
+        message: M,
+        bytes: usize,
+    ) where
+        M: Send + Sync + 'static,
+    {
         let entry = self
             .sent_by_kind
             .entry(crate::protocol::short_type_name::<M>())

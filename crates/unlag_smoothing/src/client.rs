@@ -336,7 +336,9 @@ pub(crate) fn receive_states(
         if clock.synced && !clock.frame_hitched && !update.repeat {
             lateness.add(clock.present() - real.delta_secs_f64() - time);
         }
-        for wire in &update.states {
+        // (Decoded states arrive in `states`; a host's own client is handed the server's
+        // message as it was queued, its states perhaps still encoded.)
+        for wire in update.all_states() {
             let Ok((existing, dormant)) = proxies.get_mut(wire.entity) else {
                 stats.unknown_entity += 1;
                 continue;

@@ -29,7 +29,7 @@ mod server;
 
 pub use client::{ArrivalLateness, ProxySmoothing, SmoothingStats};
 
-pub use protocol::{ProxyDormancy, ProxyUpdates, WireProxyState};
+pub use protocol::{EncodedStates, ProxyDormancy, ProxyUpdates, WireProxyState};
 pub use server::{NetUpdateFrequency, SmoothedProxy};
 pub use unlag_net::Teleported;
 // The view contract smoothing writes and the rewind reads lives in `unlag_net`; re-exported
@@ -175,7 +175,10 @@ impl Plugin for ProxySmoothingPlugin {
             .init_resource::<ServerGhosts>()
             .register_type::<(NetUpdateFrequency, ProxyFlags, RenderedPose)>()
             .register_type::<(InterestSettings, ViewPoint, ProxyDormant)>()
-            .add_net_message_mapped::<ProxyUpdates>(NetDirection::ServerToClient)
+            .add_net_message_mapped_encoded::<ProxyUpdates>(
+                NetDirection::ServerToClient,
+                ProxyUpdates::write,
+            )
             .add_net_message_mapped::<ProxyDormancy>(NetDirection::ServerToClient)
             .configure_sets(
                 PreUpdate,

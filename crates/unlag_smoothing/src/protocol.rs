@@ -5,6 +5,7 @@ use bevy::ecs::entity::MapEntities;
 use bevy::prelude::*;
 use serde::{Deserialize, Serialize};
 use unlag_core::ProxyState;
+use unlag_net::{MessageEncodeError, MessageWriter, write_postcard};
 
 /// Flag bit of [`WireProxyState::flags`] marking a teleport.
 pub const TELEPORT_BIT: u8 = 0x80;
@@ -77,7 +78,11 @@ impl WireProxyState {
 }
 
 /// Server → client: the states of the proxies due at server tick `tick`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+///
+/// On the wire it is postcard's encoding of the struct (what the client decodes), whether its
+/// states come from [`states`](Self::states) or were [`encoded`](Self::encoded) once for
+/// every client: those go first, and arrive in `states`.
+#[derive(Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct ProxyUpdates {
     /// The server tick the states were sampled at.
     pub tick: u32,
@@ -96,9 +101,171 @@ pub struct ProxyUpdates {
     /// client stops drawing a proxy whose states stopped as soon as they would have come
     /// rather than a resend later. Usually empty.
     pub asleep: Vec<(Entity, u32)>,
+    /// States encoded once for every client (the sender's side only: they arrive in
+    /// `states`), sent before those in `states`. Their entities are not mapped on the way out.
+    #[serde(skip)]
+    pub encoded: EncodedStates,
+}
+
+impl ProxyUpdates {
+    /// Its states, the encoded ones (decoded) first.
+    pub fn all_states(&self) -> impl Iterator<Item = WireProxyState> + '_ {
+        self.encoded.decode().chain(self.states.iter().cloned())
+    }
+
+    /// How many states it carries.
+    pub fn state_count(&self) -> usize {
+        self.encoded.len() + self.states.len()
+    }
+
+    /// Appends what postcard writes for it to lightyear's buffer, copying the encoded states'
+    /// bytes rather than encoding them again (the message's writer on the wire).
+    pub fn write(&self, writer: &mut MessageWriter) -> Result<(), MessageEncodeError> {
+        write_postcard(&(self.tick, self.state_count()), writer)?;
+        self.encoded.write(writer);
+        for state in &self.states {
+            write_postcard(state, writer)?;
+        }
+        write_postcard(&(self.repeat, &self.woken, &self.asleep), writer)
+    }
+
+    /// Its size on the wire, bytes (what [`write`](Self::write) writes), without encoding
+    /// its encoded states again.
+    pub fn wire_size(&self) -> usize {
+        postcard_size(&(self.tick, self.state_count()))
+            + self.encoded.byte_len()
+            + self.states.iter().map(postcard_size).sum::<usize>()
+            + postcard_size(&(self.repeat, &self.woken, &self.asleep))
+    }
+}
+
+/// postcard's encoding's length of `value`, bytes.
+fn postcard_size<T: Serialize>(value: &T) -> usize {
+    postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default()).unwrap_or(0)
+}
+
+impl Serialize for ProxyUpdates {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeSeq, SerializeStruct};
+        /// The states, encoded ones first, as one sequence.
+        struct States<'a>(&'a ProxyUpdates);
+        impl Serialize for States<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut seq = serializer.serialize_seq(Some(self.0.state_count()))?;
+                for state in self.0.all_states() {
+                    seq.serialize_element(&state)?;
+                }
+                seq.end()
+            }
+        }
+        let mut fields = serializer.serialize_struct("ProxyUpdates", 5)?;
+        fields.serialize_field("tick", &self.tick)?;
+        fields.serialize_field("states", &States(self))?;
+        fields.serialize_field("repeat", &self.repeat)?;
+        fields.serialize_field("woken", &self.woken)?;
+        fields.serialize_field("asleep", &self.asleep)?;
+        fields.end()
+    }
+}
+
+/// One tick's proxy states, encoded once, back to back.
+#[derive(Debug, Default, PartialEq)]
+struct StateEncoding {
+    /// postcard's bytes of every state.
+    bytes: Vec<u8>,
+    /// Where each state's bytes end.
+    ends: Vec<u32>,
+}
+
+/// Proxy states encoded once for every client that is sent them, and which of them one
+/// message carries ([`ProxyUpdates::encoded`]): a server sending a tick's states to hundreds
+/// of clients encodes each state once, and each client's message copies runs of those bytes,
+/// instead of encoding every state again for every client (and once more to count its size).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EncodedStates {
+    /// The shared encoding.
+    shared: std::sync::Arc<StateEncoding>,
+    /// The byte ranges this message carries, in order.
+    runs: Vec<(u32, u32)>,
+    /// How many states they hold.
+    count: usize,
+}
+
+impl EncodedStates {
+    /// Encodes `states` once; a message then carries any of them by their index
+    /// ([`none`](Self::none), [`push`](Self::push)).
+    pub fn encode<'a>(states: impl IntoIterator<Item = &'a WireProxyState>) -> Self {
+        let mut encoding = StateEncoding::default();
+        for state in states {
+            encoding.bytes = postcard::to_extend(state, core::mem::take(&mut encoding.bytes))
+                .expect("a state always encodes");
+            encoding.ends.push(encoding.bytes.len() as u32);
+        }
+        Self {
+            shared: std::sync::Arc::new(encoding),
+            ..default()
+        }
+    }
+
+    /// None of the states of the same encoding (cheap: the encoding is shared).
+    pub fn none(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            runs: Vec::new(),
+            count: 0,
+        }
+    }
+
+    /// Carries the state at `index` of the encoding too (after those it carries).
+    pub fn push(&mut self, index: usize) {
+        let Some(&end) = self.shared.ends.get(index) else {
+            return;
+        };
+        let start = index.checked_sub(1).map_or(0, |i| self.shared.ends[i]);
+        match self.runs.last_mut() {
+            Some(run) if run.1 == start => run.1 = end,
+            _ => self.runs.push((start, end)),
+        }
+        self.count += 1;
+    }
+
+    /// How many states it carries.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether it carries none.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The bytes of the states it carries.
+    pub fn byte_len(&self) -> usize {
+        self.runs.iter().map(|(a, b)| (b - a) as usize).sum()
+    }
+
+    /// The states it carries, decoded.
+    pub fn decode(&self) -> impl Iterator<Item = WireProxyState> + '_ {
+        self.runs.iter().flat_map(|&(a, b)| {
+            let mut rest = &self.shared.bytes[a as usize..b as usize];
+            core::iter::from_fn(move || {
+                let (state, tail) = postcard::take_from_bytes::<WireProxyState>(rest).ok()?;
+                rest = tail;
+                Some(state)
+            })
+        })
+    }
+
+    /// Appends the bytes of the states it carries to lightyear's buffer.
+    fn write(&self, writer: &mut MessageWriter) {
+        for &(a, b) in &self.runs {
+            writer.extend_from_slice(&self.shared.bytes[a as usize..b as usize]);
+        }
+    }
 }
 
 impl MapEntities for ProxyUpdates {
+    /// (The [`encoded`](Self::encoded) states are the sender's own entities, not mapped.)
     fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
         for s in &mut self.states {
             s.entity = mapper.get_mapped(s.entity);

@@ -2,7 +2,7 @@
 
 use crate::SmoothingSettings;
 use crate::interest::{ASLEEP_REPEATS, InterestSchedule};
-use crate::protocol::{ProxyDormancy, ProxyUpdates, TELEPORT_BIT, WireProxyState};
+use crate::protocol::{EncodedStates, ProxyDormancy, ProxyUpdates, TELEPORT_BIT, WireProxyState};
 use bevy::prelude::*;
 use lightyear::core::tick::TickDuration;
 use lightyear::prelude::server::ClientOf;
@@ -331,6 +331,7 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
                         repeat: true,
                         woken: Vec::new(),
                         asleep: Vec::new(),
+                        encoded: EncodedStates::default(),
                     },
                 );
             }
@@ -357,6 +358,9 @@ fn send_states(
     }
     let mut sent_trails = 0;
     let mut asleep: Vec<Entity> = Vec::new();
+    // Every due state encoded once: each client's update copies the bytes of those it gets
+    // (a big server sends the same few hundred states to every client).
+    let encoding = EncodedStates::encode(due.iter().map(|(wire, ..)| wire));
     for (link, mut sender, mut dormancy, mut traffic, interest, mut schedule, remote, mut log) in
         links
     {
@@ -367,9 +371,11 @@ fn send_states(
         let reported = remote.is_some_and(|r| r.reported);
         // (tick, state, whether it is the first of a proxy's awake spell).
         let mut trail: Vec<((u32, WireProxyState), bool)> = Vec::new();
-        let mut states = Vec::with_capacity(due.len());
+        // The states sent as they were encoded, and those changed for this client.
+        let mut encoded = encoding.none();
+        let mut states = Vec::new();
         let mut woken = Vec::new();
-        for (wire, owner, slow) in due {
+        for (index, (wire, owner, slow)) in due.iter().enumerate() {
             if *owner == Some(link) {
                 continue;
             }
@@ -387,7 +393,7 @@ fn send_states(
                 (tick == since).then_some(((tick, first), true))
             };
             let Some(schedule) = schedule.as_deref_mut() else {
-                states.push(wire.clone());
+                encoded.push(index);
                 trail.extend(trail_at(0));
                 continue;
             };
@@ -402,11 +408,14 @@ fn send_states(
                 }
                 continue;
             }
-            let mut wire = wire.clone();
             if !pair.awake && pair.sent_before {
+                let mut wire = wire.clone();
                 wire.flags |= TELEPORT_BIT;
                 woken.push(wire.entity);
                 schedule.asleep.retain(|(e, ..)| *e != wire.entity);
+                states.push(wire);
+            } else {
+                encoded.push(index);
             }
             if !pair.awake {
                 pair.awake_since = now_tick;
@@ -421,7 +430,6 @@ fn send_states(
             // first state): that first state instead, woken again, as long as the client may
             // have missed it and would sweep across the spell (it is sent no states of it).
             trail.extend(trail_at(pair.awake_since));
-            states.push(wire);
         }
         // Those gone dormant lately ride along, a few messages each.
         let mut told = Vec::new();
@@ -434,22 +442,23 @@ fn send_states(
                 .asleep
                 .retain(|(.., times)| *times < ASLEEP_REPEATS);
         }
+        let carried = !states.is_empty() || !encoded.is_empty();
         if let (Some(log), Some(message)) = (log.as_deref_mut(), message)
-            && !states.is_empty()
+            && carried
         {
             log.end(message, now_tick, frame);
         }
-        if !states.is_empty() || !told.is_empty() {
-            traffic.send_counted::<UnreliableChannel, _>(
-                &mut sender,
-                ProxyUpdates {
-                    tick: now_tick,
-                    states,
-                    repeat: false,
-                    woken,
-                    asleep: told,
-                },
-            );
+        if carried || !told.is_empty() {
+            let update = ProxyUpdates {
+                tick: now_tick,
+                states,
+                repeat: false,
+                woken,
+                asleep: told,
+                encoded,
+            };
+            let size = update.wire_size();
+            traffic.send_counted_sized::<UnreliableChannel, _>(&mut sender, update, size);
         }
         // After the update, in the same datagram (read after it): one message per tick the
         // copies were sampled at, as repeats (their lateness is by design).
@@ -477,6 +486,7 @@ fn send_states(
                         .map(|((_, s), _)| s.entity)
                         .collect(),
                     asleep: Vec::new(),
+                    encoded: EncodedStates::default(),
                 },
             );
         }
