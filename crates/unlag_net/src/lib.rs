@@ -48,7 +48,7 @@ pub use interest::{
 };
 pub use link::{
     AckDelay, CLIENT_PING_INTERVAL, DataCadence, KindTraffic, LinkBirth, LinkShaper, LinkTraffic,
-    PeerLead, ServerAckDelay, ServerLinkStats, plausible_netcode_datagram,
+    PeerLead, ServerAckDelay, ServerLinkStats, plausible_netcode_datagram, wire_size,
 };
 pub use ping::{HighPing, PingMonitor};
 pub use protocol::{

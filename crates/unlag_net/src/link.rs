@@ -65,9 +65,7 @@ impl LinkTraffic {
     where
         M: serde::Serialize + Send + Sync + 'static,
     {
-        let bytes =
-            postcard::serialize_with_flavor(&message, postcard::ser_flavors::Size::default())
-                .unwrap_or(0);
+        let bytes = wire_size(&message);
         self.send_counted_sized::<C, M>(sender, message, bytes);
     }
 
@@ -91,6 +89,12 @@ impl LinkTraffic {
         self.queued_this_frame = true;
         sender.send::<C>(message);
     }
+}
+
+/// The length of `message`'s postcard encoding (lightyear's message format), bytes, measured
+/// without allocating.
+pub fn wire_size<M: serde::Serialize + ?Sized>(message: &M) -> usize {
+    postcard::serialize_with_flavor(message, postcard::ser_flavors::Size::default()).unwrap_or(0)
 }
 
 /// Whether `datagram` can be a netcode packet at all, judged by its clear-text prefix byte.

@@ -5,7 +5,7 @@ use bevy::ecs::entity::MapEntities;
 use bevy::prelude::*;
 use serde::{Deserialize, Serialize};
 use unlag_core::ProxyState;
-use unlag_net::{MessageEncodeError, MessageWriter, write_postcard};
+use unlag_net::{MessageEncodeError, MessageWriter, wire_size, write_postcard};
 
 /// Flag bit of [`WireProxyState::flags`] marking a teleport.
 pub const TELEPORT_BIT: u8 = 0x80;
@@ -132,16 +132,11 @@ impl ProxyUpdates {
     /// Its size on the wire, bytes (what [`write`](Self::write) writes), without encoding
     /// its encoded states again.
     pub fn wire_size(&self) -> usize {
-        postcard_size(&(self.tick, self.state_count()))
+        wire_size(&(self.tick, self.state_count()))
             + self.encoded.byte_len()
-            + self.states.iter().map(postcard_size).sum::<usize>()
-            + postcard_size(&(self.repeat, &self.woken, &self.asleep))
+            + self.states.iter().map(wire_size).sum::<usize>()
+            + wire_size(&(self.repeat, &self.woken, &self.asleep))
     }
-}
-
-/// postcard's encoding's length of `value`, bytes.
-fn postcard_size<T: Serialize>(value: &T) -> usize {
-    postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default()).unwrap_or(0)
 }
 
 impl Serialize for ProxyUpdates {
