@@ -211,7 +211,8 @@ impl EncodedStates {
         }
     }
 
-    /// Carries the state at `index` of the encoding too (after those it carries).
+    /// Carries the state at `index` of the encoding too (after those it carries); an index
+    /// past the encoding is ignored.
     pub fn push(&mut self, index: usize) {
         let Some(&end) = self.shared.ends.get(index) else {
             return;
