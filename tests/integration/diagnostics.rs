@@ -69,8 +69,8 @@ fn the_net_graph_keeps_ten_seconds_of_every_figure() {
         most >= 5.0,
         "a correction in 0.1 s is 10 per second: {most}"
     );
-    // Loss stops: the curve falls (the clock's loss is an average over about 5 s of beats)
-    // and the window shows the whole fall.
+    // Loss stops: the curve falls (the graph's loss remembers the server's datagrams over
+    // about `LOSS_MEMORY`, 2 s) and the window shows the whole fall.
     tb.set_conditions(LinkConditions::new(
         Duration::from_millis(100),
         Duration::ZERO,

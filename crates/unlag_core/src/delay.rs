@@ -645,6 +645,10 @@ pub struct DatagramLoss {
     /// When the count started, seconds of the caller's clock.
     since: Option<f64>,
     decayed_at: Option<f64>,
+    /// Datagrams judged and judged lost since the first observed, not decayed (see
+    /// [`DatagramLoss::totals`]).
+    judged_total: u64,
+    lost_total: u64,
 }
 
 impl DatagramLoss {
@@ -704,6 +708,11 @@ impl DatagramLoss {
     /// Counts `n` datagrams in a row judged lost or arrived.
     fn judge(&mut self, lost: bool, n: f64) {
         self.judged += n;
+        // `n` is a whole count (at most `MAX_SEQUENCE_JUMP`).
+        self.judged_total = self.judged_total.saturating_add(n as u64);
+        if lost {
+            self.lost_total = self.lost_total.saturating_add(n as u64);
+        }
         if lost {
             self.lost += n;
             if !self.last_lost {
@@ -712,6 +721,15 @@ impl DatagramLoss {
             }
         }
         self.last_lost = lost;
+    }
+
+    /// Datagrams judged (arrived or lost) and of them lost, since the first observed, never
+    /// decayed nor reset (a new connection's count carries on from the old one's): a caller
+    /// that wants loss over its own span reads the differences. A datagram is judged once it
+    /// leaves the reordering window ([`REORDER_WINDOW`] newer ones came), or when a gap
+    /// skips past it.
+    pub fn totals(&self) -> (u64, u64) {
+        (self.judged_total, self.lost_total)
     }
 
     /// Share (0–1) of the recent datagrams lost; `None` until enough were judged.
@@ -1106,6 +1124,33 @@ mod tests {
         link.observe(4.1, 1199);
         link.observe(4.2, 1200 + REORDER_WINDOW);
         assert!(link.share().unwrap() > 0.5, "{link:?}");
+    }
+
+    #[test]
+    fn datagram_loss_totals_count_every_datagram_judged_and_never_decay() {
+        // 1000 datagrams over 100 s, every tenth lost: the totals count them all, though the
+        // share forgets the old ones.
+        let mut link = DatagramLoss::default();
+        for seq in (0..1000u64).filter(|s| s % 10 != 3) {
+            link.observe(seq as f64 * 0.1, seq);
+        }
+        // The newest REORDER_WINDOW are not judged yet; the first is judged too (arrived).
+        let judged = 1000 - REORDER_WINDOW;
+        let lost = (0..judged).filter(|s| s % 10 == 3).count() as u64;
+        assert_eq!(link.totals(), (judged, lost));
+        // A gap skipping 1000..1082 judges the window's 32 and the skipped ones beyond the
+        // new window (82 − 31) lost at once; the newest 31 skipped wait in the window.
+        link.observe(100.0, 1082);
+        let (j, l) = link.totals();
+        assert_eq!(j, 1000 + 51);
+        let lost_in_window = (judged..1000).filter(|s| s % 10 == 3).count() as u64;
+        assert_eq!(l, lost + lost_in_window + 51);
+        // A new connection (numbered from 0 again) carries the totals on.
+        link.observe(101.0, 0);
+        for seq in 1..=REORDER_WINDOW + 1 {
+            link.observe(101.0 + seq as f64 * 0.01, seq);
+        }
+        assert_eq!(link.totals(), (j + 2, l));
     }
 
     #[test]

@@ -42,7 +42,9 @@ pub enum NetSeries {
     Rtt,
     /// Jitter of the round-trip time, milliseconds.
     Jitter,
-    /// Share of the server's beats lost on the way, percent.
+    /// Share of the server's datagrams lost on the way, percent, over about the last
+    /// [`LOSS_MEMORY`] seconds (the server's beats' share, as the clock measures it, until
+    /// the first datagrams are judged).
     Loss,
     /// Corrections the server sent this client, per second.
     Corrections,
@@ -135,7 +137,18 @@ pub struct NetGraph {
     /// Proxy frames drawn since the last sample, and how many of them were starved.
     proxy_frames: u64,
     starved_frames: u64,
+    /// Datagrams from the server judged, and of them lost, weighed by age (halving about every
+    /// 0.7 × [`LOSS_MEMORY`] seconds).
+    loss_judged: f64,
+    loss_lost: f64,
 }
+
+/// How long the graph's loss remembers, seconds: losses older weigh less, by e each
+/// `LOSS_MEMORY`. The server's datagrams (several times as many as its ten beats a second) over
+/// about this long: at 5 % loss the curve wanders by about ±2 %, where the beats' own estimate
+/// (the clock's, over about 5 s) wanders by about ±3 %, and it shows a change within a second
+/// or two.
+pub const LOSS_MEMORY: f64 = 2.0;
 
 /// Cumulative counters, read at each sample.
 #[derive(Clone, Copy, Debug)]
@@ -144,6 +157,10 @@ struct Counters {
     corrections: u64,
     bytes_up: u64,
     bytes_down: u64,
+    /// The server's datagrams judged and judged lost (the totals of each link's
+    /// `LinkTraffic::datagram_loss`).
+    datagrams_judged: u64,
+    datagrams_lost: u64,
 }
 
 impl NetGraph {
@@ -235,14 +252,21 @@ fn sample(
         ));
     }
     let now = time.elapsed_secs_f64();
-    let (bytes_up, bytes_down) = links
-        .iter()
-        .fold((0, 0), |(u, d), t| (u + t.bytes_sent, d + t.bytes_received));
+    let (mut bytes_up, mut bytes_down, mut datagrams_judged, mut datagrams_lost) = (0, 0, 0, 0);
+    for t in &links {
+        let (judged, lost) = t.datagram_loss.totals();
+        bytes_up += t.bytes_sent;
+        bytes_down += t.bytes_received;
+        datagrams_judged += judged;
+        datagrams_lost += lost;
+    }
     let counters = Counters {
         time: now,
         corrections: movement.map_or(0, |m| m.corrections_received),
         bytes_up,
         bytes_down,
+        datagrams_judged,
+        datagrams_lost,
     };
     let Some(last) = graph.last else {
         graph.last = Some(counters);
@@ -258,11 +282,21 @@ fn sample(
     } else {
         graph.starved_frames as f64 * 100.0 / graph.proxy_frames as f64
     };
+    let keep = (-dt / LOSS_MEMORY).exp();
+    graph.loss_judged =
+        graph.loss_judged * keep + datagrams_judged.saturating_sub(last.datagrams_judged) as f64;
+    graph.loss_lost =
+        graph.loss_lost * keep + datagrams_lost.saturating_sub(last.datagrams_lost) as f64;
     let (rtt, jitter, loss) = clock
         .as_deref()
         .filter(|c| c.synced)
         .map_or((0.0, 0.0, 0.0), |c| {
-            (c.rtt * 1e3, c.jitter * 1e3, c.loss * 1e2)
+            let loss = if graph.loss_judged > 0.0 {
+                graph.loss_lost / graph.loss_judged
+            } else {
+                c.loss
+            };
+            (c.rtt * 1e3, c.jitter * 1e3, loss * 1e2)
         });
     let values = [
         rtt,
