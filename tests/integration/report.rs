@@ -902,9 +902,13 @@ fn a_hitching_listen_host_flags_no_honest_client_as_its_match_starts() {
 }
 
 /// The grid's corner of 20 % loss in bursts of 10 against a 10-fps client with hitches, with
-/// the seed that found two faults: a client dropped by netcode's 3-s timeout while the game
-/// rode the silence out, and a shot refused because its copy left 0.17 s after it (a hitch),
-/// carrying a delay that had grown since the shot was led by it.
+/// the seed that found three faults: a client dropped by netcode's 3-s timeout while the game
+/// rode the silence out, a shot refused because its copy left 0.17 s after it (a hitch),
+/// carrying a delay that had grown since the shot was led by it, and (once spawns were
+/// replicated every 50 ms, another course of the same random link) a shot refused because
+/// its third copy, 0.17 s after it, also came 92 ms later than the link's mean trip: the
+/// coarse view-time check held the shot's own time, copy age and trip both, to one
+/// tolerance. It holds the copy's departure stamp now; the copy age has its own bound.
 #[test]
 fn a_slow_client_on_a_bursty_link_stays_connected_and_its_late_copies_are_judged_as_fired() {
     let (report, a) = honest_grid_cell("corner: loss=20/10 × fps=10+hitches", 3);

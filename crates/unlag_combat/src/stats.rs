@@ -75,8 +75,8 @@ pub struct CombatStats {
     /// Projectile sweeps the rewind could not run (a query error), counted and logged at
     /// powers of two.
     pub projectile_sweep_errors: u64,
-    /// The latest shots' view time less the server's estimate of it, seconds (the last 256):
-    /// what backtrack protection measures.
+    /// The latest shots' copies' view time as they left (`sent_view_time`) less the server's
+    /// estimate of it, seconds (the last 256): what backtrack protection measures.
     pub view_time_errors: std::collections::VecDeque<f64>,
     /// The latest shots' arrival lag after the view time their copy stamps, less the most the
     /// client's view reports showed, seconds (the last 256): backtrack protection's margin in

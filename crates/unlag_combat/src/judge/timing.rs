@@ -46,8 +46,15 @@ impl ShotContext<'_, '_, '_> {
         Ok(())
     }
 
-    /// The shot left the client one way ago, so its view time should be the server's estimate
-    /// of the client's view time then, within the tolerance of the link and both frame rates.
+    /// The copy left the client one way ago, so the view time it stamps as it leaves
+    /// (`sent_view_time`) should be the server's estimate of the client's view time then,
+    /// within the tolerance of the link and both frame rates. The shot itself is older by the
+    /// copy's age, which [`copy_age`](Self::copy_age) bounds (two of the client's frames): a
+    /// copy after a hitch, whose trip the link also slowed, would otherwise need both inside
+    /// one tolerance (a 10-fps client's third copy, 0.17 s after its shot and 92 ms later
+    /// than the link's mean trip after a burst of losses, was refused by 4 ms). The shot's own
+    /// view time gains nothing by it: a copy stamped honestly may already carry a shot as old
+    /// as the copy age allows.
     ///
     /// The estimate takes the delay of the client's last report, unless the copy's own differs
     /// by no more than the delay could move since that report was stamped (its default rates):
@@ -72,7 +79,7 @@ impl ShotContext<'_, '_, '_> {
         };
         let expected = link.view_time(self.arrival.time - link.rtt / 2.0) + (reported - delay);
         let tolerance = shot_tolerance(self.settings, link, self.arrival.frame);
-        let error = request.view_time - expected;
+        let error = request.sent_view_time - expected;
         keep_latest(&mut stats.view_time_errors, error);
         // The shot left a one-way trip before it arrived: half the RTT, or up to the whole of
         // a rise in the link's trips that the RTT estimate has not followed yet longer (the
