@@ -570,6 +570,61 @@ fn same_plugins_give_the_same_protocol_and_roles_follow_control() {
     );
 }
 
+/// Replication (replicon's pass over every replicated entity for every client) runs every
+/// `UnlagNetPlugin::replication_interval` (default 50 ms), not in every tick; a spawn still
+/// reaches a client within that interval and a one-way trip (and a frame or two). With the
+/// interval 0 it runs in every tick, lightyear's way.
+#[test]
+fn replication_runs_once_an_interval_and_spawns_arrive_within_it() {
+    use bevy_replicon::server::server_tick::ServerTick;
+
+    let mut tb = testbed(1, conditions(100, 0, 0.0));
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    let passes = |tb: &mut Testbed| {
+        let before = tb.server_world().resource::<ServerTick>().get();
+        tb.run_for(Duration::from_secs(2));
+        tb.server_world().resource::<ServerTick>().get() - before
+    };
+    let n = passes(&mut tb);
+    assert!((39..=41).contains(&n), "{n} replication passes in 2 s");
+    // One spawn a frame over more than an interval (16 frames of 1/240 s): each arrives
+    // within the interval, a one-way trip (50 ms) and two frames, and those spawned just
+    // after a pass wait for the next (later than the trip and frames by up to the interval).
+    let replicated = |tb: &Testbed| {
+        tb.client_world(0)
+            .iter_entities()
+            .filter(|e| e.contains::<Replicated>())
+            .count()
+    };
+    let before = replicated(&tb);
+    let mut spawned = Vec::new();
+    let mut waits = Vec::new();
+    while waits.len() < 16 {
+        if spawned.len() < 16 {
+            tb.server_world_mut()
+                .spawn(Replicate::to_clients(NetworkTarget::All));
+            spawned.push(tb.now());
+        }
+        tb.step();
+        // Replicated in the order spawned (one replication message a pass).
+        while waits.len() < replicated(&tb) - before {
+            waits.push((tb.now() - spawned[waits.len()]).as_secs_f64());
+        }
+        assert!(tb.now() - spawned[0] < Duration::from_secs(1), "{waits:?}");
+    }
+    let frame = tb.frame().as_secs_f64();
+    let (least, most) = waits
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(l, m), &w| (l.min(w), m.max(w)));
+    assert!(most <= 0.05 + 0.05 + 2.0 * frame + 1e-6, "{waits:?}");
+    assert!(most - least >= 0.05 - 2.0 * frame, "{waits:?}");
+    // Every tick, lightyear's way.
+    tb.server_world_mut()
+        .insert_resource(ReplicationMetadata::new(Duration::ZERO));
+    let n = passes(&mut tb);
+    assert!((119..=121).contains(&n), "{n} replication passes in 2 s");
+}
+
 #[test]
 fn malformed_datagrams_are_dropped_and_play_goes_on() {
     let mut tb = testbed(1, conditions(50, 0, 0.0));
