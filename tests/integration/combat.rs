@@ -2691,6 +2691,75 @@ fn shots_at_a_target_that_just_left_are_not_refused() {
     );
 }
 
+/// A projectile's launch and impact go to every client that sees or hears them, encoded once
+/// (`unlag::net::PreEncoded`): each copy's bytes on the wire are postcard's of the same
+/// message without the encoding (what the client decodes, as before), and a copy without one
+/// is encoded as usual.
+#[test]
+fn projectile_broadcasts_encoded_once_go_on_the_wire_as_postcard_writes_them() {
+    use unlag::combat::{ConfirmedHit, ProjectileImpact, ProjectileLaunched};
+    use unlag::net::{MessageWriter, PreEncoded, write_pre_encoded};
+
+    fn wire<M: unlag::net::CarriesEncoding>(message: &M) -> Vec<u8> {
+        let mut writer = MessageWriter::with_capacity(16);
+        write_pre_encoded(message, &mut writer).unwrap();
+        writer.into_bytes().to_vec()
+    }
+    let hit = |k: u32, bone: &str| ConfirmedHit {
+        target: Entity::from_raw_u32(100 + k).unwrap(),
+        bone: bone.into(),
+        headshot: k == 0,
+        damage: 40.0 + k as f32,
+        pellets: 1,
+        killed: k == 2,
+    };
+    for own in [false, true] {
+        let plain = ProjectileImpact {
+            shooter: Entity::from_raw_u32(7).unwrap(),
+            own,
+            weapon: 2,
+            fire_index: 41,
+            point: Vec3::new(1.5, -0.25, 30.0),
+            exploded: true,
+            rewound: own,
+            hits: vec![hit(0, "head"), hit(1, "spine"), hit(2, "left_upper_leg")],
+            encoded: PreEncoded::default(),
+        };
+        let expected = postcard::to_stdvec(&plain).unwrap();
+        assert_eq!(wire(&plain), expected);
+        let carried = ProjectileImpact {
+            encoded: PreEncoded::encode(&plain),
+            ..plain.clone()
+        };
+        assert_eq!(carried.encoded.bytes(), Some(&expected[..]));
+        assert_eq!(wire(&carried), expected);
+        assert_eq!(unlag::net::wire_size(&carried), expected.len());
+        let back: ProjectileImpact = postcard::from_bytes(&expected).unwrap();
+        assert_eq!(back, carried);
+        assert_eq!(back.encoded.bytes(), None);
+
+        let plain = ProjectileLaunched {
+            shooter: Entity::from_raw_u32(7).unwrap(),
+            own,
+            weapon: 2,
+            fire_index: 41,
+            origin: Vec3::new(0.5, 1.6, -3.0),
+            velocity: Vec3::new(0.0, 2.0, 40.0),
+            launch_time: 1_234.567_891,
+            encoded: PreEncoded::default(),
+        };
+        let expected = postcard::to_stdvec(&plain).unwrap();
+        let carried = ProjectileLaunched {
+            encoded: PreEncoded::encode(&plain),
+            ..plain.clone()
+        };
+        assert_eq!(wire(&plain), expected);
+        assert_eq!(wire(&carried), expected);
+        let back: ProjectileLaunched = postcard::from_bytes(&expected).unwrap();
+        assert_eq!(back, carried);
+    }
+}
+
 /// A fire request on the wire (packed by hand, see `unlag_combat`'s `wire.rs`): every field
 /// reads back as sent, the times to the microsecond; an honest shot is a few dozen bytes; and
 /// no bytes whatever make the reader panic, while what it reads packs to bytes that read back

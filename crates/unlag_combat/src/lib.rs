@@ -109,8 +109,16 @@ impl Plugin for CombatPlugin {
             .add_net_message_mapped::<FireRequest>(NetDirection::ClientToServer)
             .add_net_message_mapped::<FireResult>(NetDirection::ServerToClient)
             .add_net_message_mapped::<CosmeticFires>(NetDirection::ServerToClient)
-            .add_net_message_mapped::<ProjectileLaunched>(NetDirection::ServerToClient)
-            .add_net_message_mapped::<ProjectileImpact>(NetDirection::ServerToClient)
+            // A projectile's launch and impact go to every client that sees or hears it: each
+            // is encoded once, and every client's copy carries the bytes.
+            .add_net_message_mapped_encoded::<ProjectileLaunched>(
+                NetDirection::ServerToClient,
+                unlag_net::write_pre_encoded,
+            )
+            .add_net_message_mapped_encoded::<ProjectileImpact>(
+                NetDirection::ServerToClient,
+                unlag_net::write_pre_encoded,
+            )
             .add_net_message::<ReloadRequest>(NetDirection::ClientToServer)
             .add_net_message::<ReloadDone>(NetDirection::ServerToClient)
             .add_net_message::<ReloadTaken>(NetDirection::ServerToClient)

@@ -360,6 +360,16 @@ pub struct ProjectileLaunched {
     /// The server time at which it was at `origin`, seconds (the server launched it this much
     /// in the past: its catch-up).
     pub launch_time: f64,
+    /// This very message's bytes, encoded once for every client the server sends it to (not
+    /// on the wire; empty on a client).
+    #[serde(skip)]
+    pub encoded: unlag_net::PreEncoded,
+}
+
+impl unlag_net::CarriesEncoding for ProjectileLaunched {
+    fn pre_encoded(&self) -> &unlag_net::PreEncoded {
+        &self.encoded
+    }
 }
 
 impl MapEntities for ProjectileLaunched {
@@ -388,6 +398,16 @@ pub struct ProjectileImpact {
     pub rewound: bool,
     /// What it damaged: the character it hit directly (if any) first, then the splash.
     pub hits: Vec<ConfirmedHit>,
+    /// This very message's bytes, encoded once for every client the server sends it to (not
+    /// on the wire; empty on a client).
+    #[serde(skip)]
+    pub encoded: unlag_net::PreEncoded,
+}
+
+impl unlag_net::CarriesEncoding for ProjectileImpact {
+    fn pre_encoded(&self) -> &unlag_net::PreEncoded {
+        &self.encoded
+    }
 }
 
 impl MapEntities for ProjectileImpact {

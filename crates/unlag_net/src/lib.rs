@@ -52,9 +52,9 @@ pub use link::{
 };
 pub use ping::{HighPing, PingMonitor};
 pub use protocol::{
-    MessageEncodeError, MessageEncoder, MessageWriter, NetDirection, NetMessageAppExt, NetProtocol,
-    RELIABLE_RESEND_MIN, ReliableChannel, SequencedChannel, UnreliableChannel, short_type_name,
-    write_postcard,
+    CarriesEncoding, MessageEncodeError, MessageEncoder, MessageWriter, NetDirection,
+    NetMessageAppExt, NetProtocol, PreEncoded, RELIABLE_RESEND_MIN, ReliableChannel,
+    SequencedChannel, UnreliableChannel, short_type_name, write_postcard, write_pre_encoded,
 };
 pub use roles::{
     Authority, AutonomousProxy, HeldShotsOldest, MoveTrail, SimulatedProxy, SimulatedVelocity,

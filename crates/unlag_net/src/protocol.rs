@@ -190,6 +190,59 @@ pub fn write_postcard<T: Serialize + ?Sized>(
     Ok(())
 }
 
+/// A message's own postcard encoding, made once and shared by every client's copy of it (a
+/// broadcast: the same message to hundreds of clients), so that lightyear copies the bytes
+/// instead of encoding the message again for each.
+///
+/// A message that carries one holds it in a field skipped by serde (`#[serde(skip)]`: the
+/// bytes on the wire are its other fields', as before) and registers
+/// [`write_pre_encoded`] as its writer ([`NetMessageAppExt::add_net_message_mapped_encoded`]);
+/// a copy without one is encoded as usual. The bytes must be those of the very message that
+/// carries them (the fields beside them are what a listen host's own client reads: lightyear
+/// hands it the message unencoded). Copies compare equal whatever their encodings: it is a
+/// cache of the fields, not a part of the message.
+#[derive(Clone, Debug, Default)]
+pub struct PreEncoded(Option<std::sync::Arc<[u8]>>);
+
+impl PreEncoded {
+    /// `value`'s postcard encoding (lightyear's message format).
+    pub fn encode<T: Serialize + ?Sized>(value: &T) -> Self {
+        Self(postcard::to_allocvec(value).ok().map(Into::into))
+    }
+
+    /// The encoded bytes, if any (`None` for [`PreEncoded::default`], or when encoding failed).
+    pub fn bytes(&self) -> Option<&[u8]> {
+        self.0.as_deref()
+    }
+}
+
+impl PartialEq for PreEncoded {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+/// A message that may carry its own encoding ([`PreEncoded`]).
+pub trait CarriesEncoding: Serialize {
+    /// The encoding it carries (empty for none).
+    fn pre_encoded(&self) -> &PreEncoded;
+}
+
+/// The [`MessageEncoder`] of a message that may carry its own encoding: its bytes copied when
+/// it does, postcard's encoding of it otherwise.
+pub fn write_pre_encoded<M: CarriesEncoding>(
+    message: &M,
+    writer: &mut MessageWriter,
+) -> Result<(), MessageEncodeError> {
+    match message.pre_encoded().bytes() {
+        Some(bytes) => {
+            writer.extend_from_slice(bytes);
+            Ok(())
+        }
+        None => write_postcard(message, writer),
+    }
+}
+
 /// Reads one postcard-encoded `M` from lightyear's receive buffer (what lightyear's default
 /// reader does).
 fn read_postcard<M: DeserializeOwned>(

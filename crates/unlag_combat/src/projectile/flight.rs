@@ -104,29 +104,36 @@ pub(crate) fn fly_projectiles(
 /// Tells every client that can see or hear it of a new projectile (the shooter's client that
 /// it is its own): the shooter is not dormant to it, or the launch is within its hearing.
 fn announce(projectile: &Projectile, links: &mut ProjectileLinks) {
-    let launched = |own| ProjectileLaunched {
-        shooter: projectile.shooter,
-        own,
-        weapon: projectile.weapon,
-        fire_index: projectile.fire_index,
-        origin: projectile.launch.position,
-        velocity: projectile.launch.velocity,
-        launch_time: projectile.launch_time,
+    let launched = |own| {
+        let mut message = ProjectileLaunched {
+            shooter: projectile.shooter,
+            own,
+            weapon: projectile.weapon,
+            fire_index: projectile.fire_index,
+            origin: projectile.launch.position,
+            velocity: projectile.launch.velocity,
+            launch_time: projectile.launch_time,
+            encoded: default(),
+        };
+        message.encoded = unlag_net::PreEncoded::encode(&message);
+        message
     };
-    // Every client's copy is the same size (they differ in `own`, a byte either way): it is
-    // measured once, not once per client.
-    let size = unlag_net::wire_size(&launched(false));
+    // Encoded once for the shooter's client and once for everyone else's (they differ in
+    // `own`), not once per client; every copy is the same size.
+    let (own, others) = (launched(true), launched(false));
+    let size = others.encoded.bytes().map_or(0, <[u8]>::len);
     for (link, mut sender, _, mut traffic, interest) in links {
         let heard = interest
             .is_none_or(|i| i.hears(projectile.shooter) || i.hears_at(projectile.launch.position));
         if link != projectile.link && !heard {
             continue;
         }
-        traffic.send_counted_sized::<ReliableChannel, _>(
-            &mut sender,
-            launched(link == projectile.link),
-            size,
-        );
+        let message = if link == projectile.link {
+            own.clone()
+        } else {
+            others.clone()
+        };
+        traffic.send_counted_sized::<ReliableChannel, _>(&mut sender, message, size);
     }
 }
 
@@ -140,26 +147,36 @@ fn report_impact(
     hits: &[ConfirmedHit],
     links: &mut ProjectileLinks,
 ) {
-    let impact = |own, hits: Vec<ConfirmedHit>| ProjectileImpact {
-        shooter: projectile.shooter,
-        own,
-        weapon: projectile.weapon,
-        fire_index: projectile.fire_index,
-        point,
-        exploded,
-        rewound: projectile.seen_from.is_some(),
-        hits,
+    let impact = |own| {
+        let mut message = ProjectileImpact {
+            shooter: projectile.shooter,
+            own,
+            weapon: projectile.weapon,
+            fire_index: projectile.fire_index,
+            point,
+            exploded,
+            rewound: projectile.seen_from.is_some(),
+            hits: hits.to_vec(),
+            encoded: default(),
+        };
+        message.encoded = unlag_net::PreEncoded::encode(&message);
+        message
     };
-    // Measured once for every client's copy, as in `announce` (a launcher's splash may list
-    // dozens of hits, and a big server sends it to hundreds of clients).
-    let mut size = None;
+    // Encoded once for the shooter's client and once for everyone else's, as in `announce` (a
+    // launcher's splash may list dozens of hits, and a big server sends it to hundreds of
+    // clients).
+    let (own, others) = (impact(true), impact(false));
+    let size = others.encoded.bytes().map_or(0, <[u8]>::len);
     for (link, _, mut sender, mut traffic, interest) in links {
         let heard = interest.is_none_or(|i| i.hears(projectile.shooter) || i.hears_at(point));
         if link != projectile.link && !heard {
             continue;
         }
-        let message = impact(link == projectile.link, hits.to_vec());
-        let size = *size.get_or_insert_with(|| unlag_net::wire_size(&message));
+        let message = if link == projectile.link {
+            own.clone()
+        } else {
+            others.clone()
+        };
         traffic.send_counted_sized::<ReliableChannel, _>(&mut sender, message, size);
     }
 }
