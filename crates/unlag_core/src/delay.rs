@@ -712,8 +712,6 @@ impl DatagramLoss {
         self.judged_total = self.judged_total.saturating_add(n as u64);
         if lost {
             self.lost_total = self.lost_total.saturating_add(n as u64);
-        }
-        if lost {
             self.lost += n;
             if !self.last_lost {
                 self.runs += 1.0;

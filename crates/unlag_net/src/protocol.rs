@@ -199,8 +199,10 @@ pub fn write_postcard<T: Serialize + ?Sized>(
 /// [`write_pre_encoded`] as its writer ([`NetMessageAppExt::add_net_message_mapped_encoded`]);
 /// a copy without one is encoded as usual. The bytes must be those of the very message that
 /// carries them (the fields beside them are what a listen host's own client reads: lightyear
-/// hands it the message unencoded). Copies compare equal whatever their encodings: it is a
-/// cache of the fields, not a part of the message.
+/// hands it the message unencoded). The bytes go as they are: lightyear's send-side entity
+/// mapping, which maps only entities the receiving end spawned, does not reach them, so only
+/// messages naming the server's own entities may carry them. Copies compare equal whatever
+/// their encodings: it is a cache of the fields, not a part of the message.
 #[derive(Clone, Debug, Default)]
 pub struct PreEncoded(Option<std::sync::Arc<[u8]>>);
 
