@@ -2732,6 +2732,8 @@ fn projectile_broadcasts_encoded_once_go_on_the_wire_as_postcard_writes_them() {
             ..plain.clone()
         };
         assert_eq!(carried.encoded.bytes(), Some(&expected[..]));
+        let self_encoded = unlag::net::CarriesEncoding::with_own_encoding(plain.clone());
+        assert_eq!(self_encoded.encoded.bytes(), Some(&expected[..]));
         assert_eq!(wire(&carried), expected);
         assert_eq!(unlag::net::wire_size(&carried), expected.len());
         let back: ProjectileImpact = postcard::from_bytes(&expected).unwrap();

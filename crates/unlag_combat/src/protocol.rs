@@ -370,6 +370,10 @@ impl unlag_net::CarriesEncoding for ProjectileLaunched {
     fn pre_encoded(&self) -> &unlag_net::PreEncoded {
         &self.encoded
     }
+
+    fn pre_encoded_mut(&mut self) -> &mut unlag_net::PreEncoded {
+        &mut self.encoded
+    }
 }
 
 impl MapEntities for ProjectileLaunched {
@@ -407,6 +411,10 @@ pub struct ProjectileImpact {
 impl unlag_net::CarriesEncoding for ProjectileImpact {
     fn pre_encoded(&self) -> &unlag_net::PreEncoded {
         &self.encoded
+    }
+
+    fn pre_encoded_mut(&mut self) -> &mut unlag_net::PreEncoded {
+        &mut self.encoded
     }
 }
 

@@ -228,6 +228,18 @@ impl PartialEq for PreEncoded {
 pub trait CarriesEncoding: Serialize {
     /// The encoding it carries (empty for none).
     fn pre_encoded(&self) -> &PreEncoded;
+
+    /// The encoding it carries, to replace.
+    fn pre_encoded_mut(&mut self) -> &mut PreEncoded;
+
+    /// The message carrying its own encoding (of every field but the encoding).
+    fn with_own_encoding(mut self) -> Self
+    where
+        Self: Sized,
+    {
+        *self.pre_encoded_mut() = PreEncoded::encode(&self);
+        self
+    }
 }
 
 /// The [`MessageEncoder`] of a message that may carry its own encoding: its bytes copied when

@@ -11,7 +11,7 @@ use crate::weapons::{WeaponKind, WeaponSpec};
 use bevy::prelude::*;
 use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
-use unlag_net::{LinkTraffic, NetClock, ProxyInterest, ReliableChannel};
+use unlag_net::{CarriesEncoding, LinkTraffic, NetClock, ProxyInterest, ReliableChannel};
 use unlag_rewind::{RewindHit, RewindQuery, RewindSettings};
 
 /// The links projectiles are announced and reported on.
@@ -104,36 +104,54 @@ pub(crate) fn fly_projectiles(
 /// Tells every client that can see or hear it of a new projectile (the shooter's client that
 /// it is its own): the shooter is not dormant to it, or the launch is within its hearing.
 fn announce(projectile: &Projectile, links: &mut ProjectileLinks) {
-    let launched = |own| {
-        let mut message = ProjectileLaunched {
-            shooter: projectile.shooter,
-            own,
-            weapon: projectile.weapon,
-            fire_index: projectile.fire_index,
-            origin: projectile.launch.position,
-            velocity: projectile.launch.velocity,
-            launch_time: projectile.launch_time,
-            encoded: default(),
-        };
-        message.encoded = unlag_net::PreEncoded::encode(&message);
-        message
-    };
-    // Encoded once for the shooter's client and once for everyone else's (they differ in
-    // `own`), not once per client; every copy is the same size.
-    let (own, others) = (launched(true), launched(false));
-    let size = others.encoded.bytes().map_or(0, <[u8]>::len);
+    let copies = Copies::new(|own| ProjectileLaunched {
+        shooter: projectile.shooter,
+        own,
+        weapon: projectile.weapon,
+        fire_index: projectile.fire_index,
+        origin: projectile.launch.position,
+        velocity: projectile.launch.velocity,
+        launch_time: projectile.launch_time,
+        encoded: default(),
+    });
     for (link, mut sender, _, mut traffic, interest) in links {
         let heard = interest
             .is_none_or(|i| i.hears(projectile.shooter) || i.hears_at(projectile.launch.position));
         if link != projectile.link && !heard {
             continue;
         }
-        let message = if link == projectile.link {
-            own.clone()
+        let message = copies.for_link(link == projectile.link);
+        traffic.send_counted_sized::<ReliableChannel, _>(&mut sender, message, copies.size);
+    }
+}
+
+/// A broadcast's two copies, each carrying its own encoding: the shooter's client's and
+/// everyone else's (they differ in `own`), encoded once each rather than once per client.
+struct Copies<M> {
+    own: M,
+    others: M,
+    /// Their size on the wire, bytes (the same: `own` is a byte either way).
+    size: usize,
+}
+
+impl<M: CarriesEncoding + Clone> Copies<M> {
+    /// The copies `make(own)` builds.
+    fn new(make: impl Fn(bool) -> M) -> Self {
+        let others = make(false).with_own_encoding();
+        Self {
+            own: make(true).with_own_encoding(),
+            size: others.pre_encoded().bytes().map_or(0, <[u8]>::len),
+            others,
+        }
+    }
+
+    /// The copy for the shooter's client (`shooters`) or another.
+    fn for_link(&self, shooters: bool) -> M {
+        if shooters {
+            self.own.clone()
         } else {
-            others.clone()
-        };
-        traffic.send_counted_sized::<ReliableChannel, _>(&mut sender, message, size);
+            self.others.clone()
+        }
     }
 }
 
@@ -147,37 +165,26 @@ fn report_impact(
     hits: &[ConfirmedHit],
     links: &mut ProjectileLinks,
 ) {
-    let impact = |own| {
-        let mut message = ProjectileImpact {
-            shooter: projectile.shooter,
-            own,
-            weapon: projectile.weapon,
-            fire_index: projectile.fire_index,
-            point,
-            exploded,
-            rewound: projectile.seen_from.is_some(),
-            hits: hits.to_vec(),
-            encoded: default(),
-        };
-        message.encoded = unlag_net::PreEncoded::encode(&message);
-        message
-    };
-    // Encoded once for the shooter's client and once for everyone else's, as in `announce` (a
-    // launcher's splash may list dozens of hits, and a big server sends it to hundreds of
-    // clients).
-    let (own, others) = (impact(true), impact(false));
-    let size = others.encoded.bytes().map_or(0, <[u8]>::len);
+    // (A launcher's splash may list dozens of hits, and a big server sends it to hundreds of
+    // clients.)
+    let copies = Copies::new(|own| ProjectileImpact {
+        shooter: projectile.shooter,
+        own,
+        weapon: projectile.weapon,
+        fire_index: projectile.fire_index,
+        point,
+        exploded,
+        rewound: projectile.seen_from.is_some(),
+        hits: hits.to_vec(),
+        encoded: default(),
+    });
     for (link, _, mut sender, mut traffic, interest) in links {
         let heard = interest.is_none_or(|i| i.hears(projectile.shooter) || i.hears_at(point));
         if link != projectile.link && !heard {
             continue;
         }
-        let message = if link == projectile.link {
-            own.clone()
-        } else {
-            others.clone()
-        };
-        traffic.send_counted_sized::<ReliableChannel, _>(&mut sender, message, size);
+        let message = copies.for_link(link == projectile.link);
+        traffic.send_counted_sized::<ReliableChannel, _>(&mut sender, message, copies.size);
     }
 }
 
