@@ -935,6 +935,103 @@ fn a_bursty_link_is_sent_a_trail_of_the_states_it_will_be_drawing() {
     assert_eq!(sent, 0);
 }
 
+/// A proxy state's entity and rotation go compactly: a character's entity in 2 bytes (Bevy's
+/// own serde form took postcard 5, its index stored inverted), a reused slot's with its
+/// generation after; an upright character's rotation in 2 bytes, any other in 5. Every state
+/// comes back as it was sent, and bytes no encoder writes (an index no entity has, a
+/// generation written as 0, a rotation's unused forms) fail to decode rather than stand for
+/// something.
+#[test]
+fn proxy_states_send_entities_and_upright_rotations_in_two_bytes_each() {
+    use unlag::smoothing::{ProxyDormancy, ProxyUpdates, WireProxyState};
+    let state = |entity: Entity, rotation: Quat| {
+        WireProxyState::new(
+            entity,
+            Vec3::new(12.345, 1.0, -7.5),
+            rotation,
+            Vec3::new(5.5, 0.0, -2.0),
+            3,
+            false,
+        )
+    };
+    let size = |s: &WireProxyState| postcard::to_stdvec(s).unwrap().len();
+    let character = Entity::from_raw_u32(274).unwrap();
+    let upright = Quat::from_rotation_y(2.0);
+    let tilted = upright * Quat::from_rotation_x(0.3);
+    // Bevy's own form of the same entity, as it went before.
+    assert_eq!(postcard::to_stdvec(&character).unwrap().len(), 5);
+    // Position 3 + 2 + 2 bytes (mm, zigzag varints), velocity 2 + 1 + 2 (cm/s), flags 1.
+    let rest = 7 + 5 + 1;
+    assert_eq!(size(&state(character, upright)), 2 + 2 + rest);
+    assert_eq!(size(&state(character, tilted)), 2 + 5 + rest);
+    let reused = Entity::from_index_and_generation(
+        character.index(),
+        bevy::ecs::entity::EntityGeneration::FIRST.after_versions(3),
+    );
+    assert_eq!(size(&state(reused, upright)), 3 + 2 + rest);
+    let first = Entity::from_raw_u32(0).unwrap();
+    let last = Entity::from_raw_u32(u32::MAX - 1).unwrap();
+    let worn = Entity::from_index_and_generation(
+        last.index(),
+        bevy::ecs::entity::EntityGeneration::FIRST.after_versions(u32::MAX),
+    );
+    for entity in [character, reused, first, last, worn] {
+        for rotation in [
+            upright,
+            -upright,
+            tilted,
+            Quat::IDENTITY,
+            Quat::from_rotation_z(3.0),
+        ] {
+            let s = state(entity, rotation);
+            let back: WireProxyState = postcard::from_bytes(&postcard::to_stdvec(&s).unwrap())
+                .unwrap_or_else(|e| panic!("{entity:?} {rotation:?}: {e}"));
+            assert_eq!(back, s);
+        }
+        let update = ProxyUpdates {
+            tick: 99,
+            states: vec![state(entity, tilted)],
+            woken: vec![entity, first],
+            asleep: vec![(entity, 7), (worn, u32::MAX)],
+            ..default()
+        };
+        let bytes = postcard::to_stdvec(&update).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<ProxyUpdates>(&bytes).unwrap(),
+            update
+        );
+        let dormancy = ProxyDormancy {
+            tick: 5,
+            entities: vec![entity, reused],
+        };
+        let bytes = postcard::to_stdvec(&dormancy).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<ProxyDormancy>(&bytes).unwrap(),
+            dormancy
+        );
+    }
+    // Forged: a state's first bytes are its entity's, and its rotation's follow the position's.
+    let good = postcard::to_stdvec(&state(character, upright)).unwrap();
+    assert_eq!(&good[..2], &[0xA4, 0x04], "274 << 1, a varint");
+    let decode = |bytes: &[u8]| postcard::from_bytes::<WireProxyState>(bytes);
+    // The index u32::MAX (the niche no entity has).
+    let mut forged = vec![0xFE, 0xFF, 0xFF, 0xFF, 0x1F];
+    forged.extend_from_slice(&good[2..]);
+    assert!(decode(&forged).is_err());
+    // A generation flagged and written as 0.
+    let mut forged = vec![0xA5, 0x04, 0x00];
+    forged.extend_from_slice(&good[2..]);
+    assert!(decode(&forged).is_err());
+    // A rotation's first byte of neither form, or its two-byte form's unused bit.
+    let at = 2 + 7;
+    assert_eq!(good[at] & 0xC0, 0x40, "the two-byte form");
+    for first in [0x80, 0xC0, good[at] | 0x10] {
+        let mut forged = good.clone();
+        forged[at] = first;
+        assert!(decode(&forged).is_err(), "{first:#x}");
+    }
+}
+
 /// A big server encodes a tick's proxy states once and copies their bytes into each client's
 /// update: what goes on the wire must be, byte for byte, what postcard writes for the same
 /// update with its states encoded the usual way (the client decodes it with serde), and its

@@ -171,6 +171,7 @@ impl MapEntities for FireRequest {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ConfirmedHit {
     /// The target (mapped to the client's proxy on the way).
+    #[serde(with = "unlag_net::wire_entity")]
     pub target: Entity,
     /// The bone of its first hit box hit (a headshot's when there is one).
     pub bone: String,
@@ -262,6 +263,7 @@ impl MapEntities for FireResult {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct CosmeticFire {
     /// The shooter (mapped to the client's proxy on the way).
+    #[serde(with = "unlag_net::wire_entity")]
     pub shooter: Entity,
     /// The weapon's id (its place in the [`WeaponTable`](crate::WeaponTable)), for the
     /// effects to draw.
@@ -345,6 +347,7 @@ pub struct ReloadDone {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ProjectileLaunched {
     /// The shooter (mapped to the client's entity on the way).
+    #[serde(with = "unlag_net::wire_entity")]
     pub shooter: Entity,
     /// Whether this client fired it (its fake projectile gives way to this one).
     pub own: bool,
@@ -386,6 +389,7 @@ impl MapEntities for ProjectileLaunched {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ProjectileImpact {
     /// The shooter (mapped to the client's entity on the way).
+    #[serde(with = "unlag_net::wire_entity")]
     pub shooter: Entity,
     /// Whether this client fired it.
     pub own: bool,

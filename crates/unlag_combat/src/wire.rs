@@ -14,7 +14,7 @@
 //! | the copy's view time (µs, zigzag varint) | 4–6 |
 //! | the shot's view time before it, its judged time after it, the copy's delay, the rewind cap (µs) | 1–3 each |
 //! | the newest move | 2 |
-//! | claims: count, then per claim the target (its index and generation, varints), `from` (varint), `to − from`, alpha (`f32`), mode and flags, the ease only when not zero, the pellets that hit it only when more than the first alone (varint) | 1 + about 9 each |
+//! | claims: count, then per claim the target (`unlag_core::ByteWriter::entity`: 2 bytes), `from` (varint), `to − from`, alpha (`f32`), mode and flags, the ease only when not zero, the pellets that hit it only when more than the first alone (varint) | 1 + about 9 each |
 //!
 //! A rifle shot with one claim, ten minutes into a match, comes to 47 bytes (112 in serde's
 //! derived form), a shotgun's the same (244). Times go as whole microseconds: a character at
@@ -168,9 +168,10 @@ fn pack(request: &FireRequest) -> Vec<u8> {
     let claims = &request.claims[..request.claims.len().min(MAX_CLAIMS)];
     w.u8(claims.len() as u8);
     for c in claims {
-        // Index and generation as numbers: `to_bits` stores the index inverted, 5 bytes.
-        w.varint(u64::from(c.target.index_u32()));
-        w.varint(u64::from(c.target.generation().to_bits()));
+        // Index and generation as numbers (`to_bits` stores the index inverted, 5 bytes), as
+        // every message writes an entity (`unlag_net::wire_entity`).
+        let (index, generation) = unlag_net::wire_entity::parts(c.target);
+        w.entity(index, generation);
         w.varint(u64::from(c.from));
         w.zigzag64(i64::from(c.to) - i64::from(c.from));
         w.f32(c.alpha);
@@ -247,14 +248,9 @@ fn unpack(bytes: &[u8]) -> Result<FireRequest, DecodeError> {
     }
     let mut claims = Vec::with_capacity(count);
     for _ in 0..count {
-        let index = u32::try_from(r.varint()?).map_err(|_| DecodeError::Invalid)?;
-        let index =
-            bevy::ecs::entity::EntityIndex::from_raw_u32(index).ok_or(DecodeError::Invalid)?;
-        let generation = u32::try_from(r.varint()?).map_err(|_| DecodeError::Invalid)?;
-        let target = Entity::from_index_and_generation(
-            index,
-            bevy::ecs::entity::EntityGeneration::from_bits(generation),
-        );
+        let (index, generation) = r.entity()?;
+        let target =
+            unlag_net::wire_entity::from_parts(index, generation).ok_or(DecodeError::Invalid)?;
         let from = u32::try_from(r.varint()?).map_err(|_| DecodeError::Invalid)?;
         let to = i64::from(from)
             .checked_add(r.zigzag64()?)

@@ -33,7 +33,9 @@ pub mod stats;
 pub use acks::{ACK_GIVE_UP, AckLedger, LEDGER_PACKETS, PacketFate};
 pub use bvh::{Aabb, Bvh, Cone};
 pub use clock::{FramePace, ServerClockEstimator};
-pub use codec::{ByteReader, ByteWriter, DecodeError};
+pub use codec::{
+    ByteReader, ByteWriter, DecodeError, entity_from_head, entity_generation, entity_head,
+};
 pub use combat::{
     FireRateGate, PredictedAmmo, SharedFireGate, pellet_directions, projectile_prediction_time,
     spread_seed, within_cone,

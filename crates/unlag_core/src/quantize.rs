@@ -141,6 +141,83 @@ pub fn quantize_rotation(q: Quat) -> [u8; ROTATION_BYTES] {
     bytes
 }
 
+/// The code [`quantize_rotation`] gives a zero component.
+const ROTATION_ZERO: u64 = ROTATION_MAX as u64 / 2;
+
+/// The first byte's top bits of a rotation's two-byte wire form ([`rotation_to_wire`]).
+const ROTATION_YAW_FORM: u8 = 0b0100_0000;
+
+/// A rotation's bytes ([`quantize_rotation`]) as they go on the wire, and how many of them
+/// are used: 2 for a turn about the vertical alone (a character standing upright, whose x and
+/// z components are 0: its y or w, the larger, and the other in 12 bits), else 5 (the 38 bits,
+/// big-endian). The first byte's top two bits say which: 01 for the two-byte form, 00 for the
+/// other. The two spare bits are not sent (nothing reads them); every 5 bytes come back
+/// ([`rotation_from_wire`]) as the same rotation.
+pub fn rotation_to_wire(bytes: [u8; ROTATION_BYTES]) -> ([u8; ROTATION_BYTES], usize) {
+    let mut wide = [0; 8];
+    wide[..ROTATION_BYTES].copy_from_slice(&bytes);
+    let bits = u64::from_le_bytes(wide) & ((1 << (2 + 3 * ROTATION_BITS)) - 1);
+    let small = |at: u32| (bits >> (at * ROTATION_BITS)) & ROTATION_MASK;
+    let largest = bits >> (3 * ROTATION_BITS);
+    // (Where each small component lies: the first after the largest is the highest.)
+    let yaw = match largest {
+        1 if small(2) == ROTATION_ZERO && small(1) == ROTATION_ZERO => Some((0, small(0))),
+        3 if small(2) == ROTATION_ZERO && small(0) == ROTATION_ZERO => Some((1, small(1))),
+        _ => None,
+    };
+    let mut wire = [0; ROTATION_BYTES];
+    match yaw {
+        Some((w_largest, other)) => {
+            let v = (u64::from(ROTATION_YAW_FORM) << 8) | (w_largest << 13) | other;
+            wire[..2].copy_from_slice(&(v as u16).to_be_bytes());
+            (wire, 2)
+        }
+        None => {
+            wire.copy_from_slice(&bits.to_be_bytes()[3..]);
+            (wire, ROTATION_BYTES)
+        }
+    }
+}
+
+/// The rotation's bytes ([`quantize_rotation`]'s form, the spare bits 0) from its wire form
+/// ([`rotation_to_wire`]): `first` its first byte, `next` reads each further one. `Invalid`
+/// for a first byte of neither form, a two-byte form's unused bit set, or a five-byte form of
+/// a rotation the two-byte form holds: one encoding per rotation.
+pub fn rotation_from_wire(
+    first: u8,
+    mut next: impl FnMut() -> Result<u8, crate::DecodeError>,
+) -> Result<[u8; ROTATION_BYTES], crate::DecodeError> {
+    let bits = match first & 0b1100_0000 {
+        ROTATION_YAW_FORM => {
+            let v = (u64::from(first & 0b0011_1111) << 8) | u64::from(next()?);
+            if v & (1 << 12) != 0 {
+                return Err(crate::DecodeError::Invalid);
+            }
+            let other = v & ROTATION_MASK;
+            let zero = |at: u32| ROTATION_ZERO << (at * ROTATION_BITS);
+            if v & (1 << 13) == 0 {
+                (1 << (3 * ROTATION_BITS)) | zero(2) | zero(1) | other
+            } else {
+                (3 << (3 * ROTATION_BITS)) | zero(2) | (other << ROTATION_BITS) | zero(0)
+            }
+        }
+        0 => {
+            let mut bits = u64::from(first);
+            for _ in 1..ROTATION_BYTES {
+                bits = (bits << 8) | u64::from(next()?);
+            }
+            bits
+        }
+        _ => return Err(crate::DecodeError::Invalid),
+    };
+    let mut bytes = [0; ROTATION_BYTES];
+    bytes.copy_from_slice(&bits.to_le_bytes()[..ROTATION_BYTES]);
+    if first & 0b1100_0000 == 0 && rotation_to_wire(bytes).1 != ROTATION_BYTES {
+        return Err(crate::DecodeError::Invalid);
+    }
+    Ok(bytes)
+}
+
 /// The unit rotation 5 bytes stand for ([`quantize_rotation`]); any 5 bytes stand for one.
 pub fn dequantize_rotation(bytes: [u8; ROTATION_BYTES]) -> Quat {
     let mut wide = [0; 8];
@@ -326,6 +403,78 @@ mod tests {
         }
         let q = dequantize_rotation([0xFF; ROTATION_BYTES]);
         assert!(q.is_finite() && (q.length() - 1.0).abs() < 1e-5);
+    }
+
+    #[test]
+    fn upright_rotations_take_two_bytes_on_the_wire_and_every_rotation_reads_back() {
+        let wire = |q: Quat| rotation_to_wire(quantize_rotation(q));
+        let back = |(bytes, len): ([u8; ROTATION_BYTES], usize)| {
+            let mut rest = bytes[1..len].iter().copied();
+            let read = rotation_from_wire(bytes[0], || {
+                rest.next().ok_or(crate::DecodeError::Truncated)
+            });
+            (read, rest.next())
+        };
+        let mut upright = 0;
+        for i in 0..=720 {
+            // A turn about the vertical alone, either way round, both signs of the quaternion.
+            let yaw = Quat::from_rotation_y((i as f32 - 360.0).to_radians());
+            for q in [yaw, -yaw] {
+                let (bytes, len) = wire(q);
+                assert_eq!(len, 2, "{i}°");
+                upright += 1;
+                assert_eq!(back((bytes, len)), (Ok(quantize_rotation(q)), None));
+            }
+            // Tilted by a hair or more: five bytes.
+            let tilted = yaw * Quat::from_rotation_x(0.01);
+            assert_eq!(wire(tilted).1, ROTATION_BYTES);
+            assert_eq!(back(wire(tilted)), (Ok(quantize_rotation(tilted)), None));
+        }
+        assert_eq!(upright, 2 * 721);
+        // Every 5 bytes (spare bits aside) come back as themselves.
+        for k in 0..20_000u64 {
+            let mut bytes: [u8; ROTATION_BYTES] =
+                k.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes()[..ROTATION_BYTES]
+                    .try_into()
+                    .unwrap();
+            bytes[4] &= 0b0011_1111;
+            assert_eq!(
+                back(rotation_to_wire(bytes)),
+                (Ok(bytes), None),
+                "{bytes:?}"
+            );
+        }
+        // The spare bits are not sent: the same rotation comes back.
+        let q = quantize_rotation(Quat::from_rotation_z(1.0));
+        let mut spare = q;
+        spare[4] |= 0b1100_0000;
+        assert_eq!(back(rotation_to_wire(spare)), (Ok(q), None));
+    }
+
+    #[test]
+    fn rotation_wire_forms_no_encoder_writes_are_refused() {
+        let read = |bytes: &[u8]| {
+            let mut rest = bytes[1..].iter().copied();
+            rotation_from_wire(bytes[0], || {
+                rest.next().ok_or(crate::DecodeError::Truncated)
+            })
+        };
+        use crate::DecodeError::{Invalid, Truncated};
+        // The forms 10 and 11.
+        assert_eq!(read(&[0x80, 0, 0, 0, 0]), Err(Invalid));
+        assert_eq!(read(&[0xC0, 0]), Err(Invalid));
+        // The two-byte form's unused bit.
+        assert_eq!(read(&[0x50, 0]), Err(Invalid));
+        // An upright rotation in five bytes.
+        let (yaw, _) = rotation_to_wire(quantize_rotation(Quat::from_rotation_y(0.5)));
+        let full = rotation_from_wire(yaw[0], || Ok(yaw[1])).unwrap();
+        let mut wide = [0; 8];
+        wide[..ROTATION_BYTES].copy_from_slice(&full);
+        let five = u64::from_le_bytes(wide).to_be_bytes();
+        assert_eq!(read(&five[3..]), Err(Invalid));
+        // Cut short.
+        assert_eq!(read(&[0x40]), Err(Truncated));
+        assert_eq!(read(&[0x00, 1, 2]), Err(Truncated));
     }
 
     #[test]

@@ -251,6 +251,7 @@ pub struct Correction<M: MovementModel> {
 #[serde(bound = "")]
 pub struct MoveResponse<M: MovementModel> {
     /// The character (mapped to the client's entity on arrival).
+    #[serde(with = "unlag_net::wire_entity")]
     pub entity: Entity,
     /// The newest move the server processed.
     pub ack: Seq16,

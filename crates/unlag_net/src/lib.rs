@@ -19,6 +19,7 @@ mod time_source;
 mod udp;
 mod view;
 mod warn;
+pub mod wire_entity;
 mod work;
 
 #[doc(hidden)]

@@ -5,6 +5,7 @@ use bevy::ecs::entity::MapEntities;
 use bevy::prelude::*;
 use serde::{Deserialize, Serialize};
 use unlag_core::ProxyState;
+use unlag_net::wire_entity::{Entities, EntityTicks};
 use unlag_net::{MessageEncodeError, MessageWriter, wire_size, write_postcard};
 
 /// Flag bit of [`WireProxyState::flags`] marking a teleport.
@@ -13,21 +14,90 @@ pub const TELEPORT_BIT: u8 = 0x80;
 /// One proxy's state on the wire: position to the millimetre (a centimetre grid would add
 /// 4 mm RMS of noise, more than Hermite's whole error at 20 Hz), rotation in 40 bits
 /// ([`unlag_core::quantize::quantize_rotation`]: within 0.063°, half a millimetre at a hit
-/// box's reach), velocity in cm/s, game flags (the top bit marks a teleport). About 22 bytes
-/// once encoded (25 with the rotation's four 16-bit components).
+/// box's reach), velocity in cm/s, game flags (the top bit marks a teleport). A character's
+/// state comes to 15–18 bytes once encoded: its entity in 2 ([`unlag_net::wire_entity`]: Bevy's
+/// own form took 5), an upright rotation in 2 (else 5), position and velocity as varints.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct WireProxyState {
     /// The entity (mapped to the client's on arrival).
+    #[serde(with = "unlag_net::wire_entity")]
     pub entity: Entity,
     /// Position, whole millimetres.
     pub position: [i32; 3],
     /// Rotation, "smallest three" in 40 bits
-    /// ([`unlag_core::quantize::quantize_rotation`]); any bytes stand for a unit rotation.
+    /// ([`unlag_core::quantize::quantize_rotation`]); any bytes stand for a unit rotation. On
+    /// the wire in 2 bytes when upright, else 5 ([`unlag_core::quantize::rotation_to_wire`]).
+    #[serde(with = "wire_rotation")]
     pub rotation: [u8; unlag_core::quantize::ROTATION_BYTES],
     /// Velocity, cm/s.
     pub velocity: [i16; 3],
     /// [`ProxyFlags`](crate::ProxyFlags) bits 0–6, and the teleport bit (`TELEPORT_BIT`, 0x80).
     pub flags: u8,
+}
+
+/// [`WireProxyState::rotation`] on the wire: [`unlag_core::quantize::rotation_to_wire`]'s
+/// bytes (human-readable formats: the five bytes).
+mod wire_rotation {
+    use serde::de::{self, SeqAccess, Visitor};
+    use serde::ser::SerializeTuple;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use unlag_core::quantize::{ROTATION_BYTES, rotation_from_wire, rotation_to_wire};
+
+    pub fn serialize<S: Serializer>(
+        bytes: &[u8; ROTATION_BYTES],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        if serializer.is_human_readable() {
+            return bytes.serialize(serializer);
+        }
+        let (wire, len) = rotation_to_wire(*bytes);
+        // (A tuple's length is not on the wire: its first byte tells how many follow.)
+        let mut tuple = serializer.serialize_tuple(len)?;
+        for byte in &wire[..len] {
+            tuple.serialize_element(byte)?;
+        }
+        tuple.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<[u8; ROTATION_BYTES], D::Error> {
+        if deserializer.is_human_readable() {
+            return <[u8; ROTATION_BYTES]>::deserialize(deserializer);
+        }
+        /// Reads the first byte, then as many as it says.
+        struct Wire;
+        impl<'de> Visitor<'de> for Wire {
+            type Value = [u8; ROTATION_BYTES];
+
+            fn expecting(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+                f.write_str("a rotation's wire bytes")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut read = 0;
+                let mut next = || -> Result<u8, A::Error> {
+                    read += 1;
+                    seq.next_element()?
+                        .ok_or_else(|| de::Error::invalid_length(read - 1, &"a rotation"))
+                };
+                let first = next()?;
+                let mut failed = None;
+                let rotation = rotation_from_wire(first, || {
+                    next().map_err(|e| {
+                        failed = Some(e);
+                        unlag_core::DecodeError::Truncated
+                    })
+                });
+                match (rotation, failed) {
+                    (_, Some(e)) => Err(e),
+                    (Ok(bytes), None) => Ok(bytes),
+                    (Err(e), None) => Err(de::Error::custom(e)),
+                }
+            }
+        }
+        deserializer.deserialize_tuple(ROTATION_BYTES, Wire)
+    }
 }
 
 impl WireProxyState {
@@ -95,11 +165,13 @@ pub struct ProxyUpdates {
     /// The proxies whose state here is the first since they were dormant to this client
     /// (flagged a teleport too): the client starts them afresh from it, hidden until its time,
     /// even if the (reliable) notice of their going dormant has not come yet. Usually empty.
+    #[serde(with = "unlag_net::wire_entity::vec")]
     pub woken: Vec<Entity>,
     /// The proxies the client stopped being sent lately, each with the tick it went dormant
     /// at: what the reliable [`ProxyDormancy`] says, repeated in the next few messages, so the
     /// client stops drawing a proxy whose states stopped as soon as they would have come
     /// rather than a resend later. Usually empty.
+    #[serde(with = "unlag_net::wire_entity::with_tick")]
     pub asleep: Vec<(Entity, u32)>,
     /// States encoded once for every client (the sender's side only: they arrive in
     /// `states`), sent before those in `states`. Their entities are not mapped on the way out.
@@ -118,6 +190,15 @@ impl ProxyUpdates {
         self.encoded.len() + self.states.len()
     }
 
+    /// What follows the states on the wire: `repeat`, `woken`, `asleep`.
+    fn tail(&self) -> (bool, Entities<'_>, EntityTicks<'_>) {
+        (
+            self.repeat,
+            Entities(&self.woken),
+            EntityTicks(&self.asleep),
+        )
+    }
+
     /// Appends what postcard writes for it to lightyear's buffer, copying the encoded states'
     /// bytes rather than encoding them again (the message's writer on the wire).
     pub fn write(&self, writer: &mut MessageWriter) -> Result<(), MessageEncodeError> {
@@ -126,7 +207,7 @@ impl ProxyUpdates {
         for state in &self.states {
             write_postcard(state, writer)?;
         }
-        write_postcard(&(self.repeat, &self.woken, &self.asleep), writer)
+        write_postcard(&self.tail(), writer)
     }
 
     /// Its size on the wire, bytes (what [`write`](Self::write) writes), without encoding
@@ -135,7 +216,7 @@ impl ProxyUpdates {
         wire_size(&(self.tick, self.state_count()))
             + self.encoded.byte_len()
             + self.states.iter().map(wire_size).sum::<usize>()
-            + wire_size(&(self.repeat, &self.woken, &self.asleep))
+            + wire_size(&self.tail())
     }
 }
 
@@ -157,8 +238,8 @@ impl Serialize for ProxyUpdates {
         fields.serialize_field("tick", &self.tick)?;
         fields.serialize_field("states", &States(self))?;
         fields.serialize_field("repeat", &self.repeat)?;
-        fields.serialize_field("woken", &self.woken)?;
-        fields.serialize_field("asleep", &self.asleep)?;
+        fields.serialize_field("woken", &Entities(&self.woken))?;
+        fields.serialize_field("asleep", &EntityTicks(&self.asleep))?;
         fields.end()
     }
 }
@@ -283,6 +364,7 @@ pub struct ProxyDormancy {
     /// The server tick they went dormant at: every state sent before is older.
     pub tick: u32,
     /// The proxies (mapped to the client's on arrival).
+    #[serde(with = "unlag_net::wire_entity::vec")]
     pub entities: Vec<Entity>,
 }
 
