@@ -15,8 +15,9 @@ pub const TELEPORT_BIT: u8 = 0x80;
 /// 4 mm RMS of noise, more than Hermite's whole error at 20 Hz), rotation in 40 bits
 /// ([`unlag_core::quantize::quantize_rotation`]: within 0.063°, half a millimetre at a hit
 /// box's reach), velocity in cm/s, game flags (the top bit marks a teleport). A character's
-/// state comes to 15–18 bytes once encoded: its entity in 2 ([`unlag_net::wire_entity`]: Bevy's
-/// own form took 5), an upright rotation in 2 (else 5), position and velocity as varints.
+/// state comes to about 12–18 bytes once encoded: its entity in 2 ([`unlag_net::wire_entity`]:
+/// Bevy's own form took 5), an upright rotation in 2 (else 5), position (3–9) and velocity
+/// (3–6) as zigzag varints, flags 1.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct WireProxyState {
     /// The entity (mapped to the client's on arrival).
@@ -43,6 +44,7 @@ mod wire_rotation {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
     use unlag_core::quantize::{ROTATION_BYTES, rotation_from_wire, rotation_to_wire};
 
+    /// Writes the rotation's wire form (2 or 5 bytes).
     pub fn serialize<S: Serializer>(
         bytes: &[u8; ROTATION_BYTES],
         serializer: S,
@@ -59,6 +61,7 @@ mod wire_rotation {
         tuple.end()
     }
 
+    /// Reads a rotation written by [`serialize`], failing on forms no encoder writes.
     pub fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<[u8; ROTATION_BYTES], D::Error> {
