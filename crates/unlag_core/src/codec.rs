@@ -116,8 +116,8 @@ impl ByteWriter {
 ///
 /// A Bevy entity's own serde form is a `u64` of its bits, whose index half is stored inverted
 /// (`u32::MAX − index`, the niche of a non-max integer): postcard spends 5 bytes on every
-/// entity, 10 once its slot was reused. Entities that were never reused (a match's characters,
-/// mostly) come to 1 byte below index 64 and 2 below 8192 here.
+/// entity, up to 10 as its slot's generation grows. Entities that were never reused (a
+/// match's characters, mostly) come to 1 byte below index 64 and 2 below 8192 here.
 pub fn entity_head(index: u32, generation: u32) -> u64 {
     (u64::from(index) << 1) | u64::from(generation != 0)
 }
