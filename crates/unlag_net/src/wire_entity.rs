@@ -138,7 +138,7 @@ pub mod with_tick {
     }
 }
 
-/// A slice of entities that serializes as [`vec`] writes it (for hand-written `Serialize`
+/// A slice of entities that serializes as [`vec`](mod@vec) writes it (for hand-written `Serialize`
 /// impls).
 pub struct Entities<'a>(pub &'a [Entity]);
 
