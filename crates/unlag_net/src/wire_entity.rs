@@ -138,8 +138,8 @@ pub mod with_tick {
     }
 }
 
-/// A slice of entities that serializes as [`vec`](mod@vec) writes it (for hand-written `Serialize`
-/// impls).
+/// A slice of entities that serializes as [`vec`](mod@vec) writes it (for hand-written
+/// `Serialize` impls).
 pub struct Entities<'a>(pub &'a [Entity]);
 
 impl Serialize for Entities<'_> {
