@@ -179,40 +179,47 @@ pub fn rotation_to_wire(bytes: [u8; ROTATION_BYTES]) -> ([u8; ROTATION_BYTES], u
     }
 }
 
+/// How many bytes a rotation's wire form ([`rotation_to_wire`]) takes, read from its first
+/// byte: `Invalid` for a first byte of neither form.
+pub fn rotation_wire_len(first: u8) -> Result<usize, crate::DecodeError> {
+    match first & 0b1100_0000 {
+        ROTATION_YAW_FORM => Ok(2),
+        0 => Ok(ROTATION_BYTES),
+        _ => Err(crate::DecodeError::Invalid),
+    }
+}
+
 /// The rotation's bytes ([`quantize_rotation`]'s form, the spare bits 0) from its wire form
-/// ([`rotation_to_wire`]): `first` its first byte, `next` reads each further one. `Invalid`
-/// for a first byte of neither form, a two-byte form's unused bit set, or a five-byte form of
-/// a rotation the two-byte form holds: one encoding per rotation.
-pub fn rotation_from_wire(
-    first: u8,
-    mut next: impl FnMut() -> Result<u8, crate::DecodeError>,
-) -> Result<[u8; ROTATION_BYTES], crate::DecodeError> {
-    let bits = match first & 0b1100_0000 {
-        ROTATION_YAW_FORM => {
-            let v = (u64::from(first & 0b0011_1111) << 8) | u64::from(next()?);
-            if v & (1 << 12) != 0 {
-                return Err(crate::DecodeError::Invalid);
-            }
-            let other = v & ROTATION_MASK;
-            let zero = |at: u32| ROTATION_ZERO << (at * ROTATION_BITS);
-            if v & (1 << 13) == 0 {
-                (1 << (3 * ROTATION_BITS)) | zero(2) | zero(1) | other
-            } else {
-                (3 << (3 * ROTATION_BITS)) | zero(2) | (other << ROTATION_BITS) | zero(0)
-            }
+/// ([`rotation_to_wire`]), `wire` exactly its bytes: `Truncated` or `Trailing` when it is
+/// shorter or longer than its first byte says ([`rotation_wire_len`]); `Invalid` for a first
+/// byte of neither form, a two-byte form's unused bit set, or a five-byte form of a rotation
+/// the two-byte form holds: one encoding per rotation.
+pub fn rotation_from_wire(wire: &[u8]) -> Result<[u8; ROTATION_BYTES], crate::DecodeError> {
+    let first = *wire.first().ok_or(crate::DecodeError::Truncated)?;
+    let len = rotation_wire_len(first)?;
+    match wire.len().cmp(&len) {
+        core::cmp::Ordering::Less => return Err(crate::DecodeError::Truncated),
+        core::cmp::Ordering::Greater => return Err(crate::DecodeError::Trailing),
+        core::cmp::Ordering::Equal => {}
+    }
+    let bits = if len == 2 {
+        let v = (u64::from(first & 0b0011_1111) << 8) | u64::from(wire[1]);
+        if v & (1 << 12) != 0 {
+            return Err(crate::DecodeError::Invalid);
         }
-        0 => {
-            let mut bits = u64::from(first);
-            for _ in 1..ROTATION_BYTES {
-                bits = (bits << 8) | u64::from(next()?);
-            }
-            bits
+        let other = v & ROTATION_MASK;
+        let zero = |at: u32| ROTATION_ZERO << (at * ROTATION_BITS);
+        if v & (1 << 13) == 0 {
+            (1 << (3 * ROTATION_BITS)) | zero(2) | zero(1) | other
+        } else {
+            (3 << (3 * ROTATION_BITS)) | zero(2) | (other << ROTATION_BITS) | zero(0)
         }
-        _ => return Err(crate::DecodeError::Invalid),
+    } else {
+        wire.iter().fold(0, |bits, &b| (bits << 8) | u64::from(b))
     };
     let mut bytes = [0; ROTATION_BYTES];
     bytes.copy_from_slice(&bits.to_le_bytes()[..ROTATION_BYTES]);
-    if first & 0b1100_0000 == 0 && rotation_to_wire(bytes).1 != ROTATION_BYTES {
+    if len == ROTATION_BYTES && rotation_to_wire(bytes).1 != ROTATION_BYTES {
         return Err(crate::DecodeError::Invalid);
     }
     Ok(bytes)
@@ -408,12 +415,12 @@ mod tests {
     #[test]
     fn upright_rotations_take_two_bytes_on_the_wire_and_every_rotation_reads_back() {
         let wire = |q: Quat| rotation_to_wire(quantize_rotation(q));
+        // What a reader makes of the wire form, and how long its first byte says it is.
         let back = |(bytes, len): ([u8; ROTATION_BYTES], usize)| {
-            let mut rest = bytes[1..len].iter().copied();
-            let read = rotation_from_wire(bytes[0], || {
-                rest.next().ok_or(crate::DecodeError::Truncated)
-            });
-            (read, rest.next())
+            (
+                rotation_from_wire(&bytes[..len]),
+                rotation_wire_len(bytes[0]),
+            )
         };
         let mut upright = 0;
         for i in 0..=720 {
@@ -423,12 +430,15 @@ mod tests {
                 let (bytes, len) = wire(q);
                 assert_eq!(len, 2, "{i}°");
                 upright += 1;
-                assert_eq!(back((bytes, len)), (Ok(quantize_rotation(q)), None));
+                assert_eq!(back((bytes, len)), (Ok(quantize_rotation(q)), Ok(2)));
             }
             // Tilted by a hair or more: five bytes.
             let tilted = yaw * Quat::from_rotation_x(0.01);
             assert_eq!(wire(tilted).1, ROTATION_BYTES);
-            assert_eq!(back(wire(tilted)), (Ok(quantize_rotation(tilted)), None));
+            assert_eq!(
+                back(wire(tilted)),
+                (Ok(quantize_rotation(tilted)), Ok(ROTATION_BYTES))
+            );
         }
         assert_eq!(upright, 2 * 721);
         // Every 5 bytes (spare bits aside) come back as themselves.
@@ -438,43 +448,38 @@ mod tests {
                     .try_into()
                     .unwrap();
             bytes[4] &= 0b0011_1111;
-            assert_eq!(
-                back(rotation_to_wire(bytes)),
-                (Ok(bytes), None),
-                "{bytes:?}"
-            );
+            let (wire, len) = rotation_to_wire(bytes);
+            assert_eq!(back((wire, len)), (Ok(bytes), Ok(len)), "{bytes:?}");
         }
         // The spare bits are not sent: the same rotation comes back.
         let q = quantize_rotation(Quat::from_rotation_z(1.0));
         let mut spare = q;
         spare[4] |= 0b1100_0000;
-        assert_eq!(back(rotation_to_wire(spare)), (Ok(q), None));
+        assert_eq!(back(rotation_to_wire(spare)), (Ok(q), Ok(ROTATION_BYTES)));
     }
 
     #[test]
     fn rotation_wire_forms_no_encoder_writes_are_refused() {
-        let read = |bytes: &[u8]| {
-            let mut rest = bytes[1..].iter().copied();
-            rotation_from_wire(bytes[0], || {
-                rest.next().ok_or(crate::DecodeError::Truncated)
-            })
-        };
-        use crate::DecodeError::{Invalid, Truncated};
+        let read = rotation_from_wire;
+        use crate::DecodeError::{Invalid, Trailing, Truncated};
         // The forms 10 and 11.
         assert_eq!(read(&[0x80, 0, 0, 0, 0]), Err(Invalid));
         assert_eq!(read(&[0xC0, 0]), Err(Invalid));
+        assert_eq!(rotation_wire_len(0x80), Err(Invalid));
         // The two-byte form's unused bit.
         assert_eq!(read(&[0x50, 0]), Err(Invalid));
         // An upright rotation in five bytes.
         let (yaw, _) = rotation_to_wire(quantize_rotation(Quat::from_rotation_y(0.5)));
-        let full = rotation_from_wire(yaw[0], || Ok(yaw[1])).unwrap();
+        let full = rotation_from_wire(&yaw[..2]).unwrap();
         let mut wide = [0; 8];
         wide[..ROTATION_BYTES].copy_from_slice(&full);
         let five = u64::from_le_bytes(wide).to_be_bytes();
         assert_eq!(read(&five[3..]), Err(Invalid));
-        // Cut short.
+        // Cut short, or longer than its first byte says.
         assert_eq!(read(&[0x40]), Err(Truncated));
         assert_eq!(read(&[0x00, 1, 2]), Err(Truncated));
+        assert_eq!(read(&[]), Err(Truncated));
+        assert_eq!(read(&[yaw[0], yaw[1], 0]), Err(Trailing));
     }
 
     #[test]

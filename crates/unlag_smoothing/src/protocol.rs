@@ -42,7 +42,9 @@ mod wire_rotation {
     use serde::de::{self, SeqAccess, Visitor};
     use serde::ser::SerializeTuple;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
-    use unlag_core::quantize::{ROTATION_BYTES, rotation_from_wire, rotation_to_wire};
+    use unlag_core::quantize::{
+        ROTATION_BYTES, rotation_from_wire, rotation_to_wire, rotation_wire_len,
+    };
 
     /// Writes the rotation's wire form (2 or 5 bytes).
     pub fn serialize<S: Serializer>(
@@ -78,25 +80,20 @@ mod wire_rotation {
             }
 
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut wire = [0; ROTATION_BYTES];
+                // (Its length is known once its first byte is read.)
+                let mut len = 1;
                 let mut read = 0;
-                let mut next = || -> Result<u8, A::Error> {
+                while read < len {
+                    wire[read] = seq
+                        .next_element()?
+                        .ok_or_else(|| de::Error::invalid_length(read, &self))?;
+                    if read == 0 {
+                        len = rotation_wire_len(wire[0]).map_err(de::Error::custom)?;
+                    }
                     read += 1;
-                    seq.next_element()?
-                        .ok_or_else(|| de::Error::invalid_length(read - 1, &"a rotation"))
-                };
-                let first = next()?;
-                let mut failed = None;
-                let rotation = rotation_from_wire(first, || {
-                    next().map_err(|e| {
-                        failed = Some(e);
-                        unlag_core::DecodeError::Truncated
-                    })
-                });
-                match (rotation, failed) {
-                    (_, Some(e)) => Err(e),
-                    (Ok(bytes), None) => Ok(bytes),
-                    (Err(e), None) => Err(de::Error::custom(e)),
                 }
+                rotation_from_wire(&wire[..len]).map_err(de::Error::custom)
             }
         }
         deserializer.deserialize_tuple(ROTATION_BYTES, Wire)
