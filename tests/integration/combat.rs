@@ -300,9 +300,9 @@ fn run_with(
         eye: EYE,
     });
     tb.run_for(Duration::from_secs(seconds));
-    // Let the last verdicts arrive.
+    // Let the last verdicts arrive (a lost one is sent again a round trip and more later).
     tb.client(0).world_mut().remove_resource::<Script>();
-    tb.run_for(Duration::from_secs(1));
+    tb.run_for(Duration::from_secs_f64(1.0 + 2.5 * rtt_ms as f64 / 1000.0));
 
     let stats = tb.server_world().resource::<CombatStats>().clone();
     let errors: Vec<f64> = stats.view_time_errors.iter().map(|e| e * 1000.0).collect();

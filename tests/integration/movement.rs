@@ -341,7 +341,8 @@ fn playing_link(ack_delay: f64) -> PlayingLink {
     tb.server_world_mut()
         .insert_resource(ServerAckDelay(ack_delay));
     tb.client_world_mut(0).insert_resource(AckDelay(ack_delay));
-    tb.run_for(Duration::from_secs(1));
+    // (The server packs a link once its client has reported for `PACK_AFTER`.)
+    tb.run_for(Duration::from_secs_f64(unlag::net::PACK_AFTER + 1.0));
     let sample = |tb: &mut Testbed| {
         let link = tb.server_link(0).unwrap();
         let server = tb.server_world().get::<LinkTraffic>(link).unwrap().clone();
@@ -422,8 +423,10 @@ fn a_playing_clients_reports_ride_with_its_moves() {
 /// send, so a server that sends its client little (here its beats and move acknowledgements)
 /// answers nearly every one of the client's move messages with one. Held for 50 ms, they ride
 /// on the server's next packet: its datagrams fall by more than a third, the client's do not
-/// grow, and the link works as before. (The report measures a playing client's with states
-/// and shots: `--packing on|off`.)
+/// grow, and the link works as before. (The server's link is packed once its client has
+/// reported for `PACK_AFTER`: its pings and pongs and the movement acknowledgements ride with
+/// its beats then too. The report measures a playing client's with states and shots:
+/// `--packing on|clients|off`.)
 #[test]
 fn acknowledgements_ride_on_data_when_paced() {
     let off = playing_link(0.0);

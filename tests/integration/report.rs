@@ -125,15 +125,17 @@ fn bad_options_are_refused_naming_the_option_and_its_range() {
     assert_eq!(ok.rtt_ms, 150.0);
     assert_eq!(ok.loss_percent, 3.0);
     assert!(ok.json);
-    // Packing: the clients' (the library's default), off, or both ends'.
+    // Packing: both ends' (the library's default; `both` says the same), the clients' only,
+    // or off.
     use unlag_report::Packing;
     assert_eq!(ok.packing, Packing::On);
     assert_eq!(parse(&["--packing", "off"]).unwrap().packing, Packing::Off);
     assert_eq!(
-        parse(&["--packing", "both"]).unwrap().packing,
-        Packing::Both
+        parse(&["--packing", "clients"]).unwrap().packing,
+        Packing::Clients
     );
-    assert!(error(&["--packing", "yes"]).contains("on, off or both"));
+    assert_eq!(parse(&["--packing", "both"]).unwrap().packing, Packing::On);
+    assert!(error(&["--packing", "yes"]).contains("on, clients or off"));
     // Real clients: their frame rate, its variation, hitches and a listen host.
     assert!(error(&["--client-fps", "2"]).contains("5-480"));
     assert!(error(&["--frame-jitter", "95"]).contains("--frame-jitter"));
@@ -580,6 +582,198 @@ fn bursty_loss_costs_proxies_more_than_the_same_loss_spread_out() {
         spread.interpolation_delay_ms
     );
     assert!(ReportOptions::parse(["--burst".into(), "0.5".into()]).is_err());
+}
+
+/// The server packs a link whose losses do not run (`unlag::net::ServerPacking`): what it
+/// owes the client between proxy states (lightyear's acknowledgement-only packets, its pings
+/// and pongs, the movement acknowledgements) rides with them, about one datagram per state
+/// send instead of three or four (the report's 30-s match at 150 ms and 3 % loss: 68.8 →
+/// 26.4 datagrams/s, 6573 → 4955 B/s down), and the match plays the same: no correction, no
+/// shot refused, every seen hit confirmed, no frame held, the clock as close. A link that
+/// loses the datagrams in bursts is not packed (fewer datagrams a second would make each burst
+/// a longer outage of states): it gets as many as before.
+#[test]
+fn the_server_packs_a_calm_link_into_its_state_sends_and_leaves_a_bursty_one_be() {
+    use unlag_report::Packing;
+    let with = |packing, loss_percent, burst| {
+        let options = ReportOptions {
+            bots: 4,
+            clients: 2,
+            seconds: 12.0,
+            rtt_ms: 150.0,
+            jitter_ms: 10.0,
+            loss_percent,
+            burst,
+            packing,
+            ..Default::default()
+        };
+        run(&options, &mut |_| {}).unwrap()
+    };
+    let before = with(Packing::Clients, 3.0, 1.0);
+    let packed = with(Packing::On, 3.0, 1.0);
+    println!(
+        "3 % loss: down {:.0} → {:.0} B/s in {:.1} → {:.1} datagrams/s; up {:.0} → {:.0} B/s",
+        before.bytes_down_per_sec,
+        packed.bytes_down_per_sec,
+        before.datagrams_down_per_sec,
+        packed.datagrams_down_per_sec,
+        before.bytes_up_per_sec,
+        packed.bytes_up_per_sec
+    );
+    // 20 state sends a second, and a few results of shots that go at once.
+    assert!(
+        packed.datagrams_down_per_sec < 0.5 * before.datagrams_down_per_sec
+            && packed.datagrams_down_per_sec < 20.0 * 1.5,
+        "{} datagrams/s against {}",
+        packed.datagrams_down_per_sec,
+        before.datagrams_down_per_sec
+    );
+    assert!(
+        packed.bytes_down_per_sec < 0.85 * before.bytes_down_per_sec,
+        "{} B/s against {}",
+        packed.bytes_down_per_sec,
+        before.bytes_down_per_sec
+    );
+    // The same payload: only headers went.
+    let states = |r: &unlag_report::Report| r.down_by_kind["ProxyUpdates"];
+    assert!((states(&packed) / states(&before) - 1.0).abs() < 0.05);
+    for r in [&before, &packed] {
+        assert_eq!(r.corrections_per_min, vec![0.0, 0.0]);
+        assert!(r.rejected.is_empty(), "{:?}", r.rejected);
+        assert_eq!(r.movement_rejected, 0);
+        for a in &r.agreement {
+            assert!(a.hit_rate() >= 0.995 && a.miss_rate() <= 0.005, "{a:?}");
+        }
+        // (The grid's bound up to 10 % loss.)
+        assert!(r.starved_share <= 0.01, "{}", r.starved_share);
+        // The clients' estimate of server time (their pings rode, the server's pongs too).
+        let [mean, least, most] = r.clock_error_ms;
+        assert!(
+            mean.abs() < 2.0 && least > -8.0 && most < 8.0,
+            "{:?}",
+            r.clock_error_ms
+        );
+    }
+    assert!(
+        packed.proxy_max_jump_m < 0.06,
+        "{}",
+        packed.proxy_max_jump_m
+    );
+    // 10 % in bursts of 8: not packed, as many datagrams as before.
+    let before = with(Packing::Clients, 10.0, 8.0);
+    let bursty = with(Packing::On, 10.0, 8.0);
+    println!(
+        "10 % in bursts of 8: {:.1} → {:.1} datagrams/s down",
+        before.datagrams_down_per_sec, bursty.datagrams_down_per_sec
+    );
+    assert!(
+        bursty.datagrams_down_per_sec > 0.9 * before.datagrams_down_per_sec,
+        "{} datagrams/s against {}",
+        bursty.datagrams_down_per_sec,
+        before.datagrams_down_per_sec
+    );
+}
+
+/// Which links the server packs, as it decides (`unlag::net::ServerPacking`): none in a link's
+/// first `PACK_AFTER` seconds of reports, every calm one after that (losses one at a time,
+/// read less likely to run than `PACK_RUNS_BELOW`), none that loses in bursts (from the first
+/// run either end met), and none with `ServerAckDelay` 0 (lightyear's way).
+#[test]
+fn the_server_packs_only_links_whose_losses_do_not_run() {
+    use core::time::Duration;
+    use unlag::net::{LinkTraffic, PACK_AFTER, PACK_RUNS_BELOW, ServerAckDelay, ServerPacking};
+    use unlag_report::{Pace, start_match};
+    let links = |tb: &mut unlag_testbed::Testbed| -> Vec<(ServerPacking, bool)> {
+        (0..tb.client_count())
+            .map(|i| {
+                let link = tb.server_link(i).unwrap();
+                let world = tb.server_world();
+                let packing = world.get::<ServerPacking>(link).unwrap().clone();
+                (packing, world.get::<LinkTraffic>(link).unwrap().packed)
+            })
+            .collect()
+    };
+    let options = |loss_percent, burst| ReportOptions {
+        bots: 4,
+        clients: 2,
+        seconds: 10.0,
+        rtt_ms: 100.0,
+        loss_percent,
+        burst,
+        ..Default::default()
+    };
+    // Calm: 3 % lost one at a time.
+    let mut tb = start_match(&options(3.0, 1.0), Pace::default()).unwrap();
+    let mut first = Vec::new();
+    // (The warm-up played part of the wait.)
+    while first.len() < 2 {
+        let now = tb
+            .server_world()
+            .resource::<bevy::prelude::Time<bevy::prelude::Real>>()
+            .elapsed_secs_f64();
+        for (packing, packed) in links(&mut tb) {
+            let since = packing.reporting_since.expect("reporting");
+            // (The decision is of the frame's start: within a frame of the wait's end.)
+            if now - since < PACK_AFTER - 0.01 {
+                assert!(!packed, "packed {} s into its reports", now - since);
+            } else if now - since > PACK_AFTER + 0.01 {
+                first.push(packed);
+            }
+        }
+        tb.run_for(Duration::from_millis(100));
+    }
+    assert!(first.iter().all(|p| *p), "{first:?}");
+    // (A whole second of the rate's window packed.)
+    tb.run_for(Duration::from_secs(2));
+    for (packing, packed) in links(&mut tb) {
+        println!("calm: {packing:?}");
+        assert!(packed && packing.runs < PACK_RUNS_BELOW, "{packing:?}");
+    }
+    // The datagrams the server sends each client in 3 s, packed and (the delay 0: lightyear's
+    // way on every link) not.
+    let sent_in_3_s = |tb: &mut unlag_testbed::Testbed| {
+        let count = |tb: &mut unlag_testbed::Testbed| -> Vec<u64> {
+            (0..tb.client_count())
+                .map(|i| {
+                    let link = tb.server_link(i).unwrap();
+                    tb.server_world()
+                        .get::<LinkTraffic>(link)
+                        .unwrap()
+                        .datagrams_sent
+                })
+                .collect()
+        };
+        let before = count(tb);
+        tb.run_for(Duration::from_secs(3));
+        let after = count(tb);
+        before
+            .iter()
+            .zip(after)
+            .map(|(b, a)| a - b)
+            .collect::<Vec<_>>()
+    };
+    let packed = sent_in_3_s(&mut tb);
+    tb.server_world_mut().insert_resource(ServerAckDelay(0.0));
+    tb.run_for(Duration::from_millis(100));
+    let unpacked = sent_in_3_s(&mut tb);
+    println!("datagrams to each client in 3 s: {packed:?} packed, {unpacked:?} not");
+    for (packed, unpacked) in packed.into_iter().zip(unpacked) {
+        // At least the 20-Hz state sends; less than half as many as lightyear sends.
+        assert!(
+            packed >= 57 && 2 * packed < unpacked,
+            "{packed} against {unpacked}"
+        );
+    }
+    for (packing, packed) in links(&mut tb) {
+        assert!(!packed, "{packing:?}");
+    }
+    // 10 % in bursts of 8: never packed.
+    let mut tb = start_match(&options(10.0, 8.0), Pace::default()).unwrap();
+    tb.run_for(Duration::from_secs_f64(PACK_AFTER + 4.0));
+    for (packing, packed) in links(&mut tb) {
+        println!("bursty: {packing:?}");
+        assert!(!packed && packing.runs > 0.7, "{packing:?}");
+    }
 }
 
 #[test]

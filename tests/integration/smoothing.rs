@@ -189,12 +189,25 @@ fn run_settled(
     mode: SmoothingMode,
     rate_hz: f32,
     conditions: LinkConditions,
+    start: (Option<u32>, Duration),
+    seconds: u64,
+) -> Run {
+    let seed = TestbedConfig::default().seed;
+    run_seeded(path, mode, (rate_hz, conditions, seed), start, seconds)
+}
+
+/// [`run_settled`] with the link's randomness drawn from `seed`.
+fn run_seeded(
+    path: Path,
+    mode: SmoothingMode,
+    (rate_hz, conditions, seed): (f32, LinkConditions, u64),
     (phase, settle): (Option<u32>, Duration),
     seconds: u64,
 ) -> Run {
     let mut tb = Testbed::new(TestbedConfig {
         clients: 1,
         conditions,
+        seed,
         ..default()
     });
     tb.add_plugins(ProxySmoothingPlugin::default());
@@ -312,42 +325,52 @@ fn hermite_beats_linear_on_curves_and_only_snap_pops() {
 /// length taken for "still young") its delay snapped to a whole second mid-curve, the view
 /// half a second back, eased over 2.2 m (a 42.7-mm step in a frame two seconds in). Now its
 /// first state waits for the grid, a proxy on one state is held rather than run on, and only
-/// a young proxy's delay snaps: from its first frame drawn on its curve on, no frame starves
+/// a young proxy's delay snaps: from its first frame drawn on its curve on, no more frames
+/// starve than the delay aims at (`DelayPolicy::starved_share`: the link's 20 ms of jitter
+/// makes a state late by a frame or two now and then; seeds 1–8 starved 0, 1, 0, 0, 2, 2, 1
+/// and 1 frames of 1200 before the server packed its links, 1, 0, 0, 0, 0, 0, 1 and 1 since)
 /// and none moves further than two frames of its motion.
 #[test]
 fn a_slow_proxy_is_drawn_smoothly_from_its_first_states() {
     let no_pop = 2.0 * f64::from(SPEED) / 240.0;
-    let r = run_settled(
-        Path::Circle,
-        SmoothingMode::Hermite,
-        1.0,
-        conditions(0.0),
-        (Some(34), Duration::ZERO),
-        6,
-    );
-    let first = r
-        .kinds
-        .iter()
-        .position(|k| *k == SampleKind::Interpolated)
-        .expect("drawn on its curve");
-    let starved = r.kinds[first..]
-        .iter()
-        .filter(|k| matches!(k, SampleKind::Held | SampleKind::Extrapolated))
-        .count();
-    // (`jumps[i]` is the step into frame `i + 1`.)
-    let jump = r.jumps[first.saturating_sub(1)..]
-        .iter()
-        .map(|j| j.0)
-        .fold(0.0, f64::max);
-    println!(
-        "1 Hz from its first frame: first on its curve at frame {first} of {}; {starved} starved after; largest step {:.1} mm; delay {:.3} s",
-        r.kinds.len(),
-        jump * 1000.0,
-        r.delay
-    );
-    assert!(r.kinds.len() > 1000);
-    assert_eq!(starved, 0);
-    assert!(jump <= no_pop, "{jump}");
+    let aim = unlag::core::DelayPolicy::default().starved_share;
+    for seed in 1..=6 {
+        let r = run_seeded(
+            Path::Circle,
+            SmoothingMode::Hermite,
+            (1.0, conditions(0.0), seed),
+            (Some(34), Duration::ZERO),
+            6,
+        );
+        let first = r
+            .kinds
+            .iter()
+            .position(|k| *k == SampleKind::Interpolated)
+            .expect("drawn on its curve");
+        let starved = r.kinds[first..]
+            .iter()
+            .filter(|k| matches!(k, SampleKind::Held | SampleKind::Extrapolated))
+            .count();
+        // (`jumps[i]` is the step into frame `i + 1`.)
+        let jump = r.jumps[first.saturating_sub(1)..]
+            .iter()
+            .map(|j| j.0)
+            .fold(0.0, f64::max);
+        println!(
+            "1 Hz from its first frame, seed {seed}: first on its curve at frame {first} of {}; \
+             {starved} starved after; largest step {:.1} mm; delay {:.3} s",
+            r.kinds.len(),
+            jump * 1000.0,
+            r.delay
+        );
+        assert!(r.kinds.len() > 1000);
+        let drawn = r.kinds.len() - first;
+        assert!(
+            starved as f64 <= aim * drawn as f64,
+            "seed {seed}: {starved} of {drawn} frames starved"
+        );
+        assert!(jump <= no_pop, "seed {seed}: {jump}");
+    }
 }
 
 #[test]

@@ -799,6 +799,19 @@ pub fn continuation_over(per_datagram: f64, rate: f64, interval: f64) -> f64 {
     per_datagram.powf(datagrams)
 }
 
+/// The inverse of [`continuation_over`]: how likely (0–1) a lost datagram was followed by
+/// another on a link (`rate` datagrams a second) whose states, sent every `interval` seconds,
+/// are followed by another lost one with probability `per_state`. What a server reads of a
+/// client's link from the client's report of its states' runs. Garbage reads as 0.
+pub fn continuation_per_datagram(per_state: f64, rate: f64, interval: f64) -> f64 {
+    let per_state = finite_non_negative(per_state).min(1.0);
+    let datagrams = (finite_non_negative(rate) * finite_non_negative(interval)).max(1.0);
+    if per_state == 0.0 || !datagrams.is_finite() {
+        return 0.0;
+    }
+    per_state.powf(datagrams.recip())
+}
+
 /// How likely (0–1) whatever one datagram carries is lost in it and in each of the `repeats`
 /// datagrams after it that carry it again, on a link that loses a share `loss` of its
 /// datagrams and loses the next after a lost one with probability `runs` (its measured
@@ -1067,6 +1080,43 @@ mod tests {
         let lossy_reordered = datagram_link(7, (100.0, end), (0.1, 8.0), 20);
         let share = lossy_reordered.share().unwrap();
         assert!((share - bursty.share().unwrap()).abs() < 0.005, "{share}");
+    }
+
+    /// What a client reports of its states' runs reads back as its datagrams' on the server
+    /// (which decides from it whether to pack the link), over every rate and interval; a
+    /// faster sender than the client counted (its lost datagrams too) reads the runs likelier,
+    /// never less likely; garbage reads as no runs.
+    #[test]
+    fn a_states_continuation_reads_back_as_its_datagrams() {
+        for c in [0.0, 0.03, 0.2, 0.3, 0.5, 0.875, 0.9, 1.0] {
+            for rate in [0.5, 1.0, 20.0, 25.0, 69.0, 250.0] {
+                for interval in [1.0 / 60.0, 0.05, 0.1, 1.0] {
+                    let states = continuation_over(c, rate, interval);
+                    if states < 1e-200 {
+                        // (Underflows: 0.03 over 250 datagrams. Reads as no runs.)
+                        assert!(continuation_per_datagram(states, rate, interval) < 0.1);
+                        continue;
+                    }
+                    let back = continuation_per_datagram(states, rate, interval);
+                    assert!(
+                        (back - c).abs() < 1e-9,
+                        "{c} at {rate}/s, {interval} s: {back}"
+                    );
+                    let faster = continuation_per_datagram(states, rate * 1.2, interval);
+                    assert!(faster >= back - 1e-12, "{c}: {faster} < {back}");
+                }
+            }
+        }
+        // Bursts of 8 at the report's 69 datagrams a second, seen as 20-Hz states: 0.63.
+        let states = continuation_over(0.875, 69.0, 0.05);
+        assert!((states - 0.631).abs() < 0.001, "{states}");
+        assert!((continuation_per_datagram(states, 69.0, 0.05) - 0.875).abs() < 1e-9);
+        for garbage in [f64::NAN, f64::INFINITY, -1.0] {
+            assert_eq!(continuation_per_datagram(garbage, 69.0, 0.05), 0.0);
+            assert_eq!(continuation_per_datagram(0.5, garbage, 0.05), 0.5);
+        }
+        assert_eq!(continuation_per_datagram(0.5, 1e308, 1e308), 0.0);
+        assert_eq!(continuation_per_datagram(2.0, 69.0, 0.05), 1.0);
     }
 
     #[test]

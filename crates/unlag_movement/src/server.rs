@@ -1054,12 +1054,16 @@ pub(crate) fn send_acks<M: MovementModel>(
         &mut ServerMovement<M>,
         &ControlledBy,
     )>,
-    work: Option<Res<unlag_net::ServerWork>>,
+    (work, packing_delay): (
+        Option<Res<unlag_net::ServerWork>>,
+        Option<Res<unlag_net::ServerAckDelay>>,
+    ),
 ) {
     let _work = work
         .as_deref()
         .map(|w| w.time(unlag_net::WorkPart::Movement));
     let now = clock.server_time;
+    let wait = packing_delay.map_or(0.0, |d| d.0);
     for (entity, state, mut server, controlled) in &mut characters {
         let Ok((mut sender, mut traffic, remote)) = links.get_mut(controlled.owner) else {
             continue;
@@ -1084,9 +1088,15 @@ pub(crate) fn send_acks<M: MovementModel>(
             continue;
         }
         let received = server.received();
+        // On a packed link (`unlag_net::ServerPacking`) a batch waits for a frame that sends
+        // the client something anyway (its proxy states), up to the packing's delay: an
+        // acknowledgement is no hurry (the client knows which moves arrived from the packet
+        // headers' acknowledgements too), and alone it is a datagram of its own.
+        let rides = !traffic.packed || traffic.queued_this_frame;
         let due = server.last_ack_sent.is_none_or(|(seq, got, at)| {
             (ack.is_newer_than(seq) || received.is_newer_than(got))
                 && now - at >= settings.ack_interval
+                && (rides || now - at >= settings.ack_interval + wait)
         });
         if due {
             tracing::trace!(target: "unlag::movement", seq = ack.0, received = received.0, "ack sent");

@@ -49,7 +49,8 @@ pub use interest::{
 };
 pub use link::{
     AckDelay, CLIENT_PING_INTERVAL, DataCadence, KindTraffic, LinkBirth, LinkShaper, LinkTraffic,
-    PeerLead, ServerAckDelay, ServerLinkStats, plausible_netcode_datagram, wire_size,
+    PACK_AFTER, PACK_RUNS_BELOW, PeerLead, ServerAckDelay, ServerLinkStats, ServerPacking,
+    plausible_netcode_datagram, wire_size,
 };
 pub use ping::{HighPing, PingMonitor};
 pub use protocol::{
@@ -194,13 +195,14 @@ pub struct UnlagNetPlugin {
     /// its bytes on the wire from 5.6 to 4.1 KB/s. 0 is lightyear's way: a packet in every
     /// frame that has some due and nothing else to send.
     pub ack_delay: f64,
-    /// The same for the server's packets to each client, acknowledgements only (0 to 0.25;
-    /// default 0, lightyear's way; see [`ServerAckDelay`]). 0.05 cuts a client's downstream
-    /// datagrams at the report's defaults from 83 to 57 a second, 8.2 to 7.3 KB/s; off by
-    /// default because a client reads how its link loses from the server's datagrams, and on a
-    /// link that loses them in bursts of a given count, fewer datagrams a second make each
-    /// burst last longer (the bursty-link test's `loss=10 burst=8` cell then starved 1.07 %
-    /// of proxy frames in its first bursts, above its 1 % bound).
+    /// The same for the server's packets to each client (0 to 0.25; default
+    /// [`DEFAULT_SERVER_ACK_DELAY`], 0.06; see [`ServerAckDelay`]), on the links it packs
+    /// ([`ServerPacking`]): lightyear's acknowledgement-only packets, its pings and pongs and
+    /// the movement acknowledgements wait for the client's next proxy states, so a client
+    /// receives about one datagram per send interval. Links whose losses run in bursts are not
+    /// packed (fewer datagrams a second would make each burst of a given count a longer
+    /// outage of states), nor any in its first [`PACK_AFTER`] seconds of reports, while that
+    /// is not known. 0 is lightyear's way on every link.
     ///
     /// Above 0, either delay makes the reliable channel wait at least [`RELIABLE_RESEND_MIN`]
     /// plus the larger before it sends a message again, so that an acknowledgement on its way
@@ -225,6 +227,10 @@ pub struct UnlagNetPlugin {
 /// 1/30 s, so its acknowledgements, pings and pongs wait for them, never longer than this.
 pub const DEFAULT_ACK_DELAY: f64 = 0.05;
 
+/// [`UnlagNetPlugin::server_ack_delay`]'s default, seconds: the 20-Hz proxy send interval and
+/// a frame's lateness, so what a packed link owes waits for the next states and no longer.
+pub const DEFAULT_SERVER_ACK_DELAY: f64 = 0.06;
+
 /// [`UnlagNetPlugin::replication_interval`]'s default, seconds: the rate at which proxy states
 /// go (20 Hz), so that a spawn is never much later than the first states that name it.
 pub const DEFAULT_REPLICATION_INTERVAL: f64 = 0.05;
@@ -239,7 +245,7 @@ impl Default for UnlagNetPlugin {
             max_client_fragments: 0,
             max_reliable_ahead: PacketGuardSettings::default().max_reliable_ahead,
             ack_delay: DEFAULT_ACK_DELAY,
-            server_ack_delay: 0.0,
+            server_ack_delay: DEFAULT_SERVER_ACK_DELAY,
             replication_interval: DEFAULT_REPLICATION_INTERVAL,
         }
     }
@@ -305,6 +311,7 @@ impl Plugin for UnlagNetPlugin {
             .register_required_components::<ClientOf, RemoteClientClock>()
             .register_required_components::<ClientOf, clock::ReportState>()
             .register_required_components::<ClientOf, ReliableWindows>()
+            .register_required_components::<ClientOf, ServerPacking>()
             .register_required_components::<LinkOf, LinkBirth>()
             .register_required_components::<Link, link::LastPacketSent>();
 
@@ -374,7 +381,11 @@ impl Plugin for UnlagNetPlugin {
                 clock::update_client_clock
                     .run_if(any_with_component::<Client>)
                     .in_set(NetSystems::Clock),
-                (clock::update_server_clock, link::despawn_unconnected_links)
+                (
+                    clock::update_server_clock,
+                    link::despawn_unconnected_links,
+                    link::decide_packing,
+                )
                     .run_if(any_with_component::<Server>)
                     .in_set(NetSystems::Clock),
             ),

@@ -45,6 +45,12 @@ pub struct LinkTraffic {
     /// along without a datagram of its own goes when this is set
     /// ([`NetSystems::RideAlong`](crate::NetSystems::RideAlong)).
     pub queued_this_frame: bool,
+    /// On the server's link to a client: whether what the server owes that client between
+    /// its data packets (lightyear's acknowledgement-only packets, its pings and pongs,
+    /// movement acknowledgements) waits up to [`ServerAckDelay`] for the next packet with
+    /// data, mostly the client's proxy states. Set every frame (see [`ServerPacking`]); always
+    /// false on a client's own link.
+    pub packed: bool,
 }
 
 /// Messages and payload bytes of one message kind.
@@ -319,6 +325,100 @@ pub struct AckDelay(pub f64);
 #[derive(Resource, Copy, Clone, Debug, PartialEq)]
 pub struct ServerAckDelay(pub f64);
 
+/// Seconds a client has been reporting (its first [`DelayReport`](crate::DelayReport) taken)
+/// before the server packs its link: time for a link whose losses run to show a run, in the
+/// datagrams either way, while the server still sends them as lightyear does. At 10 % loss in
+/// bursts of 10 a run starts about every 100 datagrams, every 1.5 s down and 2.7 s up at the
+/// report's rates: the chance that neither direction showed one in 4 s is about 1 in 70.
+pub const PACK_AFTER: f64 = 4.0;
+
+/// How likely a lost datagram may be followed by another on a client's link (either
+/// direction, the most likely of the two) for the server to pack it: links whose losses run
+/// at least this likely are never packed. Independent losses read about their share (20 %
+/// loss: 0.2), bursts of `n` near `1 − 1/n` (0.5 for pairs).
+pub const PACK_RUNS_BELOW: f64 = 0.3;
+
+/// Whether and why the server packs its link to one client ([`LinkTraffic::packed`]); on the
+/// server's client links.
+///
+/// A packed link's acknowledgement-only packets, lightyear's pings and pongs and the movement
+/// acknowledgements wait up to [`ServerAckDelay`] to ride with the next packet with data, so
+/// that a client receives one datagram per proxy send interval, not three or four. That is
+/// safe on a link that loses datagrams independently: a state is lost with the same chance in
+/// a datagram of its own as in a full one. On a link that loses them in runs of a count, fewer
+/// datagrams a second make every run a longer outage of states (10 lost datagrams at 25 a
+/// second are 0.4 s without news, at 70 a second 0.14 s), so such links are not packed: from
+/// the first run either end met (the client's report of the server's datagrams, the server's
+/// own count of the client's), and none before [`PACK_AFTER`] seconds of reports.
+#[derive(Component, Clone, Debug, Default)]
+pub struct ServerPacking {
+    /// When the client's first delay report was taken, seconds (real time).
+    pub reporting_since: Option<f64>,
+    /// Datagrams the server sent this link per second over the last whole second (0 before).
+    pub sent_rate: f64,
+    /// How likely a lost datagram is followed by another on this link, the likelier of the
+    /// two directions as last read (0–1; 0 before a loss; the client reports its per state:
+    /// see [`unlag_core::continuation_per_datagram`]). Both readings weigh every run since
+    /// the first alike as they fade, so a link that lost in bursts reads so through its quiet
+    /// spells, while a calm link's unlucky first pair fades as single losses follow.
+    pub runs: f64,
+    /// Start of the current rate window: (seconds, datagrams sent by then).
+    window: Option<(f64, u64)>,
+}
+
+/// PreUpdate on the server, after its clock: decides which client links are packed
+/// ([`ServerPacking`], [`LinkTraffic::packed`]).
+pub(crate) fn decide_packing(
+    time: Res<Time<Real>>,
+    delay: Res<ServerAckDelay>,
+    conditions: Res<crate::NetConditions>,
+    mut links: Query<
+        (
+            &mut LinkTraffic,
+            &crate::RemoteClientClock,
+            &mut ServerPacking,
+        ),
+        With<lightyear::prelude::server::ClientOf>,
+    >,
+) {
+    let now = time.elapsed_secs_f64();
+    let interval = 1.0 / f64::from(conditions.get().update_rate_hz.max(0.1));
+    for (mut traffic, remote, mut packing) in &mut links {
+        let sent = traffic.datagrams_sent;
+        match packing.window {
+            Some((start, count)) if now - start >= 1.0 => {
+                packing.sent_rate = sent.saturating_sub(count) as f64 / (now - start);
+                packing.window = Some((now, sent));
+            }
+            Some(_) => {}
+            None => packing.window = Some((now, sent)),
+        }
+        if remote.reported && packing.reporting_since.is_none() {
+            packing.reporting_since = Some(now);
+        }
+        // The client's report of its states' runs, per datagram (read once the rate is
+        // known, a second in: the client reports many times a second). The server's rate is
+        // a bit above the client's (it counts the lost datagrams too), which reads the runs a
+        // bit likelier than the client does: never packs a link the client would call bursty.
+        let down = if packing.sent_rate > 0.0 {
+            unlag_core::continuation_per_datagram(
+                remote.state_loss_runs,
+                packing.sent_rate,
+                interval,
+            )
+        } else {
+            0.0
+        };
+        let up = traffic.datagram_loss.continuation_once_met().unwrap_or(0.0);
+        packing.runs = down.max(up);
+        traffic.packed = delay.0 > 0.0
+            && packing.runs < PACK_RUNS_BELOW
+            && packing
+                .reporting_since
+                .is_some_and(|since| now - since >= PACK_AFTER);
+    }
+}
+
 /// When a link last handed a packet to its connection layer, seconds (real time).
 #[derive(Component, Copy, Clone, Debug, Default)]
 pub(crate) struct LastPacketSent(Option<f64>);
@@ -353,7 +453,11 @@ pub(crate) fn pace_acks(
 ) {
     let now = time.elapsed_secs_f64();
     for (mut link, mut traffic, mut last, on_server) in &mut links {
-        let delay = if on_server { server_delay.0 } else { delay.0 };
+        let delay = match (on_server, traffic.packed) {
+            (true, true) => server_delay.0,
+            (true, false) => 0.0,
+            (false, _) => delay.0,
+        };
         match link.send.len() {
             0 => continue,
             // lightyear sends an acknowledgement-only packet only in a frame with no other.
@@ -374,31 +478,47 @@ pub(crate) fn pace_acks(
     }
 }
 
-/// Run condition of lightyear's ping and pong sending (`PingSystems::Send`) in a client's App:
-/// with [`AckDelay`] above 0, a playing client's pings and pongs ride in the next datagram its
-/// moves, shots or reports fill anyway.
+/// Run condition of lightyear's ping and pong sending (`PingSystems::Send`).
 ///
-/// lightyear sends a ping every 0.1 s and answers each of the server's with a pong as soon as
-/// it can, each in a datagram of its own when the frame has nothing else to send: about 14 of
-/// a playing client's 55 datagrams a second at the report's defaults, each with its 40 bytes
-/// of netcode and lightyear headers. Neither reading suffers from the wait: a ping is stamped
-/// when it leaves, and a pong carries the time it waited, which the server's RTT leaves out.
-/// They are held only while the client sends something at least every [`AckDelay`] (a
-/// playing client's moves leave every 1/30 s), so none waits longer; a client that sends
-/// more seldom (no character yet: a delay report every 0.1 s) sends them as they come, since
-/// holding would only space its pings out. The server's App (a listen host's included) sends
-/// as lightyear does: it sends every client a packet each proxy send interval anyway.
+/// In a client's App: with [`AckDelay`] above 0, a playing client's pings and pongs ride in
+/// the next datagram its moves, shots or reports fill anyway. lightyear sends a ping every
+/// 0.1 s and answers each of the server's with a pong as soon as it can, each in a datagram of
+/// its own when the frame has nothing else to send: about 14 of a playing client's 55
+/// datagrams a second at the report's defaults, each with its 40 bytes of netcode and
+/// lightyear headers. Neither reading suffers from the wait: a ping is stamped when it leaves,
+/// and a pong carries the time it waited, which the peer's RTT leaves out. They are held only
+/// while the client sends something at least every [`AckDelay`] (a playing client's moves
+/// leave every 1/30 s), so none waits longer; a client that sends more seldom (no character
+/// yet: a delay report every 0.1 s) sends them as they come, since holding would only space
+/// its pings out.
+///
+/// In the server's App (a listen host's included), one system sends every client's: they go
+/// in a frame that sends some client data (the proxy states of a send interval go to every
+/// client in the same frame), or once [`ServerAckDelay`] passed since they last went, and in
+/// every frame while any client's link is not packed ([`ServerPacking`]: its pings and pongs
+/// go as lightyear sends them).
 pub(crate) fn pings_may_go(
     time: Res<Time<Real>>,
-    delay: Res<AckDelay>,
+    (delay, server_delay): (Res<AckDelay>, Res<ServerAckDelay>),
     cadence: Res<DataCadence>,
-    links: Query<&LinkTraffic, With<Client>>,
+    links: Query<(&LinkTraffic, Has<lightyear::prelude::server::ClientOf>)>,
     servers: Query<(), With<Server>>,
+    mut server_last: Local<Option<f64>>,
 ) -> bool {
+    let now = time.elapsed_secs_f64();
+    if !servers.is_empty() {
+        let mut clients = links.iter().filter(|(_, of)| *of).map(|(t, _)| t);
+        let go = server_delay.0 <= 0.0
+            || clients.any(|t| t.queued_this_frame || !t.packed)
+            || server_last.is_none_or(|last| now - last >= server_delay.0);
+        if go {
+            *server_last = Some(now);
+        }
+        return go;
+    }
     delay.0 <= 0.0
-        || !servers.is_empty()
-        || links.iter().any(|t| t.queued_this_frame)
-        || cadence.may_go_alone(time.elapsed_secs_f64(), delay.0)
+        || links.iter().any(|(t, of)| !of && t.queued_this_frame)
+        || cadence.may_go_alone(now, delay.0)
 }
 
 /// PostUpdate on a client, after what the frame sends is queued and before lightyear's pings:

@@ -43,5 +43,7 @@ mod table;
 pub use model::{Agreement, Projectiles, Report, SendCost, ServerCost, Stat};
 pub use options::{OptionError, Packing, ReportOptions, USAGE};
 pub use run::run;
-pub use setup::{PACKED_ACK_DELAY, Pace, WarmUpTally, start_match, start_match_with};
+pub use setup::{
+    PACKED_ACK_DELAY, PACKED_SERVER_ACK_DELAY, Pace, WarmUpTally, start_match, start_match_with,
+};
 pub use stopwatch::{reset_server_cost, server_cost};

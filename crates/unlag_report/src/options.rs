@@ -109,12 +109,14 @@ usage: report [options]
   --smoothing MODE   snap, linear, hermite or extrapolate (default hermite)
   --playout on|off   the server plays each client's moves out at the pace they were made
                      (MovementSettings::playout; default on)
-  --packing on|off|both
-                     on: a client's acknowledgements, pings and pongs wait up to 50 ms to
-                     ride on a packet with data (UnlagNetPlugin::ack_delay; default, as the
-                     library); both: the server's acknowledgements wait too
-                     (UnlagNetPlugin::server_ack_delay); off: a packet for them in every
-                     frame that has some due, as lightyear does (the old way)
+  --packing on|clients|off
+                     on: the clients' acknowledgements, pings and pongs wait up to 50 ms to
+                     ride on a packet with data (UnlagNetPlugin::ack_delay), and the server's
+                     up to 60 ms, movement acknowledgements too, on the links whose losses
+                     do not run in bursts (UnlagNetPlugin::server_ack_delay; default, as the
+                     library; `both` is the same); clients: the clients' only (the way before
+                     the server packed); off: a packet for them in every frame that has some
+                     due, as lightyear does (the old way)
   --client-fps F     each client's frame rate, 5-480 frames/s (default: the server's 240)
   --frame-jitter P   how much a client's frame time varies, 0-90 % of its mean (default 0)
   --hitches P,MS     P % of a client's frames (0-50) take MS milliseconds (0-2000) each,
@@ -279,11 +281,13 @@ impl ReportOptions {
             "--playout" => self.playout = on_off(name, value)?,
             "--packing" => {
                 let value = value.to_ascii_lowercase();
+                // (`both`: what `on` means since the server packs too.)
+                let value = if value == "both" { "on".into() } else { value };
                 self.packing = Packing::ALL
                     .into_iter()
                     .find(|p| p.name() == value)
                     .ok_or_else(|| {
-                        OptionError(format!("{name}: {value:?} is not on, off or both"))
+                        OptionError(format!("{name}: {value:?} is not on, clients or off"))
                     })?;
             }
             "--smoothing" => {
@@ -347,30 +351,31 @@ impl ReportOptions {
     }
 }
 
-/// Which links hold lightyear's acknowledgement-only packets (and a client's pings and pongs)
-/// back until a packet with data leaves or [`PACKED_ACK_DELAY`](crate::PACKED_ACK_DELAY)
-/// passed (`--packing`).
+/// Which links hold lightyear's acknowledgement-only packets, pings and pongs back until a
+/// packet with data leaves (`--packing`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Packing {
     /// None: a packet for them in every frame that has some due, as lightyear does (the
-    /// library's way before its clients' packing, for the comparison).
+    /// library's way before any packing, for the comparison).
     Off,
-    /// The clients' links (`UnlagNetPlugin::ack_delay`; the library's default).
+    /// The clients' links only (`UnlagNetPlugin::ack_delay`; the library's default before the
+    /// server packed, for the comparison).
+    Clients,
+    /// The clients' and the server's (`UnlagNetPlugin::server_ack_delay`, on the links whose
+    /// losses do not run: `unlag::net::ServerPacking`); the library's default.
     On,
-    /// The clients' and the server's (`UnlagNetPlugin::server_ack_delay` too).
-    Both,
 }
 
 impl Packing {
     /// Every value, as `--packing` takes them.
-    pub const ALL: [Packing; 3] = [Packing::Off, Packing::On, Packing::Both];
+    pub const ALL: [Packing; 3] = [Packing::Off, Packing::Clients, Packing::On];
 
     /// The option's value as written on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Packing::Off => "off",
+            Packing::Clients => "clients",
             Packing::On => "on",
-            Packing::Both => "both",
         }
     }
 }

@@ -89,11 +89,14 @@ pub fn start_match(options: &ReportOptions, pace: Pace) -> Result<Testbed, Optio
     start_match_with(options, pace, |_| {})
 }
 
-/// The acknowledgement delay of `--packing on` (the clients'
-/// [`AckDelay`](unlag::net::AckDelay)) and `both` (the server's
-/// [`ServerAckDelay`](unlag::net::ServerAckDelay) too), seconds; `off` sets 0 (the reliable
-/// channel keeps its registered resend timing). The library's default for the clients.
+/// The clients' acknowledgement delay with `--packing on` or `clients` (their
+/// [`AckDelay`](unlag::net::AckDelay)), seconds; `off` sets 0 (the reliable channel keeps its
+/// registered resend timing). The library's default.
 pub const PACKED_ACK_DELAY: f64 = unlag::net::DEFAULT_ACK_DELAY;
+
+/// The server's with `--packing on` ([`ServerAckDelay`](unlag::net::ServerAckDelay), on the
+/// links it packs), seconds; `clients` and `off` set 0. The library's default.
+pub const PACKED_SERVER_ACK_DELAY: f64 = unlag::net::DEFAULT_SERVER_ACK_DELAY;
 
 /// [`start_match`], with `add` called once the match's plugins are in and before anything
 /// runs: to add a game's own plugins and resources to the server and the clients.
@@ -143,9 +146,15 @@ pub fn start_match_with(
         })
         .add_plugins(CharacterProxyPlugin);
     add(&mut tb);
-    let packed = |on: bool| if on { PACKED_ACK_DELAY } else { 0.0 };
-    let server = ServerAckDelay(packed(options.packing == Packing::Both));
-    let clients = AckDelay(packed(options.packing != Packing::Off));
+    let server = match options.packing {
+        Packing::On => PACKED_SERVER_ACK_DELAY,
+        Packing::Clients | Packing::Off => 0.0,
+    };
+    let clients = match options.packing {
+        Packing::On | Packing::Clients => PACKED_ACK_DELAY,
+        Packing::Off => 0.0,
+    };
+    let (server, clients) = (ServerAckDelay(server), AckDelay(clients));
     tb.server().insert_resource(server);
     for i in 0..options.clients {
         tb.client(i).insert_resource(clients);
