@@ -13,7 +13,9 @@
 //!   (`CombatSystems::Server`), proxy states (`ProxySmoothingSystems::Send`), and the
 //!   `PreUpdate` and `PostUpdate` schedules (lightyear's transport and replication in and out:
 //!   the transport, measured apart) — and the shots judged per tick; then the send's parts:
-//!   replicon's replication, typed messages, transport, netcode, link.
+//!   replicon's replication, typed messages, transport, netcode, link; and how many of the
+//!   server's links it packs (`unlag::net::ServerPacking`: every one, on these lossless links,
+//!   once their clients have reported for `PACK_AFTER`, which each run waits for).
 //!
 //! Every count is played three times: with interest management off (`InterestPolicy::Everyone`:
 //! every client is sent every character) and on (the default `Distance` policy: characters out
@@ -41,6 +43,7 @@ use criterion::{BenchmarkId, Criterion, SamplingMode};
 use std::time::Duration;
 use unlag::combat::CombatStats;
 use unlag::movement::MovementStats;
+use unlag::net::PACK_AFTER;
 use unlag::smoothing::{InterestPolicy, InterestSettings, SmoothingMode};
 use unlag_report::bench_args::{criterion_filter, filter_numbers};
 use unlag_report::{Pace, ReportOptions, reset_server_cost, server_cost, start_match};
@@ -75,7 +78,24 @@ fn players(n: usize, relevance: bool, multi_threaded: bool) -> Testbed {
             ..Default::default()
         });
     }
+    // The server packs a link once its client has reported for `PACK_AFTER` (the warm-up
+    // played most of it): measured from then on, as a match runs.
+    tb.run_until(Duration::from_secs_f64(PACK_AFTER + 1.0), |tb| {
+        packed_links(tb) == n
+    });
     tb
+}
+
+/// How many of the server's links to its clients it packs (`unlag::net::ServerPacking`).
+fn packed_links(tb: &Testbed) -> usize {
+    (0..tb.client_count())
+        .filter_map(|i| tb.server_link(i))
+        .filter(|&link| {
+            tb.server_world()
+                .get::<unlag::net::LinkTraffic>(link)
+                .is_some_and(|t| t.packed)
+        })
+        .count()
 }
 
 /// Bytes the server has sent to all its clients, datagrams whole.
@@ -160,13 +180,15 @@ fn main() {
         );
         let p = &cost.send_parts;
         println!(
-            "{:>25}   send's parts: replication {}, messages {}, transport {}, netcode {}, link {}",
+            "{:>25}   send's parts: replication {}, messages {}, transport {}, netcode {}, link {}; \
+             links packed {} of {n}",
             "",
             cell(&p.replication_us),
             cell(&p.messages_us),
             cell(&p.transport_us),
             cell(&p.netcode_us),
             cell(&p.link_us),
+            packed_links(&tb),
         );
         // A tenth of the players fire in each tick.
         if bench {
