@@ -319,7 +319,10 @@ pub struct ServerLinkStats {
 #[derive(Resource, Copy, Clone, Debug, PartialEq)]
 pub struct AckDelay(pub f64);
 
-/// The same for the server's link to each client, acknowledgements only. Inserted from
+/// The same for the server's links to its clients, on the links it packs ([`ServerPacking`]):
+/// how long their acknowledgements may wait for a packet with data, and with them lightyear's
+/// pings and pongs and the movement acknowledgements, seconds (0: lightyear's way on every
+/// link). Inserted from
 /// [`UnlagNetPlugin::server_ack_delay`](crate::UnlagNetPlugin::server_ack_delay); changeable at
 /// any time.
 #[derive(Resource, Copy, Clone, Debug, PartialEq)]
@@ -428,7 +431,7 @@ const ACK_ONLY_PACKET: u8 = 4;
 
 /// PostUpdate, between lightyear's transport and its connection layer: withholds an
 /// acknowledgement-only packet on a link that sent a packet less than [`AckDelay`] (a
-/// client's link) or [`ServerAckDelay`] (the server's link to a client) ago.
+/// client's link) or [`ServerAckDelay`] (the server's link to a client, when packed) ago.
 ///
 /// lightyear sends one whenever a frame has acknowledgements due and no data to carry them. A
 /// client drawing 240 frames a second sends its moves in the 60 that run a tick, and an
