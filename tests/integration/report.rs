@@ -776,6 +776,72 @@ fn the_server_packs_only_links_whose_losses_do_not_run() {
     }
 }
 
+/// A link that starts losing in bursts mid-match (a degrading Wi-Fi; the shooter's net panel)
+/// is packed when it does: its first bursts are longer outages of states than they would be
+/// unpacked, and then the server reads the runs (the client's report, its own count of the
+/// client's datagrams) and sends as lightyear does again: as many datagrams as a link that
+/// lost in bursts from the start.
+#[test]
+fn a_link_that_turns_bursty_is_unpacked_after_its_first_bursts() {
+    use core::time::Duration;
+    use unlag::net::{LinkConditions, LinkTraffic, NetConditions, PACK_AFTER, PACK_RUNS_BELOW};
+    use unlag_report::{Pace, start_match};
+    let options = ReportOptions {
+        bots: 4,
+        clients: 2,
+        seconds: 10.0,
+        rtt_ms: 100.0,
+        loss_percent: 3.0,
+        ..Default::default()
+    };
+    let mut tb = start_match(&options, Pace::default()).unwrap();
+    let links: Vec<_> = (0..2).map(|i| tb.server_link(i).unwrap()).collect();
+    let packed = |tb: &unlag_testbed::Testbed| -> Vec<bool> {
+        links
+            .iter()
+            .map(|&l| tb.server_world().get::<LinkTraffic>(l).unwrap().packed)
+            .collect()
+    };
+    assert!(
+        tb.run_until(Duration::from_secs_f64(PACK_AFTER + 1.0), |tb| packed(tb)
+            .iter()
+            .all(|p| *p))
+    );
+    // 10 % in bursts of 8 from now on, both ways.
+    for i in 0..2 {
+        let world = tb.client_world_mut(i);
+        let mut conditions = world.resource::<NetConditions>().clone();
+        let mut link: LinkConditions = *conditions.get();
+        link.loss = 0.1;
+        conditions.set(link).unwrap();
+        world.insert_resource(conditions.with_burst(8.0).unwrap());
+    }
+    let turned = tb.now();
+    let mut unpacked_after = [None; 2];
+    while tb.now() < turned + Duration::from_secs(15) && unpacked_after.contains(&None) {
+        tb.step();
+        for (i, p) in packed(&tb).into_iter().enumerate() {
+            if !p && unpacked_after[i].is_none() {
+                unpacked_after[i] = Some((tb.now() - turned).as_secs_f64());
+            }
+        }
+    }
+    println!("unpacked {unpacked_after:?} s after the link turned bursty");
+    assert!(!unpacked_after.contains(&None), "{unpacked_after:?}");
+    // And stays so: its runs read as bursts through its quiet spells.
+    tb.run_for(Duration::from_secs(5));
+    for &link in &links {
+        let world = tb.server_world();
+        let packing = world.get::<unlag::net::ServerPacking>(link).unwrap();
+        assert!(
+            !world.get::<LinkTraffic>(link).unwrap().packed,
+            "{packing:?}"
+        );
+        assert!(packing.runs >= PACK_RUNS_BELOW, "{packing:?}");
+        assert!(packing.sent_rate > 50.0, "{packing:?}");
+    }
+}
+
 #[test]
 fn peekers_advantage_is_the_sum_of_its_parts() {
     let options = ReportOptions {
