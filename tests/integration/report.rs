@@ -674,6 +674,20 @@ fn the_server_packs_a_calm_link_into_its_state_sends_and_leaves_a_bursty_one_be(
     );
 }
 
+/// Each of the server's client links, in the clients' order: how the server decides on its
+/// packing, and whether it packs it now.
+fn server_packing(tb: &unlag_testbed::Testbed) -> Vec<(unlag::net::ServerPacking, bool)> {
+    (0..tb.client_count())
+        .map(|i| {
+            let link = tb.server_link(i).unwrap();
+            let world = tb.server_world();
+            let packing = world.get::<unlag::net::ServerPacking>(link).unwrap();
+            let packed = world.get::<unlag::net::LinkTraffic>(link).unwrap().packed;
+            (packing.clone(), packed)
+        })
+        .collect()
+}
+
 /// Which links the server packs, as it decides (`unlag::net::ServerPacking`): none in a link's
 /// first `PACK_AFTER` seconds of reports, every calm one after that (losses one at a time,
 /// read less likely to run than `PACK_RUNS_BELOW`), none that loses in bursts (from the first
@@ -681,18 +695,8 @@ fn the_server_packs_a_calm_link_into_its_state_sends_and_leaves_a_bursty_one_be(
 #[test]
 fn the_server_packs_only_links_whose_losses_do_not_run() {
     use core::time::Duration;
-    use unlag::net::{LinkTraffic, PACK_AFTER, PACK_RUNS_BELOW, ServerAckDelay, ServerPacking};
+    use unlag::net::{LinkTraffic, PACK_AFTER, PACK_RUNS_BELOW, ServerAckDelay};
     use unlag_report::{Pace, start_match};
-    let links = |tb: &mut unlag_testbed::Testbed| -> Vec<(ServerPacking, bool)> {
-        (0..tb.client_count())
-            .map(|i| {
-                let link = tb.server_link(i).unwrap();
-                let world = tb.server_world();
-                let packing = world.get::<ServerPacking>(link).unwrap().clone();
-                (packing, world.get::<LinkTraffic>(link).unwrap().packed)
-            })
-            .collect()
-    };
     let options = |loss_percent, burst| ReportOptions {
         bots: 4,
         clients: 2,
@@ -711,7 +715,7 @@ fn the_server_packs_only_links_whose_losses_do_not_run() {
             .server_world()
             .resource::<bevy::prelude::Time<bevy::prelude::Real>>()
             .elapsed_secs_f64();
-        for (packing, packed) in links(&mut tb) {
+        for (packing, packed) in server_packing(&tb) {
             let since = packing.reporting_since.expect("reporting");
             // (The decision is of the frame's start: within a frame of the wait's end.)
             if now - since < PACK_AFTER - 0.01 {
@@ -725,7 +729,7 @@ fn the_server_packs_only_links_whose_losses_do_not_run() {
     assert!(first.iter().all(|p| *p), "{first:?}");
     // (A whole second of the rate's window packed.)
     tb.run_for(Duration::from_secs(2));
-    for (packing, packed) in links(&mut tb) {
+    for (packing, packed) in server_packing(&tb) {
         println!("calm: {packing:?}");
         assert!(packed && packing.runs < PACK_RUNS_BELOW, "{packing:?}");
     }
@@ -764,13 +768,13 @@ fn the_server_packs_only_links_whose_losses_do_not_run() {
             "{packed} against {unpacked}"
         );
     }
-    for (packing, packed) in links(&mut tb) {
+    for (packing, packed) in server_packing(&tb) {
         assert!(!packed, "{packing:?}");
     }
     // 10 % in bursts of 8: never packed.
     let mut tb = start_match(&options(10.0, 8.0), Pace::default()).unwrap();
     tb.run_for(Duration::from_secs_f64(PACK_AFTER + 4.0));
-    for (packing, packed) in links(&mut tb) {
+    for (packing, packed) in server_packing(&tb) {
         println!("bursty: {packing:?}");
         assert!(!packed && packing.runs > 0.7, "{packing:?}");
     }
@@ -784,7 +788,7 @@ fn the_server_packs_only_links_whose_losses_do_not_run() {
 #[test]
 fn a_link_that_turns_bursty_is_unpacked_after_its_first_bursts() {
     use core::time::Duration;
-    use unlag::net::{LinkConditions, LinkTraffic, NetConditions, PACK_AFTER, PACK_RUNS_BELOW};
+    use unlag::net::{LinkConditions, NetConditions, PACK_AFTER, PACK_RUNS_BELOW};
     use unlag_report::{Pace, start_match};
     let options = ReportOptions {
         bots: 4,
@@ -795,17 +799,10 @@ fn a_link_that_turns_bursty_is_unpacked_after_its_first_bursts() {
         ..Default::default()
     };
     let mut tb = start_match(&options, Pace::default()).unwrap();
-    let links: Vec<_> = (0..2).map(|i| tb.server_link(i).unwrap()).collect();
-    let packed = |tb: &unlag_testbed::Testbed| -> Vec<bool> {
-        links
-            .iter()
-            .map(|&l| tb.server_world().get::<LinkTraffic>(l).unwrap().packed)
-            .collect()
-    };
     assert!(
-        tb.run_until(Duration::from_secs_f64(PACK_AFTER + 1.0), |tb| packed(tb)
-            .iter()
-            .all(|p| *p))
+        tb.run_until(Duration::from_secs_f64(PACK_AFTER + 1.0), |tb| {
+            server_packing(tb).iter().all(|(_, packed)| *packed)
+        })
     );
     // 10 % in bursts of 8 from now on, both ways.
     for i in 0..2 {
@@ -820,8 +817,8 @@ fn a_link_that_turns_bursty_is_unpacked_after_its_first_bursts() {
     let mut unpacked_after = [None; 2];
     while tb.now() < turned + Duration::from_secs(15) && unpacked_after.contains(&None) {
         tb.step();
-        for (i, p) in packed(&tb).into_iter().enumerate() {
-            if !p && unpacked_after[i].is_none() {
+        for (i, (_, packed)) in server_packing(&tb).into_iter().enumerate() {
+            if !packed && unpacked_after[i].is_none() {
                 unpacked_after[i] = Some((tb.now() - turned).as_secs_f64());
             }
         }
@@ -830,13 +827,8 @@ fn a_link_that_turns_bursty_is_unpacked_after_its_first_bursts() {
     assert!(!unpacked_after.contains(&None), "{unpacked_after:?}");
     // And stays so: its runs read as bursts through its quiet spells.
     tb.run_for(Duration::from_secs(5));
-    for &link in &links {
-        let world = tb.server_world();
-        let packing = world.get::<unlag::net::ServerPacking>(link).unwrap();
-        assert!(
-            !world.get::<LinkTraffic>(link).unwrap().packed,
-            "{packing:?}"
-        );
+    for (packing, packed) in server_packing(&tb) {
+        assert!(!packed, "{packing:?}");
         assert!(packing.runs >= PACK_RUNS_BELOW, "{packing:?}");
         assert!(packing.sent_rate > 50.0, "{packing:?}");
     }
