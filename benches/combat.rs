@@ -122,6 +122,7 @@ fn setup() -> Bench {
                     velocity,
                     flags: 0,
                     teleport: false,
+                    off_grid: false,
                 });
             }
         }

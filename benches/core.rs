@@ -99,6 +99,7 @@ fn proxies() -> Vec<StateBuffer> {
                         velocity: v,
                         flags: 0,
                         teleport: false,
+                        off_grid: false,
                     },
                     10.0,
                 )

@@ -1,13 +1,14 @@
 //! Proxy updates as lightyear hands them to a client (postcard): decoding never panics; every
 //! state is either refused by the client's buffer or sampled to a finite pose in every
-//! smoothing mode; a state's quantised values round-trip within their step.
+//! smoothing mode, and pruning keeps a state to draw from and never reads a rate of 0 or
+//! less; a state's quantised values round-trip within their step.
 #![no_main]
 
 use bevy::prelude::*;
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashMap;
 use unlag_core::{SmoothingMode, StateBuffer};
-use unlag_smoothing::{ProxyUpdates, WireProxyState};
+use unlag_smoothing::{ProxyUpdates, StatesKind, WireProxyState};
 
 const TICK: f64 = 1.0 / 60.0;
 
@@ -20,7 +21,8 @@ fuzz_target!(|data: &[u8]| {
         let time = f64::from(updates.tick) * TICK;
         server_now = server_now.max(time);
         for wire in updates.states.iter().take(64) {
-            let state = wire.to_state(updates.tick, time);
+            let mut state = wire.to_state(updates.tick, time);
+            state.off_grid = updates.kind == StatesKind::OffGrid;
             if state.is_valid() && state.position.abs().max_element() < 4096.0 {
                 let again = WireProxyState::new(
                     wire.entity,
@@ -57,6 +59,12 @@ fuzz_target!(|data: &[u8]| {
                     }
                 }
             }
+        }
+        for buffer in buffers.values_mut() {
+            let before = buffer.states().len();
+            buffer.prune(time - 0.1);
+            assert!(buffer.states().len() >= before.min(2));
+            assert!(buffer.recent_interval().is_none_or(|i| i > 0.0));
         }
     }
 });

@@ -12,7 +12,8 @@ use unlag::rewind::{
     RewindStats, UseHitBoxLayout,
 };
 use unlag::smoothing::{
-    ProxyFlags, ProxySmoothing, ProxySmoothingPlugin, RenderedPose, SmoothedProxy, SmoothingMode,
+    NetUpdateFrequency, ProxyFlags, ProxySmoothing, ProxySmoothingPlugin, RenderedPose, SentStates,
+    SmoothedProxy, SmoothingMode,
 };
 use unlag_testbed::{Testbed, TestbedConfig};
 
@@ -614,18 +615,28 @@ fn the_walk_cycle_swings_limbs_about_the_hips_in_the_direction_of_travel() {
     assert!(crouched.rotation.angle_between(thigh.crouch.rotation) > 0.2);
 }
 
-/// The server's character: walks a circle (turning), crouching for 0.4 s of every second.
+/// The server's character: walks a circle (turning), crouching for 0.4 s of every second;
+/// with `stops`, standing still for 0.5 s of every 1.3 s (its motion bends between a slow
+/// proxy's states: states off its grid).
 #[derive(Component)]
-struct Circler;
+struct Circler {
+    stops: bool,
+}
 
 fn circle(
     timeline: Res<LocalTimeline>,
     tick: Res<lightyear::core::tick::TickDuration>,
-    mut characters: Query<(&mut Transform, &mut ProxyFlags), With<Circler>>,
+    mut characters: Query<(&mut Transform, &mut ProxyFlags, &Circler)>,
 ) {
     let t = timeline.tick().0 as f32 * tick.0.as_secs_f32();
-    for (mut transform, mut flags) in &mut characters {
-        let a = t * 0.8;
+    for (mut transform, mut flags, circler) in &mut characters {
+        // (Walking 0.8 of each 1.3 s, the angle stands for the rest.)
+        let walked = if circler.stops {
+            (t / 1.3).floor() * 0.8 + (t % 1.3).min(0.8)
+        } else {
+            t
+        };
+        let a = walked * 0.8;
         transform.translation = Vec3::new(6.0 * a.cos(), 0.0, 6.0 * a.sin());
         transform.rotation = Quat::from_rotation_y(-a);
         flags.0 = u8::from(t % 1.0 < 0.4) * CROUCHED_BIT;
@@ -656,6 +667,20 @@ fn screen(world: &mut World) -> Option<Screen> {
 
 #[test]
 fn layouts_load_and_the_server_rebuilds_exactly_what_the_client_drew() {
+    the_server_rebuilds_exactly_what_the_client_drew(20.0, false, 120);
+}
+
+/// At 1 Hz with stops, the states sent between a slow proxy's grid's (the tick after they were
+/// sampled) pose the boxes as the server recorded them too.
+#[test]
+fn a_slow_proxys_boxes_are_rebuilt_exactly_through_its_states_off_the_grid() {
+    the_server_rebuilds_exactly_what_the_client_drew(1.0, true, 600);
+}
+
+/// Loads the layout (a broken one is reported), lets a client draw a circling character sent
+/// at `rate_hz` (standing now and then with `stops`) in every mode, `steps` frames each, and
+/// checks every frame that the server rebuilds its boxes exactly as the client drew them.
+fn the_server_rebuilds_exactly_what_the_client_drew(rate_hz: f32, stops: bool, steps: usize) {
     let mut tb = Testbed::new(TestbedConfig {
         clients: 1,
         conditions: LinkConditions {
@@ -700,8 +725,9 @@ fn layouts_load_and_the_server_rebuilds_exactly_what_the_client_drew() {
     let server_character = tb
         .server_world_mut()
         .spawn((
-            Circler,
+            Circler { stops },
             SmoothedProxy,
+            NetUpdateFrequency(rate_hz),
             UseHitBoxLayout(layout),
             Replicate::to_clients(NetworkTarget::All),
         ))
@@ -714,9 +740,12 @@ fn layouts_load_and_the_server_rebuilds_exactly_what_the_client_drew() {
         }),
         "the layout's 11 boxes are spawned and recorded"
     );
-    tb.run_for(Duration::from_secs(2));
+    // (A 1-Hz proxy is drawn a second and more behind, from its third state on.)
+    tb.run_for(Duration::from_secs_f64(2.0 + 2.0 / f64::from(rate_hz)));
 
     let mut compared = 0;
+    // Frames drawn towards or from a state sent off the grid.
+    let mut off_grid_frames = 0;
     let mut crouched_frames = 0;
     let mut bones_seen = 0;
     // How far the left leg's box swung from its standing or crouched pose, degrees.
@@ -734,11 +763,21 @@ fn layouts_load_and_the_server_rebuilds_exactly_what_the_client_drew() {
                 p.mode = mode;
             }
         }
-        for _ in 0..120 {
+        for _ in 0..steps {
             tb.step();
             let Some((pose, boxes)) = screen(tb.client_world_mut(0)) else {
                 continue;
             };
+            let sent = tb
+                .server_world()
+                .get::<SentStates>(server_character)
+                .unwrap();
+            if [pose.from, pose.to]
+                .iter()
+                .any(|t| sent.get(*t).is_some_and(|s| s.off_grid))
+            {
+                off_grid_frames += 1;
+            }
             assert_eq!(boxes.len(), 11);
             assert_eq!(pose.mode, mode);
             let view = ClaimedView::from_rendered(server_character, &pose);
@@ -795,7 +834,16 @@ fn layouts_load_and_the_server_rebuilds_exactly_what_the_client_drew() {
             compared += 1;
         }
     }
-    assert!(compared > 400, "{compared}");
+    assert!(compared > 3 * steps, "{compared}");
+    // Only slow proxies are sent states off their grid; a stopping one is.
+    if stops {
+        assert!(
+            off_grid_frames > steps,
+            "frames drawn with a state off the grid: {off_grid_frames}"
+        );
+    } else {
+        assert_eq!(off_grid_frames, 0);
+    }
     assert_eq!(bones_seen, compared * 11);
     assert!(
         crouched_frames > 50,

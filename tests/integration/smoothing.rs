@@ -10,7 +10,7 @@ use unlag::core::{SampleKind, Summary};
 use unlag::net::LinkConditions;
 use unlag::smoothing::{
     NetUpdateFrequency, ProxySmoothing, ProxySmoothingPlugin, RenderedPose, SmoothedProxy,
-    SmoothingMode, SmoothingStats, Teleported,
+    SmoothingMode, SmoothingSettings, SmoothingStats, Teleported,
 };
 use unlag_testbed::{Testbed, TestbedConfig};
 
@@ -162,6 +162,8 @@ struct Run {
     jumps: Vec<(f64, Vec3)>,
     kinds: Vec<SampleKind>,
     stats: SmoothingStats,
+    /// The server's, over the measured span.
+    server_stats: SmoothingStats,
     delay: f64,
 }
 
@@ -204,13 +206,35 @@ fn run_seeded(
     (phase, settle): (Option<u32>, Duration),
     seconds: u64,
 ) -> Run {
+    run_configured(
+        SmoothingSettings::default(),
+        path,
+        mode,
+        (rate_hz, conditions, seed),
+        (phase, settle),
+        seconds,
+    )
+}
+
+/// [`run_seeded`] with the plugin's `settings`.
+fn run_configured(
+    settings: SmoothingSettings,
+    path: Path,
+    mode: SmoothingMode,
+    (rate_hz, conditions, seed): (f32, LinkConditions, u64),
+    (phase, settle): (Option<u32>, Duration),
+    seconds: u64,
+) -> Run {
     let mut tb = Testbed::new(TestbedConfig {
         clients: 1,
         conditions,
         seed,
         ..default()
     });
-    tb.add_plugins(ProxySmoothingPlugin::default());
+    tb.add_plugins(ProxySmoothingPlugin {
+        settings,
+        ..default()
+    });
     let truth = script_server(&mut tb, path);
     tb.client(0)
         .insert_resource(truth)
@@ -244,6 +268,7 @@ fn run_seeded(
     tb.run_for(settle);
     *tb.client_world_mut(0).resource_mut::<Seen>() = Seen::default();
     *tb.client_world_mut(0).resource_mut::<SmoothingStats>() = SmoothingStats::default();
+    *tb.server_world_mut().resource_mut::<SmoothingStats>() = SmoothingStats::default();
     tb.run_for(Duration::from_secs(seconds));
     let seen = tb.client_world(0).resource::<Seen>();
     Run {
@@ -252,6 +277,7 @@ fn run_seeded(
         jumps: seen.jumps.clone(),
         kinds: seen.kinds.clone(),
         stats: tb.client_world(0).resource::<SmoothingStats>().clone(),
+        server_stats: tb.server_world().resource::<SmoothingStats>().clone(),
         delay: {
             let world = tb.client_world_mut(0);
             let mut q = world.query::<&RenderedPose>();
@@ -371,6 +397,153 @@ fn a_slow_proxy_is_drawn_smoothly_from_its_first_states() {
         );
         assert!(jump <= no_pop, "seed {seed}: {jump}");
     }
+}
+
+#[test]
+fn a_slow_proxy_is_sent_a_state_where_its_motion_bends() {
+    // At 1 Hz a zig-zag's stops and starts fall between states a second apart: the curve
+    // through them runs through none of them. States off the grid where the curve would stray
+    // draw it where it was; steady motion (a circle) costs none.
+    let no_pop = 2.0 * f64::from(SPEED) / 240.0;
+    let settings = |error: f32| SmoothingSettings {
+        off_grid_error: error,
+        ..default()
+    };
+    let error = SmoothingSettings::default().off_grid_error;
+    let mut worst_p99_with = 0.0f64;
+    for seed in 1..=3 {
+        let run = |error: f32, path: Path| {
+            run_configured(
+                settings(error),
+                path,
+                SmoothingMode::Hermite,
+                (1.0, conditions(0.05), seed),
+                (None, Duration::from_secs(3)),
+                8,
+            )
+        };
+        let (with, without) = (run(error, Path::ZigZag), run(0.0, Path::ZigZag));
+        let circle = run(error, Path::Circle);
+        let starved = |r: &Run| r.stats.held_frames + r.stats.extrapolated_frames;
+        println!(
+            "seed {seed}, 1-Hz zig-zag: error RMS {:.1} / p99 {:.1} mm with states off the grid \
+             ({:.1} a second, {} starved frames, largest step {:.1} mm, delay {:.3} s), \
+             {:.1} / {:.1} mm without; circle: {:.1} a second, RMS {:.1} mm",
+            with.error.rms * 1e3,
+            with.error.p99 * 1e3,
+            with.server_stats.off_grid_states_sent as f64 / 8.0,
+            starved(&with),
+            with.max_jump * 1e3,
+            with.delay,
+            without.error.rms * 1e3,
+            without.error.p99 * 1e3,
+            circle.server_stats.off_grid_states_sent as f64 / 8.0,
+            circle.error.rms * 1e3,
+        );
+        assert_eq!(without.server_stats.off_grid_states_sent, 0);
+        assert!(with.server_stats.off_grid_states_sent > 0);
+        // Drawn within the error asked (and the quantisation) of the track, where without
+        // them it strays by most of a leg.
+        assert!(
+            with.error.p99 <= f64::from(error) + 0.01,
+            "{}",
+            with.error.p99
+        );
+        assert!(without.error.p99 > 4.0 * with.error.p99);
+        worst_p99_with = worst_p99_with.max(with.error.p99);
+        // Still a 1-Hz proxy: its delay covers a second's interval (the states off the grid
+        // tell no rate), and it is never starved nor pops.
+        assert!(with.delay > 1.0, "{}", with.delay);
+        assert_eq!(starved(&with), 0);
+        assert!(with.max_jump <= no_pop, "{}", with.max_jump);
+        // A circle needs none (Hermite draws its arcs within the error).
+        assert!(
+            circle.server_stats.off_grid_states_sent <= 8,
+            "{}",
+            circle.server_stats.off_grid_states_sent
+        );
+    }
+    println!(
+        "worst p99 with states off the grid: {:.1} mm",
+        worst_p99_with * 1e3
+    );
+}
+
+#[test]
+fn a_state_off_the_grid_waits_for_the_grid_state_before_it() {
+    use unlag::smoothing::{ProxyUpdates, StatesKind, WireProxyState};
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions: LinkConditions::new(Duration::from_millis(60), Duration::ZERO, 0.0),
+        ..default()
+    });
+    tb.add_plugins(ProxySmoothingPlugin::default());
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    // A replicated entity whose states the test sends itself, as a 4-Hz proxy's (15 ticks).
+    let proxy = tb
+        .server_world_mut()
+        .spawn((
+            Transform::default(),
+            Replicate::to_clients(NetworkTarget::All),
+        ))
+        .id();
+    tb.run_for(Duration::from_secs(1));
+    let link = tb.server_link(0).unwrap();
+    let base = tb.server_world().resource::<LocalTimeline>().tick().0 / 15 * 15 - 30;
+    let send = |tb: &mut Testbed, tick: u32, kind: StatesKind| {
+        let x = (tick - base) as f32 * 0.05;
+        tb.server_world_mut()
+            .get_mut::<MessageSender<ProxyUpdates>>(link)
+            .unwrap()
+            .send::<unlag::net::ReliableChannel>(ProxyUpdates {
+                tick,
+                states: vec![WireProxyState::new(
+                    proxy,
+                    Vec3::new(x, 0.0, 0.0),
+                    Quat::IDENTITY,
+                    Vec3::X * 3.0,
+                    0,
+                    false,
+                )],
+                kind,
+                ..default()
+            });
+        tb.run_for(Duration::from_millis(100));
+    };
+    let buffered = |tb: &mut Testbed, tick: u32| {
+        let world = tb.client_world_mut(0);
+        let mut q = world.query::<&ProxySmoothing>();
+        let smoothing = q.single(world).expect("one proxy");
+        smoothing.buffer.get(tick).map(|s| s.off_grid)
+    };
+    send(&mut tb, base, StatesKind::Due);
+    send(&mut tb, base + 15, StatesKind::Due);
+    // Right after the grid's state before it: taken at once.
+    send(&mut tb, base + 20, StatesKind::OffGrid);
+    assert_eq!(buffered(&mut tb, base + 20), Some(true));
+    // The grid's state before it lost so far: it waits, and is taken when that one comes
+    // (a repeat), the curve to it never drawn from the state before.
+    send(&mut tb, base + 35, StatesKind::OffGrid);
+    assert_eq!(buffered(&mut tb, base + 35), None);
+    send(&mut tb, base + 30, StatesKind::Repeat);
+    assert_eq!(buffered(&mut tb, base + 30), Some(false));
+    assert_eq!(buffered(&mut tb, base + 35), Some(true));
+    // Lost for good: taken once a state on the grid after it comes.
+    send(&mut tb, base + 50, StatesKind::OffGrid);
+    assert_eq!(buffered(&mut tb, base + 50), None);
+    send(&mut tb, base + 60, StatesKind::Due);
+    assert_eq!(buffered(&mut tb, base + 50), Some(true));
+    // Still a 4-Hz proxy: the states off the grid tell no rate.
+    let world = tb.client_world_mut(0);
+    let mut q = world.query::<&ProxySmoothing>();
+    let interval = q.single(world).unwrap().buffer.recent_interval().unwrap();
+    assert!((interval - 0.25).abs() < 1e-6, "{interval}");
+    assert_eq!(
+        tb.client_world(0)
+            .resource::<SmoothingStats>()
+            .rejected_far_future,
+        0
+    );
 }
 
 #[test]
@@ -512,7 +685,7 @@ fn forged_states_are_refused_and_counted() {
             .send::<unlag::net::ReliableChannel>(ProxyUpdates {
                 tick,
                 states,
-                repeat: false,
+                kind: unlag::smoothing::StatesKind::Due,
                 woken: Vec::new(),
                 asleep: Vec::new(),
                 encoded: Default::default(),
@@ -1096,7 +1269,11 @@ fn proxy_states_encoded_once_go_on_the_wire_as_postcard_writes_them() {
             let update = ProxyUpdates {
                 tick: 123_456,
                 states: extra.clone(),
-                repeat: pick.len() == 7,
+                kind: match pick.len() {
+                    7 => unlag::smoothing::StatesKind::Repeat,
+                    1 => unlag::smoothing::StatesKind::OffGrid,
+                    _ => unlag::smoothing::StatesKind::Due,
+                },
                 woken: extra.iter().map(|s| s.entity).collect(),
                 asleep: vec![(Entity::from_raw_u32(3).unwrap(), 99)],
                 encoded,

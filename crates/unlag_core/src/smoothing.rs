@@ -37,6 +37,11 @@ pub struct ProxyState {
     pub flags: u8,
     /// The proxy teleported to this state: never interpolate into it.
     pub teleport: bool,
+    /// Sent between the states of the proxy's update rate (where its motion bent, so that the
+    /// curve follows it): drawn from like any other, but no gap to it tells the rate, nor a
+    /// loss ([`StateBuffer::recent_interval`]).
+    #[serde(default)]
+    pub off_grid: bool,
 }
 
 impl ProxyState {
@@ -310,13 +315,24 @@ impl StateBuffer {
     }
 
     /// The interval at which states have been coming, seconds: the shortest of the last four
-    /// gaps between buffered states (lost states make some gaps longer, never shorter).
+    /// gaps between buffered states on the proxy's grid (lost states make some gaps longer,
+    /// never shorter; [`ProxyState::off_grid`] ones are passed over).
     pub fn recent_interval(&self) -> Option<f64> {
-        let n = self.states.len();
-        (n.saturating_sub(5)..n.saturating_sub(1))
-            .map(|i| self.states[i + 1].time - self.states[i].time)
+        let mut grid = self.grid_states().rev().take(5).map(|s| s.time);
+        let mut later = grid.next()?;
+        grid.map(|t| core::mem::replace(&mut later, t) - t)
             .filter(|gap| *gap > 0.0)
             .min_by(f64::total_cmp)
+    }
+
+    /// The buffered states on the proxy's grid (not [`ProxyState::off_grid`]), oldest first.
+    pub fn grid_states(&self) -> impl DoubleEndedIterator<Item = &ProxyState> {
+        self.states.iter().filter(|s| !s.off_grid)
+    }
+
+    /// The newest buffered state on the proxy's grid (not [`ProxyState::off_grid`]).
+    pub fn newest_on_grid(&self) -> Option<&ProxyState> {
+        self.grid_states().next_back()
     }
 
     /// The state with tick `tick`, if buffered.
@@ -351,9 +367,20 @@ impl StateBuffer {
     }
 
     /// Drops states no longer needed to render at `view_time` or later (all but the newest one
-    /// at or before it).
+    /// at or before it, and the newest on the grid at or before it: the gap from it to the
+    /// next on the grid tells the rate, [`recent_interval`](Self::recent_interval)).
     pub fn prune(&mut self, view_time: f64) {
         while self.states.len() > 2 && self.states[1].time <= view_time {
+            let grid_after = || {
+                self.states
+                    .iter()
+                    .skip(1)
+                    .take_while(|s| s.time <= view_time)
+                    .any(|s| !s.off_grid)
+            };
+            if !self.states[0].off_grid && !grid_after() {
+                break;
+            }
             self.states.pop_front();
         }
     }
@@ -449,6 +476,7 @@ mod tests {
             velocity,
             flags: 0,
             teleport: false,
+            off_grid: false,
         }
     }
 
@@ -682,6 +710,46 @@ mod tests {
                 .unwrap();
         }
         assert!((buffer.recent_interval().unwrap() - 0.05).abs() < 1e-9);
+    }
+
+    #[test]
+    fn off_grid_states_neither_tell_the_rate_nor_leave_it_unknown() {
+        // A 1-Hz proxy with states between its grid's where it started and stopped walking.
+        let mut buffer = StateBuffer::new(16);
+        for (k, (t, off)) in [
+            (0.0, false),
+            (0.4, true),
+            (0.55, true),
+            (1.0, false),
+            (1.2, true),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut s = state(k as u32, t, Vec3::ZERO, Vec3::ZERO);
+            s.off_grid = off;
+            buffer.push(s, 5.0).unwrap();
+        }
+        assert!((buffer.recent_interval().unwrap() - 1.0).abs() < 1e-9);
+        assert_eq!(buffer.newest_on_grid().unwrap().time, 1.0);
+        // Drawn at 0.9 s, the grid's state at 0 goes only with a newer one on the grid
+        // before the view: the gap to the next tells the rate.
+        buffer.prune(0.9);
+        assert_eq!(buffer.states().next().unwrap().time, 0.0);
+        assert!((buffer.recent_interval().unwrap() - 1.0).abs() < 1e-9);
+        buffer.prune(1.1);
+        assert_eq!(buffer.states().next().unwrap().time, 1.0);
+        // Only one state on the grid left: no rate read from the others.
+        assert_eq!(buffer.recent_interval(), None);
+        // And the pose between the states is drawn through the off-grid ones.
+        let mut buffer = StateBuffer::new(16);
+        for (k, t) in [0.0, 0.4, 1.0].into_iter().enumerate() {
+            let mut s = state(k as u32, t, Vec3::X * k as f32, Vec3::ZERO);
+            s.off_grid = k == 1;
+            buffer.push(s, 5.0).unwrap();
+        }
+        let sample = buffer.sample(0.5, SmoothingMode::Linear, 0.0).unwrap();
+        assert_eq!((sample.from, sample.to), (1, 2));
     }
 
     #[test]

@@ -130,6 +130,9 @@ pub const SENT_STATES_SECONDS: f64 = 6.0;
 #[derive(Component, Clone, Debug, Default)]
 pub struct SentStates {
     states: std::collections::VecDeque<ProxyState>,
+    /// The state the proxy would be sent as at the latest tick sampled, when it may be sent
+    /// later (a slow proxy's, sent off its grid where its motion bent, the tick after).
+    sampled: Option<ProxyState>,
 }
 
 impl SentStates {
@@ -142,6 +145,23 @@ impl SentStates {
     /// The newest state sent.
     pub fn newest(&self) -> Option<&ProxyState> {
         self.states.back()
+    }
+
+    /// The state the proxy shows at server tick `tick`, exactly as clients decode it, if it
+    /// was sent at that tick or may yet be sent as of it ([`sample`](Self::sample)): what the
+    /// boxes recorded at that tick are posed from, so that a client posing from the state
+    /// poses them bit for bit as recorded.
+    pub fn shown_at(&self, tick: u32) -> Option<&ProxyState> {
+        self.newest()
+            .filter(|s| s.tick == tick)
+            .or(self.sampled.as_ref().filter(|s| s.tick == tick))
+    }
+
+    /// Notes the state the proxy would be sent as at its tick, when it may be sent later (the
+    /// smoothing server does it for slow proxies, whose states off their grid go the tick
+    /// after they were sampled).
+    pub fn sample(&mut self, state: ProxyState) {
+        self.sampled = Some(state);
     }
 
     /// The states kept, oldest first.

@@ -188,6 +188,9 @@ pub struct Report {
     pub up_by_kind: BTreeMap<String, f64>,
     /// Downstream payload bytes per second per client, by message kind.
     pub down_by_kind: BTreeMap<String, f64>,
+    /// Proxy states sent off their grids per second per client (where a slow proxy's motion
+    /// bent: `SmoothingSettings::off_grid_error`; mean over clients).
+    pub off_grid_states_per_sec: f64,
     /// Server time per tick.
     pub server_cost: ServerCost,
     /// Simulated seconds per wall-clock second.

@@ -57,6 +57,9 @@ pub struct ReportOptions {
     /// Which links hold acknowledgements (and a client's pings and pongs) back to ride on
     /// data (default [`Packing::On`], the library's default).
     pub packing: Packing,
+    /// Whether the server sends slow proxies' states between their grids' where their motion
+    /// bends (`SmoothingSettings::off_grid_error`: the library's default, or 0 when off).
+    pub off_grid: bool,
     /// Whether the client Apps and a dedicated server run Bevy's multi-threaded executor
     /// (default off: the single-threaded one; the per-client work inside a server's systems
     /// runs over the compute pool either way). A listen server stays on its host's thread.
@@ -89,6 +92,7 @@ impl Default for ReportOptions {
             grid: false,
             playout: unlag::core::PlayoutSettings::default().enabled,
             packing: Packing::On,
+            off_grid: true,
             multi_threaded: false,
         }
     }
@@ -117,6 +121,10 @@ usage: report [options]
                      library; `both` is the same); clients: the clients' only (the way before
                      the server packed); off: a packet for them in every frame that has some
                      due, as lightyear does (the old way)
+  --off-grid on|off  on: the server sends a proxy sent at 10 Hz or slower a state between its
+                     grid's where the curve through its states would stray 5 cm from its
+                     track (SmoothingSettings::off_grid_error; default, as the library); off:
+                     only its grid's states (the old way)
   --client-fps F     each client's frame rate, 5-480 frames/s (default: the server's 240)
   --frame-jitter P   how much a client's frame time varies, 0-90 % of its mean (default 0)
   --hitches P,MS     P % of a client's frames (0-50) take MS milliseconds (0-2000) each,
@@ -279,6 +287,7 @@ impl ReportOptions {
                     .map_err(|_| OptionError(format!("{name}: {value:?} is not a whole number")))?
             }
             "--playout" => self.playout = on_off(name, value)?,
+            "--off-grid" => self.off_grid = on_off(name, value)?,
             "--packing" => {
                 let value = value.to_ascii_lowercase();
                 // (`both`: what `on` means since the server packs too.)
@@ -306,6 +315,21 @@ impl ReportOptions {
             _ => return Err(OptionError(format!("unknown option {name} (see --help)"))),
         }
         Ok(())
+    }
+
+    /// The smoothing plugin's settings for the match: its mode, and states off the grid or
+    /// not (`--off-grid`).
+    pub fn smoothing_settings(&self) -> unlag::smoothing::SmoothingSettings {
+        let library = unlag::smoothing::SmoothingSettings::default();
+        unlag::smoothing::SmoothingSettings {
+            default_mode: self.smoothing,
+            off_grid_error: if self.off_grid {
+                library.off_grid_error
+            } else {
+                0.0
+            },
+            ..library
+        }
     }
 
     /// How the match's clients are paced: `None` (they step with the server) unless a client

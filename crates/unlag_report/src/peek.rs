@@ -18,7 +18,7 @@ use unlag::movement::{
     MovementPredictionSystems, MovementSettings, MovementState, NextMove, ServerMovement,
 };
 use unlag::net::{AutonomousProxy, NetClock};
-use unlag::smoothing::{ProxySmoothingPlugin, RenderedPose, SmoothingSettings};
+use unlag::smoothing::{ProxySmoothingPlugin, RenderedPose};
 use unlag_testbed::{RapierFixedPlugin, Testbed, TestbedConfig};
 
 /// Where the holder stands, on the ground.
@@ -266,10 +266,7 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
     tb.add_plugins(RapierFixedPlugin::default())
         .add_plugins(MovementPredictionPlugin::<CharacterMovement>::new(movement))
         .add_plugins(ProxySmoothingPlugin {
-            settings: SmoothingSettings {
-                default_mode: options.smoothing,
-                ..default()
-            },
+            settings: options.smoothing_settings(),
             ..default()
         })
         .add_plugins(CharacterProxyPlugin);

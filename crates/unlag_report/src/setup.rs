@@ -21,7 +21,7 @@ use unlag::movement::{
 };
 use unlag::net::{AckDelay, ServerAckDelay};
 use unlag::rewind::{RewindPlugin, UseHitBoxLayout};
-use unlag::smoothing::{ProxyFlags, ProxySmoothingPlugin, SmoothedProxy, SmoothingSettings};
+use unlag::smoothing::{ProxyFlags, ProxySmoothingPlugin, SmoothedProxy};
 use unlag_demo::asset_plugin;
 use unlag_testbed::{RapierFixedPlugin, Testbed, TestbedConfig};
 
@@ -131,10 +131,7 @@ pub fn start_match_with(
             },
         ))
         .add_plugins(ProxySmoothingPlugin {
-            settings: SmoothingSettings {
-                default_mode: options.smoothing,
-                ..default()
-            },
+            settings: options.smoothing_settings(),
             ..default()
         })
         .add_plugins(RewindPlugin::default())
@@ -310,6 +307,8 @@ pub fn start_match_with(
         *tb.server_world_mut().resource_mut::<compare::Compared>() = default();
     }
     *tb.server_world_mut().resource_mut::<MovementStats>() = default();
+    *tb.server_world_mut()
+        .resource_mut::<unlag::smoothing::SmoothingStats>() = default();
     tb.server_world_mut().resource_mut::<Stopwatch>().measuring = true;
     for i in 0..options.clients {
         *tb.client_world_mut(i).resource_mut::<MovementStats>() = default();

@@ -242,10 +242,12 @@ impl Report {
         row(
             "downstream bytes/s per client",
             format!(
-                "{:.0} on the wire in {:.1} datagrams/s; payload: {}",
+                "{:.0} on the wire in {:.1} datagrams/s; payload: {}; proxy states off their \
+                 grids {:.1}/s",
                 self.bytes_down_per_sec,
                 self.datagrams_down_per_sec,
-                kinds(&self.down_by_kind)
+                kinds(&self.down_by_kind),
+                self.off_grid_states_per_sec
             ),
         );
     }

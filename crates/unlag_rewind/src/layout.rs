@@ -516,8 +516,9 @@ fn pose_on_client(
 }
 
 /// Poses the server's layout boxes after each tick, for recording: from the state sent this
-/// tick when there is one (what clients will pose from, bit for bit), else from the
-/// character's flags and its motion since the last tick.
+/// tick when there is one, or that may be sent as of it (a slow proxy's, off its grid: what
+/// clients will pose from, bit for bit, [`SentStates::shown_at`]), else from the character's
+/// flags and its motion since the last tick.
 fn pose_on_server(
     timeline: Res<LocalTimeline>,
     tick: Res<TickDuration>,
@@ -550,7 +551,7 @@ fn pose_on_server(
             _ => Vec3::ZERO,
         };
         motion.last = Some((now, transform.translation));
-        let shown = match sent.and_then(|s| s.newest()).filter(|s| s.tick == now) {
+        let shown = match sent.and_then(|s| s.shown_at(now)) {
             Some(state) => StateShown::from(state),
             None => StateShown {
                 time,

@@ -851,13 +851,14 @@ impl RewindQuery<'_, '_> {
             return false;
         };
         // A slow proxy's ease lasts longer ([`unlag_core::ease_time`]): at the longest
-        // interval between its states around the view (what the client read its interval
-        // from, or longer).
+        // interval between its states on its grid around the view (what the client read its
+        // interval from, or longer; a state off the grid tells no interval).
         let interval = sent
             .states()
             .filter(|s| {
-                (view_time - EASE_INTERVAL_WINDOW..=view_time + EASE_INTERVAL_WINDOW)
-                    .contains(&s.time)
+                !s.off_grid
+                    && (view_time - EASE_INTERVAL_WINDOW..=view_time + EASE_INTERVAL_WINDOW)
+                        .contains(&s.time)
             })
             .map(|s| s.time)
             .fold((None, 0.0f64), |(last, longest), t| {
@@ -878,11 +879,13 @@ impl RewindQuery<'_, '_> {
             .filter(|s| (view_time - span - gap - 4.0..=view_time + gap + 4.0).contains(&s.time))
             .collect();
         // How long a state may have been run on: its extrapolation, two of its intervals, or
-        // the claim's gap.
+        // the claim's gap. (Its interval: to the next state on the grid, or from the one
+        // before; one off the grid may be the newest a client had until the grid's next.)
         let held_for = |i: usize| {
-            let interval = states
-                .get(i + 1)
-                .or(i.checked_sub(1).and_then(|k| states.get(k)))
+            let interval = states[i + 1..]
+                .iter()
+                .find(|o| !o.off_grid)
+                .or(states[..i].iter().rev().find(|o| !o.off_grid))
                 .map_or(0.0, |o| (o.time - states[i].time).abs());
             reach.max(2.0 * interval).max(gap)
         };

@@ -1,7 +1,7 @@
 //! The client side: buffer each proxy's states and place it at view time.
 
 use crate::SmoothingSettings;
-use crate::protocol::{ProxyDormancy, ProxyUpdates};
+use crate::protocol::{ProxyDormancy, ProxyUpdates, StatesKind};
 use bevy::prelude::*;
 use lightyear::prelude::*;
 use unlag_core::{
@@ -33,20 +33,37 @@ pub struct ProxySmoothing {
     ease: VisualOffset,
     last_kind: Option<SampleKind>,
     /// The state the last frame was held or extrapolated on, when it was starved.
-    last_starved_on: Option<u32>,
+    last_starved_on: Option<(u32, StarvedOn)>,
     last_rendered: Option<Vec3>,
     /// The mode changed since the last frame (see [`ProxySmoothing::set_mode`]).
     switched: bool,
     /// Back from a dormant spell and not yet three states in: its delay is kept, not snapped.
     resumed: bool,
-    /// States taken in since it started afresh (saturating): while fewer than three, its
+    /// States on the grid taken in since it started afresh (saturating): while fewer than three, its
     /// interval may still be unknown and nothing has been drawn from a curve that could jump.
     /// (Not the buffer's length: pruning shortens that later on.)
     taken: u32,
     /// Its update interval as last read ([`ProxySmoothing::interval`]), seconds: a starved
     /// spell's ease lasts longer for slow proxies ([`unlag_core::ease_time`]).
     interval: f64,
+    /// States off the grid whose state on the grid before them has not come (oldest first, at
+    /// most [`MAX_PARKED`]): buffered once it comes or one on the grid after them does
+    /// ([`ProxySmoothing::take_state`]).
+    parked: Vec<ProxyState>,
 }
+
+/// How a starved frame drew the proxy from the state it was starved on.
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum StarvedOn {
+    /// Run on by its velocity, as far as the settings' extrapolation allows.
+    RunOn,
+    /// Held this many seconds past it (all the extrapolation it was allowed: none while the
+    /// proxy has had a single state on its grid).
+    HeldAt(f64),
+}
+
+/// The most states off the grid a proxy keeps waiting for the state on the grid before them.
+const MAX_PARKED: usize = 8;
 
 impl ProxySmoothing {
     fn new(settings: &SmoothingSettings) -> Self {
@@ -66,6 +83,7 @@ impl ProxySmoothing {
             resumed: false,
             taken: 0,
             interval: 0.0,
+            parked: Vec::new(),
         }
     }
 
@@ -225,6 +243,11 @@ pub struct SmoothingStats {
     /// Server side: copies of older states sent as trails to clients whose losses run in
     /// bursts ([`SmoothingSettings::trail_runs`](crate::SmoothingSettings::trail_runs)).
     pub trail_states_sent: u64,
+    /// Server side: states of slow proxies sent between their grids' where their motion bent
+    /// ([`SmoothingSettings::off_grid_error`](crate::SmoothingSettings::off_grid_error)),
+    /// counted once per client each time one goes (each goes three times: at once, with the
+    /// next state on the grid, and with that one's repeat).
+    pub off_grid_states_sent: u64,
 }
 
 /// PreUpdate, before the states: proxies the server stopped sending go dormant (unless a state
@@ -333,7 +356,9 @@ pub(crate) fn receive_states(
         // Read after a hitch, a state's lateness is the hitch's, not the link's: no frame was
         // drawn meanwhile that could have missed it.
         // A repeat is late by design: the delay allows for it apart ([`unlag_core::repeat_after`]).
-        if clock.synced && !clock.frame_hitched && !update.repeat {
+        // So is a state off its proxy's grid (sent the tick after its own), which the delay
+        // need not cover: without it the curve is drawn as before.
+        if clock.synced && !clock.frame_hitched && update.kind == StatesKind::Due {
             lateness.add(clock.present() - real.delta_secs_f64() - time);
         }
         // (Decoded states arrive in `states`; a host's own client is handed the server's
@@ -343,7 +368,8 @@ pub(crate) fn receive_states(
                 stats.unknown_entity += 1;
                 continue;
             };
-            let state = wire.to_state(update.tick, time);
+            let mut state = wire.to_state(update.tick, time);
+            state.off_grid = update.kind == StatesKind::OffGrid;
             let result = match existing {
                 Some(mut smoothing) => {
                     if let Some(mut dormant) = dormant {
@@ -386,7 +412,7 @@ pub(crate) fn receive_states(
                         }
                     }
                     let arrived = (clock.server_time, real.elapsed_secs_f64());
-                    smoothing.take_state(state, arrived, clock.send_interval, &mut lateness)
+                    smoothing.take_state(state, arrived, (clock.send_interval, tick), &mut lateness)
                 }
                 None => {
                     // Went dormant before its first states were taken in: those from before
@@ -405,7 +431,11 @@ pub(crate) fn receive_states(
                             fresh.len() - 1
                         }
                     };
-                    fresh[at].1.push(state, clock.server_time)
+                    let arrived = (clock.server_time, real.elapsed_secs_f64());
+                    let intervals = (clock.send_interval, tick);
+                    fresh[at]
+                        .1
+                        .take_state(state, arrived, intervals, &mut lateness)
                 }
             };
             count_state(&mut stats, result, clock.synced);
@@ -430,12 +460,18 @@ impl ProxySmoothing {
         self.last_rendered = None;
         self.resumed = self.frames > 0;
         self.taken = 0;
+        self.parked.clear();
     }
 
-    /// Buffers `state` (received at `server_time`, seconds), counting it among those taken in.
+    /// Buffers `state` (received at `server_time`, seconds), counting it among those taken in
+    /// if it is on the grid (only those tell the interval: a 1-Hz proxy's first state and a
+    /// few off the grid after it were counted three, its delay no longer snapped to a
+    /// second's when the second state on the grid told it, and it grew there over seconds,
+    /// starved all along).
     fn push(&mut self, state: ProxyState, server_time: f64) -> Result<(), StateRejected> {
+        let off_grid = state.off_grid;
         let result = self.buffer.push(state, server_time);
-        if result.is_ok() {
+        if result.is_ok() && !off_grid {
             self.taken = self.taken.saturating_add(1);
         }
         result
@@ -455,30 +491,94 @@ impl ProxySmoothing {
     }
 
     /// Buffers a received `state`; `arrived` is (server time, client time), seconds. A state
-    /// newer than the newest, on a known grid, tells `lateness` how many were lost on the way
-    /// (a repeat stands in for its lost original); the grid is the longer of the one its states
-    /// came on and the server's announced `send_interval` (after the rate falls, the old
-    /// grid's gaps are not losses).
+    /// on the grid newer than the newest there, on a known grid, tells `lateness` how many
+    /// were lost on the way (a repeat stands in for its lost original); the grid is the longer
+    /// of the one its states came on and the server's announced `send_interval` (after the
+    /// rate falls, the old grid's gaps are not losses). States off the grid tell nothing.
+    ///
+    /// A state off the grid is buffered only after the state on the grid before it (within
+    /// the interval and a `tick`, seconds, of it): else it waits (is parked) for that one, or
+    /// for one on the grid after it. Drawn towards at once, it would be the end of a curve
+    /// from the state on the grid before the missing one, and when that one came (its repeat,
+    /// a trail's copy) the curve being drawn would change under the view: a 1-Hz proxy whose
+    /// state was lost in a burst popped 1.3 m as its repeat came after a state off the grid.
     fn take_state(
         &mut self,
         state: ProxyState,
         (server_time, client_time): (f64, f64),
-        send_interval: f64,
+        (send_interval, tick): (f64, f64),
         lateness: &mut ArrivalLateness,
     ) -> Result<(), StateRejected> {
-        let time = state.time;
-        let newest = self.buffer.newest().map(|s| s.time);
+        let (time, off_grid) = (state.time, state.off_grid);
+        let newest = self.buffer.newest_on_grid().map(|s| s.time);
         let interval = self.buffer.recent_interval().map(|i| i.max(send_interval));
+        if off_grid && !self.placed(&state, interval, tick) {
+            return self.park(state);
+        }
         let result = self.push(state, server_time);
-        if result.is_ok()
-            && let (Some(newest), Some(interval)) = (newest, interval)
-            && time > newest
-        {
-            lateness
-                .state_loss
-                .observe(client_time, time - newest, interval);
+        if result.is_ok() && !off_grid {
+            if let (Some(newest), Some(interval)) = (newest, interval)
+                && time > newest
+            {
+                lateness
+                    .state_loss
+                    .observe(client_time, time - newest, interval);
+            }
+            self.release_parked(interval, tick, server_time);
         }
         result
+    }
+
+    /// Whether the buffer holds the state on the grid before `state` (off the grid): the
+    /// newest on the grid before it, no more than `interval` and a `tick` (seconds) before it
+    /// (the grid's gaps differ by a tick where an interval is no whole number of ticks). While
+    /// the interval is unknown, any before it will do.
+    fn follows_its_grid(&self, state: &ProxyState, interval: Option<f64>, tick: f64) -> bool {
+        self.buffer
+            .grid_states()
+            .rev()
+            .find(|g| g.time < state.time)
+            .is_some_and(|g| interval.is_none_or(|i| state.time - g.time <= i + tick + 1e-6))
+    }
+
+    /// Whether `state` (off the grid) may be buffered: it follows the state on the grid before
+    /// it ([`follows_its_grid`](Self::follows_its_grid)), or one on the grid after it came
+    /// already (the one before was lost: the curve runs through it).
+    fn placed(&self, state: &ProxyState, interval: Option<f64>, tick: f64) -> bool {
+        self.buffer
+            .newest_on_grid()
+            .is_some_and(|g| g.time > state.time)
+            || self.follows_its_grid(state, interval, tick)
+    }
+
+    /// Keeps `state` (off the grid) until [`release_parked`](Self::release_parked) buffers it;
+    /// the oldest parked goes when more than [`MAX_PARKED`] wait.
+    fn park(&mut self, state: ProxyState) -> Result<(), StateRejected> {
+        if !state.is_valid() {
+            return Err(StateRejected::Invalid);
+        }
+        if self.buffer.get(state.tick).is_some() || self.parked.iter().any(|p| p.tick == state.tick)
+        {
+            return Err(StateRejected::Duplicate);
+        }
+        let at = self.parked.partition_point(|p| p.time < state.time);
+        self.parked.insert(at, state);
+        if self.parked.len() > MAX_PARKED {
+            self.parked.remove(0);
+        }
+        Ok(())
+    }
+
+    /// Buffers the parked states that may be now ([`placed`](Self::placed)).
+    fn release_parked(&mut self, interval: Option<f64>, tick: f64, server_time: f64) {
+        for state in core::mem::take(&mut self.parked) {
+            if self.placed(&state, interval, tick) {
+                // (One older than every state kept is refused: the view is past it.)
+                let _ = self.push(state, server_time);
+            } else {
+                self.parked.push(state);
+            }
+        }
     }
 }
 
@@ -752,7 +852,7 @@ impl ProxySmoothing {
             .buffer
             .recent_interval()
             .filter(|&i| {
-                self.buffer.states().len() > MIN_GAPS_FOR_INTERVAL
+                self.buffer.grid_states().count() > MIN_GAPS_FOR_INTERVAL
                     || i > (MAX_BRIDGED_GAP + 0.5) * nominal
             })
             .map(|i| {
@@ -770,8 +870,9 @@ impl ProxySmoothing {
             .unwrap_or(nominal);
         // How stale its newest state is this frame, beyond its interval: a frame drawn with a
         // delay shorter than the interval plus that starves.
-        if self.buffer.states().len() >= 3
-            && let Some(newest) = self.buffer.newest()
+        // (Its newest on the grid: a state off it comes only where the motion bent.)
+        if self.buffer.grid_states().count() >= 3
+            && let Some(newest) = self.buffer.newest_on_grid()
         {
             let present = clock.present();
             lateness
@@ -906,10 +1007,16 @@ impl ProxySmoothing {
             && starved(self.last_kind)
             && !starved(Some(sample.kind))
         {
-            let starved_now = self
-                .last_starved_on
-                .and_then(|tick| self.buffer.get(tick))
-                .map(|s| run_on(s, view_time, settings.max_extrapolation));
+            // (As far as those frames ran on: one held at its state, a proxy's first on its
+            // grid, is not run on now either. Run on, a first state falling from a jump drew
+            // an ease 0.79 m under the floor.)
+            let starved_now = self.last_starved_on.and_then(|(tick, on)| {
+                let reach = match on {
+                    StarvedOn::RunOn => settings.max_extrapolation,
+                    StarvedOn::HeldAt(reach) => reach,
+                };
+                self.buffer.get(tick).map(|s| run_on(s, view_time, reach))
+            });
             // A slow proxy's spell, and what it got wrong, are longer: eased out over longer
             // (the server allows the same for claims on it).
             let offsets = &CorrectionSmoothing {
@@ -934,9 +1041,13 @@ impl ProxySmoothing {
     /// extrapolated frames apart) here and in `stats`.
     fn count_frame(&mut self, position: Vec3, sample: &Sample, stats: &mut SmoothingStats) {
         self.last_kind = Some(sample.kind);
+        let on = match sample.kind {
+            SampleKind::Held => StarvedOn::HeldAt(f64::from(sample.alpha.max(0.0))),
+            _ => StarvedOn::RunOn,
+        };
         self.last_starved_on = (self.mode != SmoothingMode::Extrapolate
             && starved(Some(sample.kind)))
-        .then_some(sample.from);
+        .then_some((sample.from, on));
         self.last_rendered = Some(position);
         self.frames += 1;
         stats.frames += 1;

@@ -11,15 +11,19 @@
 //!    client, skipping the entity the client controls and those its [`ProxyInterest`] leaves
 //!    out (interest management, [`InterestSettings`]: by distance and sight by default; a
 //!    proxy that stops being sent is announced once in a [`ProxyDormancy`], and its first
-//!    state after that is flagged a teleport).
+//!    state after that is flagged a teleport). A proxy sent at 10 Hz or slower is also sent a
+//!    state between its grid's where the curve through its states would stray from its track
+//!    ([`SmoothingSettings::off_grid_error`], [`StatesKind::OffGrid`]): where it started,
+//!    stopped, turned or jumped.
 //! 2. **Client, `PreUpdate`**: states are checked and buffered per proxy ([`ProxySmoothing`]);
 //!    a proxy announced dormant gets [`ProxyDormant`] and is not drawn until its next state.
 //! 3. **Client, `PostUpdate`**: each proxy is placed at its view time with its
 //!    [`SmoothingMode`]: [`NetClock::present`](unlag_net::NetClock::present) (the newest
 //!    receivable server time, about `server_time − one_way`) `− delay`, where the delay (see
 //!    [`unlag_net::NetClock`]) follows *that proxy's* update interval, so a 1 Hz proxy waits a
-//!    second and a 60 Hz one 17 ms. [`RenderedPose`] records which two states and blend factor
-//!    were used, so shots can tell the server exactly what was on screen.
+//!    second and a 60 Hz one 17 ms (read from the gaps between its states on the grid: those
+//!    off it tell no rate). [`RenderedPose`] records which two states and blend factor were
+//!    used, so shots can tell the server exactly what was on screen.
 
 mod client;
 mod interest;
@@ -29,8 +33,8 @@ mod server;
 
 pub use client::{ArrivalLateness, ProxySmoothing, SmoothingStats};
 
-pub use protocol::{EncodedStates, ProxyDormancy, ProxyUpdates, WireProxyState};
-pub use server::{NetUpdateFrequency, SmoothedProxy};
+pub use protocol::{EncodedStates, ProxyDormancy, ProxyUpdates, StatesKind, WireProxyState};
+pub use server::{NetUpdateFrequency, OFF_GRID_MIN_GAP, OFF_GRID_MIN_INTERVAL, SmoothedProxy};
 pub use unlag_net::Teleported;
 // The view contract smoothing writes and the rewind reads lives in `unlag_net`; re-exported
 // here under the names smoothing users know.
@@ -81,6 +85,17 @@ pub struct SmoothingSettings {
     /// loss itself to the power of the datagrams per state, near 0; above 1, never). The
     /// copies cost about as many bytes as the states again, on those links only.
     pub trail_runs: f64,
+    /// Server side: how far, metres, the curve a client draws through a slow proxy's states
+    /// (one sent [`OFF_GRID_MIN_INTERVAL`] apart or further)
+    /// may stray from the server's own track before the server sends a state between its
+    /// grid's ([`StatesKind::OffGrid`]): the one of the tick
+    /// before, where the motion bent (a start, a stop, a turn, a jump), so that a 1-Hz proxy
+    /// that steps out from cover is drawn stepping out when it did, not eased out along a
+    /// second-long curve through a standing state and a walking one (default 0.05; 0: never).
+    /// Such states go only to clients the proxy is fully relevant to, at most one every
+    /// [`OFF_GRID_MIN_GAP`], and cost nothing while it moves
+    /// steadily or stands.
+    pub off_grid_error: f32,
 }
 
 impl Default for SmoothingSettings {
@@ -93,6 +108,7 @@ impl Default for SmoothingSettings {
             extrapolation_smooth_time: 0.1,
             delay_policy: unlag_core::DelayPolicy::default(),
             trail_runs: 0.3,
+            off_grid_error: 0.05,
         }
     }
 }
@@ -107,6 +123,13 @@ impl Validate for SmoothingSettings {
         let smooth = f64::from(self.extrapolation_smooth_time);
         f.within("extrapolation_smooth_time", smooth, 0.0, 5.0, "s")?;
         f.within("trail_runs", self.trail_runs, 0.0, 2.0, "")?;
+        f.within(
+            "off_grid_error",
+            f64::from(self.off_grid_error),
+            0.0,
+            100.0,
+            "m",
+        )?;
         f.nested("delay_policy", &self.delay_policy)
     }
 }

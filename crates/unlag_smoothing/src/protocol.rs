@@ -143,8 +143,28 @@ impl WireProxyState {
             ) / 100.0,
             flags: self.flags & !TELEPORT_BIT,
             teleport: self.flags & TELEPORT_BIT != 0,
+            off_grid: false,
         }
     }
+}
+
+/// What the states of one [`ProxyUpdates`] are. On the wire one byte (0, 1, 2: the first two
+/// as the `bool` that told a repeat before).
+#[derive(Serialize, Deserialize, Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum StatesKind {
+    /// Due on their proxies' grids (their update rates').
+    #[default]
+    Due,
+    /// Sent before: slow proxies' states go twice ([`unlag_core::repeat_after`]), and a
+    /// trail's copies are older ones; their lateness is by design, not the link's.
+    Repeat,
+    /// Between the states of their proxies' grids, sampled the tick before they were sent:
+    /// where a slow proxy's motion bent (it started, stopped, turned or jumped), so that the
+    /// curve a client draws through its states follows the server's track
+    /// ([`SmoothingSettings::off_grid_error`](crate::SmoothingSettings::off_grid_error)).
+    /// Drawn from like any other state, but no gap to one tells its proxy's rate or a loss,
+    /// and their lateness is a tick more by design.
+    OffGrid,
 }
 
 /// Server → client: the states of the proxies due at server tick `tick`.
@@ -159,9 +179,8 @@ pub struct ProxyUpdates {
     /// One quantised state per proxy due at `tick` (none only when the message is there for
     /// `asleep`), and never one of an entity the receiving client controls.
     pub states: Vec<WireProxyState>,
-    /// Whether these states were sent before: slow proxies' states go twice
-    /// ([`unlag_core::repeat_after`]), and a repeat's lateness is by design, not the link's.
-    pub repeat: bool,
+    /// What these states are: due on their proxies' grids, sent before, or between.
+    pub kind: StatesKind,
     /// The proxies whose state here is the first since they were dormant to this client
     /// (flagged a teleport too): the client starts them afresh from it, hidden until its time,
     /// even if the (reliable) notice of their going dormant has not come yet. Usually empty.
@@ -190,13 +209,9 @@ impl ProxyUpdates {
         self.encoded.len() + self.states.len()
     }
 
-    /// What follows the states on the wire: `repeat`, `woken`, `asleep`.
-    fn tail(&self) -> (bool, Entities<'_>, EntityTicks<'_>) {
-        (
-            self.repeat,
-            Entities(&self.woken),
-            EntityTicks(&self.asleep),
-        )
+    /// What follows the states on the wire: `kind`, `woken`, `asleep`.
+    fn tail(&self) -> (StatesKind, Entities<'_>, EntityTicks<'_>) {
+        (self.kind, Entities(&self.woken), EntityTicks(&self.asleep))
     }
 
     /// Appends what postcard writes for it to lightyear's buffer, copying the encoded states'
@@ -237,7 +252,7 @@ impl Serialize for ProxyUpdates {
         let mut fields = serializer.serialize_struct("ProxyUpdates", 5)?;
         fields.serialize_field("tick", &self.tick)?;
         fields.serialize_field("states", &States(self))?;
-        fields.serialize_field("repeat", &self.repeat)?;
+        fields.serialize_field("kind", &self.kind)?;
         fields.serialize_field("woken", &Entities(&self.woken))?;
         fields.serialize_field("asleep", &EntityTicks(&self.asleep))?;
         fields.end()

@@ -2,11 +2,14 @@
 
 use crate::SmoothingSettings;
 use crate::interest::{ASLEEP_REPEATS, InterestSchedule};
-use crate::protocol::{EncodedStates, ProxyDormancy, ProxyUpdates, TELEPORT_BIT, WireProxyState};
+use crate::protocol::{
+    EncodedStates, ProxyDormancy, ProxyUpdates, StatesKind, TELEPORT_BIT, WireProxyState,
+};
 use bevy::prelude::*;
 use lightyear::core::tick::TickDuration;
 use lightyear::prelude::server::ClientOf;
 use lightyear::prelude::*;
+use unlag_core::SmoothingMode;
 use unlag_core::conditions::{MAX_UPDATE_RATE_HZ, MIN_UPDATE_RATE_HZ};
 use unlag_net::{
     LinkTraffic, NetConditions, ProxyFlags, ProxyInterest, Relevance, ReliableChannel, SentStates,
@@ -35,11 +38,34 @@ pub(crate) struct ProxySampler {
     /// The tick its next state is due at (0: at once).
     next_tick: u32,
     /// The last state sent, its tick, and when it is sent again (slow proxies only).
-    repeat: Option<(f64, u32, WireProxyState)>,
-    /// Its states of the last [`MAX_TRAIL_LAG`] seconds as they were sent, oldest first, by
-    /// tick: the trail copies bursty links are sent come from them, byte for byte.
+    repeat: Option<Repeat>,
+    /// The states it was sent off its grid since its last on the grid, by tick: they go again
+    /// with its next state on the grid and with that one's repeat.
+    off_grid_since: Vec<(u32, WireProxyState)>,
+    /// Its states of the last [`MAX_TRAIL_LAG`] seconds as they were sent on its grid, oldest
+    /// first, by tick: the trail copies bursty links are sent come from them, byte for byte.
     sent_wires: std::collections::VecDeque<(u32, WireProxyState)>,
+    /// The newest state sent, on the grid or off it, as clients decode it (slow proxies only).
+    last_sent: Option<unlag_core::ProxyState>,
+    /// Each tick's state since `last_sent`, as it would be sent and decoded (slow proxies
+    /// only): the track the curve from `last_sent` must follow ([`ProxySampler::off_grid`]).
+    track: Vec<(WireProxyState, unlag_core::ProxyState)>,
 }
+
+/// A slow proxy's state sent again: when (server seconds), its tick, the state, and the states
+/// off its grid sent before it since the one on the grid before (again too).
+type Repeat = (f64, u32, WireProxyState, Vec<(u32, WireProxyState)>);
+
+/// Proxies sent this far apart or further, seconds, are sent states off their grid where the
+/// curve through their states would stray from the track
+/// ([`SmoothingSettings::off_grid_error`]): slower than 10 Hz. Faster ones' curves keep close
+/// to the track between states anyway (at 20 Hz a peek's crossing was drawn 4 ms after the
+/// server's track showed it, at 1 Hz 25-31 ms on average and up to 74).
+pub const OFF_GRID_MIN_INTERVAL: f64 = 0.1;
+
+/// The least time between a proxy's state off its grid and the state sent before it, seconds:
+/// a proxy that jitters is sent no more than 20 of them a second.
+pub const OFF_GRID_MIN_GAP: f64 = 0.05;
 
 /// The oldest state a trail copy may be, seconds before the update it rides with: the longest
 /// interpolation delay a client may report.
@@ -153,21 +179,45 @@ pub(crate) fn send_due(
     let mut due: Vec<DueState> = Vec::new();
     // Repeats of slow proxies' states, by the tick they were sampled at.
     let mut repeats: Vec<(u32, WireProxyState, Option<Entity>)> = Vec::new();
+    // Slow proxies' states off their grids, and their copies, by the tick they were sampled
+    // at.
+    let mut off_grid: Vec<(u32, WireProxyState, Option<Entity>)> = Vec::new();
     for (entity, transform, flags, mut sampler, mut sent, frequency, controlled) in &mut proxies {
         let owner = controlled.map(|c| c.owner);
-        if let Some((at, tick, wire)) = sampler.repeat.take() {
+        if let Some((at, tick, wire, copies)) = sampler.repeat.take() {
             if now + 1e-9 >= at {
                 repeats.push((tick, wire, owner));
+                off_grid.extend(copies.into_iter().map(|(t, w)| (t, w, owner)));
             } else {
-                sampler.repeat = Some((at, tick, wire));
+                sampler.repeat = Some((at, tick, wire, copies));
             }
-        }
-        if now_tick < sampler.next_tick {
-            continue;
         }
         let rate = frequency
             .map_or(conditions.get().update_rate_hz, |f| f.0)
             .clamp(MIN_UPDATE_RATE_HZ, MAX_UPDATE_RATE_HZ);
+        if settings.off_grid_error > 0.0 && f64::from(rate).recip() + 1e-9 >= OFF_GRID_MIN_INTERVAL
+        {
+            let mode = match settings.default_mode {
+                SmoothingMode::Snap => SmoothingMode::Linear,
+                mode => mode,
+            };
+            let due_now = now_tick >= sampler.next_tick;
+            off_grid.extend(
+                sampler
+                    .off_grid(
+                        (entity, transform, flags.0),
+                        (now_tick, now, due_now),
+                        (settings.off_grid_error, mode),
+                        &mut sent,
+                    )
+                    .map(|(tick, wire)| (tick, wire, owner)),
+            );
+        } else {
+            sampler.track.clear();
+        }
+        if now_tick < sampler.next_tick {
+            continue;
+        }
         // A new proxy's first state goes on its rate's grid like every later one, not at
         // once: a client reads a slow proxy's interval from its first gap, and a first state
         // sent off the grid made that gap short (a 1-Hz proxy spawned 0.43 s before the grid's
@@ -181,18 +231,21 @@ pub(crate) fn send_due(
             }
         }
         let pose = (entity, transform, flags.0);
-        due.push((
-            sampler.sample(
-                pose,
-                (rate, tick.0.as_secs_f64()),
-                (now_tick, now),
-                &mut sent,
-            ),
-            owner,
-            f64::from(rate).recip() >= SLOW_TRAIL_INTERVAL,
-        ));
+        let (wire, copies) = sampler.sample(
+            pose,
+            (rate, tick.0.as_secs_f64()),
+            (now_tick, now),
+            &mut sent,
+        );
+        off_grid.extend(copies.into_iter().map(|(t, w)| (t, w, owner)));
+        due.push((wire, owner, f64::from(rate).recip() >= SLOW_TRAIL_INTERVAL));
     }
     send_repeats(repeats, &mut links);
+    // (A state off the grid sent this tick is among the copies of the one on the grid when
+    // that is due this tick too: once is enough.)
+    off_grid.sort_by_key(|(tick, wire, _)| (*tick, wire.entity));
+    off_grid.dedup_by_key(|(tick, wire, _)| (*tick, wire.entity));
+    stats.off_grid_states_sent += send_off_grid(off_grid, frame.0, &mut links);
     let trail_of = |entity: Entity, tick: u32| {
         proxies
             .get(entity)
@@ -220,15 +273,18 @@ struct Trails<'a> {
 impl ProxySampler {
     /// The proxy's state, due at tick `now_tick` (server time `now`, seconds; `tick`: a tick's
     /// length, seconds), at `rate` states a second: recorded in what was `sent`, the next one
-    /// and its repeat scheduled (for slow rates), the teleport flag spent. `pose`: the proxy's
-    /// entity, transform and game flags.
+    /// and its repeat scheduled (for slow rates), the teleport flag spent; and the states off
+    /// its grid since the last one on it, to send again with it (and with its repeat: a state
+    /// off the grid is sent three times, as one on it twice, and a client that lost it draws
+    /// the curve as if it had never been sent). `pose`: the proxy's entity, transform and
+    /// game flags.
     fn sample(
         &mut self,
         (entity, transform, flags): (Entity, &Transform, u8),
         (rate, tick): (f32, f64),
         (now_tick, now): (u32, f64),
         sent: &mut SentStates,
-    ) -> WireProxyState {
+    ) -> (WireProxyState, Vec<(u32, WireProxyState)>) {
         let interval = 1.0 / f64::from(rate);
         self.next_tick = unlag_core::next_on_grid(now_tick, interval / tick);
         let wire = WireProxyState::new(
@@ -239,7 +295,10 @@ impl ProxySampler {
             flags,
             self.teleport,
         );
-        sent.push(wire.to_state(now_tick, now));
+        let state = wire.to_state(now_tick, now);
+        sent.push(state);
+        self.last_sent = Some(state);
+        self.track.clear();
         let kept = (MAX_TRAIL_LAG / tick).ceil() as u32;
         while self
             .sent_wires
@@ -249,14 +308,89 @@ impl ProxySampler {
             self.sent_wires.pop_front();
         }
         self.sent_wires.push_back((now_tick, wire.clone()));
-        self.repeat =
-            unlag_core::repeat_after(interval).map(|after| (now + after, now_tick, wire.clone()));
+        let copies = core::mem::take(&mut self.off_grid_since);
+        self.repeat = unlag_core::repeat_after(interval)
+            .map(|after| (now + after, now_tick, wire.clone(), copies.clone()));
         self.teleport = false;
-        wire
+        (wire, copies)
     }
 }
 
 impl ProxySampler {
+    /// A slow proxy's state off its grid to send at tick `now_tick` (server time `now`,
+    /// seconds; `due_now`: its state on the grid is due this tick too), if one is called for,
+    /// with its tick, recorded in what was `sent`; `pose` as for [`sample`](Self::sample).
+    ///
+    /// The curve a client draws (`mode`) from the newest state sent to this tick's must pass
+    /// within `error` metres of every tick's position between them (the server's track, as it
+    /// would be sent). When it no longer does, the motion bent since the tick before, whose
+    /// curve still did: that tick's state goes (a greedy fit of the track by the client's own
+    /// curves), unless it follows the state sent before by less than [`OFF_GRID_MIN_GAP`]. A
+    /// change of the game's flags goes at once, in this tick's state (flags switch at the
+    /// state that set them). A pending teleport waits for the grid, as before.
+    fn off_grid(
+        &mut self,
+        (entity, transform, flags): (Entity, &Transform, u8),
+        (now_tick, now, due_now): (u32, f64, bool),
+        (error, mode): (f32, SmoothingMode),
+        sent: &mut SentStates,
+    ) -> Option<(u32, WireProxyState)> {
+        let last = match self.last_sent {
+            Some(last) if !self.teleport && now_tick > last.tick => last,
+            _ => {
+                self.track.clear();
+                return None;
+            }
+        };
+        let wire = WireProxyState::new(
+            entity,
+            transform.translation,
+            transform.rotation,
+            self.velocity,
+            flags,
+            false,
+        );
+        let current = wire.to_state(now_tick, now);
+        // (Sent or not, the boxes recorded at this tick are posed from it: it may be sent
+        // next tick, off the grid.)
+        sent.sample(current);
+        let span = current.time - last.time;
+        let fits = |track: &[(WireProxyState, unlag_core::ProxyState)]| {
+            track.iter().all(|(_, s)| {
+                let alpha = ((s.time - last.time) / span) as f32;
+                unlag_core::evaluate(mode, &last, &current, alpha)
+                    .0
+                    .distance(s.position)
+                    <= error
+            })
+        };
+        let gap_since_last =
+            |s: &unlag_core::ProxyState| s.time - last.time + 1e-9 >= OFF_GRID_MIN_GAP;
+        let chosen = if current.flags != last.flags && !due_now && gap_since_last(&current) {
+            // (Drawn from the state before, the flags would switch an interval late.)
+            Some((wire.clone(), current))
+        } else if !fits(&self.track) {
+            self.track
+                .last()
+                .filter(|(_, s)| gap_since_last(s))
+                .cloned()
+        } else {
+            None
+        };
+        let sent_now = chosen.map(|(wire, mut state)| {
+            state.off_grid = true;
+            sent.push(state);
+            self.last_sent = Some(state);
+            self.track.clear();
+            self.off_grid_since.push((state.tick, wire.clone()));
+            (state.tick, wire)
+        });
+        if !due_now && sent_now.as_ref().is_none_or(|(tick, _)| *tick != now_tick) {
+            self.track.push((wire, current));
+        }
+        sent_now
+    }
+
     /// The newest state it sent at or before `tick` and before its newest, byte for byte, and
     /// its tick, if still kept.
     fn sent_at_or_before(&self, tick: u32) -> Option<&(u32, WireProxyState)> {
@@ -300,6 +434,62 @@ fn trail_lag(
     (tick > 0.0 && lag.is_finite()).then(|| ((lag + TRAIL_MARGIN) / tick).ceil() as u32)
 }
 
+/// Sends every client the states `off_grid` of slow proxies (sampled at the tick each
+/// carries) that it is sent in full now (not its own, nor any at a reduced rate or dormant to
+/// it), one [`StatesKind::OffGrid`] message per tick, noted among its state messages (in frame
+/// `frame`). Returns how many states went, over every client.
+fn send_off_grid(
+    mut off_grid: Vec<(u32, WireProxyState, Option<Entity>)>,
+    frame: u64,
+    links: &mut StateLinks,
+) -> u64 {
+    if off_grid.is_empty() {
+        return 0;
+    }
+    off_grid.sort_by_key(|(tick, ..)| *tick);
+    let mut count = 0;
+    for (link, mut sender, _, mut traffic, interest, mut schedule, _, mut log) in links {
+        for group in off_grid.chunk_by(|a, b| a.0 == b.0) {
+            let states: Vec<WireProxyState> = group
+                .iter()
+                .filter(|(_, s, owner)| {
+                    *owner != Some(link)
+                        && schedule.as_ref().is_none_or(|schedule| {
+                            schedule.pairs.get(&s.entity).is_some_and(|p| p.awake)
+                                && interest.is_none_or(|i| i.relevance(s.entity) == Relevance::Full)
+                        })
+                })
+                .map(|(_, s, _)| s.clone())
+                .collect();
+            if states.is_empty() {
+                continue;
+            }
+            if let Some(log) = log.as_deref_mut() {
+                let message = log.begin();
+                if let Some(schedule) = schedule.as_deref_mut() {
+                    for state in &states {
+                        if let Some(pair) = schedule.pairs.get_mut(&state.entity) {
+                            pair.sent.note(message);
+                        }
+                    }
+                }
+                log.end(message, group[0].0, frame);
+            }
+            count += states.len() as u64;
+            traffic.send_counted::<UnreliableChannel, _>(
+                &mut sender,
+                ProxyUpdates {
+                    tick: group[0].0,
+                    states,
+                    kind: StatesKind::OffGrid,
+                    ..default()
+                },
+            );
+        }
+    }
+    count
+}
+
 /// Sends every client the repeats due of slow proxies' states that it was sent the original
 /// of (not its own, nor any it is not interested in now), one message per tick they were
 /// sampled at.
@@ -328,7 +518,7 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
                     ProxyUpdates {
                         tick: group[0].0,
                         states,
-                        repeat: true,
+                        kind: StatesKind::Repeat,
                         woken: Vec::new(),
                         asleep: Vec::new(),
                         encoded: EncodedStates::default(),
@@ -452,7 +642,7 @@ fn send_states(
             let update = ProxyUpdates {
                 tick: now_tick,
                 states,
-                repeat: false,
+                kind: StatesKind::Due,
                 woken,
                 asleep: told,
                 encoded,
@@ -479,7 +669,7 @@ fn send_states(
                 ProxyUpdates {
                     tick: group[0].0.0,
                     states: group.iter().map(|((_, s), _)| s.clone()).collect(),
-                    repeat: true,
+                    kind: StatesKind::Repeat,
                     woken: group
                         .iter()
                         .filter(|(_, first)| *first)
