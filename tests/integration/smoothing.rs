@@ -937,6 +937,86 @@ fn watch_relevance(
     }
 }
 
+/// A 1-Hz proxy weaving away from a client and back, on a bursty link: sent states off its grid
+/// while near, none from before it comes back (it snaps to its first state then, flagged,
+/// never drawn early at its new place from a state of the spell), never a pop.
+#[test]
+fn a_slow_proxy_leaving_interest_and_coming_back_is_sent_nothing_from_its_spell() {
+    use unlag::smoothing::{InterestSettings, ViewPoint};
+    // (No reduced ring: it comes back fully relevant, sent its states off the grid at once.)
+    let interest = InterestSettings {
+        full_within: 16.0,
+        reduced_within: 16.0,
+        reduced_rate_hz: 1.0,
+        hysteresis: 2.0,
+        line_of_sight: false,
+        hearing_distance: 10.0,
+        ..default()
+    };
+    let mut worst = (0.0f32, 0.0f32);
+    for seed in 1..=4 {
+        let mut tb = Testbed::new(TestbedConfig {
+            clients: 1,
+            conditions: conditions(0.1),
+            loss_burst: 4.0,
+            seed,
+            ..default()
+        });
+        tb.add_plugins(ProxySmoothingPlugin {
+            interest: interest.clone(),
+            ..default()
+        });
+        let truth = script_server(&mut tb, Path::OutAndBack);
+        tb.client(0)
+            .insert_resource(truth)
+            .init_resource::<RelevanceSeen>()
+            .add_systems(Last, watch_relevance);
+        assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+        let link = tb.server_link(0).unwrap();
+        tb.server_world_mut()
+            .entity_mut(link)
+            .insert(ViewPoint(Vec3::ZERO));
+        tb.server_world_mut().spawn((
+            SmoothedProxy,
+            NetUpdateFrequency(1.0),
+            Replicate::to_clients(NetworkTarget::All),
+        ));
+        tb.run_for(Duration::from_secs(24));
+        let seen = tb.client_world(0).resource::<RelevanceSeen>();
+        let stats = tb.client_world(0).resource::<SmoothingStats>().clone();
+        let sent = tb
+            .server_world()
+            .resource::<SmoothingStats>()
+            .off_grid_states_sent;
+        println!(
+            "seed {seed}: drawn {} frames, dormant {}, worst pop {:.4} m, woken errors {:?} m, \
+             {sent} states off the grid sent; {stats:?}",
+            seen.drawn, seen.dormant, seen.worst_pop, seen.woken_errors,
+        );
+        assert!(sent > 0);
+        // Nothing from before a spell came after it (it would be older than every state the
+        // client keeps from the spell's first on).
+        assert_eq!(stats.rejected_out_of_order, 0, "seed {seed}");
+        assert!(stats.dormant >= 2 && stats.woken >= 2, "{stats:?}");
+        assert!(seen.woken_errors.len() >= 2);
+        for (error, flagged) in &seen.woken_errors {
+            worst.0 = worst.0.max(*error);
+            assert!(*error < 0.05, "seed {seed}: came back {error} m off");
+            assert!(flagged, "seed {seed}: came back without the teleport flag");
+        }
+        worst.1 = worst.1.max(seen.worst_pop);
+        assert!(
+            seen.worst_pop <= 0.05,
+            "seed {seed}: popped {} m",
+            seen.worst_pop
+        );
+    }
+    println!(
+        "worst woken error {:.4} m, worst pop {:.4} m",
+        worst.0, worst.1
+    );
+}
+
 /// A proxy walking away from a client is sent less often, then not at all, and back: never a
 /// pop, one flagged snap each time it comes back, at the reduced rate in between.
 #[test]

@@ -370,12 +370,17 @@ pub(crate) fn receive_states(
             };
             let mut state = wire.to_state(update.tick, time);
             state.off_grid = update.kind == StatesKind::OffGrid;
+            // Of a proxy back from a spell: its states newer than the spell's first, kept.
+            let mut newer: Option<Vec<ProxyState>> = None;
             let result = match existing {
                 Some(mut smoothing) => {
                     if let Some(mut dormant) = dormant {
                         // From before it went dormant: not drawn from. The first state after
                         // it starts the proxy afresh (a teleport: no curve from where it was).
-                        if update.tick <= dormant.since_tick {
+                        // A state off the grid never does: the first of a spell is on it.
+                        if update.tick <= dormant.since_tick
+                            || state.off_grid && dormant.wakes_at.is_none()
+                        {
                             stats.dropped_while_dormant += 1;
                             continue;
                         }
@@ -392,13 +397,17 @@ pub(crate) fn receive_states(
                         // states between, and a curve or a hold across the spell is no pose
                         // the server would grant. (A trail's copy of the first state after the
                         // spell, whose original was lost, comes after newer states: those
-                        // stay.)
-                        let newer: Vec<_> = smoothing
-                            .buffer
-                            .states()
-                            .filter(|s| s.tick > update.tick)
-                            .copied()
-                            .collect();
+                        // stay, after it, so that the proxy starts from it, flagged, rather
+                        // than from a newer one: at 1 Hz those are often states off the grid,
+                        // and it came back unflagged.)
+                        newer = Some(
+                            smoothing
+                                .buffer
+                                .states()
+                                .filter(|s| s.tick > update.tick)
+                                .copied()
+                                .collect::<Vec<_>>(),
+                        );
                         smoothing.go_dormant(
                             &mut commands.entity(wire.entity),
                             ProxyDormant {
@@ -407,18 +416,26 @@ pub(crate) fn receive_states(
                             },
                             &mut stats,
                         );
-                        for s in newer {
-                            let _ = smoothing.push(s, clock.server_time);
-                        }
                     }
                     let arrived = (clock.server_time, real.elapsed_secs_f64());
-                    smoothing.take_state(state, arrived, (clock.send_interval, tick), &mut lateness)
+                    let result = smoothing.take_state(
+                        state,
+                        arrived,
+                        (clock.send_interval, tick),
+                        &mut lateness,
+                    );
+                    for s in newer.into_iter().flatten() {
+                        let _ = smoothing.push(s, clock.server_time);
+                    }
+                    result
                 }
                 None => {
                     // Went dormant before its first states were taken in: those from before
                     // are not drawn from, and the first after wakes it.
                     if let Some(mut dormant) = dormant {
-                        if update.tick <= dormant.since_tick {
+                        if update.tick <= dormant.since_tick
+                            || state.off_grid && dormant.wakes_at.is_none()
+                        {
                             stats.dropped_while_dormant += 1;
                             continue;
                         }

@@ -42,6 +42,9 @@ pub(crate) struct PairSchedule {
     /// The tick of the first state of its current awake spell: no trail copy older goes to
     /// it (the client starts the proxy afresh there).
     pub(crate) awake_since: u32,
+    /// Whether that first state came back from a dormant spell (flagged a teleport, the
+    /// client told it woke): its repeat is flagged and told the same.
+    pub(crate) woke: bool,
     /// Which of the client's state messages carried one of its states.
     pub(crate) sent: unlag_net::SentMask,
 }

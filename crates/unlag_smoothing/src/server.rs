@@ -436,7 +436,7 @@ fn trail_lag(
 
 /// Sends every client the states `off_grid` of slow proxies (sampled at the tick each
 /// carries) that it is sent in full now (not its own, nor any at a reduced rate or dormant to
-/// it), one [`StatesKind::OffGrid`] message per tick, noted among its state messages (in frame
+/// it, nor one from before its awake spell), one [`StatesKind::OffGrid`] message per tick, noted among its state messages (in frame
 /// `frame`). Returns how many states went, over every client.
 fn send_off_grid(
     mut off_grid: Vec<(u32, WireProxyState, Option<Entity>)>,
@@ -452,10 +452,17 @@ fn send_off_grid(
         for group in off_grid.chunk_by(|a, b| a.0 == b.0) {
             let states: Vec<WireProxyState> = group
                 .iter()
-                .filter(|(_, s, owner)| {
+                .filter(|(tick, s, owner)| {
                     *owner != Some(link)
                         && schedule.as_ref().is_none_or(|schedule| {
-                            schedule.pairs.get(&s.entity).is_some_and(|p| p.awake)
+                            // (Never one from before the pair's awake spell: the client
+                            // starts the proxy afresh at the spell's first state, and took a
+                            // copy of one from before it for the spell's start, drawing the
+                            // proxy at its new place 0.9 s early, 4.5 m off.)
+                            schedule
+                                .pairs
+                                .get(&s.entity)
+                                .is_some_and(|p| p.awake && *tick >= p.awake_since)
                                 && interest.is_none_or(|i| i.relevance(s.entity) == Relevance::Full)
                         })
                 })
@@ -506,11 +513,29 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
                     .is_some_and(|p| p.awake && p.last_tick == Some(tick))
             })
         };
+        // The original was the first after a dormant spell: flagged, and the client told.
+        let woke = |tick: u32, proxy: Entity| {
+            schedule.as_ref().is_some_and(|s| {
+                s.pairs
+                    .get(&proxy)
+                    .is_some_and(|p| p.woke && p.awake_since == tick)
+            })
+        };
         for group in repeats.chunk_by(|a, b| a.0 == b.0) {
+            let mut woken = Vec::new();
             let states: Vec<WireProxyState> = group
                 .iter()
                 .filter(|(tick, s, owner)| *owner != Some(link) && got_original(*tick, s.entity))
-                .map(|(_, s, _)| s.clone())
+                .map(|(tick, s, _)| {
+                    let mut s = s.clone();
+                    // (A client that lost the original would start the proxy from its
+                    // repeat unflagged: drawn across the spell if the notice is late too.)
+                    if woke(*tick, s.entity) {
+                        s.flags |= TELEPORT_BIT;
+                        woken.push(s.entity);
+                    }
+                    s
+                })
                 .collect();
             if !states.is_empty() {
                 traffic.send_counted::<UnreliableChannel, _>(
@@ -519,7 +544,7 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
                         tick: group[0].0,
                         states,
                         kind: StatesKind::Repeat,
-                        woken: Vec::new(),
+                        woken,
                         asleep: Vec::new(),
                         encoded: EncodedStates::default(),
                     },
@@ -598,7 +623,8 @@ fn send_states(
                 }
                 continue;
             }
-            if !pair.awake && pair.sent_before {
+            let woke = !pair.awake && pair.sent_before;
+            if woke {
                 let mut wire = wire.clone();
                 wire.flags |= TELEPORT_BIT;
                 woken.push(wire.entity);
@@ -609,6 +635,7 @@ fn send_states(
             }
             if !pair.awake {
                 pair.awake_since = now_tick;
+                pair.woke = woke;
             }
             pair.awake = true;
             pair.sent_before = true;
