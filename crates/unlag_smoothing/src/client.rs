@@ -245,8 +245,8 @@ pub struct SmoothingStats {
     pub trail_states_sent: u64,
     /// Server side: states of slow proxies sent between their grids' where their motion bent
     /// ([`SmoothingSettings::off_grid_error`](crate::SmoothingSettings::off_grid_error)),
-    /// counted once per client each time one goes (each goes three times: at once, with the
-    /// next state on the grid, and with that one's repeat).
+    /// counted once per client each time one goes (each goes twice: at once, and with the
+    /// repeat of the next state on the grid).
     pub off_grid_states_sent: u64,
 }
 

@@ -86,15 +86,14 @@ pub struct SmoothingSettings {
     /// copies cost about as many bytes as the states again, on those links only.
     pub trail_runs: f64,
     /// Server side: how far, metres, the curve a client draws through a slow proxy's states
-    /// (one sent [`OFF_GRID_MIN_INTERVAL`] apart or further)
-    /// may stray from the server's own track before the server sends a state between its
-    /// grid's ([`StatesKind::OffGrid`]): the one of the tick
-    /// before, where the motion bent (a start, a stop, a turn, a jump), so that a 1-Hz proxy
-    /// that steps out from cover is drawn stepping out when it did, not eased out along a
-    /// second-long curve through a standing state and a walking one (default 0.05; 0: never).
-    /// Such states go only to clients the proxy is fully relevant to, at most one every
-    /// [`OFF_GRID_MIN_GAP`], and cost nothing while it moves
-    /// steadily or stands.
+    /// (one sent [`OFF_GRID_MIN_INTERVAL`] apart or further) may stray from the server's own
+    /// track before the server sends a state between its grid's ([`StatesKind::OffGrid`]):
+    /// the one of the tick before, where the motion bent (a start, a stop, a turn, a jump), so
+    /// that a 1-Hz proxy that steps out from cover is drawn stepping out when it did, not
+    /// eased out along a second-long curve through a standing state and a walking one
+    /// (default 0.05; 0: never). Such states go only to clients the proxy is fully relevant
+    /// to, at most one every [`OFF_GRID_MIN_GAP`], twice each (at once and with the repeat of
+    /// the next state on the grid), and cost nothing while it moves steadily or stands.
     pub off_grid_error: f32,
 }
 
