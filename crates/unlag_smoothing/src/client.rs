@@ -39,9 +39,9 @@ pub struct ProxySmoothing {
     switched: bool,
     /// Back from a dormant spell and not yet three states in: its delay is kept, not snapped.
     resumed: bool,
-    /// States on the grid taken in since it started afresh (saturating): while fewer than three, its
-    /// interval may still be unknown and nothing has been drawn from a curve that could jump.
-    /// (Not the buffer's length: pruning shortens that later on.)
+    /// States on the grid taken in since it started afresh (saturating): while fewer than
+    /// three, its interval may still be unknown and nothing has been drawn from a curve that
+    /// could jump. (Not the buffer's length: pruning shortens that later on.)
     taken: u32,
     /// Its update interval as last read ([`ProxySmoothing::interval`]), seconds: a starved
     /// spell's ease lasts longer for slow proxies ([`unlag_core::ease_time`]).

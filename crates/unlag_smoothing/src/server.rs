@@ -437,8 +437,9 @@ fn trail_lag(
 
 /// Sends every client the states `off_grid` of slow proxies (sampled at the tick each
 /// carries) that it is sent in full now (not its own, nor any at a reduced rate or dormant to
-/// it, nor one from before its awake spell), one [`StatesKind::OffGrid`] message per tick, noted among its state messages (in frame
-/// `frame`). Returns how many states went, over every client.
+/// it, nor one from before its awake spell), one [`StatesKind::OffGrid`] message per tick,
+/// noted among its state messages (in frame `frame`). Returns how many states went, over
+/// every client.
 fn send_off_grid(
     mut off_grid: Vec<(u32, WireProxyState, Option<Entity>)>,
     frame: u64,
