@@ -136,6 +136,16 @@ fn bad_options_are_refused_naming_the_option_and_its_range() {
     );
     assert_eq!(parse(&["--packing", "both"]).unwrap().packing, Packing::On);
     assert!(error(&["--packing", "yes"]).contains("on, clients or off"));
+    // States off a slow proxy's grid: the library's setting, or none.
+    let library = unlag::smoothing::SmoothingSettings::default().off_grid_error;
+    assert!(ok.off_grid && ok.smoothing_settings().off_grid_error == library && library > 0.0);
+    let off = parse(&["--off-grid", "off"]).unwrap();
+    assert_eq!(off.smoothing_settings().off_grid_error, 0.0);
+    assert_eq!(
+        off.smoothing_settings().default_mode,
+        unlag::smoothing::SmoothingMode::Hermite
+    );
+    assert!(error(&["--off-grid", "maybe"]).contains("--off-grid"));
     // Real clients: their frame rate, its variation, hitches and a listen host.
     assert!(error(&["--client-fps", "2"]).contains("5-480"));
     assert!(error(&["--frame-jitter", "95"]).contains("--frame-jitter"));

@@ -137,7 +137,7 @@ fn described(options: &ReportOptions) -> BTreeMap<&'static str, String> {
         ("playout", if options.playout { "on" } else { "off" }.into()),
         ("packing", options.packing.name().into()),
         (
-            "off-grid states",
+            "off_grid",
             if options.off_grid { "on" } else { "off" }.into(),
         ),
         (
