@@ -546,6 +546,67 @@ fn a_state_off_the_grid_waits_for_the_grid_state_before_it() {
     );
 }
 
+/// With a single state on the grid buffered (the others lost or pruned), the interval is the
+/// one last read: a state off the grid further from it waits for the grid's state before it,
+/// rather than be drawn towards across the one missing (a 1-Hz bot's curve then jumped 0.43 m
+/// when that one came).
+#[test]
+fn a_state_off_the_grid_after_a_lone_grid_state_waits_too() {
+    use unlag::smoothing::{ProxyUpdates, StatesKind, WireProxyState};
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions: LinkConditions::new(Duration::from_millis(60), Duration::ZERO, 0.0),
+        ..default()
+    });
+    tb.add_plugins(ProxySmoothingPlugin::default());
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    let proxy = tb
+        .server_world_mut()
+        .spawn((
+            Transform::default(),
+            Replicate::to_clients(NetworkTarget::All),
+        ))
+        .id();
+    tb.run_for(Duration::from_secs(1));
+    let link = tb.server_link(0).unwrap();
+    let base = tb.server_world().resource::<LocalTimeline>().tick().0 / 15 * 15 - 30;
+    let send = |tb: &mut Testbed, tick: u32, kind: StatesKind| {
+        tb.server_world_mut()
+            .get_mut::<MessageSender<ProxyUpdates>>(link)
+            .unwrap()
+            .send::<unlag::net::ReliableChannel>(ProxyUpdates {
+                tick,
+                states: vec![WireProxyState::new(
+                    proxy,
+                    Vec3::X * (tick - base) as f32 * 0.05,
+                    Quat::IDENTITY,
+                    Vec3::X * 3.0,
+                    0,
+                    false,
+                )],
+                kind,
+                ..default()
+            });
+        tb.run_for(Duration::from_millis(100));
+    };
+    let buffered = |tb: &mut Testbed, tick: u32| {
+        let world = tb.client_world_mut(0);
+        let mut q = world.query::<&ProxySmoothing>();
+        q.single(world)
+            .expect("one proxy")
+            .buffer
+            .get(tick)
+            .is_some()
+    };
+    send(&mut tb, base, StatesKind::Due);
+    // One state on the grid: the buffer reads no rate; the proxy's own (the server's nominal
+    // 20 Hz until its states tell another) says a state half a second on is not next to it.
+    send(&mut tb, base + 40, StatesKind::OffGrid);
+    assert!(!buffered(&mut tb, base + 40));
+    send(&mut tb, base + 30, StatesKind::Repeat);
+    assert!(buffered(&mut tb, base + 30) && buffered(&mut tb, base + 40));
+}
+
 #[test]
 fn a_teleport_snaps_without_sweeping() {
     let r = run(

@@ -529,7 +529,12 @@ impl ProxySmoothing {
         let (time, off_grid) = (state.time, state.off_grid);
         let newest = self.buffer.newest_on_grid().map(|s| s.time);
         let interval = self.buffer.recent_interval().map(|i| i.max(send_interval));
-        if off_grid && !self.placed(&state, interval, tick) {
+        // Where a state off the grid belongs, the interval as last read when the buffer holds
+        // a single state on the grid (the others lost or pruned): taken as unknown, a 1-Hz
+        // bot's state off the grid was drawn towards from the state two seconds before it,
+        // and when the grid's state between came the curve under the view jumped 0.43 m.
+        let grid = interval.or((self.interval > 0.0).then_some(self.interval));
+        if off_grid && !self.placed(&state, grid, tick) {
             return self.park(state);
         }
         let result = self.push(state, server_time);
@@ -541,7 +546,12 @@ impl ProxySmoothing {
                     .state_loss
                     .observe(client_time, time - newest, interval);
             }
-            self.release_parked(interval, tick, server_time);
+            let grid = self
+                .buffer
+                .recent_interval()
+                .map(|i| i.max(send_interval))
+                .or((self.interval > 0.0).then_some(self.interval));
+            self.release_parked(grid, tick, server_time);
         }
         result
     }
