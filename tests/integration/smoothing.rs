@@ -469,36 +469,56 @@ fn a_slow_proxy_is_sent_a_state_where_its_motion_bends() {
     );
 }
 
-#[test]
-fn a_state_off_the_grid_waits_for_the_grid_state_before_it() {
-    use unlag::smoothing::{ProxyUpdates, StatesKind, WireProxyState};
-    let mut tb = Testbed::new(TestbedConfig {
-        clients: 1,
-        conditions: LinkConditions::new(Duration::from_millis(60), Duration::ZERO, 0.0),
-        ..default()
-    });
-    tb.add_plugins(ProxySmoothingPlugin::default());
-    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
-    // A replicated entity whose states the test sends itself, as a 4-Hz proxy's (15 ticks).
-    let proxy = tb
-        .server_world_mut()
-        .spawn((
-            Transform::default(),
-            Replicate::to_clients(NetworkTarget::All),
-        ))
-        .id();
-    tb.run_for(Duration::from_secs(1));
-    let link = tb.server_link(0).unwrap();
-    let base = tb.server_world().resource::<LocalTimeline>().tick().0 / 15 * 15 - 30;
-    let send = |tb: &mut Testbed, tick: u32, kind: StatesKind| {
-        let x = (tick - base) as f32 * 0.05;
-        tb.server_world_mut()
-            .get_mut::<MessageSender<ProxyUpdates>>(link)
+/// One client, 60 ms RTT, and a replicated entity whose states the test sends itself from the
+/// server, as a 4-Hz proxy's (15 ticks apart) from `base` on.
+struct ForgedProxy {
+    tb: Testbed,
+    proxy: Entity,
+    link: Entity,
+    /// A tick on the 4-Hz grid a little before the server's present.
+    base: u32,
+}
+
+impl ForgedProxy {
+    fn new() -> Self {
+        let mut tb = Testbed::new(TestbedConfig {
+            clients: 1,
+            conditions: LinkConditions::new(Duration::from_millis(60), Duration::ZERO, 0.0),
+            ..default()
+        });
+        tb.add_plugins(ProxySmoothingPlugin::default());
+        assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+        let proxy = tb
+            .server_world_mut()
+            .spawn((
+                Transform::default(),
+                Replicate::to_clients(NetworkTarget::All),
+            ))
+            .id();
+        tb.run_for(Duration::from_secs(1));
+        let link = tb.server_link(0).unwrap();
+        let base = tb.server_world().resource::<LocalTimeline>().tick().0 / 15 * 15 - 30;
+        Self {
+            tb,
+            proxy,
+            link,
+            base,
+        }
+    }
+
+    /// Sends the proxy's state of `tick` (walking along x at 3 m/s) as a message of `kind`,
+    /// and lets it arrive.
+    fn send(&mut self, tick: u32, kind: unlag::smoothing::StatesKind) {
+        use unlag::smoothing::{ProxyUpdates, WireProxyState};
+        let x = (tick - self.base) as f32 * 0.05;
+        self.tb
+            .server_world_mut()
+            .get_mut::<MessageSender<ProxyUpdates>>(self.link)
             .unwrap()
             .send::<unlag::net::ReliableChannel>(ProxyUpdates {
                 tick,
                 states: vec![WireProxyState::new(
-                    proxy,
+                    self.proxy,
                     Vec3::new(x, 0.0, 0.0),
                     Quat::IDENTITY,
                     Vec3::X * 3.0,
@@ -508,38 +528,49 @@ fn a_state_off_the_grid_waits_for_the_grid_state_before_it() {
                 kind,
                 ..default()
             });
-        tb.run_for(Duration::from_millis(100));
-    };
-    let buffered = |tb: &mut Testbed, tick: u32| {
-        let world = tb.client_world_mut(0);
+        self.tb.run_for(Duration::from_millis(100));
+    }
+
+    /// The client's smoothing of the proxy.
+    fn smoothing(&mut self) -> &ProxySmoothing {
+        let world = self.tb.client_world_mut(0);
         let mut q = world.query::<&ProxySmoothing>();
-        let smoothing = q.single(world).expect("one proxy");
-        smoothing.buffer.get(tick).map(|s| s.off_grid)
-    };
-    send(&mut tb, base, StatesKind::Due);
-    send(&mut tb, base + 15, StatesKind::Due);
+        q.single(world).expect("one proxy")
+    }
+
+    /// Whether the client buffered the state of `tick`, and if so whether it is off the grid.
+    fn buffered(&mut self, tick: u32) -> Option<bool> {
+        self.smoothing().buffer.get(tick).map(|s| s.off_grid)
+    }
+}
+
+#[test]
+fn a_state_off_the_grid_waits_for_the_grid_state_before_it() {
+    use unlag::smoothing::StatesKind;
+    let mut f = ForgedProxy::new();
+    let base = f.base;
+    f.send(base, StatesKind::Due);
+    f.send(base + 15, StatesKind::Due);
     // Right after the grid's state before it: taken at once.
-    send(&mut tb, base + 20, StatesKind::OffGrid);
-    assert_eq!(buffered(&mut tb, base + 20), Some(true));
+    f.send(base + 20, StatesKind::OffGrid);
+    assert_eq!(f.buffered(base + 20), Some(true));
     // The grid's state before it lost so far: it waits, and is taken when that one comes
     // (a repeat), the curve to it never drawn from the state before.
-    send(&mut tb, base + 35, StatesKind::OffGrid);
-    assert_eq!(buffered(&mut tb, base + 35), None);
-    send(&mut tb, base + 30, StatesKind::Repeat);
-    assert_eq!(buffered(&mut tb, base + 30), Some(false));
-    assert_eq!(buffered(&mut tb, base + 35), Some(true));
+    f.send(base + 35, StatesKind::OffGrid);
+    assert_eq!(f.buffered(base + 35), None);
+    f.send(base + 30, StatesKind::Repeat);
+    assert_eq!(f.buffered(base + 30), Some(false));
+    assert_eq!(f.buffered(base + 35), Some(true));
     // Lost for good: taken once a state on the grid after it comes.
-    send(&mut tb, base + 50, StatesKind::OffGrid);
-    assert_eq!(buffered(&mut tb, base + 50), None);
-    send(&mut tb, base + 60, StatesKind::Due);
-    assert_eq!(buffered(&mut tb, base + 50), Some(true));
+    f.send(base + 50, StatesKind::OffGrid);
+    assert_eq!(f.buffered(base + 50), None);
+    f.send(base + 60, StatesKind::Due);
+    assert_eq!(f.buffered(base + 50), Some(true));
     // Still a 4-Hz proxy: the states off the grid tell no rate.
-    let world = tb.client_world_mut(0);
-    let mut q = world.query::<&ProxySmoothing>();
-    let interval = q.single(world).unwrap().buffer.recent_interval().unwrap();
+    let interval = f.smoothing().buffer.recent_interval().unwrap();
     assert!((interval - 0.25).abs() < 1e-6, "{interval}");
     assert_eq!(
-        tb.client_world(0)
+        f.tb.client_world(0)
             .resource::<SmoothingStats>()
             .rejected_far_future,
         0
@@ -552,59 +583,16 @@ fn a_state_off_the_grid_waits_for_the_grid_state_before_it() {
 /// when that one came).
 #[test]
 fn a_state_off_the_grid_after_a_lone_grid_state_waits_too() {
-    use unlag::smoothing::{ProxyUpdates, StatesKind, WireProxyState};
-    let mut tb = Testbed::new(TestbedConfig {
-        clients: 1,
-        conditions: LinkConditions::new(Duration::from_millis(60), Duration::ZERO, 0.0),
-        ..default()
-    });
-    tb.add_plugins(ProxySmoothingPlugin::default());
-    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
-    let proxy = tb
-        .server_world_mut()
-        .spawn((
-            Transform::default(),
-            Replicate::to_clients(NetworkTarget::All),
-        ))
-        .id();
-    tb.run_for(Duration::from_secs(1));
-    let link = tb.server_link(0).unwrap();
-    let base = tb.server_world().resource::<LocalTimeline>().tick().0 / 15 * 15 - 30;
-    let send = |tb: &mut Testbed, tick: u32, kind: StatesKind| {
-        tb.server_world_mut()
-            .get_mut::<MessageSender<ProxyUpdates>>(link)
-            .unwrap()
-            .send::<unlag::net::ReliableChannel>(ProxyUpdates {
-                tick,
-                states: vec![WireProxyState::new(
-                    proxy,
-                    Vec3::X * (tick - base) as f32 * 0.05,
-                    Quat::IDENTITY,
-                    Vec3::X * 3.0,
-                    0,
-                    false,
-                )],
-                kind,
-                ..default()
-            });
-        tb.run_for(Duration::from_millis(100));
-    };
-    let buffered = |tb: &mut Testbed, tick: u32| {
-        let world = tb.client_world_mut(0);
-        let mut q = world.query::<&ProxySmoothing>();
-        q.single(world)
-            .expect("one proxy")
-            .buffer
-            .get(tick)
-            .is_some()
-    };
-    send(&mut tb, base, StatesKind::Due);
+    use unlag::smoothing::StatesKind;
+    let mut f = ForgedProxy::new();
+    let base = f.base;
+    f.send(base, StatesKind::Due);
     // One state on the grid: the buffer reads no rate; the proxy's own (the server's nominal
     // 20 Hz until its states tell another) says a state half a second on is not next to it.
-    send(&mut tb, base + 40, StatesKind::OffGrid);
-    assert!(!buffered(&mut tb, base + 40));
-    send(&mut tb, base + 30, StatesKind::Repeat);
-    assert!(buffered(&mut tb, base + 30) && buffered(&mut tb, base + 40));
+    f.send(base + 40, StatesKind::OffGrid);
+    assert_eq!(f.buffered(base + 40), None);
+    f.send(base + 30, StatesKind::Repeat);
+    assert!(f.buffered(base + 30).is_some() && f.buffered(base + 40).is_some());
 }
 
 #[test]

@@ -529,12 +529,7 @@ impl ProxySmoothing {
         let (time, off_grid) = (state.time, state.off_grid);
         let newest = self.buffer.newest_on_grid().map(|s| s.time);
         let interval = self.buffer.recent_interval().map(|i| i.max(send_interval));
-        // Where a state off the grid belongs, the interval as last read when the buffer holds
-        // a single state on the grid (the others lost or pruned): taken as unknown, a 1-Hz
-        // bot's state off the grid was drawn towards from the state two seconds before it,
-        // and when the grid's state between came the curve under the view jumped 0.43 m.
-        let grid = interval.or((self.interval > 0.0).then_some(self.interval));
-        if off_grid && !self.placed(&state, grid, tick) {
+        if off_grid && !self.placed(&state, self.grid_interval(send_interval), tick) {
             return self.park(state);
         }
         let result = self.push(state, server_time);
@@ -546,14 +541,21 @@ impl ProxySmoothing {
                     .state_loss
                     .observe(client_time, time - newest, interval);
             }
-            let grid = self
-                .buffer
-                .recent_interval()
-                .map(|i| i.max(send_interval))
-                .or((self.interval > 0.0).then_some(self.interval));
-            self.release_parked(grid, tick, server_time);
+            self.release_parked(self.grid_interval(send_interval), tick, server_time);
         }
         result
+    }
+
+    /// The interval of the proxy's grid where a state off it belongs, seconds: as its buffered
+    /// states on the grid show it (at least the server's `send_interval`), else as last read
+    /// when the buffer holds a single one (the others lost or pruned: taken as unknown, a
+    /// 1-Hz bot's state off the grid was drawn towards from the state two seconds before it,
+    /// and when the grid's state between came the curve under the view jumped 0.43 m).
+    fn grid_interval(&self, send_interval: f64) -> Option<f64> {
+        self.buffer
+            .recent_interval()
+            .map(|i| i.max(send_interval))
+            .or((self.interval > 0.0).then_some(self.interval))
     }
 
     /// Whether the buffer holds the state on the grid before `state` (off the grid): the

@@ -281,21 +281,14 @@ impl ProxySampler {
     /// it, inside the curve being drawn: an 813-mm pop at 1 Hz and 20 % loss in bursts of 10.)
     fn sample(
         &mut self,
-        (entity, transform, flags): (Entity, &Transform, u8),
+        pose: (Entity, &Transform, u8),
         (rate, tick): (f32, f64),
         (now_tick, now): (u32, f64),
         sent: &mut SentStates,
     ) -> WireProxyState {
         let interval = 1.0 / f64::from(rate);
         self.next_tick = unlag_core::next_on_grid(now_tick, interval / tick);
-        let wire = WireProxyState::new(
-            entity,
-            transform.translation,
-            transform.rotation,
-            self.velocity,
-            flags,
-            self.teleport,
-        );
+        let wire = self.wire(pose);
         let state = wire.to_state(now_tick, now);
         sent.push(state);
         self.last_sent = Some(state);
@@ -318,6 +311,19 @@ impl ProxySampler {
 }
 
 impl ProxySampler {
+    /// The proxy's state now as it goes on the wire: `pose` (entity, transform, game flags)
+    /// with the sampled velocity and the pending teleport flag.
+    fn wire(&self, (entity, transform, flags): (Entity, &Transform, u8)) -> WireProxyState {
+        WireProxyState::new(
+            entity,
+            transform.translation,
+            transform.rotation,
+            self.velocity,
+            flags,
+            self.teleport,
+        )
+    }
+
     /// A slow proxy's state off its grid to send at tick `now_tick` (server time `now`,
     /// seconds; `due_now`: its state on the grid is due this tick too), if one is called for,
     /// with its tick, recorded in what was `sent`; `pose` as for [`sample`](Self::sample).
@@ -331,7 +337,7 @@ impl ProxySampler {
     /// state that set them). A pending teleport waits for the grid, as before.
     fn off_grid(
         &mut self,
-        (entity, transform, flags): (Entity, &Transform, u8),
+        pose: (Entity, &Transform, u8),
         (now_tick, now, due_now): (u32, f64, bool),
         (error, mode): (f32, SmoothingMode),
         sent: &mut SentStates,
@@ -343,14 +349,8 @@ impl ProxySampler {
                 return None;
             }
         };
-        let wire = WireProxyState::new(
-            entity,
-            transform.translation,
-            transform.rotation,
-            self.velocity,
-            flags,
-            false,
-        );
+        // (No teleport is pending here: that returned above.)
+        let wire = self.wire(pose);
         let current = wire.to_state(now_tick, now);
         // (Sent or not, the boxes recorded at this tick are posed from it: it may be sent
         // next tick, off the grid.)
