@@ -146,6 +146,14 @@ fn bad_options_are_refused_naming_the_option_and_its_range() {
         unlag::smoothing::SmoothingMode::Hermite
     );
     assert!(error(&["--off-grid", "maybe"]).contains("--off-grid"));
+    assert!(ok.deltas && ok.smoothing_settings().delta_states);
+    assert!(
+        !parse(&["--deltas", "off"])
+            .unwrap()
+            .smoothing_settings()
+            .delta_states
+    );
+    assert!(error(&["--deltas", "maybe"]).contains("--deltas"));
     // Real clients: their frame rate, its variation, hitches and a listen host.
     assert!(error(&["--client-fps", "2"]).contains("5-480"));
     assert!(error(&["--frame-jitter", "95"]).contains("--frame-jitter"));

@@ -240,6 +240,20 @@ impl SentMask {
         let back = self.latest.wrapping_sub(message);
         back < 64 && self.bits & (1 << back) != 0
     }
+
+    /// The newest message both masks mark, as far back as both reach.
+    pub fn newest_common(&self, other: &SentMask) -> Option<u32> {
+        // Both masks lined up at the older of the two latest messages.
+        let (newer, older) = if self.latest.wrapping_sub(other.latest) < 1 << 31 {
+            (self, other)
+        } else {
+            (other, self)
+        };
+        let shift = newer.latest.wrapping_sub(older.latest);
+        let lined = if shift < 64 { newer.bits >> shift } else { 0 };
+        let common = lined & older.bits;
+        (common != 0).then(|| older.latest.wrapping_sub(common.trailing_zeros()))
+    }
 }
 
 impl StatesSentTo {
@@ -257,6 +271,30 @@ impl StatesSentTo {
         while self.messages.len() > STATE_MESSAGES_KEPT {
             self.messages.pop_front();
         }
+    }
+
+    /// The kept messages whose frames `acknowledged` says the client had, as a mask over
+    /// message numbers (its latest: the newest kept message).
+    pub fn acknowledged(&self, acknowledged: impl Fn(u64) -> bool) -> SentMask {
+        let mut mask = SentMask::default();
+        for &(n, _, frame) in &self.messages {
+            if acknowledged(frame) {
+                mask.note(n);
+            }
+        }
+        mask
+    }
+
+    /// The tick of kept message `message`.
+    pub fn tick_of(&self, message: u32) -> Option<u32> {
+        let first = self.messages.front()?.0;
+        let i = self
+            .messages
+            .partition_point(|(n, ..)| n.wrapping_sub(first) < message.wrapping_sub(first));
+        self.messages
+            .get(i)
+            .filter(|(n, ..)| *n == message)
+            .map(|(_, tick, _)| *tick)
     }
 
     /// The (tick, frame) of each kept message that carried a state of the proxy whose messages

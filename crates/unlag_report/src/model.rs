@@ -191,6 +191,9 @@ pub struct Report {
     /// Proxy states sent off their grids per second per client (where a slow proxy's motion
     /// bent: `SmoothingSettings::off_grid_error`; mean over clients).
     pub off_grid_states_per_sec: f64,
+    /// Proxy states sent as their differences from states the client acknowledged per second
+    /// per client (`SmoothingSettings::delta_states`; mean over clients).
+    pub delta_states_per_sec: f64,
     /// Server time per tick.
     pub server_cost: ServerCost,
     /// Simulated seconds per wall-clock second.

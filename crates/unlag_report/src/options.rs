@@ -60,6 +60,9 @@ pub struct ReportOptions {
     /// Whether the server sends slow proxies' states between their grids' where their motion
     /// bends (`SmoothingSettings::off_grid_error`: the library's default, or 0 when off).
     pub off_grid: bool,
+    /// Whether the server sends proxy states as their differences from ones the client
+    /// acknowledged (`SmoothingSettings::delta_states`: the library's default, on).
+    pub deltas: bool,
     /// Whether the client Apps and a dedicated server run Bevy's multi-threaded executor
     /// (default off: the single-threaded one; the per-client work inside a server's systems
     /// runs over the compute pool either way). A listen server stays on its host's thread.
@@ -93,6 +96,7 @@ impl Default for ReportOptions {
             playout: unlag::core::PlayoutSettings::default().enabled,
             packing: Packing::On,
             off_grid: true,
+            deltas: true,
             multi_threaded: false,
         }
     }
@@ -125,6 +129,9 @@ usage: report [options]
                      grid's where the curve through its states would stray 5 cm from its
                      track (SmoothingSettings::off_grid_error; default, as the library); off:
                      only its grid's states (the old way)
+  --deltas on|off    on: proxy states go as their differences from states the client
+                     acknowledged (SmoothingSettings::delta_states; default, as the
+                     library); off: every state in full (the old way)
   --client-fps F     each client's frame rate, 5-480 frames/s (default: the server's 240)
   --frame-jitter P   how much a client's frame time varies, 0-90 % of its mean (default 0)
   --hitches P,MS     P % of a client's frames (0-50) take MS milliseconds (0-2000) each,
@@ -288,6 +295,7 @@ impl ReportOptions {
             }
             "--playout" => self.playout = on_off(name, value)?,
             "--off-grid" => self.off_grid = on_off(name, value)?,
+            "--deltas" => self.deltas = on_off(name, value)?,
             "--packing" => {
                 let value = value.to_ascii_lowercase();
                 // (`both`: what `on` means since the server packs too.)
@@ -317,8 +325,8 @@ impl ReportOptions {
         Ok(())
     }
 
-    /// The smoothing plugin's settings for the match: its mode, and states off the grid or
-    /// not (`--off-grid`).
+    /// The smoothing plugin's settings for the match: its mode, states off the grid or not
+    /// (`--off-grid`), delta states or not (`--deltas`).
     pub fn smoothing_settings(&self) -> unlag::smoothing::SmoothingSettings {
         let library = unlag::smoothing::SmoothingSettings::default();
         unlag::smoothing::SmoothingSettings {
@@ -328,6 +336,7 @@ impl ReportOptions {
             } else {
                 0.0
             },
+            delta_states: self.deltas,
             ..library
         }
     }

@@ -29,10 +29,13 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
     let wall_seconds = wall.elapsed().as_secs_f64();
     tb.server_world_mut().resource_mut::<Stopwatch>().measuring = false;
     let measures: Vec<ClientMeasures> = (0..options.clients).map(|i| tb.measures(i)).collect();
-    let off_grid = tb
+    let server_stats = tb
         .server_world()
-        .resource::<unlag::smoothing::SmoothingStats>()
-        .off_grid_states_sent;
+        .resource::<unlag::smoothing::SmoothingStats>();
+    let (off_grid, deltas) = (
+        server_stats.off_grid_states_sent,
+        server_stats.delta_states_sent,
+    );
     let corrections: Vec<u64> = (0..options.clients)
         .map(|i| {
             tb.client_world(i)
@@ -60,6 +63,8 @@ pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Rep
     add_link(&mut report, &measures);
     report.off_grid_states_per_sec =
         off_grid as f64 / options.seconds.max(1e-9) / options.clients.max(1) as f64;
+    report.delta_states_per_sec =
+        deltas as f64 / options.seconds.max(1e-9) / options.clients.max(1) as f64;
     report.server_cost = server_cost(&tb);
     // The peeks run a match of their own, after this one.
     drop(tb);
@@ -140,6 +145,7 @@ fn described(options: &ReportOptions) -> BTreeMap<&'static str, String> {
             "off_grid",
             if options.off_grid { "on" } else { "off" }.into(),
         ),
+        ("deltas", if options.deltas { "on" } else { "off" }.into()),
         (
             "executor",
             if options.multi_threaded {

@@ -243,11 +243,12 @@ impl Report {
             "downstream bytes/s per client",
             format!(
                 "{:.0} on the wire in {:.1} datagrams/s; payload: {}; proxy states off their \
-                 grids {:.1}/s",
+                 grids {:.1}/s, as deltas {:.1}/s",
                 self.bytes_down_per_sec,
                 self.datagrams_down_per_sec,
                 kinds(&self.down_by_kind),
-                self.off_grid_states_per_sec
+                self.off_grid_states_per_sec,
+                self.delta_states_per_sec
             ),
         );
     }

@@ -1,7 +1,10 @@
 //! The client side: buffer each proxy's states and place it at view time.
 
 use crate::SmoothingSettings;
-use crate::protocol::{ProxyDormancy, ProxyUpdates, StatesKind};
+use crate::protocol::{
+    BASELINE_KEPT, ProxyDormancy, ProxyResync, ProxyUpdates, StatesKind, TELEPORT_BIT,
+    WireProxyState,
+};
 use bevy::prelude::*;
 use lightyear::prelude::*;
 use unlag_core::{
@@ -248,6 +251,19 @@ pub struct SmoothingStats {
     /// counted once per client each time one goes (each goes twice: at once, and with the
     /// repeat of the next state on the grid).
     pub off_grid_states_sent: u64,
+    /// Server side: states sent as their differences from states the clients acknowledged
+    /// ([`DeltaProxyState`](crate::DeltaProxyState)), counted once per client.
+    pub delta_states_sent: u64,
+    /// Server side: [`ProxyResync`](crate::ProxyResync)s received (a client lacked a delta's
+    /// baseline and was sent full states again).
+    pub resyncs_received: u64,
+    /// Delta states received and decoded against a kept state (counted in
+    /// `states_received` too when the buffer took them).
+    pub delta_states_received: u64,
+    /// Delta states dropped: their baseline was not kept here (the proxy's entity was not known
+    /// yet when it came) or they did not fit it. Each asks the server for full states
+    /// ([`ProxyResync`](crate::ProxyResync)).
+    pub deltas_without_baseline: u64,
 }
 
 /// PreUpdate, before the states: proxies the server stopped sending go dormant (unless a state
@@ -327,7 +343,102 @@ fn note_dormant(
     }
 }
 
-/// PreUpdate: buffers received states.
+/// A client's [`ProxyResync`] waiting for a packet to ride in, and the tick of the last one
+/// asked.
+#[derive(Resource, Default)]
+pub(crate) struct PendingResync {
+    due: Option<u32>,
+    last: Option<u32>,
+}
+
+/// How much sooner than the link a resync goes on its own, seconds: lightyear reads the real
+/// time again before it sends, and an acknowledgement-only packet must find it gone.
+const ALONE_MARGIN: f64 = 0.002;
+
+/// PostUpdate, in [`NetSystems::EveryPacket`](unlag_net::NetSystems): the [`ProxyResync`]
+/// asked this frame or before, in the first frame that sends the server a packet anyway (moves,
+/// a shot, a delay report) or where a packet may leave without data (lightyear's
+/// acknowledgements alone: [`DataCadence::may_go_alone`](unlag_net::DataCadence)): in the
+/// packet that acknowledges the message it is about, before the server can rest a delta on
+/// that message's states, and in no datagram of its own.
+pub(crate) fn send_resync(
+    real: Res<Time<Real>>,
+    (delay, cadence): (
+        Option<Res<unlag_net::AckDelay>>,
+        Option<Res<unlag_net::DataCadence>>,
+    ),
+    mut resync: ResMut<PendingResync>,
+    mut link: Query<(&mut MessageSender<ProxyResync>, &mut unlag_net::LinkTraffic), With<Client>>,
+) {
+    let Some(tick) = resync.due else {
+        return;
+    };
+    let Ok((mut sender, mut traffic)) = link.single_mut() else {
+        return;
+    };
+    let now = real.elapsed_secs_f64();
+    let delay = delay.map_or(0.0, |d| d.0);
+    let rides = traffic.queued_this_frame
+        || delay <= 0.0
+        || cadence.is_none_or(|c| c.may_go_alone(now + ALONE_MARGIN, delay));
+    if rides {
+        resync.due = None;
+        // (It rides on a packet that leaves anyway: the frame's data cadence stays as it was.)
+        let queued = traffic.queued_this_frame;
+        traffic.send_counted::<unlag_net::UnreliableChannel, _>(&mut sender, ProxyResync { tick });
+        traffic.queued_this_frame = queued;
+    }
+}
+
+/// A client's copies of the proxies' states of the server's [`StatesKind::Due`] messages, by
+/// entity and tick, to decode delta states against (kept [`BASELINE_KEPT`] seconds, whatever
+/// the smoothing made of them).
+#[derive(Default)]
+pub(crate) struct Baselines {
+    states: bevy::ecs::entity::EntityHashMap<std::collections::VecDeque<(u32, WireProxyState)>>,
+    /// The newest message tick seen, and when the kept states were last swept of proxies
+    /// sent nothing for longer than they are kept.
+    newest: u32,
+    swept: u32,
+}
+
+impl Baselines {
+    /// Keeps `state` (the teleport flag dropped: a delta never carries one) at `tick`, and
+    /// forgets the proxy's states older than `kept` ticks before its newest.
+    fn keep(&mut self, tick: u32, state: &WireProxyState, kept: u32) {
+        let mut state = state.clone();
+        state.flags &= !TELEPORT_BIT;
+        let states = self.states.entry(state.entity).or_default();
+        let i = states.partition_point(|(t, _)| *t < tick);
+        match states.get_mut(i) {
+            Some(at) if at.0 == tick => at.1 = state,
+            _ => states.insert(i, (tick, state)),
+        }
+        let newest = states.back().map_or(tick, |(t, _)| *t);
+        while states
+            .front()
+            .is_some_and(|(t, _)| t.saturating_add(kept) < newest)
+        {
+            states.pop_front();
+        }
+        self.newest = self.newest.max(tick);
+        if self.newest.saturating_sub(self.swept) > kept {
+            self.swept = self.newest;
+            let limit = self.newest.saturating_sub(kept);
+            self.states
+                .retain(|_, s| s.back().is_some_and(|(t, _)| *t >= limit));
+        }
+    }
+
+    /// The state of `entity` kept at `tick`.
+    fn get(&self, entity: Entity, tick: u32) -> Option<&WireProxyState> {
+        let states = self.states.get(&entity)?;
+        let i = states.partition_point(|(t, _)| *t < tick);
+        states.get(i).filter(|(t, _)| *t == tick).map(|(_, s)| s)
+    }
+}
+
+/// PreUpdate: buffers received states, decoding delta states against the states kept.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn receive_states(
     mut commands: Commands,
@@ -339,11 +450,21 @@ pub(crate) fn receive_states(
     mut link: Query<&mut MessageReceiver<ProxyUpdates>, With<Client>>,
     mut proxies: Proxies,
     mut fresh: Local<Vec<(Entity, ProxySmoothing)>>,
+    (mut baselines, mut resync): (Local<Baselines>, ResMut<PendingResync>),
 ) {
     let Ok(mut receiver) = link.single_mut() else {
         return;
     };
     let tick = clock.tick_duration;
+    let tick_us = unlag_core::quantize::tick_micros(tick);
+    let kept = if tick > 0.0 {
+        (BASELINE_KEPT / tick).ceil() as u32
+    } else {
+        0
+    };
+    // The tick of the newest message with a delta state that could not be decoded.
+    let mut lacking: Option<u32> = None;
+    let mut states: Vec<WireProxyState> = Vec::new();
     for update in receiver.receive() {
         let time = f64::from(update.tick) * tick;
         // Proxies gone dormant lately, told again in case the reliable notice is late.
@@ -363,7 +484,35 @@ pub(crate) fn receive_states(
         }
         // (Decoded states arrive in `states`; a host's own client is handed the server's
         // message as it was queued, its states perhaps still encoded.)
-        for wire in update.all_states() {
+        states.clear();
+        states.extend(update.all_states());
+        let due = update.kind == StatesKind::Due;
+        if due {
+            for wire in &states {
+                baselines.keep(update.tick, wire, kept);
+            }
+        }
+        for delta in update.all_deltas() {
+            // (Deltas come only in `Due` messages, against a state of an earlier one.)
+            let decoded = update
+                .tick
+                .checked_sub(delta.back)
+                .filter(|_| due)
+                .and_then(|at| baselines.get(delta.entity, at))
+                .and_then(|baseline| delta.apply(baseline, tick_us));
+            match decoded {
+                Some(wire) => {
+                    stats.delta_states_received += 1;
+                    baselines.keep(update.tick, &wire, kept);
+                    states.push(wire);
+                }
+                None => {
+                    stats.deltas_without_baseline += 1;
+                    lacking = lacking.max(Some(update.tick));
+                }
+            }
+        }
+        for wire in states.drain(..) {
             let Ok((existing, dormant)) = proxies.get_mut(wire.entity) else {
                 stats.unknown_entity += 1;
                 continue;
@@ -462,6 +611,14 @@ pub(crate) fn receive_states(
         commands
             .entity(entity)
             .insert((smoothing, Transform::default()));
+    }
+    // A delta without its baseline: full states again, asked once per message tick, in the
+    // packet that acknowledges the message.
+    if let Some(tick) = lacking
+        && resync.last.is_none_or(|last| tick > last)
+    {
+        resync.last = Some(tick);
+        resync.due = Some(tick);
     }
 }
 

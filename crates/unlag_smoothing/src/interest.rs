@@ -19,6 +19,10 @@ pub struct InterestSchedule {
     /// Proxies that went dormant to this client lately: (proxy, the tick it went dormant at,
     /// how many state messages have told it so far). See [`ASLEEP_REPEATS`].
     pub(crate) asleep: Vec<(Entity, u32, u8)>,
+    /// The oldest tick a delta state to this client may rest on: the tick after the client
+    /// last said it lacked a baseline ([`ProxyResync`](crate::ProxyResync)), so that its
+    /// deltas rest only on states sent afterwards (full ones first).
+    pub(crate) baselines_from: u32,
 }
 
 /// How many of a client's state messages after a proxy went dormant to it say so (besides the
@@ -45,8 +49,14 @@ pub(crate) struct PairSchedule {
     /// Whether that first state came back from a dormant spell (flagged a teleport, the
     /// client told it woke): its repeat is flagged and told the same.
     pub(crate) woke: bool,
+    /// The oldest tick a delta state of it may rest on: a while after the first state of its
+    /// awake spell, once the client has surely mapped its entity.
+    pub(crate) deltas_from: u32,
     /// Which of the client's state messages carried one of its states.
     pub(crate) sent: unlag_net::SentMask,
+    /// Which of the client's [`StatesKind::Due`](crate::StatesKind::Due) messages carried one
+    /// of its states: the client keeps those to decode delta states against.
+    pub(crate) due_sent: unlag_net::SentMask,
 }
 
 impl InterestSchedule {

@@ -148,6 +148,234 @@ impl WireProxyState {
     }
 }
 
+/// The oldest baseline a [`DeltaProxyState`] is sent against, seconds before its own state:
+/// the server keeps its proxies' states that long ([`unlag_net::MAX_REPORTED_DELAY`]), and a
+/// client keeps them [`BASELINE_KEPT`] seconds.
+pub const MAX_BASELINE_AGE: f64 = 1.0;
+
+/// How long a client keeps each proxy's states to decode [`DeltaProxyState`]s against, seconds
+/// before the newest it has: longer than [`MAX_BASELINE_AGE`], with room for a late message.
+pub const BASELINE_KEPT: f64 = 1.5;
+
+/// One proxy's state as its difference from an older state of it that the client is known to
+/// have (its baseline: one the server sent it in a [`StatesKind::Due`] message whose packets
+/// the client acknowledged). About 6-12 bytes where a [`WireProxyState`] takes 12-18: the
+/// position as its difference from the baseline's run on at the mean of the two velocities
+/// ([`unlag_core::quantize::run_on_mm`]; a proxy keeping its course or its acceleration costs
+/// a byte an axis), the
+/// velocity only when it changed, the rotation only when it did, the flags never (a change of
+/// flags, and a teleport, go as a full state).
+///
+/// On the wire: the entity (2 bytes), a head byte (bit 7: the velocity follows; bit 6: the
+/// rotation follows; bits 0-5: the ticks back to the baseline, 1-63, or 0 when a varint of
+/// them follows), the position's differences (three zigzag varints, mm), then the velocity's
+/// differences (three zigzag varints, cm/s) and the rotation's wire form
+/// ([`unlag_core::quantize::rotation_to_wire`]) when present.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeltaProxyState {
+    /// The entity (mapped to the client's on arrival).
+    pub entity: Entity,
+    /// Ticks from the baseline's to this state's (at least 1).
+    pub back: u32,
+    /// Position less the baseline's run on over `back` ticks at the mean of its velocity and
+    /// this state's, mm.
+    pub position: [i32; 3],
+    /// Velocity less the baseline's, cm/s; `None` when the same.
+    pub velocity: Option<[i32; 3]>,
+    /// The rotation ([`WireProxyState::rotation`]); `None` when the baseline's.
+    pub rotation: Option<[u8; unlag_core::quantize::ROTATION_BYTES]>,
+}
+
+/// [`DeltaProxyState`]'s head byte: the velocity follows.
+const DELTA_VELOCITY: u8 = 0x80;
+/// [`DeltaProxyState`]'s head byte: the rotation follows.
+const DELTA_ROTATION: u8 = 0x40;
+/// [`DeltaProxyState`]'s head byte: the ticks back, or 0 when a varint of them follows.
+const DELTA_BACK: u8 = 0x3f;
+
+impl DeltaProxyState {
+    /// `state` against `baseline`, `back` ticks of `tick_us` µs before it
+    /// ([`unlag_core::quantize::tick_micros`]); `None` where only a full state will do: the
+    /// flags changed (or it is a teleport), `back` is 0, or a difference overflows.
+    pub fn between(
+        baseline: &WireProxyState,
+        state: &WireProxyState,
+        back: u32,
+        tick_us: u32,
+    ) -> Option<Self> {
+        if back == 0 || state.flags != baseline.flags & !TELEPORT_BIT {
+            return None;
+        }
+        let run_on = unlag_core::quantize::run_on_mm(
+            baseline.position,
+            baseline.velocity,
+            state.velocity,
+            back,
+            tick_us,
+        );
+        let mut position = [0; 3];
+        for i in 0..3 {
+            position[i] = i32::try_from(i64::from(state.position[i]) - run_on[i]).ok()?;
+        }
+        let velocity = (state.velocity != baseline.velocity).then(|| {
+            core::array::from_fn(|i| i32::from(state.velocity[i]) - i32::from(baseline.velocity[i]))
+        });
+        let rotation = (state.rotation != baseline.rotation).then_some(state.rotation);
+        Some(Self {
+            entity: state.entity,
+            back,
+            position,
+            velocity,
+            rotation,
+        })
+    }
+
+    /// The state it stands for against `baseline` (the client's copy of the proxy's state
+    /// `back` ticks before), `tick_us` as it was encoded with; `None` for differences no
+    /// encoder writes (a velocity off its range, a position off `i32`'s).
+    pub fn apply(&self, baseline: &WireProxyState, tick_us: u32) -> Option<WireProxyState> {
+        let velocity = match self.velocity {
+            None => baseline.velocity,
+            Some(d) => {
+                let mut v = [0; 3];
+                for i in 0..3 {
+                    v[i] =
+                        i16::try_from(i32::from(baseline.velocity[i]).checked_add(d[i])?).ok()?;
+                }
+                v
+            }
+        };
+        let run_on = unlag_core::quantize::run_on_mm(
+            baseline.position,
+            baseline.velocity,
+            velocity,
+            self.back,
+            tick_us,
+        );
+        let mut position = [0; 3];
+        for i in 0..3 {
+            position[i] =
+                i32::try_from(run_on[i].checked_add(i64::from(self.position[i]))?).ok()?;
+        }
+        Some(WireProxyState {
+            entity: self.entity,
+            position,
+            rotation: self.rotation.unwrap_or(baseline.rotation),
+            velocity,
+            flags: baseline.flags & !TELEPORT_BIT,
+        })
+    }
+}
+
+impl Serialize for DeltaProxyState {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        /// The entity in its compact form.
+        struct Compact(Entity);
+        impl Serialize for Compact {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                unlag_net::wire_entity::serialize(&self.0, s)
+            }
+        }
+        /// The rotation in its wire form.
+        struct Rotation([u8; unlag_core::quantize::ROTATION_BYTES]);
+        impl Serialize for Rotation {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                wire_rotation::serialize(&self.0, s)
+            }
+        }
+        let short = u8::try_from(self.back).ok().filter(|b| *b <= DELTA_BACK);
+        let head = short.unwrap_or(0)
+            | if self.velocity.is_some() {
+                DELTA_VELOCITY
+            } else {
+                0
+            }
+            | if self.rotation.is_some() {
+                DELTA_ROTATION
+            } else {
+                0
+            };
+        // (A tuple's length is not on the wire: the head tells what follows.)
+        let mut tuple = serializer.serialize_tuple(6)?;
+        tuple.serialize_element(&Compact(self.entity))?;
+        tuple.serialize_element(&head)?;
+        if short.is_none() {
+            tuple.serialize_element(&self.back)?;
+        }
+        tuple.serialize_element(&self.position)?;
+        if let Some(v) = &self.velocity {
+            tuple.serialize_element(v)?;
+        }
+        if let Some(r) = self.rotation {
+            tuple.serialize_element(&Rotation(r))?;
+        }
+        tuple.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for DeltaProxyState {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::{self, SeqAccess, Visitor};
+        /// The entity in its compact form.
+        struct Compact(Entity);
+        impl<'de> Deserialize<'de> for Compact {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                unlag_net::wire_entity::deserialize(d).map(Compact)
+            }
+        }
+        /// The rotation in its wire form.
+        struct Rotation([u8; unlag_core::quantize::ROTATION_BYTES]);
+        impl<'de> Deserialize<'de> for Rotation {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                wire_rotation::deserialize(d).map(Rotation)
+            }
+        }
+        /// Reads the head, then what it says follows.
+        struct Delta;
+        impl<'de> Visitor<'de> for Delta {
+            type Value = DeltaProxyState;
+
+            fn expecting(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+                f.write_str("a delta proxy state")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let missing = || de::Error::custom("a delta proxy state cut short");
+                let Compact(entity) = seq.next_element()?.ok_or_else(missing)?;
+                let head: u8 = seq.next_element()?.ok_or_else(missing)?;
+                let back = match head & DELTA_BACK {
+                    0 => seq.next_element::<u32>()?.ok_or_else(missing)?,
+                    b => u32::from(b),
+                };
+                if back == 0 {
+                    return Err(de::Error::custom("a delta proxy state 0 ticks back"));
+                }
+                let position = seq.next_element()?.ok_or_else(missing)?;
+                let velocity = if head & DELTA_VELOCITY != 0 {
+                    Some(seq.next_element()?.ok_or_else(missing)?)
+                } else {
+                    None
+                };
+                let rotation = if head & DELTA_ROTATION != 0 {
+                    let Rotation(r) = seq.next_element()?.ok_or_else(missing)?;
+                    Some(r)
+                } else {
+                    None
+                };
+                Ok(DeltaProxyState {
+                    entity,
+                    back,
+                    position,
+                    velocity,
+                    rotation,
+                })
+            }
+        }
+        deserializer.deserialize_tuple(6, Delta)
+    }
+}
+
 /// What the states of one [`ProxyUpdates`] are. On the wire one byte (0, 1, 2: the first two
 /// as the `bool` that told a repeat before).
 #[derive(Serialize, Deserialize, Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -192,10 +420,19 @@ pub struct ProxyUpdates {
     /// rather than a resend later. Usually empty.
     #[serde(with = "unlag_net::wire_entity::with_tick")]
     pub asleep: Vec<(Entity, u32)>,
+    /// States as their differences from older ones the client has (only in
+    /// [`StatesKind::Due`] messages): the client decodes each against its copy of the
+    /// proxy's state `back` ticks before this message's, which came in an earlier `Due`
+    /// message. Usually most of a message's states, once the client acknowledged some.
+    pub deltas: Vec<DeltaProxyState>,
     /// States encoded once for every client (the sender's side only: they arrive in
     /// `states`), sent before those in `states`. Their entities are not mapped on the way out.
     #[serde(skip)]
     pub encoded: EncodedStates,
+    /// Delta states already encoded (the sender's side only: they arrive in `deltas`), sent
+    /// before those in `deltas`. Their entities are not mapped on the way out.
+    #[serde(skip)]
+    pub encoded_deltas: EncodedDeltas,
 }
 
 impl ProxyUpdates {
@@ -204,9 +441,21 @@ impl ProxyUpdates {
         self.encoded.decode().chain(self.states.iter().cloned())
     }
 
-    /// How many states it carries.
+    /// How many states it carries in full.
     pub fn state_count(&self) -> usize {
         self.encoded.len() + self.states.len()
+    }
+
+    /// Its delta states, the encoded ones (decoded) first.
+    pub fn all_deltas(&self) -> impl Iterator<Item = DeltaProxyState> + '_ {
+        self.encoded_deltas
+            .decode()
+            .chain(self.deltas.iter().cloned())
+    }
+
+    /// How many delta states it carries.
+    pub fn delta_count(&self) -> usize {
+        self.encoded_deltas.len() + self.deltas.len()
     }
 
     /// What follows the states on the wire: `kind`, `woken`, `asleep`.
@@ -222,7 +471,13 @@ impl ProxyUpdates {
         for state in &self.states {
             write_postcard(state, writer)?;
         }
-        write_postcard(&self.tail(), writer)
+        write_postcard(&self.tail(), writer)?;
+        write_postcard(&self.delta_count(), writer)?;
+        writer.extend_from_slice(&self.encoded_deltas.bytes);
+        for delta in &self.deltas {
+            write_postcard(delta, writer)?;
+        }
+        Ok(())
     }
 
     /// Its size on the wire, bytes (what [`write`](Self::write) writes), without encoding
@@ -232,6 +487,9 @@ impl ProxyUpdates {
             + self.encoded.byte_len()
             + self.states.iter().map(wire_size).sum::<usize>()
             + wire_size(&self.tail())
+            + wire_size(&self.delta_count())
+            + self.encoded_deltas.bytes.len()
+            + self.deltas.iter().map(wire_size).sum::<usize>()
     }
 }
 
@@ -249,12 +507,24 @@ impl Serialize for ProxyUpdates {
                 seq.end()
             }
         }
-        let mut fields = serializer.serialize_struct("ProxyUpdates", 5)?;
+        /// The delta states, encoded ones first, as one sequence.
+        struct Deltas<'a>(&'a ProxyUpdates);
+        impl Serialize for Deltas<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut seq = serializer.serialize_seq(Some(self.0.delta_count()))?;
+                for delta in self.0.all_deltas() {
+                    seq.serialize_element(&delta)?;
+                }
+                seq.end()
+            }
+        }
+        let mut fields = serializer.serialize_struct("ProxyUpdates", 6)?;
         fields.serialize_field("tick", &self.tick)?;
         fields.serialize_field("states", &States(self))?;
         fields.serialize_field("kind", &self.kind)?;
         fields.serialize_field("woken", &Entities(&self.woken))?;
         fields.serialize_field("asleep", &EntityTicks(&self.asleep))?;
+        fields.serialize_field("deltas", &Deltas(self))?;
         fields.end()
     }
 }
@@ -356,6 +626,57 @@ impl EncodedStates {
     }
 }
 
+/// Delta states encoded for one message, back to back ([`ProxyUpdates::encoded_deltas`]): a
+/// server encodes a proxy's difference from one baseline once, and copies those bytes into the
+/// message of every client that acknowledged the same baseline.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EncodedDeltas {
+    /// postcard's bytes of every delta state.
+    bytes: Vec<u8>,
+    /// How many.
+    count: usize,
+}
+
+impl EncodedDeltas {
+    /// Carries `delta` too, encoded (after those it carries).
+    pub fn push(&mut self, delta: &DeltaProxyState) {
+        self.bytes =
+            postcard::to_extend(delta, core::mem::take(&mut self.bytes)).expect("a delta encodes");
+        self.count += 1;
+    }
+
+    /// Carries the bytes of one delta state encoded by [`push`](Self::push) elsewhere.
+    pub fn push_encoded(&mut self, bytes: &[u8]) {
+        self.bytes.extend_from_slice(bytes);
+        self.count += 1;
+    }
+
+    /// How many it carries.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether it carries none.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Their bytes.
+    pub fn byte_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The delta states it carries, decoded.
+    pub fn decode(&self) -> impl Iterator<Item = DeltaProxyState> + '_ {
+        let mut rest = &self.bytes[..];
+        core::iter::from_fn(move || {
+            let (delta, tail) = postcard::take_from_bytes::<DeltaProxyState>(rest).ok()?;
+            rest = tail;
+            Some(delta)
+        })
+    }
+}
+
 impl MapEntities for ProxyUpdates {
     /// (The [`encoded`](Self::encoded) states are the sender's own entities, not mapped.)
     fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
@@ -368,7 +689,24 @@ impl MapEntities for ProxyUpdates {
         for (e, _) in &mut self.asleep {
             *e = mapper.get_mapped(*e);
         }
+        for d in &mut self.deltas {
+            d.entity = mapper.get_mapped(d.entity);
+        }
     }
+}
+
+/// Client → server: a [`DeltaProxyState`] came whose baseline this client does not have (the
+/// baseline came before lightyear had replicated the proxy's entity, so the client kept it
+/// under none: the server sends a proxy's states in full for a while after it first sends it,
+/// which covers a spawn that comes late by a resend or two, but not every one). The server
+/// sends it full states from the next tick on, and rests its deltas only on those. Sent at
+/// most once per state message tick, riding in the packet that acknowledges the message.
+/// A client that sends it needlessly only gets the full states every client got before delta
+/// states.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ProxyResync {
+    /// The tick of the newest state message the client could not use all of.
+    pub tick: u32,
 }
 
 /// Server → client, reliably: the proxies the server stopped sending this client at server

@@ -3,7 +3,8 @@
 use crate::SmoothingSettings;
 use crate::interest::{ASLEEP_REPEATS, InterestSchedule};
 use crate::protocol::{
-    EncodedStates, ProxyDormancy, ProxyUpdates, StatesKind, TELEPORT_BIT, WireProxyState,
+    DeltaProxyState, EncodedDeltas, EncodedStates, MAX_BASELINE_AGE, ProxyDormancy, ProxyResync,
+    ProxyUpdates, StatesKind, TELEPORT_BIT, WireProxyState,
 };
 use bevy::prelude::*;
 use lightyear::core::tick::TickDuration;
@@ -141,6 +142,7 @@ type StateLinks<'w, 's> = Query<
         Option<&'static mut InterestSchedule>,
         Option<&'static unlag_net::RemoteClientClock>,
         Option<&'static mut unlag_net::StatesSentTo>,
+        Option<&'static unlag_net::ClientAckLedger>,
     ),
     (With<ClientOf>, With<Connected>),
 >;
@@ -250,13 +252,58 @@ pub(crate) fn send_due(
             .ok()
             .and_then(|p| p.3.sent_at_or_before(tick).cloned())
     };
+    let baseline_of = |entity: Entity, tick: u32| {
+        proxies
+            .get(entity)
+            .ok()
+            .and_then(|p| p.3.sent_at(tick).cloned())
+    };
     let trails = Trails {
         settings: &settings,
         tick: tick.0.as_secs_f64(),
         of: &trail_of,
+        baseline: &baseline_of,
     };
-    stats.trail_states_sent += send_states(&due, (now_tick, now, frame.0), &mut links, &trails);
+    let (trail_states, delta_states) =
+        send_states(&due, (now_tick, now, frame.0), &mut links, &trails);
+    stats.trail_states_sent += trail_states;
+    stats.delta_states_sent += delta_states;
 }
+
+/// On the server, after PreUpdate's receive and before the frame's ticks: a client that lacked
+/// a delta state's baseline ([`ProxyResync`]) is sent full states from the next tick on, its
+/// deltas resting only on those. Read before the ticks of the frame its request came in (in
+/// Update, a frame late, the server had rested a delta on the state the request was about:
+/// the client dropped it, and read it as a loss). Not in PreUpdate: a system added there moved
+/// the order of PreUpdate's unordered systems, and a one-thread server's match then differed
+/// from a multi-threaded one's (note 37).
+pub(crate) fn receive_resyncs(
+    timeline: Res<LocalTimeline>,
+    mut stats: ResMut<crate::SmoothingStats>,
+    mut links: Query<
+        (
+            &mut MessageReceiver<ProxyResync>,
+            Option<&mut crate::InterestSchedule>,
+        ),
+        With<ClientOf>,
+    >,
+) {
+    // (States sent from the next tick on leave after the request was read.)
+    let next = timeline.tick().0.saturating_add(1);
+    for (mut receiver, schedule) in &mut links {
+        if receiver.receive().count() == 0 {
+            continue;
+        }
+        stats.resyncs_received += 1;
+        if let Some(mut schedule) = schedule {
+            schedule.baselines_from = schedule.baselines_from.max(next);
+        }
+    }
+}
+
+/// How long after a pair's first state its states go in full, seconds, besides two round trips
+/// ([`send_states`]): its entity's spawn comes after its first states, a resend later when lost.
+const SPAWN_MARGIN: f64 = 0.5;
 
 /// What [`send_states`] needs for the trails of clients whose losses run in bursts.
 struct Trails<'a> {
@@ -266,6 +313,8 @@ struct Trails<'a> {
     /// The state a proxy was sent at or before a tick and before its newest, byte for byte,
     /// and its tick.
     of: &'a dyn Fn(Entity, u32) -> Option<(u32, WireProxyState)>,
+    /// The state a proxy was sent at a tick on its grid, byte for byte: a delta's baseline.
+    baseline: &'a dyn Fn(Entity, u32) -> Option<WireProxyState>,
 }
 
 impl ProxySampler {
@@ -392,6 +441,15 @@ impl ProxySampler {
         sent_now
     }
 
+    /// The state it sent on its grid at `tick`, byte for byte, if still kept.
+    fn sent_at(&self, tick: u32) -> Option<&WireProxyState> {
+        let i = self.sent_wires.partition_point(|(t, _)| *t < tick);
+        self.sent_wires
+            .get(i)
+            .filter(|(t, _)| *t == tick)
+            .map(|(_, w)| w)
+    }
+
     /// The newest state it sent at or before `tick` and before its newest, byte for byte, and
     /// its tick, if still kept.
     fn sent_at_or_before(&self, tick: u32) -> Option<&(u32, WireProxyState)> {
@@ -450,7 +508,7 @@ fn send_off_grid(
     }
     off_grid.sort_by_key(|(tick, ..)| *tick);
     let mut count = 0;
-    for (link, mut sender, _, mut traffic, interest, mut schedule, _, mut log) in links {
+    for (link, mut sender, _, mut traffic, interest, mut schedule, _, mut log, _) in links {
         for group in off_grid.chunk_by(|a, b| a.0 == b.0) {
             let states: Vec<WireProxyState> = group
                 .iter()
@@ -507,7 +565,7 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
         return;
     }
     repeats.sort_by_key(|(tick, ..)| *tick);
-    for (link, mut sender, _, mut traffic, _, schedule, _, _) in links {
+    for (link, mut sender, _, mut traffic, _, schedule, _, _, _) in links {
         let got_original = |tick: u32, proxy: Entity| {
             schedule.as_ref().is_none_or(|s| {
                 s.pairs
@@ -548,7 +606,7 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
                         kind: StatesKind::Repeat,
                         woken,
                         asleep: Vec::new(),
-                        encoded: EncodedStates::default(),
+                        ..default()
                     },
                 );
             }
@@ -562,25 +620,68 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
 /// and whose first state after that is flagged a teleport, so the client snaps to it once
 /// rather than sweep from where it left it. A client whose losses run in bursts also gets, in
 /// the same datagram, each of those proxies' state that it will be drawing when they arrive
-/// (sent before, as repeats: see [`SmoothingSettings::trail_runs`]). Returns how many such
-/// trail copies went.
+/// (sent before, as repeats: see [`SmoothingSettings::trail_runs`]).
+///
+/// A state goes as its difference from the newest state of the proxy this client
+/// acknowledged (a [`DeltaProxyState`]: the client's transport acknowledged every packet of the
+/// frame its `Due` message left in, [`unlag_core::AckLedger::frame_acknowledged`]), when that
+/// is of the pair's awake spell, no older than [`MAX_BASELINE_AGE`], from after the client's
+/// last [`ProxyResync`], and the flags did not change; in full otherwise. Each (proxy,
+/// baseline) is encoded once for every client that acknowledged the same baseline.
+///
+/// Returns how many trail copies and how many delta states went.
 fn send_states(
     due: &[DueState],
     (now_tick, now, frame): (u32, f64, u64),
     links: &mut StateLinks,
     trails: &Trails,
-) -> u64 {
+) -> (u64, u64) {
     if due.is_empty() {
-        return 0;
+        return (0, 0);
     }
     let mut sent_trails = 0;
+    let mut sent_deltas = 0;
+    let tick_us = unlag_core::quantize::tick_micros(trails.tick);
+    let max_back = (MAX_BASELINE_AGE / trails.tick).floor() as u32;
+    // Each (proxy, baseline tick)'s delta encoded once, into `delta_bytes` (`None`: only a
+    // full state will do).
+    let mut delta_bytes: Vec<u8> = Vec::new();
+    // By due state: (baseline tick, its delta's bytes), a few each (the baselines the clients
+    // acknowledged differ by their round trips).
+    let mut delta_at: Vec<Vec<(u32, Option<(u32, u32)>)>> = vec![Vec::new(); due.len()];
     let mut asleep: Vec<Entity> = Vec::new();
     // Every due state encoded once: each client's update copies the bytes of those it gets
     // (a big server sends the same few hundred states to every client).
     let encoding = EncodedStates::encode(due.iter().map(|(wire, ..)| wire));
-    for (link, mut sender, mut dormancy, mut traffic, interest, mut schedule, remote, mut log) in
-        links
+    for (
+        link,
+        mut sender,
+        mut dormancy,
+        mut traffic,
+        interest,
+        mut schedule,
+        remote,
+        mut log,
+        ledger,
+    ) in links
     {
+        // The client's state messages whose frames it acknowledged in full.
+        let acknowledged = match (log.as_deref(), ledger) {
+            (Some(log), Some(ledger)) if trails.settings.delta_states => {
+                Some(log.acknowledged(|f| ledger.0.frame_acknowledged(f).is_some()))
+            }
+            _ => None,
+        };
+        let baselines_from = schedule.as_ref().map_or(0, |s| s.baselines_from);
+        // How long after a pair's first state (or its first after a dormant spell) its states
+        // go in full, ticks: the client maps a proxy's entity only once lightyear replicates
+        // its spawn, which comes after its first states (two ticks after, on the testbed), or
+        // a reliable resend later when lost; a state that came before is kept under no
+        // entity, and a delta on it could not be decoded.
+        let spawn_ticks = {
+            let rtt = remote.map_or(0.0, |r| unlag_core::finite_non_negative(r.rtt));
+            ((SPAWN_MARGIN + 2.0 * rtt.min(1.0)) / trails.tick).ceil() as u32
+        };
         // This update's number among the client's state messages (`unlag_net::StatesSentTo`):
         // each proxy's pair notes it.
         let message = log.as_deref_mut().map(|log| log.begin());
@@ -590,6 +691,7 @@ fn send_states(
         let mut trail: Vec<((u32, WireProxyState), bool)> = Vec::new();
         // The states sent as they were encoded, and those changed for this client.
         let mut encoded = encoding.none();
+        let mut encoded_deltas = EncodedDeltas::default();
         let mut states = Vec::new();
         let mut woken = Vec::new();
         for (index, (wire, owner, slow)) in due.iter().enumerate() {
@@ -633,17 +735,53 @@ fn send_states(
                 schedule.asleep.retain(|(e, ..)| *e != wire.entity);
                 states.push(wire);
             } else {
-                encoded.push(index);
+                // The newest state of this spell the client acknowledged, if young enough.
+                let base = acknowledged
+                    .as_ref()
+                    .and_then(|a| pair.due_sent.newest_common(a))
+                    .and_then(|n| log.as_deref()?.tick_of(n))
+                    .filter(|&t| {
+                        pair.awake
+                            && t >= pair.deltas_from.max(baselines_from)
+                            && t < now_tick
+                            && now_tick - t <= max_back
+                    });
+                let bytes = base.and_then(|t| {
+                    let known = &mut delta_at[index];
+                    if let Some(&(_, bytes)) = known.iter().find(|(at, _)| *at == t) {
+                        return bytes;
+                    }
+                    let encoded = (trails.baseline)(wire.entity, t).and_then(|baseline| {
+                        let delta =
+                            DeltaProxyState::between(&baseline, wire, now_tick - t, tick_us)?;
+                        let start = delta_bytes.len() as u32;
+                        delta_bytes =
+                            postcard::to_extend(&delta, core::mem::take(&mut delta_bytes))
+                                .expect("a delta encodes");
+                        Some((start, delta_bytes.len() as u32))
+                    });
+                    known.push((t, encoded));
+                    encoded
+                });
+                match bytes {
+                    Some((a, b)) => {
+                        encoded_deltas.push_encoded(&delta_bytes[a as usize..b as usize]);
+                        sent_deltas += 1;
+                    }
+                    None => encoded.push(index),
+                }
             }
             if !pair.awake {
                 pair.awake_since = now_tick;
                 pair.woke = woke;
+                pair.deltas_from = now_tick.saturating_add(spawn_ticks);
             }
             pair.awake = true;
             pair.sent_before = true;
             pair.last_tick = Some(now_tick);
             if let Some(message) = message {
                 pair.sent.note(message);
+                pair.due_sent.note(message);
             }
             // Never one from before the spell (the client starts the proxy afresh at its
             // first state): that first state instead, woken again, as long as the client may
@@ -661,7 +799,7 @@ fn send_states(
                 .asleep
                 .retain(|(.., times)| *times < ASLEEP_REPEATS);
         }
-        let carried = !states.is_empty() || !encoded.is_empty();
+        let carried = !states.is_empty() || !encoded.is_empty() || !encoded_deltas.is_empty();
         if let (Some(log), Some(message)) = (log.as_deref_mut(), message)
             && carried
         {
@@ -674,7 +812,9 @@ fn send_states(
                 kind: StatesKind::Due,
                 woken,
                 asleep: told,
+                deltas: Vec::new(),
                 encoded,
+                encoded_deltas,
             };
             let size = update.wire_size();
             traffic.send_counted_sized::<UnreliableChannel, _>(&mut sender, update, size);
@@ -704,8 +844,7 @@ fn send_states(
                         .filter(|(_, first)| *first)
                         .map(|((_, s), _)| s.entity)
                         .collect(),
-                    asleep: Vec::new(),
-                    encoded: EncodedStates::default(),
+                    ..default()
                 },
             );
         }
@@ -719,5 +858,5 @@ fn send_states(
             );
         }
     }
-    sent_trails
+    (sent_trails, sent_deltas)
 }
