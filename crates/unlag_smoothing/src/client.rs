@@ -507,7 +507,13 @@ pub(crate) fn receive_states(
                     states.push(wire);
                 }
                 None => {
-                    stats.deltas_without_baseline += 1;
+                    unlag_net::warn_counted!(
+                        stats.deltas_without_baseline,
+                        "dropped a delta proxy state: no state kept {} ticks before tick {} to \
+                         decode it against; full states asked",
+                        delta.back,
+                        update.tick
+                    );
                     lacking = lacking.max(Some(update.tick));
                 }
             }

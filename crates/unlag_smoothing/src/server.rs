@@ -625,9 +625,10 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
 /// A state goes as its difference from the newest state of the proxy this client
 /// acknowledged (a [`DeltaProxyState`]: the client's transport acknowledged every packet of the
 /// frame its `Due` message left in, [`unlag_core::AckLedger::frame_acknowledged`]), when that
-/// is of the pair's awake spell, no older than [`MAX_BASELINE_AGE`], from after the client's
-/// last [`ProxyResync`], and the flags did not change; in full otherwise. Each (proxy,
-/// baseline) is encoded once for every client that acknowledged the same baseline.
+/// was sent at least [`SPAWN_MARGIN`] and two round trips after the first state of the pair's
+/// awake spell, is no older than [`MAX_BASELINE_AGE`], came after the client's last
+/// [`ProxyResync`], and the flags did not change; in full otherwise. Each (proxy, baseline)
+/// is encoded once for every client that acknowledged the same baseline.
 ///
 /// Returns how many trail copies and how many delta states went.
 fn send_states(
