@@ -74,8 +74,9 @@ pub use unlag_core::{
     ConditionsError, DelayPolicy, Fields, HighPingSettings, LinkConditions, SettingsError, Validate,
 };
 pub use view::{
-    NetFrame, ProxyFlags, ProxySmoothingSystems, RenderedPose, SENT_STATES_SECONDS,
-    STATE_MESSAGES_KEPT, SentMask, SentStates, StatesSentTo, Teleported, TeleportsSeen,
+    AcknowledgedMessages, NetFrame, ProxyFlags, ProxySmoothingSystems, RenderedPose,
+    SENT_STATES_SECONDS, STATE_MESSAGES_KEPT, SentMask, SentStates, StatesSentTo, Teleported,
+    TeleportsSeen,
 };
 pub use work::{MIN_ITEMS_TO_SHARE, ServerWork, WorkPart, WorkTimer, for_each_in_shares};
 

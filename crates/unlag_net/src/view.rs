@@ -212,6 +212,35 @@ pub struct StatesSentTo {
     next: u32,
 }
 
+/// Which of a client's kept state messages it acknowledged ([`StatesSentTo::acknowledged`]),
+/// and their ticks: per proxy, the newest it surely has is one line-up of masks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AcknowledgedMessages {
+    /// The acknowledged messages' numbers.
+    mask: SentMask,
+    /// The tick of message `mask.latest − i`, where acknowledged.
+    ticks: [u32; 64],
+}
+
+impl Default for AcknowledgedMessages {
+    fn default() -> Self {
+        Self {
+            mask: SentMask::default(),
+            ticks: [0; 64],
+        }
+    }
+}
+
+impl AcknowledgedMessages {
+    /// The tick of the newest acknowledged message that `sent` marks (one that carried a
+    /// state of the proxy whose messages it marks).
+    pub fn newest_tick(&self, sent: &SentMask) -> Option<u32> {
+        let n = self.mask.newest_common(sent)?;
+        let back = self.mask.latest.wrapping_sub(n);
+        (back < 64).then(|| self.ticks[back as usize])
+    }
+}
+
 /// Which of a client's state messages carried a state of one proxy: the number of the latest
 /// that did, and bit `i` set when the message `i` before that did too.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -273,28 +302,26 @@ impl StatesSentTo {
         }
     }
 
-    /// The kept messages whose frames `acknowledged` says the client had, as a mask over
-    /// message numbers (its latest: the newest kept message).
-    pub fn acknowledged(&self, acknowledged: impl Fn(u64) -> bool) -> SentMask {
-        let mut mask = SentMask::default();
-        for &(n, _, frame) in &self.messages {
-            if acknowledged(frame) {
-                mask.note(n);
+    /// The kept messages whose frames `acknowledged` says the client had (the newest and
+    /// those up to 63 before it), with their ticks.
+    pub fn acknowledged(&self, acknowledged: impl Fn(u64) -> bool) -> AcknowledgedMessages {
+        let mut known = AcknowledgedMessages::default();
+        // Newest first: the first acknowledged is the latest, the rest line up behind it.
+        let mut latest = None;
+        for &(n, tick, frame) in self.messages.iter().rev() {
+            if !acknowledged(frame) {
+                continue;
             }
+            let latest = *latest.get_or_insert(n);
+            let back = latest.wrapping_sub(n);
+            if back >= 64 {
+                break;
+            }
+            known.mask.latest = latest;
+            known.mask.bits |= 1 << back;
+            known.ticks[back as usize] = tick;
         }
-        mask
-    }
-
-    /// The tick of kept message `message`.
-    pub fn tick_of(&self, message: u32) -> Option<u32> {
-        let first = self.messages.front()?.0;
-        let i = self
-            .messages
-            .partition_point(|(n, ..)| n.wrapping_sub(first) < message.wrapping_sub(first));
-        self.messages
-            .get(i)
-            .filter(|(n, ..)| *n == message)
-            .map(|(_, tick, _)| *tick)
+        known
     }
 
     /// The (tick, frame) of each kept message that carried a state of the proxy whose messages

@@ -638,6 +638,14 @@ pub struct EncodedDeltas {
 }
 
 impl EncodedDeltas {
+    /// None yet, with room for `bytes` of them.
+    pub fn with_capacity(bytes: usize) -> Self {
+        Self {
+            bytes: Vec::with_capacity(bytes),
+            count: 0,
+        }
+    }
+
     /// Carries `delta` too, encoded (after those it carries).
     pub fn push(&mut self, delta: &DeltaProxyState) {
         self.bytes =

@@ -301,6 +301,10 @@ pub(crate) fn receive_resyncs(
     }
 }
 
+/// About how many bytes a delta state takes (11.7 measured): what a client's delta buffer is
+/// made room for at once.
+const DELTA_BYTES_GUESS: usize = 12;
+
 /// How long after a pair's first state its states go in full, seconds, besides two round trips
 /// ([`send_states`]): its entity's spawn comes after its first states, a resend later when lost.
 const SPAWN_MARGIN: f64 = 0.5;
@@ -692,7 +696,7 @@ fn send_states(
         let mut trail: Vec<((u32, WireProxyState), bool)> = Vec::new();
         // The states sent as they were encoded, and those changed for this client.
         let mut encoded = encoding.none();
-        let mut encoded_deltas = EncodedDeltas::default();
+        let mut encoded_deltas = EncodedDeltas::with_capacity(due.len() * DELTA_BYTES_GUESS);
         let mut states = Vec::new();
         let mut woken = Vec::new();
         for (index, (wire, owner, slow)) in due.iter().enumerate() {
@@ -739,8 +743,7 @@ fn send_states(
                 // The newest state of this spell the client acknowledged, if young enough.
                 let base = acknowledged
                     .as_ref()
-                    .and_then(|a| pair.due_sent.newest_common(a))
-                    .and_then(|n| log.as_deref()?.tick_of(n))
+                    .and_then(|a| a.newest_tick(&pair.due_sent))
                     .filter(|&t| {
                         pair.awake
                             && t >= pair.deltas_from.max(baselines_from)
