@@ -686,10 +686,15 @@ fn adaptive_delay_stays_short_and_rarely_starves() {
 /// A testbed of `config` with a server proxy circling at 20 Hz, spawned once every client is
 /// synced (within `sync` of simulated time).
 fn circling_proxy_at_20_hz(config: TestbedConfig, sync: Duration) -> (Testbed, Entity) {
+    proxy_at_20_hz(config, sync, Path::Circle)
+}
+
+/// [`circling_proxy_at_20_hz`] on `path`.
+fn proxy_at_20_hz(config: TestbedConfig, sync: Duration, path: Path) -> (Testbed, Entity) {
     let mut tb = Testbed::new(config);
     tb.add_plugins(ProxySmoothingPlugin::default());
     tb.server()
-        .insert_resource(Script(Path::Circle))
+        .insert_resource(Script(path))
         .add_systems(FixedUpdate, move_proxy);
     assert!(tb.run_until(sync, |tb| tb.all_synced()));
     let proxy = tb
@@ -792,24 +797,19 @@ fn forged_states_are_refused_and_counted() {
 /// lacks its baseline.
 #[test]
 fn delta_states_decode_to_the_states_sent_through_loss_and_reordering() {
-    let mut tb = Testbed::new(TestbedConfig {
-        clients: 2,
-        conditions: LinkConditions::new(Duration::from_millis(100), Duration::from_millis(40), 0.1),
-        ..default()
-    });
-    tb.add_plugins(ProxySmoothingPlugin::default());
-    tb.server()
-        .insert_resource(Script(Path::ZigZag))
-        .add_systems(FixedUpdate, move_proxy);
-    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
-    let proxy = tb
-        .server_world_mut()
-        .spawn((
-            SmoothedProxy,
-            NetUpdateFrequency(20.0),
-            Replicate::to_clients(NetworkTarget::All),
-        ))
-        .id();
+    let (mut tb, proxy) = proxy_at_20_hz(
+        TestbedConfig {
+            clients: 2,
+            conditions: LinkConditions::new(
+                Duration::from_millis(100),
+                Duration::from_millis(40),
+                0.1,
+            ),
+            ..default()
+        },
+        Duration::from_secs(3),
+        Path::ZigZag,
+    );
     tb.run_for(Duration::from_secs(2));
     for c in 0..2 {
         *tb.client_world_mut(c).resource_mut::<SmoothingStats>() = SmoothingStats::default();

@@ -563,6 +563,24 @@ impl DataCadence {
     }
 }
 
+/// How much sooner than the link a message that must ride in every packet goes on its own,
+/// seconds: lightyear reads the real time again before it sends, and a ping or an
+/// acknowledgement-only packet must find this frame's copy already gone.
+pub(crate) const ALONE_MARGIN: f64 = 0.002;
+
+impl LinkTraffic {
+    /// Whether a client's packet leaves this frame (at real time `now`, seconds, with
+    /// [`AckDelay`] `delay` and its [`DataCadence`]): data was queued, acknowledgements are not
+    /// held back, or one may leave without data. What must be in every packet the client sends
+    /// goes when this holds, in [`NetSystems::EveryPacket`](crate::NetSystems::EveryPacket), and
+    /// costs no datagram of its own.
+    pub fn packet_leaves(&self, now: f64, delay: f64, cadence: Option<&DataCadence>) -> bool {
+        self.queued_this_frame
+            || delay <= 0.0
+            || cadence.is_none_or(|c| c.may_go_alone(now + ALONE_MARGIN, delay))
+    }
+}
+
 /// Seconds between a client's pings (lightyear's default is 0.1). A playing client's ride on
 /// its next move send (`pings_may_go`), on average half the 1/30 s move interval later: so
 /// about 0.1 s apart again, and its RTT follows a change of the link as fast as with

@@ -351,10 +351,6 @@ pub(crate) struct PendingResync {
     last: Option<u32>,
 }
 
-/// How much sooner than the link a resync goes on its own, seconds: lightyear reads the real
-/// time again before it sends, and an acknowledgement-only packet must find it gone.
-const ALONE_MARGIN: f64 = 0.002;
-
 /// PostUpdate, in [`NetSystems::EveryPacket`](unlag_net::NetSystems): the [`ProxyResync`]
 /// asked this frame or before, in the first frame that sends the server a packet anyway (moves,
 /// a shot, a delay report) or where a packet may leave without data (lightyear's
@@ -378,10 +374,7 @@ pub(crate) fn send_resync(
     };
     let now = real.elapsed_secs_f64();
     let delay = delay.map_or(0.0, |d| d.0);
-    let rides = traffic.queued_this_frame
-        || delay <= 0.0
-        || cadence.is_none_or(|c| c.may_go_alone(now + ALONE_MARGIN, delay));
-    if rides {
+    if traffic.packet_leaves(now, delay, cadence.as_deref()) {
         resync.due = None;
         // (It rides on a packet that leaves anyway: the frame's data cadence stays as it was.)
         let queued = traffic.queued_this_frame;

@@ -608,14 +608,9 @@ impl EncodedStates {
 
     /// The states it carries, decoded.
     pub fn decode(&self) -> impl Iterator<Item = WireProxyState> + '_ {
-        self.runs.iter().flat_map(|&(a, b)| {
-            let mut rest = &self.shared.bytes[a as usize..b as usize];
-            core::iter::from_fn(move || {
-                let (state, tail) = postcard::take_from_bytes::<WireProxyState>(rest).ok()?;
-                rest = tail;
-                Some(state)
-            })
-        })
+        self.runs
+            .iter()
+            .flat_map(|&(a, b)| decode_each(&self.shared.bytes[a as usize..b as usize]))
     }
 
     /// Appends the bytes of the states it carries to lightyear's buffer.
@@ -624,6 +619,15 @@ impl EncodedStates {
             writer.extend_from_slice(&self.shared.bytes[a as usize..b as usize]);
         }
     }
+}
+
+/// Each `T` postcard wrote back to back in `bytes`, up to the first that does not decode.
+fn decode_each<T: serde::de::DeserializeOwned>(mut bytes: &[u8]) -> impl Iterator<Item = T> + '_ {
+    core::iter::from_fn(move || {
+        let (value, rest) = postcard::take_from_bytes::<T>(bytes).ok()?;
+        bytes = rest;
+        Some(value)
+    })
 }
 
 /// Delta states encoded for one message, back to back ([`ProxyUpdates::encoded_deltas`]): a
@@ -676,12 +680,7 @@ impl EncodedDeltas {
 
     /// The delta states it carries, decoded.
     pub fn decode(&self) -> impl Iterator<Item = DeltaProxyState> + '_ {
-        let mut rest = &self.bytes[..];
-        core::iter::from_fn(move || {
-            let (delta, tail) = postcard::take_from_bytes::<DeltaProxyState>(rest).ok()?;
-            rest = tail;
-            Some(delta)
-        })
+        decode_each(&self.bytes)
     }
 }
 

@@ -87,11 +87,6 @@ pub(crate) fn reload(
     }
 }
 
-/// How much sooner than the link a reload copy goes on its own, seconds: lightyear reads the
-/// real time again before it sends, and a ping or an acknowledgement-only packet must find this
-/// frame's copy already gone.
-const ALONE_MARGIN: f64 = 0.002;
-
 /// PostUpdate, in [`NetSystems::EveryPacket`](unlag_net::NetSystems) (after what rides along): a
 /// copy of each unanswered reload request in every frame that sends the server a packet anyway
 /// (moves, a shot, a delay report), and in those where a packet may leave without data (for
@@ -111,9 +106,7 @@ pub(crate) fn send_reload_copies(
     };
     let now = real.elapsed_secs_f64();
     let delay = delay.map_or(0.0, |d| d.0);
-    let rides = traffic.queued_this_frame
-        || delay <= 0.0
-        || cadence.is_none_or(|c| c.may_go_alone(now + ALONE_MARGIN, delay));
+    let rides = traffic.packet_leaves(now, delay, cadence.as_deref());
     for (request, last) in &mut unanswered.0 {
         // Not twice in the frame that sent the first copy.
         if *last != frame.0 && rides {
