@@ -1117,6 +1117,21 @@ fn a_bursty_links_gaps_are_drawn_from_the_states_trail_without_pops() {
     }
 }
 
+/// The grid's cell of 10 % loss in bursts of 8, with the seed whose proxy popped by 52 mm: a
+/// lost state's copy came after the state beyond it, and the proxy, drawn on the curve across
+/// the gap (from the state before), jumped onto the curve through it. It now eases from the
+/// old curve onto the new, and the server explains the ease.
+#[test]
+fn a_late_state_inside_the_curve_drawn_is_eased_not_popped() {
+    let (report, a) = honest_grid_cell("loss=10 burst=8", 5);
+    println!(
+        "largest pop {:.1} mm, {} eases unexplained",
+        a.pop_mm, report.unexplained_eases
+    );
+    assert!(a.pop_mm <= 50.0, "{a:?}");
+    assert_eq!(report.unexplained_eases, 0);
+}
+
 /// Slow proxies, in the grid's corner of 1-Hz states and 20 % loss in bursts of 10 (seeds 3
 /// and 5 popped by 87 and 331 mm) and its cell of 1 Hz at 30 fps and 1 % loss (seed 3). A burst
 /// that takes a state and its repeat a quarter second later leaves a two-second gap, and the

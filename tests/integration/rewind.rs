@@ -905,6 +905,91 @@ fn the_server_rebuilds_exactly_what_the_client_drew(rate_hz: f32, stops: bool, s
     }
 }
 
+/// A bursty link brings states after the ones behind them (a lost state's repeat or trail
+/// copy comes after the next state): the client was drawing a curve across the gap, and eases
+/// from it onto the curve through the late state. Those eases, decimetres where the walker
+/// stops, are ones the server explains (so a shot is judged where the proxy was drawn), as it
+/// explains the eases after starved frames: every claimed ease is, over seeds whose draws
+/// bring dozens of late eases beyond [`unlag::rewind::EASE_SLACK`].
+#[test]
+fn a_late_states_ease_is_one_the_server_explains() {
+    let mut late_beyond_slack = 0;
+    for seed in [1, 2, 3] {
+        let mut tb = Testbed::new(TestbedConfig {
+            clients: 1,
+            conditions: LinkConditions::new(
+                Duration::from_millis(100),
+                Duration::from_millis(10),
+                0.1,
+            ),
+            loss_burst: 8.0,
+            seed,
+            ..default()
+        });
+        tb.add_plugins(unlag_testbed::RapierFixedPlugin::default())
+            .add_plugins(ProxySmoothingPlugin::default())
+            .add_plugins(RewindPlugin::default());
+        tb.server().add_systems(FixedUpdate, circle);
+        assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+        let character = tb
+            .server_world_mut()
+            .spawn((
+                Circler { stops: true },
+                SmoothedProxy,
+                Replicate::to_clients(NetworkTarget::All),
+            ))
+            .id();
+        tb.run_for(Duration::from_secs(3));
+        let late_eases = |tb: &Testbed| {
+            tb.client_world(0)
+                .resource::<unlag::smoothing::SmoothingStats>()
+                .late_eases
+        };
+        let (mut eased, mut last_late, mut since_late) = (0, late_eases(&tb), u32::MAX);
+        for _ in 0..240 * 20 {
+            tb.step();
+            let late = late_eases(&tb);
+            since_late = if late > last_late {
+                0
+            } else {
+                since_late.saturating_add(1)
+            };
+            last_late = late;
+            let Some(pose) = tb
+                .client_world_mut(0)
+                .query::<&RenderedPose>()
+                .iter(tb.client_world(0))
+                .next()
+                .copied()
+            else {
+                continue;
+            };
+            if pose.ease.length() <= unlag::rewind::EASE_SLACK {
+                continue;
+            }
+            eased += 1;
+            // Within the ease's 0.1 s of a late state (24 frames), and not starved since.
+            if since_late < 24 && pose.kind == unlag::core::SampleKind::Interpolated {
+                late_beyond_slack += 1;
+            }
+            let view = ClaimedView::from_rendered(character, &pose);
+            let explained = tb
+                .server_world_mut()
+                .run_system_once(move |q: RewindQuery| {
+                    q.claimed_time(&view)
+                        .is_ok_and(|at| q.ease_explained(&view, at))
+                })
+                .unwrap();
+            assert!(explained, "seed {seed}: {pose:?}");
+        }
+        println!(
+            "seed {seed}: {} late eases, {eased} frames eased beyond the slack, {late_beyond_slack} after a late state so far",
+            late_eases(&tb)
+        );
+    }
+    assert!(late_beyond_slack >= 30, "{late_beyond_slack}");
+}
+
 /// The closed-form capsule cast used by rewind queries is exact: it lands on the surface (its
 /// distance to the axis segment is the radius), and it hits exactly the rays that pass closer
 /// to the axis than the radius. Printed beside it: how parry's iterative cast compares (it

@@ -834,6 +834,10 @@ impl RewindQuery<'_, '_> {
     /// `Extrapolate` mode, the dead reckoning of one of the three newest states. So an honest offset lies on one of a few lines fixed by how the target
     /// really moved, and a client cannot pick its direction to pull a hit box onto its ray
     /// (a magnet): the combat server judges an unexplained ease as none, on the curve.
+    /// In `Hermite` and `Linear` modes an ease is also explained by a part of the difference
+    /// between two such curves at a moment, one between two states and one between two
+    /// states inside those (a state between them came late: the client eases from the curve
+    /// it drew onto the new one).
     /// (An ease left over from a mode switch, which the server does not see, or from two
     /// starved spells within one ease, is judged as none too.)
     pub fn ease_explained(&self, view: &ClaimedView, view_time: f64) -> bool {
@@ -910,30 +914,38 @@ impl RewindQuery<'_, '_> {
             if next == 0 {
                 continue;
             }
-            // Where the curve was at `t`.
-            let mut curves: Vec<Vec3> = Vec::with_capacity(16);
+            // Where the curve was at `t`, with the indices of its two states (one, twice, for
+            // `Extrapolate`'s dead reckoning).
+            let mut curves: Vec<(usize, usize, Vec3)> = Vec::with_capacity(16);
             if view.mode == SmoothingMode::Extrapolate {
-                curves.extend(
-                    states[next.saturating_sub(3)..next]
-                        .iter()
-                        .map(|s| run_on(s, t)),
-                );
+                curves.extend((next.saturating_sub(3)..next).map(|i| (i, i, run_on(states[i], t))));
             } else {
                 // The pair around `t` the client had: neighbours, or across states lost
                 // between them, as many as it may have been starved for.
-                for sa in states[..next].iter().rev() {
+                for (ia, sa) in states[..next].iter().enumerate().rev() {
                     if t - sa.time > longest {
                         break;
                     }
-                    for sb in &states[next..] {
+                    for (ib, sb) in states.iter().enumerate().skip(next) {
                         if sb.time - sa.time > longest + EASE_PAIR_SLACK {
                             break;
                         }
                         if !sb.teleport && sb.time > sa.time {
                             let alpha = ((t - sa.time) / (sb.time - sa.time)) as f32;
-                            curves.push(unlag_core::replay(view.mode, sa, sb, alpha).0);
+                            curves.push((ia, ib, unlag_core::replay(view.mode, sa, sb, alpha).0));
                         }
                     }
+                }
+                // A state that came late, between the two the client was drawing between,
+                // moved the view onto the shorter curve inside them, eased from the longer.
+                if matches!(view.mode, SmoothingMode::Hermite | SmoothingMode::Linear)
+                    && curves.iter().any(|&(a0, b0, old)| {
+                        curves.iter().any(|&(a1, b1, new)| {
+                            a0 <= a1 && b1 <= b0 && (a0, b0) != (a1, b1) && explains(old - new)
+                        })
+                    })
+                {
+                    return true;
                 }
             }
             // Where a client starved on one of the states before `t` drew it.
@@ -945,7 +957,7 @@ impl RewindQuery<'_, '_> {
                     continue;
                 }
                 let drawn = run_on(s, t);
-                if curves.iter().any(|c| explains(drawn - *c)) {
+                if curves.iter().any(|&(_, _, c)| explains(drawn - c)) {
                     return true;
                 }
             }

@@ -37,6 +37,11 @@ pub struct ProxySmoothing {
     last_kind: Option<SampleKind>,
     /// The state the last frame was held or extrapolated on, when it was starved.
     last_starved_on: Option<(u32, StarvedOn)>,
+    /// The two states (ticks) the last frame was interpolated between, when it was: a late
+    /// state landing between them changes the curve under the view (eased over, not jumped).
+    last_pair: Option<(u32, u32)>,
+    /// This frame eased from the old curve after a late state (counted with the frame).
+    eased_late: bool,
     last_rendered: Option<Vec3>,
     /// The mode changed since the last frame (see [`ProxySmoothing::set_mode`]).
     switched: bool,
@@ -81,6 +86,8 @@ impl ProxySmoothing {
             ease: VisualOffset::default(),
             last_kind: None,
             last_starved_on: None,
+            last_pair: None,
+            eased_late: false,
             last_rendered: None,
             switched: false,
             resumed: false,
@@ -236,6 +243,9 @@ pub struct SmoothingStats {
     pub held_frames: u64,
     /// Proxy frames extrapolated for want of a newer state.
     pub extrapolated_frames: u64,
+    /// Times a late state landed between the two a proxy was being drawn between, and the
+    /// proxy was eased from the old curve onto the new one rather than jump.
+    pub late_eases: u64,
     /// Times a proxy went dormant (the server stopped sending it: not relevant to this client).
     pub dormant: u64,
     /// Times a dormant proxy was shown again, snapped to its first new state.
@@ -630,6 +640,7 @@ impl ProxySmoothing {
         self.ease = VisualOffset::default();
         self.last_kind = None;
         self.last_starved_on = None;
+        self.last_pair = None;
         self.last_rendered = None;
         self.resumed = self.frames > 0;
         self.taken = 0;
@@ -1219,7 +1230,45 @@ impl ProxySmoothing {
                 (None, None) => {}
             }
         }
+        // A late state landed inside the segment the last frame was drawn on (its neighbours
+        // came before it: a burst of loss, a trail copy): the curve under the view is now
+        // another. Eased from where the old curve draws the proxy now, as after starved
+        // frames, so the offset is only what the old curve got wrong and the proxy keeps
+        // moving (the server explains such offsets by the same two curves).
+        if matches!(self.mode, SmoothingMode::Hermite | SmoothingMode::Linear)
+            && !switched
+            && sample.kind == SampleKind::Interpolated
+            && let Some(old) = self
+                .last_pair
+                .and_then(|pair| self.old_curve(pair, sample, view_time))
+        {
+            let offsets = &CorrectionSmoothing {
+                smooth_time: unlag_core::ease_time(offsets.smooth_time, self.interval),
+                ..*offsets
+            };
+            self.ease.on_correction(position - old, offsets);
+            self.eased_late = true;
+        }
         position + self.ease.advance(dt)
+    }
+
+    /// Where the curve between the last frame's states `(from, to)` draws the proxy at
+    /// `view_time`, if `sample` is drawn on a shorter segment inside it (a state between them
+    /// came since): the curve the view was on, had nothing come. `None` when the segment is
+    /// the same or another, or either end is gone or a teleport.
+    fn old_curve(&self, (from, to): (u32, u32), sample: &Sample, view_time: f64) -> Option<Vec3> {
+        let nested =
+            from <= sample.from && sample.to <= to && (from, to) != (sample.from, sample.to);
+        if !nested {
+            return None;
+        }
+        let (a, b) = (self.buffer.get(from)?, self.buffer.get(to)?);
+        let late = [sample.from, sample.to].map(|tick| self.buffer.get(tick));
+        if b.teleport || late.iter().any(|s| s.is_none_or(|s| s.teleport)) || b.time <= a.time {
+            return None;
+        }
+        let alpha = ((view_time - a.time) / (b.time - a.time)).clamp(0.0, 1.0) as f32;
+        Some(unlag_core::replay(self.mode, a, b, alpha).0)
     }
 
     /// Remembers a frame drawn at `position` from `sample`, and counts it (held and
@@ -1233,6 +1282,11 @@ impl ProxySmoothing {
         self.last_starved_on = (self.mode != SmoothingMode::Extrapolate
             && starved(Some(sample.kind)))
         .then_some((sample.from, on));
+        self.last_pair =
+            (sample.kind == SampleKind::Interpolated).then_some((sample.from, sample.to));
+        if core::mem::take(&mut self.eased_late) {
+            stats.late_eases += 1;
+        }
         self.last_rendered = Some(position);
         self.frames += 1;
         stats.frames += 1;
