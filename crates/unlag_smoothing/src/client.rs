@@ -40,6 +40,8 @@ pub struct ProxySmoothing {
     /// The two states (ticks) the last frame was interpolated between, when it was: a late
     /// state landing between them changes the curve under the view (eased over, not jumped).
     last_pair: Option<(u32, u32)>,
+    /// The view time the last frame was drawn at, server seconds.
+    last_view: Option<f64>,
     /// This frame eased from the old curve after a late state (counted with the frame).
     eased_late: bool,
     last_rendered: Option<Vec3>,
@@ -87,6 +89,7 @@ impl ProxySmoothing {
             last_kind: None,
             last_starved_on: None,
             last_pair: None,
+            last_view: None,
             eased_late: false,
             last_rendered: None,
             switched: false,
@@ -641,6 +644,7 @@ impl ProxySmoothing {
         self.last_kind = None;
         self.last_starved_on = None;
         self.last_pair = None;
+        self.last_view = None;
         self.last_rendered = None;
         self.resumed = self.frames > 0;
         self.taken = 0;
@@ -1232,31 +1236,36 @@ impl ProxySmoothing {
         }
         // A late state landed inside the segment the last frame was drawn on (its neighbours
         // came before it: a burst of loss, a trail copy): the curve under the view is now
-        // another. Eased from where the old curve draws the proxy now, as after starved
-        // frames, so the offset is only what the old curve got wrong and the proxy keeps
-        // moving (the server explains such offsets by the same two curves).
+        // another. Eased from the old curve onto the new by how far apart they were at the
+        // last frame's view time, so the proxy goes on from where it was drawn at the new
+        // curve's pace (the old one, across a gap, may run fast where the new one stands: at
+        // 20 fps one ran 0.58 m between two frames) and the offset is a difference of two
+        // curves at a moment, which the server explains.
         if matches!(self.mode, SmoothingMode::Hermite | SmoothingMode::Linear)
             && !switched
             && sample.kind == SampleKind::Interpolated
-            && let Some(old) = self
+            && let Some(jump) = self
                 .last_pair
-                .and_then(|pair| self.old_curve(pair, sample, view_time))
+                .zip(self.last_view)
+                .and_then(|(pair, then)| self.late_jump(pair, sample, then))
         {
             let offsets = &CorrectionSmoothing {
                 smooth_time: unlag_core::ease_time(offsets.smooth_time, self.interval),
                 ..*offsets
             };
-            self.ease.on_correction(position - old, offsets);
+            self.ease.on_correction(jump, offsets);
             self.eased_late = true;
         }
         position + self.ease.advance(dt)
     }
 
     /// Where the curve between the last frame's states `(from, to)` draws the proxy at
-    /// `view_time`, if `sample` is drawn on a shorter segment inside it (a state between them
-    /// came since): the curve the view was on, had nothing come. `None` when the segment is
-    /// the same or another, or either end is gone or a teleport.
-    fn old_curve(&self, (from, to): (u32, u32), sample: &Sample, view_time: f64) -> Option<Vec3> {
+    /// `then` (the last frame's view time, server seconds) moved, if `sample` is drawn on a
+    /// shorter segment inside it (a state between them came since): the curve the buffer now
+    /// draws at `then` less the old one there, metres. `None` when the segment is the same or
+    /// another, or an end is gone or a teleport, or the buffer draws `then` other than
+    /// between two states.
+    fn late_jump(&self, (from, to): (u32, u32), sample: &Sample, then: f64) -> Option<Vec3> {
         let nested =
             from <= sample.from && sample.to <= to && (from, to) != (sample.from, sample.to);
         if !nested {
@@ -1267,8 +1276,11 @@ impl ProxySmoothing {
         if b.teleport || late.iter().any(|s| s.is_none_or(|s| s.teleport)) || b.time <= a.time {
             return None;
         }
-        let alpha = ((view_time - a.time) / (b.time - a.time)).clamp(0.0, 1.0) as f32;
-        Some(unlag_core::replay(self.mode, a, b, alpha).0)
+        let alpha = ((then - a.time) / (b.time - a.time)).clamp(0.0, 1.0) as f32;
+        let old = unlag_core::replay(self.mode, a, b, alpha).0;
+        let new = self.buffer.sample(then, self.mode, 0.0)?;
+        (new.kind == SampleKind::Interpolated && new.from >= from && new.to <= to)
+            .then(|| new.position - old)
     }
 
     /// Remembers a frame drawn at `position` from `sample`, and counts it (held and
@@ -1320,6 +1332,7 @@ impl ProxySmoothing {
         };
         let shown = [shown(sample.from), shown(sample.to)];
         self.buffer.prune(view_time.min(clock.present()) - 1.0);
+        self.last_view = Some(view_time);
         RenderedPose {
             from: sample.from,
             to: sample.to,
