@@ -956,6 +956,7 @@ fn a_delta_without_its_baseline_is_dropped_and_full_states_follow() {
                 position: [9_000, 0, 0],
                 velocity: None,
                 rotation: None,
+                flags: None,
             }],
             ..Default::default()
         });
@@ -1551,6 +1552,109 @@ fn proxy_states_send_entities_and_upright_rotations_in_two_bytes_each() {
     }
 }
 
+/// A message's delta states name their entities by the step from the delta before (a byte
+/// where a match's characters are within 31 entities of each other, where each took two), in
+/// any order, reused slots and the ends of the index range included; a change of the movement
+/// flags (a crouch, a landing) goes as a delta with a byte of flags. Forged entities (a step
+/// below index 0 or onto `u32::MAX`) and flags with the teleport bit fail to decode.
+#[test]
+fn delta_states_step_their_entities_and_carry_changed_flags() {
+    use unlag::smoothing::{DeltaProxyState, ProxyUpdates, WireProxyState};
+    let tick_us = unlag::core::quantize::tick_micros(1.0 / 60.0);
+    let state = |entity: Entity, x: f32, flags: u8| {
+        WireProxyState::new(
+            entity,
+            Vec3::new(x, 0.0, 2.0),
+            Quat::from_rotation_y(0.5),
+            Vec3::new(5.0, 0.0, 0.0),
+            flags,
+            false,
+        )
+    };
+    // A steady walker 12 ticks on: the head byte and three zero residuals.
+    let delta = |entity: Entity, flags: u8| {
+        let base = state(entity, 10.0, 0);
+        let now = state(entity, 11.0, flags);
+        let d = DeltaProxyState::between(&base, &now, 12, tick_us).unwrap();
+        assert_eq!(d.apply(&base, tick_us), Some(now));
+        d
+    };
+    let size = |deltas: Vec<DeltaProxyState>| {
+        let update = ProxyUpdates {
+            tick: 1000,
+            deltas,
+            ..default()
+        };
+        let bytes = postcard::to_stdvec(&update).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<ProxyUpdates>(&bytes).unwrap(),
+            update
+        );
+        assert_eq!(update.wire_size(), bytes.len());
+        bytes.len()
+    };
+    let empty = size(Vec::new());
+    let e = |i: u32| Entity::from_raw_u32(i).unwrap();
+    // Sixteen characters eleven entities apart (their hit boxes between): the first's index
+    // in two bytes, each other's step in one, and four bytes of delta each.
+    let sixteen: Vec<DeltaProxyState> = (0..16).map(|k| delta(e(300 + 11 * k), 0)).collect();
+    assert_eq!(size(sixteen.clone()) - empty, 2 + 15 + 16 * 4);
+    // Backwards and far apart: still exact.
+    let mut shuffled = sixteen.clone();
+    shuffled.reverse();
+    shuffled.swap(3, 9);
+    size(shuffled);
+    let reused = Entity::from_index_and_generation(
+        e(310).index(),
+        bevy::ecs::entity::EntityGeneration::FIRST.after_versions(3),
+    );
+    let last = e(u32::MAX - 1);
+    size(vec![
+        delta(last, 0),
+        delta(e(0), 0),
+        delta(reused, 0),
+        delta(last, 0),
+    ]);
+    // Flags: one byte more than the same delta without.
+    assert_eq!(
+        size(vec![delta(e(300), 0x01)]) - size(vec![delta(e(300), 0)]),
+        1
+    );
+    // Forged: the second entity stepped below 0, or onto u32::MAX; flags with the teleport bit.
+    let two = postcard::to_stdvec(&ProxyUpdates {
+        tick: 1000,
+        deltas: vec![delta(e(3), 0), delta(e(2), 0)],
+        ..default()
+    })
+    .unwrap();
+    let at = two.len() - 5;
+    assert_eq!(two[at], 0x02, "step -1: zigzag 1, shifted");
+    let decode = |bytes: &[u8]| postcard::from_bytes::<ProxyUpdates>(bytes);
+    let mut below = two.clone();
+    below[at] = 0x0E; // step -4 from 3
+    assert!(decode(&below).is_err());
+    let high = postcard::to_stdvec(&ProxyUpdates {
+        tick: 1000,
+        deltas: vec![delta(e(u32::MAX - 2), 0), delta(e(u32::MAX - 1), 0)],
+        ..default()
+    })
+    .unwrap();
+    let at = high.len() - 5;
+    assert_eq!(high[at], 0x04, "step +1");
+    let mut onto_max = high.clone();
+    onto_max[at] = 0x08; // step +2: u32::MAX
+    assert!(decode(&onto_max).is_err());
+    let flagged = postcard::to_stdvec(&ProxyUpdates {
+        tick: 1000,
+        deltas: vec![delta(e(3), 0x01)],
+        ..default()
+    })
+    .unwrap();
+    let mut teleport = flagged.clone();
+    *teleport.last_mut().unwrap() |= 0x80;
+    assert!(decode(&teleport).is_err());
+}
+
 /// A big server encodes a tick's proxy states once and copies their bytes into each client's
 /// update: what goes on the wire must be, byte for byte, what postcard writes for the same
 /// update with its states encoded the usual way (the client decodes it with serde), and its
@@ -1600,8 +1704,16 @@ fn proxy_states_encoded_once_go_on_the_wire_as_postcard_writes_them() {
             if i % 3 == 0 {
                 now.rotation = states[(i + 1) % 40].rotation;
             }
+            // A crouch or a landing goes as a delta too; a teleport only in full.
+            if i % 4 == 1 {
+                now.flags ^= 0x01;
+            }
             let back = 1 + (i as u32 * 7) % 90;
+            let mut teleport = now.clone();
+            teleport.flags |= 0x80;
+            assert_eq!(DeltaProxyState::between(s, &teleport, back, tick_us), None);
             let delta = DeltaProxyState::between(s, &now, back, tick_us).unwrap();
+            assert_eq!(delta.flags.is_some(), i % 4 == 1);
             assert_eq!(delta.apply(s, tick_us), Some(now));
             delta
         })

@@ -49,8 +49,8 @@ pub(crate) struct PairSchedule {
     /// Whether that first state came back from a dormant spell (flagged a teleport, the
     /// client told it woke): its repeat is flagged and told the same.
     pub(crate) woke: bool,
-    /// The oldest tick a delta state of it may rest on: a while after the first state of its
-    /// awake spell, once the client has surely mapped its entity.
+    /// The oldest tick a delta state of it may rest on: the first state of its awake spell, or
+    /// of its first spell a while after it, once the client has surely mapped its entity.
     pub(crate) deltas_from: u32,
     /// Which of the client's state messages carried one of its states.
     pub(crate) sent: unlag_net::SentMask,

@@ -162,15 +162,20 @@ pub const BASELINE_KEPT: f64 = 1.5;
 /// the client acknowledged). About 6-12 bytes where a [`WireProxyState`] takes 12-18: the
 /// position as its difference from the baseline's run on at the mean of the two velocities
 /// ([`unlag_core::quantize::run_on_mm`]; a proxy keeping its course or its acceleration costs
-/// a byte an axis), the
-/// velocity only when it changed, the rotation only when it did, the flags never (a change of
-/// flags, and a teleport, go as a full state).
+/// a byte an axis), the velocity, the rotation and the flags only when they changed (a
+/// teleport goes as a full state).
 ///
-/// On the wire: the entity (2 bytes), a head byte (bit 7: the velocity follows; bit 6: the
-/// rotation follows; bits 0-5: the ticks back to the baseline, 1-63, or 0 when a varint of
-/// them follows), the position's differences (three zigzag varints, mm), then the velocity's
-/// differences (three zigzag varints, cm/s) and the rotation's wire form
-/// ([`unlag_core::quantize::rotation_to_wire`]) when present.
+/// On the wire, in a [`ProxyUpdates`]: the entity (the first of a message's deltas as its
+/// index, the others as the difference from the previous one's, zigzag: a byte where the
+/// entities are within 31 of each other; a varint, and the generation when not 0, as
+/// [`unlag_net::wire_entity`] writes them), a head byte (bit 7: the velocity follows; bit 6:
+/// the rotation follows; bit 5: the flags follow; bits 0-4: the ticks back to the baseline,
+/// 1-31, or 0 when a varint of them follows), the position's differences (three zigzag
+/// varints, mm), then the velocity's differences (three zigzag varints, cm/s), the rotation's
+/// wire form ([`unlag_core::quantize::rotation_to_wire`]) and the flags (a byte) when present.
+/// All but the entity is encoded once per state and baseline for every client
+/// ([`EncodedDeltas`]); the entity, which depends on the message's other deltas, as each
+/// message is written.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeltaProxyState {
     /// The entity (mapped to the client's on arrival).
@@ -184,28 +189,34 @@ pub struct DeltaProxyState {
     pub velocity: Option<[i32; 3]>,
     /// The rotation ([`WireProxyState::rotation`]); `None` when the baseline's.
     pub rotation: Option<[u8; unlag_core::quantize::ROTATION_BYTES]>,
+    /// The movement flags ([`WireProxyState::flags`], never the teleport bit); `None` when the
+    /// baseline's.
+    pub flags: Option<u8>,
 }
 
 /// [`DeltaProxyState`]'s head byte: the velocity follows.
 const DELTA_VELOCITY: u8 = 0x80;
 /// [`DeltaProxyState`]'s head byte: the rotation follows.
 const DELTA_ROTATION: u8 = 0x40;
+/// [`DeltaProxyState`]'s head byte: the flags follow.
+const DELTA_FLAGS: u8 = 0x20;
 /// [`DeltaProxyState`]'s head byte: the ticks back, or 0 when a varint of them follows.
-const DELTA_BACK: u8 = 0x3f;
+const DELTA_BACK: u8 = 0x1f;
 
 impl DeltaProxyState {
     /// `state` against `baseline`, `back` ticks of `tick_us` µs before it
-    /// ([`unlag_core::quantize::tick_micros`]); `None` where only a full state will do: the
-    /// flags changed (or it is a teleport), `back` is 0, or a difference overflows.
+    /// ([`unlag_core::quantize::tick_micros`]); `None` where only a full state will do: a
+    /// teleport, `back` 0, or a difference that overflows.
     pub fn between(
         baseline: &WireProxyState,
         state: &WireProxyState,
         back: u32,
         tick_us: u32,
     ) -> Option<Self> {
-        if back == 0 || state.flags != baseline.flags & !TELEPORT_BIT {
+        if back == 0 || state.flags & TELEPORT_BIT != 0 {
             return None;
         }
+        let flags = (state.flags != baseline.flags & !TELEPORT_BIT).then_some(state.flags);
         let run_on = unlag_core::quantize::run_on_mm(
             baseline.position,
             baseline.velocity,
@@ -227,13 +238,18 @@ impl DeltaProxyState {
             position,
             velocity,
             rotation,
+            flags,
         })
     }
 
     /// The state it stands for against `baseline` (the client's copy of the proxy's state
     /// `back` ticks before), `tick_us` as it was encoded with; `None` for differences no
-    /// encoder writes (a velocity off its range, a position off `i32`'s).
+    /// encoder writes (a velocity off its range, a position off `i32`'s, flags with the
+    /// teleport bit).
     pub fn apply(&self, baseline: &WireProxyState, tick_us: u32) -> Option<WireProxyState> {
+        if self.flags.is_some_and(|f| f & TELEPORT_BIT != 0) {
+            return None;
+        }
         let velocity = match self.velocity {
             None => baseline.velocity,
             Some(d) => {
@@ -262,118 +278,272 @@ impl DeltaProxyState {
             position,
             rotation: self.rotation.unwrap_or(baseline.rotation),
             velocity,
-            flags: baseline.flags & !TELEPORT_BIT,
+            flags: self.flags.unwrap_or(baseline.flags & !TELEPORT_BIT),
         })
+    }
+
+    /// Appends its body (all but the entity, which a message writes against the entity
+    /// before it) to `bytes`, as it goes on the wire.
+    pub fn encode_body(&self, bytes: Vec<u8>) -> Vec<u8> {
+        postcard::to_extend(&Body(self), bytes).expect("a delta encodes")
     }
 }
 
-impl Serialize for DeltaProxyState {
+/// A delta state's entity after `prev`'s (the previous delta's index in the message, if any)
+/// and its body: what one delta takes in a message ([`DeltaProxyState`]'s wire form).
+struct Stepped<'a> {
+    prev: Option<u32>,
+    delta: &'a DeltaProxyState,
+}
+
+/// The entity head of `entity` after the previous delta's index `prev`: the index itself for
+/// the first ([`unlag_core::entity_head`]), else its step from `prev` (zigzag), shifted
+/// one up, the low bit telling that a generation follows.
+fn step_head(prev: Option<u32>, entity: Entity) -> u64 {
+    let (index, generation) = unlag_net::wire_entity::parts(entity);
+    match prev {
+        None => unlag_core::entity_head(index, generation),
+        Some(prev) => {
+            let step = i64::from(index) - i64::from(prev);
+            (zigzag(step) << 1) | u64::from(generation != 0)
+        }
+    }
+}
+
+/// `v` zigzagged (0, -1, 1, -2, ... as 0, 1, 2, 3, ...).
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// The index a [`step_head`] after `prev` holds, and whether a generation follows; `None` for
+/// one no entity can have.
+fn index_from_step(prev: Option<u32>, head: u64) -> Option<(u32, bool)> {
+    let Some(prev) = prev else {
+        return unlag_core::entity_from_head(head).ok();
+    };
+    let z = head >> 1;
+    let step = ((z >> 1) as i64) ^ -((z & 1) as i64);
+    let index = i64::from(prev).checked_add(step)?;
+    let index = u32::try_from(index).ok().filter(|i| *i != u32::MAX)?;
+    Some((index, head & 1 != 0))
+}
+
+/// Writes a delta's entity head (and generation, when not 0) after `prev`.
+fn serialize_step<T: serde::ser::SerializeTuple>(
+    tuple: &mut T,
+    prev: Option<u32>,
+    entity: Entity,
+) -> Result<(), T::Error> {
+    tuple.serialize_element(&step_head(prev, entity))?;
+    let (_, generation) = unlag_net::wire_entity::parts(entity);
+    if generation != 0 {
+        tuple.serialize_element(&generation)?;
+    }
+    Ok(())
+}
+
+/// Writes a delta's body (all but its entity) into `tuple`.
+fn serialize_body<T: serde::ser::SerializeTuple>(
+    tuple: &mut T,
+    delta: &DeltaProxyState,
+) -> Result<(), T::Error> {
+    /// The rotation in its wire form.
+    struct Rotation([u8; unlag_core::quantize::ROTATION_BYTES]);
+    impl Serialize for Rotation {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            wire_rotation::serialize(&self.0, s)
+        }
+    }
+    let short = u8::try_from(delta.back).ok().filter(|b| *b <= DELTA_BACK);
+    let bit = |present: bool, bit: u8| if present { bit } else { 0 };
+    let head = short.unwrap_or(0)
+        | bit(delta.velocity.is_some(), DELTA_VELOCITY)
+        | bit(delta.rotation.is_some(), DELTA_ROTATION)
+        | bit(delta.flags.is_some(), DELTA_FLAGS);
+    tuple.serialize_element(&head)?;
+    if short.is_none() {
+        tuple.serialize_element(&delta.back)?;
+    }
+    tuple.serialize_element(&delta.position)?;
+    if let Some(v) = &delta.velocity {
+        tuple.serialize_element(v)?;
+    }
+    if let Some(r) = delta.rotation {
+        tuple.serialize_element(&Rotation(r))?;
+    }
+    if let Some(f) = &delta.flags {
+        tuple.serialize_element(f)?;
+    }
+    Ok(())
+}
+
+/// The most elements a delta's tuple holds: entity head, generation, head byte, back,
+/// position, velocity, rotation, flags. (A tuple's length is not on the wire: the heads tell
+/// what follows.)
+const DELTA_ELEMENTS: usize = 8;
+
+/// A delta's body alone (its entity written by the message, [`EncodedDeltas`]).
+struct Body<'a>(&'a DeltaProxyState);
+
+impl Serialize for Body<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeTuple;
-        /// The entity in its compact form.
-        struct Compact(Entity);
-        impl Serialize for Compact {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                unlag_net::wire_entity::serialize(&self.0, s)
-            }
-        }
-        /// The rotation in its wire form.
-        struct Rotation([u8; unlag_core::quantize::ROTATION_BYTES]);
-        impl Serialize for Rotation {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                wire_rotation::serialize(&self.0, s)
-            }
-        }
-        let short = u8::try_from(self.back).ok().filter(|b| *b <= DELTA_BACK);
-        let head = short.unwrap_or(0)
-            | if self.velocity.is_some() {
-                DELTA_VELOCITY
-            } else {
-                0
-            }
-            | if self.rotation.is_some() {
-                DELTA_ROTATION
-            } else {
-                0
-            };
-        // (A tuple's length is not on the wire: the head tells what follows.)
-        let mut tuple = serializer.serialize_tuple(6)?;
-        tuple.serialize_element(&Compact(self.entity))?;
-        tuple.serialize_element(&head)?;
-        if short.is_none() {
-            tuple.serialize_element(&self.back)?;
-        }
-        tuple.serialize_element(&self.position)?;
-        if let Some(v) = &self.velocity {
-            tuple.serialize_element(v)?;
-        }
-        if let Some(r) = self.rotation {
-            tuple.serialize_element(&Rotation(r))?;
-        }
+        let mut tuple = serializer.serialize_tuple(DELTA_ELEMENTS)?;
+        serialize_body(&mut tuple, self.0)?;
         tuple.end()
     }
 }
 
-impl<'de> Deserialize<'de> for DeltaProxyState {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        use serde::de::{self, SeqAccess, Visitor};
-        /// The entity in its compact form.
-        struct Compact(Entity);
-        impl<'de> Deserialize<'de> for Compact {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                unlag_net::wire_entity::deserialize(d).map(Compact)
-            }
+impl Serialize for Stepped<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        let mut tuple = serializer.serialize_tuple(DELTA_ELEMENTS)?;
+        serialize_step(&mut tuple, self.prev, self.delta.entity)?;
+        serialize_body(&mut tuple, self.delta)?;
+        tuple.end()
+    }
+}
+
+/// Reads a delta's body (what [`serialize_body`] writes) from `seq`, its entity `entity`.
+fn read_body<'de, A: serde::de::SeqAccess<'de>>(
+    seq: &mut A,
+    entity: Entity,
+) -> Result<DeltaProxyState, A::Error> {
+    use serde::de;
+    /// The rotation in its wire form.
+    struct Rotation([u8; unlag_core::quantize::ROTATION_BYTES]);
+    impl<'de> Deserialize<'de> for Rotation {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            wire_rotation::deserialize(d).map(Rotation)
         }
-        /// The rotation in its wire form.
-        struct Rotation([u8; unlag_core::quantize::ROTATION_BYTES]);
-        impl<'de> Deserialize<'de> for Rotation {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                wire_rotation::deserialize(d).map(Rotation)
-            }
+    }
+    let missing = || de::Error::custom("a delta proxy state cut short");
+    let head: u8 = seq.next_element()?.ok_or_else(missing)?;
+    let back = match head & DELTA_BACK {
+        0 => seq.next_element::<u32>()?.ok_or_else(missing)?,
+        b => u32::from(b),
+    };
+    if back == 0 {
+        return Err(de::Error::custom("a delta proxy state 0 ticks back"));
+    }
+    let position = seq.next_element()?.ok_or_else(missing)?;
+    let velocity = if head & DELTA_VELOCITY != 0 {
+        Some(seq.next_element()?.ok_or_else(missing)?)
+    } else {
+        None
+    };
+    let rotation = if head & DELTA_ROTATION != 0 {
+        let Rotation(r) = seq.next_element()?.ok_or_else(missing)?;
+        Some(r)
+    } else {
+        None
+    };
+    let flags = if head & DELTA_FLAGS != 0 {
+        let f: u8 = seq.next_element()?.ok_or_else(missing)?;
+        if f & TELEPORT_BIT != 0 {
+            return Err(de::Error::custom(
+                "a delta proxy state with the teleport bit",
+            ));
         }
-        /// Reads the head, then what it says follows.
-        struct Delta;
-        impl<'de> Visitor<'de> for Delta {
-            type Value = DeltaProxyState;
+        Some(f)
+    } else {
+        None
+    };
+    Ok(DeltaProxyState {
+        entity,
+        back,
+        position,
+        velocity,
+        rotation,
+        flags,
+    })
+}
+
+/// Reads one delta of a message after the previous one's index `prev` (its entity stepped).
+struct SteppedSeed {
+    prev: Option<u32>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for SteppedSeed {
+    type Value = DeltaProxyState;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_tuple(DELTA_ELEMENTS, self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for SteppedSeed {
+    type Value = DeltaProxyState;
+
+    fn expecting(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+        f.write_str("a delta proxy state")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error;
+        let missing = || A::Error::custom("a delta proxy state cut short");
+        let head: u64 = seq.next_element()?.ok_or_else(missing)?;
+        let (index, reused) = index_from_step(self.prev, head)
+            .ok_or_else(|| A::Error::custom("a delta proxy state's entity out of range"))?;
+        let generation = if reused {
+            let value: u64 = seq.next_element()?.ok_or_else(missing)?;
+            unlag_core::entity_generation(value).map_err(A::Error::custom)?
+        } else {
+            0
+        };
+        let entity = unlag_net::wire_entity::from_parts(index, generation)
+            .ok_or_else(|| A::Error::custom("invalid entity"))?;
+        read_body(&mut seq, entity)
+    }
+}
+
+/// A delta read by its body alone ([`EncodedDeltas::decode`] gives it its entity).
+struct DeltaBodyOwned(DeltaProxyState);
+
+impl<'de> serde::de::Deserialize<'de> for DeltaBodyOwned {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{SeqAccess, Visitor};
+        /// Reads the body, its entity a placeholder.
+        struct BodyVisitor;
+        impl<'de> Visitor<'de> for BodyVisitor {
+            type Value = DeltaBodyOwned;
 
             fn expecting(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
-                f.write_str("a delta proxy state")
+                f.write_str("a delta proxy state's body")
             }
 
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let missing = || de::Error::custom("a delta proxy state cut short");
-                let Compact(entity) = seq.next_element()?.ok_or_else(missing)?;
-                let head: u8 = seq.next_element()?.ok_or_else(missing)?;
-                let back = match head & DELTA_BACK {
-                    0 => seq.next_element::<u32>()?.ok_or_else(missing)?,
-                    b => u32::from(b),
-                };
-                if back == 0 {
-                    return Err(de::Error::custom("a delta proxy state 0 ticks back"));
-                }
-                let position = seq.next_element()?.ok_or_else(missing)?;
-                let velocity = if head & DELTA_VELOCITY != 0 {
-                    Some(seq.next_element()?.ok_or_else(missing)?)
-                } else {
-                    None
-                };
-                let rotation = if head & DELTA_ROTATION != 0 {
-                    let Rotation(r) = seq.next_element()?.ok_or_else(missing)?;
-                    Some(r)
-                } else {
-                    None
-                };
-                Ok(DeltaProxyState {
-                    entity,
-                    back,
-                    position,
-                    velocity,
-                    rotation,
-                })
+                read_body(&mut seq, Entity::PLACEHOLDER).map(DeltaBodyOwned)
             }
         }
-        deserializer.deserialize_tuple(6, Delta)
+        d.deserialize_tuple(DELTA_ELEMENTS, BodyVisitor)
     }
+}
+
+/// Reads a message's delta states, each entity stepped from the one before.
+fn read_deltas<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<DeltaProxyState>, D::Error> {
+    use serde::de::{SeqAccess, Visitor};
+    /// The sequence's visitor.
+    struct Deltas;
+    impl<'de> Visitor<'de> for Deltas {
+        type Value = Vec<DeltaProxyState>;
+
+        fn expecting(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+            f.write_str("delta proxy states")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            // (Grown as they come: a hostile length costs nothing up front.)
+            let mut deltas = Vec::new();
+            let mut prev = None;
+            while let Some(delta) = seq.next_element_seed(SteppedSeed { prev })? {
+                prev = Some(delta.entity.index_u32());
+                deltas.push(delta);
+            }
+            Ok(deltas)
+        }
+    }
+    d.deserialize_seq(Deltas)
 }
 
 /// What the states of one [`ProxyUpdates`] are. On the wire one byte (0, 1, 2: the first two
@@ -424,6 +594,7 @@ pub struct ProxyUpdates {
     /// [`StatesKind::Due`] messages): the client decodes each against its copy of the
     /// proxy's state `back` ticks before this message's, which came in an earlier `Due`
     /// message. Usually most of a message's states, once the client acknowledged some.
+    #[serde(deserialize_with = "read_deltas")]
     pub deltas: Vec<DeltaProxyState>,
     /// States encoded once for every client (the sender's side only: they arrive in
     /// `states`), sent before those in `states`. Their entities are not mapped on the way out.
@@ -453,6 +624,20 @@ impl ProxyUpdates {
             .chain(self.deltas.iter().cloned())
     }
 
+    /// Each delta's entity with the index of the delta before it in the message (`None` for
+    /// the first): what its entity is written against.
+    fn delta_entities(&self) -> impl Iterator<Item = (Option<u32>, Entity)> + '_ {
+        let entities = self
+            .encoded_deltas
+            .entities
+            .iter()
+            .copied()
+            .chain(self.deltas.iter().map(|d| d.entity));
+        entities.scan(None, |prev: &mut Option<u32>, entity| {
+            Some((prev.replace(entity.index_u32()), entity))
+        })
+    }
+
     /// How many delta states it carries.
     pub fn delta_count(&self) -> usize {
         self.encoded_deltas.len() + self.deltas.len()
@@ -473,9 +658,14 @@ impl ProxyUpdates {
         }
         write_postcard(&self.tail(), writer)?;
         write_postcard(&self.delta_count(), writer)?;
-        writer.extend_from_slice(&self.encoded_deltas.bytes);
-        for delta in &self.deltas {
-            write_postcard(delta, writer)?;
+        let mut entities = self.delta_entities();
+        for i in 0..self.encoded_deltas.len() {
+            let (prev, entity) = entities.next().expect("one entity a delta");
+            write_postcard(&EntityStep(prev, entity), writer)?;
+            writer.extend_from_slice(self.encoded_deltas.body(i));
+        }
+        for (delta, (prev, _)) in self.deltas.iter().zip(entities) {
+            write_postcard(&Stepped { prev, delta }, writer)?;
         }
         Ok(())
     }
@@ -488,8 +678,16 @@ impl ProxyUpdates {
             + self.states.iter().map(wire_size).sum::<usize>()
             + wire_size(&self.tail())
             + wire_size(&self.delta_count())
+            + self
+                .delta_entities()
+                .map(|(prev, entity)| wire_size(&EntityStep(prev, entity)))
+                .sum::<usize>()
             + self.encoded_deltas.bytes.len()
-            + self.deltas.iter().map(wire_size).sum::<usize>()
+            + self
+                .deltas
+                .iter()
+                .map(|delta| wire_size(&Body(delta)))
+                .sum::<usize>()
     }
 }
 
@@ -507,13 +705,19 @@ impl Serialize for ProxyUpdates {
                 seq.end()
             }
         }
-        /// The delta states, encoded ones first, as one sequence.
+        /// The delta states, encoded ones first, as one sequence, each entity stepped from
+        /// the one before.
         struct Deltas<'a>(&'a ProxyUpdates);
         impl Serialize for Deltas<'_> {
             fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 let mut seq = serializer.serialize_seq(Some(self.0.delta_count()))?;
+                let mut prev = None;
                 for delta in self.0.all_deltas() {
-                    seq.serialize_element(&delta)?;
+                    seq.serialize_element(&Stepped {
+                        prev,
+                        delta: &delta,
+                    })?;
+                    prev = Some(delta.entity.index_u32());
                 }
                 seq.end()
             }
@@ -630,57 +834,86 @@ fn decode_each<T: serde::de::DeserializeOwned>(mut bytes: &[u8]) -> impl Iterato
     })
 }
 
-/// Delta states encoded for one message, back to back ([`ProxyUpdates::encoded_deltas`]): a
-/// server encodes a proxy's difference from one baseline once, and copies those bytes into the
-/// message of every client that acknowledged the same baseline.
+/// Delta states encoded for one message ([`ProxyUpdates::encoded_deltas`]): each one's body
+/// (all but its entity) back to back, and its entity. A server encodes a proxy's difference
+/// from one baseline once ([`DeltaProxyState::encode_body`]) and copies those bytes into the
+/// message of every client that acknowledged the same baseline; the entities are written as
+/// the message is, each against the one before it in that message.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EncodedDeltas {
-    /// postcard's bytes of every delta state.
+    /// postcard's bytes of every delta state's body.
     bytes: Vec<u8>,
-    /// How many.
-    count: usize,
+    /// Each one's entity.
+    entities: Vec<Entity>,
+    /// Where each one's body ends in `bytes`.
+    ends: Vec<u32>,
 }
 
 impl EncodedDeltas {
-    /// None yet, with room for `bytes` of them.
-    pub fn with_capacity(bytes: usize) -> Self {
+    /// None yet, with room for `count` of them of `bytes` in all.
+    pub fn with_capacity(count: usize, bytes: usize) -> Self {
         Self {
             bytes: Vec::with_capacity(bytes),
-            count: 0,
+            entities: Vec::with_capacity(count),
+            ends: Vec::with_capacity(count),
         }
     }
 
     /// Carries `delta` too, encoded (after those it carries).
     pub fn push(&mut self, delta: &DeltaProxyState) {
-        self.bytes =
-            postcard::to_extend(delta, core::mem::take(&mut self.bytes)).expect("a delta encodes");
-        self.count += 1;
+        self.bytes = delta.encode_body(core::mem::take(&mut self.bytes));
+        self.entities.push(delta.entity);
+        self.ends.push(self.bytes.len() as u32);
     }
 
-    /// Carries the bytes of one delta state encoded by [`push`](Self::push) elsewhere.
-    pub fn push_encoded(&mut self, bytes: &[u8]) {
-        self.bytes.extend_from_slice(bytes);
-        self.count += 1;
+    /// Carries the delta state of `entity` whose body [`DeltaProxyState::encode_body`] wrote
+    /// as `body` elsewhere.
+    pub fn push_encoded(&mut self, entity: Entity, body: &[u8]) {
+        self.bytes.extend_from_slice(body);
+        self.entities.push(entity);
+        self.ends.push(self.bytes.len() as u32);
     }
 
     /// How many it carries.
     pub fn len(&self) -> usize {
-        self.count
+        self.entities.len()
     }
 
     /// Whether it carries none.
     pub fn is_empty(&self) -> bool {
-        self.count == 0
+        self.entities.is_empty()
     }
 
-    /// Their bytes.
+    /// Their bodies' bytes.
     pub fn byte_len(&self) -> usize {
         self.bytes.len()
     }
 
+    /// The body of the `i`th.
+    fn body(&self, i: usize) -> &[u8] {
+        let start = i.checked_sub(1).map_or(0, |i| self.ends[i]);
+        &self.bytes[start as usize..self.ends[i] as usize]
+    }
+
     /// The delta states it carries, decoded.
     pub fn decode(&self) -> impl Iterator<Item = DeltaProxyState> + '_ {
-        decode_each(&self.bytes)
+        self.entities.iter().enumerate().filter_map(|(i, &entity)| {
+            let DeltaBodyOwned(delta) = postcard::from_bytes(self.body(i)).ok()?;
+            Some(DeltaProxyState { entity, ..delta })
+        })
+    }
+}
+
+/// A delta's entity written after the previous delta's index in its message (`None`: the
+/// first), as [`Stepped`] writes it.
+struct EntityStep(Option<u32>, Entity);
+
+impl Serialize for EntityStep {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        let mut tuple = serializer.serialize_tuple(2)?;
+        serialize_step(&mut tuple, self.0, self.1)?;
+        tuple.end()
     }
 }
 

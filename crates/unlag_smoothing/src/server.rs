@@ -307,6 +307,7 @@ const DELTA_BYTES_GUESS: usize = 12;
 
 /// How long after a pair's first state its states go in full, seconds, besides two round trips
 /// ([`send_states`]): its entity's spawn comes after its first states, a resend later when lost.
+/// (Not after a dormant spell: the client kept the entity.)
 const SPAWN_MARGIN: f64 = 0.5;
 
 /// What [`send_states`] needs for the trails of clients whose losses run in bursts.
@@ -696,7 +697,8 @@ fn send_states(
         let mut trail: Vec<((u32, WireProxyState), bool)> = Vec::new();
         // The states sent as they were encoded, and those changed for this client.
         let mut encoded = encoding.none();
-        let mut encoded_deltas = EncodedDeltas::with_capacity(due.len() * DELTA_BYTES_GUESS);
+        let mut encoded_deltas =
+            EncodedDeltas::with_capacity(due.len(), due.len() * DELTA_BYTES_GUESS);
         let mut states = Vec::new();
         let mut woken = Vec::new();
         for (index, (wire, owner, slow)) in due.iter().enumerate() {
@@ -759,9 +761,7 @@ fn send_states(
                         let delta =
                             DeltaProxyState::between(&baseline, wire, now_tick - t, tick_us)?;
                         let start = delta_bytes.len() as u32;
-                        delta_bytes =
-                            postcard::to_extend(&delta, core::mem::take(&mut delta_bytes))
-                                .expect("a delta encodes");
+                        delta_bytes = delta.encode_body(core::mem::take(&mut delta_bytes));
                         Some((start, delta_bytes.len() as u32))
                     });
                     known.push((t, encoded));
@@ -769,7 +769,8 @@ fn send_states(
                 });
                 match bytes {
                     Some((a, b)) => {
-                        encoded_deltas.push_encoded(&delta_bytes[a as usize..b as usize]);
+                        encoded_deltas
+                            .push_encoded(wire.entity, &delta_bytes[a as usize..b as usize]);
                         sent_deltas += 1;
                     }
                     None => encoded.push(index),
@@ -778,7 +779,14 @@ fn send_states(
             if !pair.awake {
                 pair.awake_since = now_tick;
                 pair.woke = woke;
-                pair.deltas_from = now_tick.saturating_add(spawn_ticks);
+                // Back from a dormant spell the client has the entity (dormancy keeps it): the
+                // spell's first state (sent in full) will do once acknowledged. Its first
+                // spell waits for the entity's spawn.
+                pair.deltas_from = if woke {
+                    now_tick
+                } else {
+                    now_tick.saturating_add(spawn_ticks)
+                };
             }
             pair.awake = true;
             pair.sent_before = true;
