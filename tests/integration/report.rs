@@ -638,10 +638,11 @@ fn the_server_packs_a_calm_link_into_its_state_sends_and_leaves_a_bursty_one_be(
         before.bytes_up_per_sec,
         packed.bytes_up_per_sec
     );
-    // 20 state sends a second, and a few results of shots that go at once.
+    // 20 state sends a second, the shots' results and echoes riding with them
+    // (`unlag::net::Riders`; alone they made it 25.9), and now and then a projectile's news.
     assert!(
         packed.datagrams_down_per_sec < 0.5 * before.datagrams_down_per_sec
-            && packed.datagrams_down_per_sec < 20.0 * 1.5,
+            && packed.datagrams_down_per_sec < 20.0 * 1.15,
         "{} datagrams/s against {}",
         packed.datagrams_down_per_sec,
         before.datagrams_down_per_sec

@@ -19,8 +19,7 @@ use lightyear::prelude::*;
 use std::collections::VecDeque;
 use unlag_core::Seq16;
 use unlag_net::{
-    HeldShotsOldest, LinkTraffic, MoveTrail, NetClock, ProxyInterest, ReliableChannel,
-    RemoteClientClock, RemoteClockAt, UnreliableChannel,
+    HeldShotsOldest, MoveTrail, NetClock, ProxyInterest, RemoteClientClock, RemoteClockAt, Riders,
 };
 
 /// Longest a shot waits beyond [`CombatSettings::max_shot_hold`] for the move of its shooter it
@@ -74,8 +73,7 @@ type ShotLinks<'w, 's> = Query<
     (
         Entity,
         &'static mut MessageReceiver<FireRequest>,
-        &'static mut MessageSender<FireResult>,
-        &'static mut LinkTraffic,
+        &'static mut Riders<FireResult>,
         &'static RemoteClientClock,
     ),
     With<ClientOf>,
@@ -87,7 +85,7 @@ type EchoLinks<'w, 's> = Query<
     's,
     (
         Entity,
-        &'static mut MessageSender<CosmeticFires>,
+        &'static mut Riders<CosmeticFires>,
         Option<&'static ProxyInterest>,
     ),
     With<ClientOf>,
@@ -131,7 +129,7 @@ pub(crate) fn judge_shots(
         .collect();
     held.retain(|link, _| links.contains(*link));
     let (now, frame) = (clock.server_time, time.delta_secs_f64());
-    for (link, mut requests, mut results, mut traffic, remote) in &mut links {
+    for (link, mut requests, mut results, remote) in &mut links {
         let queue = held.entry(link).or_default();
         receive_copies(
             queue,
@@ -193,7 +191,8 @@ pub(crate) fn judge_shots(
                 log,
                 &mut echoes,
             ) {
-                traffic.send_counted::<ReliableChannel, _>(&mut results, answer);
+                // (It rides with the client's next proxy states: `unlag_net::Riders`.)
+                results.hold(answer, real.elapsed_secs_f64());
             }
         }
     }
@@ -201,7 +200,7 @@ pub(crate) fn judge_shots(
     if oldest_held.0 != oldest {
         oldest_held.0 = oldest;
     }
-    send_echoes(&echoes, echo);
+    send_echoes(&echoes, echo, real.elapsed_secs_f64());
 }
 
 /// Takes this frame's copies of `remote`'s shots into its `queue`: a new shot joins the end,
@@ -546,12 +545,13 @@ fn oldest_plausible(held: &HeldShots) -> Option<f64> {
 
 /// Shows every client the others' accepted shots it can see or hear (its interest: the shooter
 /// is not dormant to it, or the shooter or the shot's origin is within its hearing): one batch
-/// per client per frame (of at most [`COSMETIC_BATCH`] shots each).
-fn send_echoes(echoes: &[(Entity, CosmeticFire)], mut echo: EchoLinks) {
+/// per client per frame (of at most [`COSMETIC_BATCH`] shots each), riding with its next proxy
+/// states (`unlag_net::Riders`; `now` real time, seconds).
+fn send_echoes(echoes: &[(Entity, CosmeticFire)], mut echo: EchoLinks, now: f64) {
     if echoes.is_empty() {
         return;
     }
-    for (link, mut sender, interest) in &mut echo {
+    for (link, mut riders, interest) in &mut echo {
         let heard = |fire: &CosmeticFire| {
             interest.is_none_or(|i| i.hears(fire.shooter) || i.hears_at(fire.origin))
         };
@@ -565,7 +565,7 @@ fn send_echoes(echoes: &[(Entity, CosmeticFire)], mut echo: EchoLinks) {
                 .take(COSMETIC_BATCH)
                 .map(|(_, fire)| fire.clone())
                 .collect();
-            sender.send::<UnreliableChannel>(CosmeticFires { shots });
+            riders.hold(CosmeticFires { shots }, now);
         }
     }
 }

@@ -67,7 +67,7 @@ pub use weapons::{WeaponKind, WeaponSpec, WeaponTable, WeaponTableError, WeaponT
 
 use bevy::ecs::schedule::common_conditions::any_with_component;
 use bevy::prelude::*;
-use lightyear::prelude::server::Server;
+use lightyear::prelude::server::{ClientOf, Server};
 use lightyear::prelude::*;
 use unlag_net::{NetDirection, NetMessageAppExt, NetSystems, ValidatedSettingsAppExt};
 
@@ -161,6 +161,18 @@ impl Plugin for CombatPlugin {
                 client::send_reload_copies
                     .run_if(any_with_component::<Client>)
                     .in_set(NetSystems::EveryPacket),
+            )
+            // A shot's answer and the others' shots ride with each client's proxy states.
+            .register_required_components::<ClientOf, unlag_net::Riders<FireResult>>()
+            .register_required_components::<ClientOf, unlag_net::Riders<CosmeticFires>>()
+            .add_systems(
+                PostUpdate,
+                (
+                    unlag_net::release_riders::<unlag_net::ReliableChannel, FireResult>,
+                    unlag_net::release_riders::<unlag_net::UnreliableChannel, CosmeticFires>,
+                )
+                    .run_if(any_with_component::<Server>)
+                    .in_set(NetSystems::RideAlong),
             )
             .init_resource::<client::UnansweredReloads>()
             .add_systems(PreUpdate, take_loaded_weapons.after(NetSystems::Clock));

@@ -49,8 +49,8 @@ pub use interest::{
 };
 pub use link::{
     AckDelay, CLIENT_PING_INTERVAL, DataCadence, KindTraffic, LinkBirth, LinkShaper, LinkTraffic,
-    PACK_AFTER, PACK_RUNS_BELOW, PeerLead, ServerAckDelay, ServerLinkStats, ServerPacking,
-    plausible_netcode_datagram, wire_size,
+    PACK_AFTER, PACK_RUNS_BELOW, PeerLead, Riders, ServerAckDelay, ServerLinkStats, ServerPacking,
+    plausible_netcode_datagram, release_riders, wire_size,
 };
 pub use ping::{HighPing, PingMonitor};
 pub use protocol::{
