@@ -160,17 +160,21 @@ impl Plugin for CombatPlugin {
                 PostUpdate,
                 client::send_reload_copies
                     .run_if(any_with_component::<Client>)
-                    .in_set(NetSystems::EveryPacket),
+                    .in_set(NetSystems::EveryPacket)
+                    // (Its copies may make the frame's packet leave: a resync rides in it.)
+                    .before(unlag_net::ProxySmoothingSystems::Resync),
             )
             // A shot's answer and the others' shots ride with each client's proxy states.
             .register_required_components::<ClientOf, unlag_net::Riders<FireResult>>()
             .register_required_components::<ClientOf, unlag_net::Riders<CosmeticFires>>()
             .add_systems(
                 PostUpdate,
+                // (Chained: one released makes the frame a data frame for the other.)
                 (
                     unlag_net::release_riders::<unlag_net::ReliableChannel, FireResult>,
                     unlag_net::release_riders::<unlag_net::UnreliableChannel, CosmeticFires>,
                 )
+                    .chain()
                     .run_if(any_with_component::<Server>)
                     .in_set(NetSystems::RideAlong),
             )

@@ -382,11 +382,15 @@ impl Plugin for UnlagNetPlugin {
                 clock::update_client_clock
                     .run_if(any_with_component::<Client>)
                     .in_set(NetSystems::Clock),
+                // (In this order: packing reads the clients' clocks as this frame left them.
+                // Unordered, the executor's choice decided it, and a one-thread server's match
+                // differed from a multi-threaded one's once a system was added to PreUpdate.)
                 (
                     clock::update_server_clock,
                     link::despawn_unconnected_links,
                     link::decide_packing,
                 )
+                    .chain()
                     .run_if(any_with_component::<Server>)
                     .in_set(NetSystems::Clock),
             ),

@@ -17,6 +17,11 @@ pub enum ProxySmoothingSystems {
     Receive,
     /// `PostUpdate` on a client, before transform propagation: place proxies at view time.
     Place,
+    /// `PostUpdate` on a client, in [`NetSystems::EveryPacket`](crate::NetSystems::EveryPacket):
+    /// asks for full states when a delta state could not be decoded, riding in a packet that
+    /// leaves anyway. Other plugins' systems of that set that may make the frame's packet leave
+    /// (a reload's copies) order themselves before it, so the executor never decides.
+    Resync,
 }
 
 /// Insert on a server entity the game has just moved instantly (a respawn, a teleporter): its

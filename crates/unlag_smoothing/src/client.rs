@@ -1259,12 +1259,11 @@ impl ProxySmoothing {
         position + self.ease.advance(dt)
     }
 
-    /// Where the curve between the last frame's states `(from, to)` draws the proxy at
-    /// `then` (the last frame's view time, server seconds) moved, if `sample` is drawn on a
-    /// shorter segment inside it (a state between them came since): the curve the buffer now
-    /// draws at `then` less the old one there, metres. `None` when the segment is the same or
-    /// another, or an end is gone or a teleport, or the buffer draws `then` other than
-    /// between two states.
+    /// How far a state that came between the last frame's two states `(from, to)` moved the
+    /// curve at `then` (the last frame's view time, server seconds): the curve the buffer now
+    /// draws there less the one between `from` and `to`, metres. `None` unless `sample` is
+    /// drawn on a shorter segment inside `(from, to)`, or when an end is gone or a teleport,
+    /// or the buffer draws `then` other than between two states inside `(from, to)`.
     fn late_jump(&self, (from, to): (u32, u32), sample: &Sample, then: f64) -> Option<Vec3> {
         let nested =
             from <= sample.from && sample.to <= to && (from, to) != (sample.from, sample.to);

@@ -254,7 +254,8 @@ impl Plugin for ProxySmoothingPlugin {
                 PostUpdate,
                 client::send_resync
                     .run_if(any_with_component::<Client>)
-                    .in_set(unlag_net::NetSystems::EveryPacket),
+                    .in_set(unlag_net::NetSystems::EveryPacket)
+                    .in_set(ProxySmoothingSystems::Resync),
             )
             .add_systems(
                 PreUpdate,
