@@ -1555,7 +1555,8 @@ fn proxy_states_send_entities_and_upright_rotations_in_two_bytes_each() {
 /// A message's delta states name their entities by the step from the delta before (a byte
 /// where a match's characters are within 31 entities of each other, where each took two), in
 /// any order, reused slots and the ends of the index range included; a change of the movement
-/// flags (a crouch, a landing) goes as a delta with a byte of flags. Forged entities (a step
+/// flags (a crouch, a landing) goes as a delta with a byte of flags; the position's and the
+/// velocity's differences are bit-packed, every width round-trips. Forged entities (a step
 /// below index 0 or onto `u32::MAX`) and flags with the teleport bit fail to decode.
 #[test]
 fn delta_states_step_their_entities_and_carry_changed_flags() {
@@ -1571,7 +1572,8 @@ fn delta_states_step_their_entities_and_carry_changed_flags() {
             false,
         )
     };
-    // A steady walker 12 ticks on: the head byte and three zero residuals.
+    // A steady walker 12 ticks on: the head byte and its position's three zero differences'
+    // widths (12 bits: two bytes with the head).
     let delta = |entity: Entity, flags: u8| {
         let base = state(entity, 10.0, 0);
         let now = state(entity, 11.0, flags);
@@ -1596,9 +1598,9 @@ fn delta_states_step_their_entities_and_carry_changed_flags() {
     let empty = size(Vec::new());
     let e = |i: u32| Entity::from_raw_u32(i).unwrap();
     // Sixteen characters eleven entities apart (their hit boxes between): the first's index
-    // in two bytes, each other's step in one, and four bytes of delta each.
+    // in two bytes, each other's step in one, and three bytes of delta each.
     let sixteen: Vec<DeltaProxyState> = (0..16).map(|k| delta(e(300 + 11 * k), 0)).collect();
-    assert_eq!(size(sixteen.clone()) - empty, 2 + 15 + 16 * 4);
+    assert_eq!(size(sixteen.clone()) - empty, 2 + 15 + 16 * 3);
     // Backwards and far apart: still exact.
     let mut shuffled = sixteen.clone();
     shuffled.reverse();
@@ -1615,6 +1617,29 @@ fn delta_states_step_their_entities_and_carry_changed_flags() {
         delta(reused, 0),
         delta(last, 0),
     ]);
+    // Differences of every width, the ends of their ranges included, round-trip; a turning
+    // runner's (±100 mm, ±6 m/s on two axes) take 8 bytes bit-packed, where varints took 10.
+    let raw = |position: [i32; 3], velocity: Option<[i32; 3]>| DeltaProxyState {
+        entity: e(5),
+        back: 12,
+        position,
+        velocity,
+        rotation: None,
+        flags: None,
+    };
+    for (position, velocity) in [
+        ([0, 0, 0], None),
+        ([i32::MIN, i32::MAX, -1], Some([i32::MAX, i32::MIN, 0])),
+        ([8191, -8192, 8192], Some([16_383, -16_384, 1])),
+    ] {
+        size(vec![raw(position, velocity)]);
+    }
+    let runner = raw([100, 0, -100], Some([600, 0, -600]));
+    assert_eq!(
+        size(vec![runner]) - empty,
+        1 + 1 + 8,
+        "entity, head, packed differences"
+    );
     // Flags: one byte more than the same delta without.
     assert_eq!(
         size(vec![delta(e(300), 0x01)]) - size(vec![delta(e(300), 0)]),
@@ -1627,7 +1652,7 @@ fn delta_states_step_their_entities_and_carry_changed_flags() {
         ..default()
     })
     .unwrap();
-    let at = two.len() - 5;
+    let at = two.len() - 4;
     assert_eq!(two[at], 0x02, "step -1: zigzag 1, shifted");
     let decode = |bytes: &[u8]| postcard::from_bytes::<ProxyUpdates>(bytes);
     let mut below = two.clone();
@@ -1639,7 +1664,7 @@ fn delta_states_step_their_entities_and_carry_changed_flags() {
         ..default()
     })
     .unwrap();
-    let at = high.len() - 5;
+    let at = high.len() - 4;
     assert_eq!(high[at], 0x04, "step +1");
     let mut onto_max = high.clone();
     onto_max[at] = 0x08; // step +2: u32::MAX
