@@ -87,12 +87,12 @@ impl ByteWriter {
 
     /// Writes a signed zigzag varint (1 byte for -64..=63).
     pub fn zigzag(&mut self, v: i32) {
-        self.varint(u64::from(((v << 1) ^ (v >> 31)) as u32));
+        self.varint(u64::from(zigzag32(v)));
     }
 
     /// Writes a signed 64-bit zigzag varint (1 byte for -64..=63, 10 at most).
     pub fn zigzag64(&mut self, v: i64) {
-        self.varint(((v << 1) ^ (v >> 63)) as u64);
+        self.varint(zigzag64(v));
     }
 
     /// Writes an `f32`'s bits, little-endian (every value, NaN payloads included, reads back
@@ -139,6 +139,26 @@ pub fn entity_generation(value: u64) -> Result<u32, DecodeError> {
         Ok(0) | Err(_) => Err(DecodeError::Invalid),
         Ok(generation) => Ok(generation),
     }
+}
+
+/// `v` zigzagged: 0, -1, 1, -2, ... as 0, 1, 2, 3, ... (small magnitudes small either sign).
+pub fn zigzag32(v: i32) -> u32 {
+    ((v << 1) ^ (v >> 31)) as u32
+}
+
+/// The `i32` a [`zigzag32`] holds.
+pub fn unzigzag32(z: u32) -> i32 {
+    ((z >> 1) as i32) ^ -((z & 1) as i32)
+}
+
+/// [`zigzag32`] for `i64`.
+pub fn zigzag64(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// The `i64` a [`zigzag64`] holds.
+pub fn unzigzag64(z: u64) -> i64 {
+    ((z >> 1) as i64) ^ -((z & 1) as i64)
 }
 
 /// Reads values from a byte slice, failing cleanly when it runs out.
@@ -215,13 +235,12 @@ impl<'a> ByteReader<'a> {
     /// Reads a signed zigzag varint that must fit an `i32`.
     pub fn zigzag(&mut self) -> Result<i32, DecodeError> {
         let v = u32::try_from(self.varint()?).map_err(|_| DecodeError::Invalid)?;
-        Ok(((v >> 1) as i32) ^ -((v & 1) as i32))
+        Ok(unzigzag32(v))
     }
 
     /// Reads a signed 64-bit zigzag varint.
     pub fn zigzag64(&mut self) -> Result<i64, DecodeError> {
-        let v = self.varint()?;
-        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+        Ok(unzigzag64(self.varint()?))
     }
 
     /// Reads an `f32` written by [`ByteWriter::f32`] (any bits: the caller checks finiteness

@@ -35,6 +35,7 @@ pub use bvh::{Aabb, Bvh, Cone};
 pub use clock::{FramePace, ServerClockEstimator};
 pub use codec::{
     ByteReader, ByteWriter, DecodeError, entity_from_head, entity_generation, entity_head,
+    unzigzag32, unzigzag64, zigzag32, zigzag64,
 };
 pub use combat::{
     FireRateGate, PredictedAmmo, SharedFireGate, pellet_directions, projectile_prediction_time,

@@ -1185,6 +1185,12 @@ impl ProxySmoothing {
         offsets: &CorrectionSmoothing,
         dt: f32,
     ) -> Vec3 {
+        // What a starved spell or a late state got wrong is eased out over longer for a slow
+        // proxy (the server allows the same for claims on it).
+        let spell = &CorrectionSmoothing {
+            smooth_time: unlag_core::ease_time(offsets.smooth_time, self.interval),
+            ..*offsets
+        };
         // A new mode draws elsewhere: ease over from where the proxy was drawn (`Extrapolate`
         // eases by its own blend, started afresh by `set_mode`).
         let switched = core::mem::take(&mut self.switched);
@@ -1217,19 +1223,13 @@ impl ProxySmoothing {
                 };
                 self.buffer.get(tick).map(|s| run_on(s, view_time, reach))
             });
-            // A slow proxy's spell, and what it got wrong, are longer: eased out over longer
-            // (the server allows the same for claims on it).
-            let offsets = &CorrectionSmoothing {
-                smooth_time: unlag_core::ease_time(offsets.smooth_time, self.interval),
-                ..*offsets
-            };
             match (starved_now, self.last_rendered) {
                 (Some(was), _) => {
-                    self.ease.on_correction(position - was, offsets);
+                    self.ease.on_correction(position - was, spell);
                 }
                 (None, Some(shown)) => {
                     self.ease = VisualOffset::default();
-                    self.ease.on_correction(position - shown, offsets);
+                    self.ease.on_correction(position - shown, spell);
                 }
                 (None, None) => {}
             }
@@ -1249,11 +1249,7 @@ impl ProxySmoothing {
                 .zip(self.last_view)
                 .and_then(|(pair, then)| self.late_jump(pair, sample, then))
         {
-            let offsets = &CorrectionSmoothing {
-                smooth_time: unlag_core::ease_time(offsets.smooth_time, self.interval),
-                ..*offsets
-            };
-            self.ease.on_correction(jump, offsets);
+            self.ease.on_correction(jump, spell);
             self.eased_late = true;
         }
         position + self.ease.advance(dt)

@@ -306,14 +306,9 @@ fn step_head(prev: Option<u32>, entity: Entity) -> u64 {
         None => unlag_core::entity_head(index, generation),
         Some(prev) => {
             let step = i64::from(index) - i64::from(prev);
-            (zigzag(step) << 1) | u64::from(generation != 0)
+            (unlag_core::zigzag64(step) << 1) | u64::from(generation != 0)
         }
     }
-}
-
-/// `v` zigzagged (0, -1, 1, -2, ... as 0, 1, 2, 3, ...).
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
 }
 
 /// The index a [`step_head`] after `prev` holds, and whether a generation follows; `None` for
@@ -322,8 +317,7 @@ fn index_from_step(prev: Option<u32>, head: u64) -> Option<(u32, bool)> {
     let Some(prev) = prev else {
         return unlag_core::entity_from_head(head).ok();
     };
-    let z = head >> 1;
-    let step = ((z >> 1) as i64) ^ -((z & 1) as i64);
+    let step = unlag_core::unzigzag64(head >> 1);
     let index = i64::from(prev).checked_add(step)?;
     let index = u32::try_from(index).ok().filter(|i| *i != u32::MAX)?;
     Some((index, head & 1 != 0))
@@ -348,13 +342,6 @@ fn serialize_body<T: serde::ser::SerializeTuple>(
     tuple: &mut T,
     delta: &DeltaProxyState,
 ) -> Result<(), T::Error> {
-    /// The rotation in its wire form.
-    struct Rotation([u8; unlag_core::quantize::ROTATION_BYTES]);
-    impl Serialize for Rotation {
-        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            wire_rotation::serialize(&self.0, s)
-        }
-    }
     let short = u8::try_from(delta.back).ok().filter(|b| *b <= DELTA_BACK);
     let bit = |present: bool, bit: u8| if present { bit } else { 0 };
     let head = short.unwrap_or(0)
@@ -457,7 +444,7 @@ const WIDE_ESCAPE: u32 = 15;
 /// walker's height, its vertical speed). A steady walker's position takes 12 bits where three
 /// varints took 24; a turning runner's position and velocity about 62 where varints took 80.
 fn pack_triple(bits: &mut BitWriter, values: [i32; 3]) {
-    let z = values.map(|v| ((v << 1) ^ (v >> 31)) as u32);
+    let z = values.map(unlag_core::zigzag32);
     let codes = z.map(width_code);
     for code in codes {
         bits.put(u64::from(code), 4);
@@ -477,7 +464,7 @@ fn unpack_triple<E, F: FnMut() -> Result<u8, E>>(bits: &mut BitReader<F>) -> Res
     let mut values = [0i32; 3];
     for (value, code) in values.iter_mut().zip(codes) {
         let z = bits.get(if code == WIDE_ESCAPE { 32 } else { code })? as u32;
-        *value = ((z >> 1) as i32) ^ -((z & 1) as i32);
+        *value = unlag_core::unzigzag32(z);
     }
     Ok(values)
 }
@@ -504,19 +491,27 @@ impl Serialize for Stepped<'_> {
     }
 }
 
+/// A delta's rotation in its wire form ([`wire_rotation`]), both ways.
+struct Rotation([u8; unlag_core::quantize::ROTATION_BYTES]);
+
+impl Serialize for Rotation {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        wire_rotation::serialize(&self.0, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Rotation {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        wire_rotation::deserialize(d).map(Rotation)
+    }
+}
+
 /// Reads a delta's body (what [`serialize_body`] writes) from `seq`, its entity `entity`.
 fn read_body<'de, A: serde::de::SeqAccess<'de>>(
     seq: &mut A,
     entity: Entity,
 ) -> Result<DeltaProxyState, A::Error> {
     use serde::de;
-    /// The rotation in its wire form.
-    struct Rotation([u8; unlag_core::quantize::ROTATION_BYTES]);
-    impl<'de> Deserialize<'de> for Rotation {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            wire_rotation::deserialize(d).map(Rotation)
-        }
-    }
     let missing = || de::Error::custom("a delta proxy state cut short");
     let head: u8 = seq.next_element()?.ok_or_else(missing)?;
     let back = match head & DELTA_BACK {
