@@ -1680,6 +1680,95 @@ fn delta_states_step_their_entities_and_carry_changed_flags() {
     assert!(decode(&teleport).is_err());
 }
 
+/// An upright character's turn between its baseline and its state goes as the difference of
+/// their yaw codes in the delta's packed bits: a 0.04-rad turn (a bot's in a baseline's
+/// 0.2 s) takes a byte less than the rotation's two-byte upright form, turns across the
+/// forms' seams (±90°) and round the back (±180°) come back exactly, a tilt to or from
+/// upright goes whole, and a forged turn from a tilted baseline decodes to nothing.
+#[test]
+fn an_upright_turn_goes_as_the_difference_of_its_yaw_codes() {
+    use unlag::smoothing::{DeltaProxyState, DeltaRotation, ProxyUpdates, WireProxyState};
+    let tick_us = unlag::core::quantize::tick_micros(1.0 / 60.0);
+    let state = |x: f32, rotation: Quat| {
+        WireProxyState::new(
+            Entity::from_raw_u32(40).unwrap(),
+            Vec3::new(x, 0.0, 2.0),
+            rotation,
+            Vec3::new(5.0, 0.0, 0.0),
+            0,
+            false,
+        )
+    };
+    let yaw = |deg: f32| Quat::from_rotation_y(deg.to_radians());
+    // The delta of `to` against `from` (a walker 12 ticks on), its wire size, and that it
+    // round-trips and decodes to `to`.
+    let delta = |from: Quat, to: Quat| {
+        let base = state(10.0, from);
+        let now = state(11.0, to);
+        let d = DeltaProxyState::between(&base, &now, 12, tick_us).unwrap();
+        assert_eq!(d.apply(&base, tick_us), Some(now));
+        let update = ProxyUpdates {
+            tick: 1000,
+            deltas: vec![d.clone()],
+            ..default()
+        };
+        let bytes = postcard::to_stdvec(&update).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<ProxyUpdates>(&bytes).unwrap(),
+            update
+        );
+        assert_eq!(update.wire_size(), bytes.len());
+        (d, bytes.len())
+    };
+    let (still, still_size) = delta(yaw(30.0), yaw(30.0));
+    assert_eq!(still.rotation, None);
+    // 0.04 rad: about 60 codes, 4 + 7 bits beside the position's 12: one byte more than
+    // turning not at all, where the upright form took two.
+    let (turned, size) = delta(yaw(30.0), yaw(30.0 + 0.04f32.to_degrees()));
+    let Some(DeltaRotation::Turn(steps)) = turned.rotation else {
+        panic!("{turned:?}")
+    };
+    assert!((40..80).contains(&steps), "{steps}");
+    assert_eq!(size - still_size, 1);
+    // Either way, across the seams and round the back.
+    for (from, to) in [
+        (89.9, 90.1),
+        (90.1, 89.9),
+        (-89.9, -90.1),
+        (179.9, -179.9),
+        (-179.9, 179.9),
+        (0.0, 180.0),
+        (-45.0, 135.0),
+        (10.0, -170.0),
+    ] {
+        let (d, _) = delta(yaw(from), yaw(to));
+        assert!(
+            matches!(d.rotation, Some(DeltaRotation::Turn(_))),
+            "{from} -> {to}"
+        );
+    }
+    // A turn of a fifth of a degree across the back is a few codes, not the circle's 8190.
+    let (d, _) = delta(yaw(179.9), yaw(-179.9));
+    assert!(
+        matches!(d.rotation, Some(DeltaRotation::Turn(s)) if (1..=8).contains(&s)),
+        "{d:?}"
+    );
+    // Tilted on either side: the whole rotation.
+    let tilted = yaw(30.0) * Quat::from_rotation_x(0.2);
+    for (from, to) in [(yaw(30.0), tilted), (tilted, yaw(30.0))] {
+        let (d, _) = delta(from, to);
+        assert!(matches!(d.rotation, Some(DeltaRotation::Whole(_))), "{d:?}");
+    }
+    // Forged: a turn from a tilted baseline; a turn of any size is taken round the circle.
+    let mut forged = turned.clone();
+    assert_eq!(forged.apply(&state(10.0, tilted), tick_us), None);
+    forged.rotation = Some(DeltaRotation::Turn(steps + 8190 * 3));
+    assert_eq!(
+        forged.apply(&state(10.0, yaw(30.0)), tick_us),
+        turned.apply(&state(10.0, yaw(30.0)), tick_us)
+    );
+}
+
 /// A big server encodes a tick's proxy states once and copies their bytes into each client's
 /// update: what goes on the wire must be, byte for byte, what postcard writes for the same
 /// update with its states encoded the usual way (the client decodes it with serde), and its

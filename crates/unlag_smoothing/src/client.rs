@@ -515,8 +515,8 @@ pub(crate) fn receive_states(
                 None => {
                     unlag_net::warn_counted!(
                         stats.deltas_without_baseline,
-                        "dropped a delta proxy state: no state kept {} ticks before tick {} to \
-                         decode it against; full states asked",
+                        "dropped a delta proxy state: no state kept {} ticks before tick {} it \
+                         decodes against; full states asked",
                         delta.back,
                         update.tick
                     );

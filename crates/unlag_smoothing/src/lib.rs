@@ -34,8 +34,8 @@ mod server;
 pub use client::{ArrivalLateness, ProxySmoothing, SmoothingStats};
 
 pub use protocol::{
-    BASELINE_KEPT, DeltaProxyState, EncodedDeltas, EncodedStates, MAX_BASELINE_AGE, ProxyDormancy,
-    ProxyResync, ProxyUpdates, StatesKind, WireProxyState,
+    BASELINE_KEPT, DeltaProxyState, DeltaRotation, EncodedDeltas, EncodedStates, MAX_BASELINE_AGE,
+    ProxyDormancy, ProxyResync, ProxyUpdates, StatesKind, WireProxyState,
 };
 pub use server::{NetUpdateFrequency, OFF_GRID_MIN_GAP, OFF_GRID_MIN_INTERVAL, SmoothedProxy};
 pub use unlag_net::Teleported;
