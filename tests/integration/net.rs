@@ -355,6 +355,92 @@ fn the_reports_echoes_of_the_beats_follow_a_step_in_the_round_trip() {
 /// The header parsers the server's acknowledgement ledger reads untrusted client packets with:
 /// a slice shorter than a header carries nothing, the packet id and the acknowledgements sit
 /// where lightyear 0.30 writes them, and an acknowledgement-only packet is never timed.
+/// Across a step up in latency the window's medians trail it unevenly: the view reports (30 a
+/// second) show the rise from the step on, the beats' echoes (10 a second) a round trip later,
+/// lightyear's estimate over seconds. A second after a step from 100 to 250 ms the reports'
+/// median sat above the window's round trip by more than the slack, the range of lags was
+/// withheld and an honest shot was refused (the net panel test). The round trip of the
+/// window's last half second, taken when that span's acknowledgements show the rise, has
+/// followed the step by then; on a steady link no rise is read, and a client stamping its
+/// reports older than its link lags still has no range.
+#[test]
+fn the_range_of_lags_follows_a_step_up_in_latency_by_the_latest_round_trips() {
+    use unlag::net::RECENT_RTT_SPAN;
+    let step = 10.0;
+    let rtt_at = |t: f64| if t < step { 0.1 } else { 0.25 };
+    // A client's link from 5 s to `until`: its reports lag `report_lag(t)`, its echoes and
+    // acknowledgements time the trips of packets sent a trip before they arrive, lightyear's
+    // estimate follows a twelfth of the way a pong.
+    let run = |until: f64, report_lag: &dyn Fn(f64) -> f64| {
+        let mut remote = RemoteClientClock::default();
+        let mut estimate = 0.1;
+        let mut seq = unlag::core::Seq16(0);
+        let mut echoes: Vec<(f64, f64)> = Vec::new();
+        let mut k = 0;
+        loop {
+            let now = 5.0 + f64::from(k) / 30.0;
+            if now > until {
+                break;
+            }
+            assert!(remote.record_view_lag(now, now - report_lag(now)));
+            // A packet acknowledged now was sent a trip ago, at that moment's trip.
+            let trip = rtt_at(now - 0.25);
+            remote.note_ack(trip);
+            remote.take_acks(now);
+            if k % 3 == 0 {
+                // A beat sent now comes back echoed a trip later.
+                let trip = rtt_at(now);
+                echoes.push((now + trip, now));
+                estimate += (trip - estimate) / 12.0;
+                remote.set_rtt(now, estimate);
+            }
+            for &(at, sent) in echoes.iter().filter(|(at, _)| *at <= now) {
+                seq = seq.next();
+                remote.record_echo(at, seq, sent, 0.0).unwrap();
+            }
+            echoes.retain(|(at, _)| *at > now);
+            k += 1;
+        }
+        remote
+    };
+    // Honest: the reports lag 75 ms more at once (the way up), and the rest as the client's
+    // clock follows over 1.5 s.
+    let honest = |t: f64| {
+        if t < step {
+            0.1
+        } else {
+            0.175 + 0.075 * ((t - step) / 1.5).min(1.0)
+        }
+    };
+    for after in [0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0] {
+        let now = step + after;
+        let remote = run(now, &honest);
+        let window = remote.window_rtt(now - unlag::net::VIEW_LAG_WINDOW, now);
+        let recent = remote.risen_rtt(now - unlag::net::VIEW_LAG_WINDOW, now, 1.0 / 60.0);
+        assert!(
+            remote.view_lag_range(now, 1.0 / 60.0).is_some(),
+            "{after} s after the step: window {window:.3}, recent {recent:?}"
+        );
+        // While the window's round trip trails the step, the latest span's is read.
+        if (2.0 * RECENT_RTT_SPAN..=1.25).contains(&after) {
+            assert!(
+                recent.is_some_and(|r| (r - 0.25).abs() < 0.01),
+                "{after}: {recent:?}"
+            );
+        }
+    }
+    // Steady, no rise is read; reports stamped 100 ms older than the link lags have no range
+    // at all.
+    let now = 14.0;
+    let steady = run(now, &|_| 0.1);
+    assert_eq!(
+        steady.risen_rtt(now - unlag::net::VIEW_LAG_WINDOW, now, 1.0 / 60.0),
+        None
+    );
+    let backtracking = run(now, &|t| rtt_at(t) + 0.1);
+    assert!(backtracking.view_lag_range(now, 1.0 / 60.0).is_none());
+}
+
 #[test]
 fn headers_too_short_carry_nothing_and_acknowledgement_only_packets_are_not_timed() {
     use unlag::net::{ACK_ONLY_PACKET, header_acks, sent_packet_id};

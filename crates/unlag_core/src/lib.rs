@@ -46,11 +46,11 @@ pub use conditions::{ConditionsError, LinkConditions, MAX_BURST};
 pub use correction::SmoothingSettings;
 pub use correction::{CorrectionSmoothing, CorrectionThrottle, SpringOffset, VisualOffset};
 pub use delay::{
-    DatagramLoss, DelayController, DelayPolicy, FrameOutages, MAX_BRIDGED_STATES, MAX_COUNTED_GAP,
-    MAX_EASE_INTERVAL, MAX_SEQUENCE_JUMP, MIN_DATAGRAM_RUNS, MIN_RUNS, REORDER_WINDOW,
-    STALENESS_BIN, STALENESS_MEMORY, StateLoss, StateStaleness, continuation_over,
-    continuation_per_datagram, ease_time, finite_non_negative, next_on_grid, redundancy_miss,
-    repeat_after,
+    BRIDGE_RELEASE, BridgeLatch, DatagramLoss, DelayController, DelayPolicy, FrameOutages,
+    MAX_BRIDGED_STATES, MAX_COUNTED_GAP, MAX_EASE_INTERVAL, MAX_SEQUENCE_JUMP, MIN_DATAGRAM_RUNS,
+    MIN_RUNS, REORDER_WINDOW, STALENESS_BIN, STALENESS_MEMORY, StateLoss, StateStaleness,
+    continuation_over, continuation_per_datagram, ease_time, finite_non_negative, next_on_grid,
+    redundancy_miss, repeat_after,
 };
 pub use discrepancy::{
     JITTER_RANGE, MAX_JITTER_SLACK, MoveTime, TimeDiscrepancy, TimeDiscrepancySettings,

@@ -649,9 +649,13 @@ impl RemoteClientClock {
         all.sort_by(f64::total_cmp);
         let (least, median_all, most) = (all[0], all[all.len() / 2], all[all.len() - 1]);
         let frame = frame.clamp(0.0, MAX_FRAME_SLACK);
+        // The window's round trip, or its latest part's across a step up in latency (the
+        // reports follow a step sooner than the echoes and pongs the window's is timed by).
+        let rtt = self
+            .window_rtt(since, now)
+            .max(self.risen_rtt(since, now, frame).unwrap_or(0.0));
         // No more than half the round trip: a trip's spread above its median is smaller than
         // the trip (a link's jitter is at most its one-way latency).
-        let rtt = self.window_rtt(since, now);
         let uplink = self.uplink_spread.clamp(0.0, rtt.max(0.0) / 2.0);
         // Under heavy jitter the pings' RTT leans to the quick trips more than the reports'
         // median does (0.43 s for a 0.5-s ±125-ms link): half the move stream's spread is
@@ -726,6 +730,33 @@ impl RemoteClientClock {
         self.ack_window_rtt(since, now).map_or(answered, |acked| {
             answered.min(acked + self.uplink_spread.clamp(0.0, acked / 2.0) / 2.0)
         })
+    }
+
+    /// The round trip over the last [`RECENT_RTT_SPAN`] before server time `now`, seconds, as
+    /// [`RemoteClientClock::window_rtt`] takes it, when the acknowledgements of that span show
+    /// the link's trips rose over those of the window from `since` up to it (their median
+    /// above the earlier one by more than `frame`, the frames a trip waits for,
+    /// [`VIEW_LAG_JITTER_FACTOR`] times the jitter and [`VIEW_LAG_CENTER_SLACK`]); else
+    /// `None`, as with too few of either ([`MIN_ACKS`]).
+    ///
+    /// After a step up in latency the window's medians trail it unevenly: its view reports
+    /// (a client sends them with its moves, thirty a second) show the rise from the step on,
+    /// its echoes (ten a second) only a round trip later, and for a second the reports'
+    /// median sat above the echoes' by more than the slack (the net panel's 100 -> 250 ms:
+    /// 0.177 against 0.113 s a second after the step) and every shot was refused. The span's
+    /// round trip has followed the step by then. Only on the acknowledgements' word: a client
+    /// holding its pongs or its echoes raises the span's round trip as it does the window's,
+    /// and the larger of two medians of a steady link is a noisier bound than one; the
+    /// acknowledgements ride on every datagram of the client's, and rise only with a slower
+    /// link (or one held whole, which is one).
+    pub fn risen_rtt(&self, since: f64, now: f64, frame: f64) -> Option<f64> {
+        let recent = now - RECENT_RTT_SPAN;
+        let risen = self.ack_window_rtt(recent, now)?;
+        let usual = self.ack_window_rtt(since, recent)?;
+        let margin = unlag_core::finite_non_negative(frame)
+            + VIEW_LAG_JITTER_FACTOR * unlag_core::finite_non_negative(self.jitter)
+            + VIEW_LAG_CENTER_SLACK;
+        (risen > usual + margin).then(|| self.window_rtt(recent, now))
     }
 
     /// The median round trip of the server's packets to the client over server times `since`
@@ -1290,6 +1321,11 @@ pub enum EchoRefusal {
     Implausible,
 }
 
+/// The span of [`RemoteClientClock::risen_rtt`], seconds: a quarter of the view
+/// reports' window ([`VIEW_LAG_WINDOW`]), within which a client's datagrams acknowledge some
+/// fifteen of the server's packets.
+pub const RECENT_RTT_SPAN: f64 = 0.5;
+
 /// Echoes in a window before [`RemoteClientClock::window_rtt`] takes their median.
 pub const MIN_ECHOES: usize = 5;
 
@@ -1320,6 +1356,8 @@ const LOSS_ALPHA: f64 = 0.02;
 #[derive(Resource)]
 pub(crate) struct ClientClockState {
     delay: DelayController,
+    /// Whether the delay bridges a lost state (with hysteresis on the beats' loss).
+    bridge: unlag_core::BridgeLatch,
     server_clock: ServerClockEstimator,
     /// The newest receivable server time ([`NetClock::receivable_time`]) against the local
     /// clock: the beats' stamps at their reads, with no RTT in them.
@@ -1355,6 +1393,7 @@ impl ClientClockState {
     pub(crate) fn new(policy: DelayPolicy) -> Self {
         Self {
             delay: DelayController::new(policy, policy.target(0.05, 0.0, 0.0)),
+            bridge: unlag_core::BridgeLatch::default(),
             server_clock: ServerClockEstimator::default(),
             present_clock: ServerClockEstimator::default(),
             rejected_beats: 0,
@@ -1598,6 +1637,8 @@ pub(crate) fn update_client_clock(
     clock.loss = state.loss.mean();
     clock.send_interval = 1.0 / f64::from(state.update_rate_hz);
     let (interval, jitter, loss) = (clock.send_interval, clock.jitter, clock.loss);
+    let policy = *state.delay.policy();
+    let loss = state.bridge.loss(&policy, loss);
     state.delay.set_inputs(interval, jitter, loss);
     if !clock.synced {
         state.delay.snap_to_target();

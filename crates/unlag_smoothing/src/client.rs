@@ -850,9 +850,10 @@ pub(crate) fn place_proxies(
         Option<&mut RenderedPose>,
         Option<&ProxyDormant>,
     )>,
-    (mut shared, mut nominal_change): (
+    (mut shared, mut nominal_change, mut bridge): (
         Local<Option<DelayController>>,
         Local<Option<(f64, Option<(f64, f64)>)>>,
+        Local<unlag_core::BridgeLatch>,
     ),
 ) {
     if !clock.synced {
@@ -869,6 +870,9 @@ pub(crate) fn place_proxies(
     let loss = unlag_core::finite_non_negative(clock.loss)
         .max(lateness.state_loss())
         .max(clock.datagram_loss.unwrap_or(0.0));
+    // Bridged from the first loss above the threshold until well below it: an estimate
+    // wandering about the threshold would take the delay an interval down and up again.
+    let loss = bridge.loss(&settings.delay_policy, loss);
     // The nominal interval before its last change, while that change is recent.
     let (last_nominal, changed) = nominal_change.get_or_insert((clock.send_interval, None));
     if *last_nominal != clock.send_interval {
