@@ -441,6 +441,81 @@ fn the_range_of_lags_follows_a_step_up_in_latency_by_the_latest_round_trips() {
     assert!(backtracking.view_lag_range(now, 1.0 / 60.0).is_none());
 }
 
+/// A beat goes with its time in whole microseconds (a varint) and its rate in hundredths of a
+/// hertz: a 20-Hz server's beat ten minutes in takes 5 bytes less than the `f64` and `f32`
+/// took. Every time a server sends comes back to the microsecond, every rate to the bit (one
+/// with no short form after a byte); a time no server sends reads back as infinite, which the
+/// client refuses; forged forms (a rate in its long form that has a short one, heads no
+/// encoder writes, codes past the range) fail to decode.
+#[test]
+fn a_beat_goes_in_microseconds_and_hundredths_of_a_hertz() {
+    use unlag::core::Seq16;
+    use unlag::net::NetBeat;
+    let beat = |server_time: f64, update_rate_hz: f32| NetBeat {
+        seq: Seq16(6000),
+        server_time,
+        update_rate_hz,
+        frame_us: 16_667,
+        long_frame_us: 33_334,
+        rtt_us: 150_000,
+        delay_cap_us: 200_000,
+    };
+    let encode = |b: &NetBeat| postcard::to_stdvec(b).unwrap();
+    let decode = |bytes: &[u8]| postcard::from_bytes::<NetBeat>(bytes);
+    // The fields before: seq 2, the `f64` 8, the `f32` 4, four varints 3 each; now the time
+    // takes 5 and the rate 2.
+    let ten_minutes = beat(600.016_666_666, 20.0);
+    let bytes = encode(&ten_minutes);
+    assert_eq!(bytes.len(), 2 + 8 + 4 + 4 * 3 - 5, "{bytes:?}");
+    let back = decode(&bytes).unwrap();
+    assert!((back.server_time - 600.016_667).abs() < 1e-9, "{back:?}");
+    assert_eq!(back.update_rate_hz.to_bits(), 20.0f32.to_bits());
+    assert!(back.is_valid());
+    // Times to the microsecond, at the ends of the range too; rates to the bit.
+    for t in [0.0, 1e-6, 0.4, 3600.25, 2f64.powi(48) / 1e6] {
+        for rate in [1.0f32, 7.5, 20.0, 33.33, 60.0, 1.0 / 3.0, 17.777_777, 0.01] {
+            let b = beat(t, rate);
+            let back = decode(&encode(&b)).unwrap();
+            assert_eq!(back.server_time, t, "{t}");
+            assert_eq!(back.update_rate_hz.to_bits(), rate.to_bits(), "{rate}");
+            assert_eq!(encode(&back), encode(&b));
+        }
+    }
+    // A rate with no short form takes a byte and its `f32`.
+    assert_eq!(
+        encode(&beat(1.0, 1.0 / 3.0)).len() - encode(&beat(1.0, 20.0)).len(),
+        1 + 4 - 2
+    );
+    // Times no server sends read back as infinite, and are refused.
+    for t in [-1.0, f64::NAN, f64::INFINITY, 2f64.powi(48) / 1e6 + 1.0] {
+        let back = decode(&encode(&beat(t, 20.0))).unwrap();
+        assert!(
+            back.server_time.is_infinite() && !back.is_valid(),
+            "{t}: {back:?}"
+        );
+    }
+    // Forged: 20 Hz in its long form, a head no encoder writes, a time code past the range.
+    let seq = postcard::to_stdvec(&Seq16(6000)).unwrap();
+    let time = |code: u64| postcard::to_stdvec(&code).unwrap();
+    let rest = &encode(&beat(1.0, 20.0))[seq.len() + time(1_000_000).len() + 2..];
+    let forge = |time_code: u64, rate: &[u8]| {
+        let mut b = seq.clone();
+        b.extend(time(time_code));
+        b.extend_from_slice(rate);
+        b.extend_from_slice(rest);
+        b
+    };
+    assert!(
+        decode(&forge(1_000_000, &[0xa0, 0x1f])).is_ok(),
+        "2000 << 1"
+    );
+    let mut long = vec![1];
+    long.extend_from_slice(&20.0f32.to_le_bytes());
+    assert!(decode(&forge(1_000_000, &long)).is_err());
+    assert!(decode(&forge(1_000_000, &[3])).is_err());
+    assert!(decode(&forge((1 << 48) + 2, &[0xa0, 0x1f])).is_err());
+}
+
 #[test]
 fn headers_too_short_carry_nothing_and_acknowledgement_only_packets_are_not_timed() {
     use unlag::net::{ACK_ONLY_PACKET, header_acks, sent_packet_id};

@@ -1201,9 +1201,14 @@ pub struct NetBeat {
     /// Increases by one per beat, wrapping.
     pub seq: Seq16,
     /// The server's simulation time when it sent the beat, seconds: the stamp the client's
-    /// estimate of server time is built from.
+    /// estimate of server time is built from. On the wire in whole microseconds, a varint
+    /// (4-5 bytes for the first 9.5 hours where the `f64` took 8; at most 2⁴⁸ µs, 8.9 years:
+    /// a time beyond, or not finite, reads back as infinite, which [`NetBeat::is_valid`] refuses).
+    #[serde(with = "beat_micros")]
     pub server_time: f64,
-    /// The default proxy update rate, Hz.
+    /// The default proxy update rate, Hz. On the wire in hundredths of a hertz when it is one
+    /// exactly (2 bytes for 20 Hz), else its `f32` after a byte.
+    #[serde(with = "beat_rate")]
     pub update_rate_hz: f32,
     /// The server's usual frame, whole microseconds (at most a second): a client's pings wait
     /// half of one on average before the server reads them, which the RTT carries but the
@@ -1257,6 +1262,114 @@ mod wrapped_micros {
         Ok(f64::from(u32::from_le_bytes(bytes)) / 1e6)
     }
 }
+
+/// [`NetBeat::server_time`] on the wire: whole microseconds as a varint, up to
+/// [`BEAT_MAX_MICROS`]; a time no server sends (negative, non-finite or beyond, 8.9 years)
+/// goes as the one code above it and reads back as infinite, which [`NetBeat::is_valid`]
+/// refuses. Human-readable formats: the seconds.
+mod beat_micros {
+    use super::BEAT_MAX_MICROS;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(time: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+        if serializer.is_human_readable() {
+            return time.serialize(serializer);
+        }
+        let micros = time * 1e6;
+        let code = if micros.is_finite() && (0.0..=BEAT_MAX_MICROS as f64).contains(&micros) {
+            micros.round() as u64
+        } else {
+            BEAT_MAX_MICROS + 1
+        };
+        code.serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+        if deserializer.is_human_readable() {
+            return f64::deserialize(deserializer);
+        }
+        match u64::deserialize(deserializer)? {
+            // (Every such integer comes back from its seconds exactly: 2⁴⁸ · 2⁻⁵² ≪ ½.)
+            code if code <= BEAT_MAX_MICROS => Ok(code as f64 / 1e6),
+            code if code == BEAT_MAX_MICROS + 1 => Ok(f64::INFINITY),
+            _ => Err(serde::de::Error::custom("a beat's time beyond its range")),
+        }
+    }
+}
+
+/// Largest [`NetBeat::server_time`] on the wire, whole microseconds (2⁴⁸: 8.9 years).
+const BEAT_MAX_MICROS: u64 = 1 << 48;
+
+/// [`NetBeat::update_rate_hz`] on the wire: a varint of twice its hundredths of a hertz when
+/// it is a whole number of them (as `f32`, up to [`BEAT_MAX_CENTI_HZ`]), else 1 and the
+/// `f32`: one encoding per rate (an `f32` that has the short form is refused). Human-readable
+/// formats: the `f32`.
+mod beat_rate {
+    use super::BEAT_MAX_CENTI_HZ;
+    use serde::de::{self, SeqAccess, Visitor};
+    use serde::ser::SerializeTuple;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// The rate's hundredths of a hertz, if it is a whole number of them.
+    fn centi(rate: f32) -> Option<u32> {
+        let c = (rate * 100.0).round();
+        (rate.is_finite() && (0.0..=BEAT_MAX_CENTI_HZ as f32).contains(&c))
+            .then_some(c as u32)
+            .filter(|&c| (c as f32 / 100.0).to_bits() == rate.to_bits())
+    }
+
+    pub(super) fn serialize<S: Serializer>(rate: &f32, serializer: S) -> Result<S::Ok, S::Error> {
+        if serializer.is_human_readable() {
+            return rate.serialize(serializer);
+        }
+        match centi(*rate) {
+            Some(c) => (c << 1).serialize(serializer),
+            None => {
+                let mut tuple = serializer.serialize_tuple(2)?;
+                tuple.serialize_element(&1u32)?;
+                tuple.serialize_element(rate)?;
+                tuple.end()
+            }
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f32, D::Error> {
+        if deserializer.is_human_readable() {
+            return f32::deserialize(deserializer);
+        }
+        /// Reads the head, then the `f32` when it says one follows.
+        struct Rate;
+        impl<'de> Visitor<'de> for Rate {
+            type Value = f32;
+
+            fn expecting(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+                f.write_str("a beat's update rate")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<f32, A::Error> {
+                let missing = || de::Error::custom("a beat's update rate cut short");
+                let head: u32 = seq.next_element()?.ok_or_else(missing)?;
+                match head {
+                    1 => {
+                        let rate: f32 = seq.next_element()?.ok_or_else(missing)?;
+                        if centi(rate).is_some() {
+                            return Err(de::Error::custom("a beat's rate in its long form"));
+                        }
+                        Ok(rate)
+                    }
+                    h if h & 1 == 0 && h >> 1 <= BEAT_MAX_CENTI_HZ => Ok((h >> 1) as f32 / 100.0),
+                    _ => Err(de::Error::custom("a beat's rate head no encoder writes")),
+                }
+            }
+        }
+        // (A tuple's length is not on the wire: the head tells whether the `f32` follows.)
+        deserializer.deserialize_tuple(2, Rate)
+    }
+}
+
+/// Largest [`NetBeat::update_rate_hz`] sent in its short form, hundredths of a hertz (2²⁰:
+/// every such number of them comes back from its `f32` exactly).
+const BEAT_MAX_CENTI_HZ: u32 = 1 << 20;
 
 /// Longest server frame a [`NetBeat`] may state, microseconds.
 const MAX_BEAT_FRAME_US: u32 = 1_000_000;
