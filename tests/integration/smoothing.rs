@@ -1552,6 +1552,24 @@ fn proxy_states_send_entities_and_upright_rotations_in_two_bytes_each() {
     }
 }
 
+/// The wire size in bytes of a `ProxyUpdates` at tick 1000 holding `deltas` alone, after
+/// checking that it decodes to itself and that its counted size is what postcard wrote.
+fn deltas_on_the_wire(deltas: Vec<unlag::smoothing::DeltaProxyState>) -> usize {
+    use unlag::smoothing::ProxyUpdates;
+    let update = ProxyUpdates {
+        tick: 1000,
+        deltas,
+        ..default()
+    };
+    let bytes = postcard::to_stdvec(&update).unwrap();
+    assert_eq!(
+        postcard::from_bytes::<ProxyUpdates>(&bytes).unwrap(),
+        update
+    );
+    assert_eq!(update.wire_size(), bytes.len());
+    bytes.len()
+}
+
 /// A message's delta states name their entities by the step from the delta before (a byte
 /// where a match's characters are within 31 entities of each other, where each took two), in
 /// any order, reused slots and the ends of the index range included; a change of the movement
@@ -1581,20 +1599,7 @@ fn delta_states_step_their_entities_and_carry_changed_flags() {
         assert_eq!(d.apply(&base, tick_us), Some(now));
         d
     };
-    let size = |deltas: Vec<DeltaProxyState>| {
-        let update = ProxyUpdates {
-            tick: 1000,
-            deltas,
-            ..default()
-        };
-        let bytes = postcard::to_stdvec(&update).unwrap();
-        assert_eq!(
-            postcard::from_bytes::<ProxyUpdates>(&bytes).unwrap(),
-            update
-        );
-        assert_eq!(update.wire_size(), bytes.len());
-        bytes.len()
-    };
+    let size = deltas_on_the_wire;
     let empty = size(Vec::new());
     let e = |i: u32| Entity::from_raw_u32(i).unwrap();
     // Sixteen characters eleven entities apart (their hit boxes between): the first's index
@@ -1687,7 +1692,7 @@ fn delta_states_step_their_entities_and_carry_changed_flags() {
 /// upright goes whole, and a forged turn from a tilted baseline decodes to nothing.
 #[test]
 fn an_upright_turn_goes_as_the_difference_of_its_yaw_codes() {
-    use unlag::smoothing::{DeltaProxyState, DeltaRotation, ProxyUpdates, WireProxyState};
+    use unlag::smoothing::{DeltaProxyState, DeltaRotation, WireProxyState};
     let tick_us = unlag::core::quantize::tick_micros(1.0 / 60.0);
     let state = |x: f32, rotation: Quat| {
         WireProxyState::new(
@@ -1707,18 +1712,8 @@ fn an_upright_turn_goes_as_the_difference_of_its_yaw_codes() {
         let now = state(11.0, to);
         let d = DeltaProxyState::between(&base, &now, 12, tick_us).unwrap();
         assert_eq!(d.apply(&base, tick_us), Some(now));
-        let update = ProxyUpdates {
-            tick: 1000,
-            deltas: vec![d.clone()],
-            ..default()
-        };
-        let bytes = postcard::to_stdvec(&update).unwrap();
-        assert_eq!(
-            postcard::from_bytes::<ProxyUpdates>(&bytes).unwrap(),
-            update
-        );
-        assert_eq!(update.wire_size(), bytes.len());
-        (d, bytes.len())
+        let size = deltas_on_the_wire(vec![d.clone()]);
+        (d, size)
     };
     let (still, still_size) = delta(yaw(30.0), yaw(30.0));
     assert_eq!(still.rotation, None);
