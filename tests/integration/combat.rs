@@ -572,6 +572,10 @@ enum Cheat {
     /// four times as long before each shot (the rest read at once after it): the datagram
     /// carrying the shot times a trip that much longer, as after a step up in latency.
     PulsedHold(f64),
+    /// [`Cheat::PulsedHold`] with every view report stamped as much older as it backtracks,
+    /// from the start: the pulse's rise in the round trips, which lets a shot's lag follow the
+    /// latest trips, combined with reports whose lags read the backtracking as the link's.
+    PulsedForged(f64),
     /// Claims the target as blended between one of the states up to this many seconds before
     /// the one it drew towards and that one (skipping the states it had in between), at the
     /// same moment, and aims where that blend puts it: a magnet picking its pair of states
@@ -631,7 +635,8 @@ fn run_cheat(
     s.frame += 1;
     // The pulse: a delay line of twice `by` from twice that before the shot (every 240
     // frames, a second: seldom enough for lightyear's RTT to read the usual trip) to it.
-    if let (Cheat::PulsedHold(by), Some(mut net)) = (s.cheat, net_cheats) {
+    if let (Cheat::PulsedHold(by) | Cheat::PulsedForged(by), Some(mut net)) = (s.cheat, net_cheats)
+    {
         let phase = s.frame % 240;
         let from = 240 - ((4.0 * by * 240.0) as u64).min(239);
         net.inbound_delay = if phase >= from { 2.0 * by } else { 0.0 };
@@ -666,7 +671,7 @@ fn run_cheat(
         Cheat::Honest | Cheat::FirstPelletOnly => 1,
         // The rifle's full rate (0.1 s).
         Cheat::EveryWeapon => 24,
-        Cheat::PulsedHold(_) => 240,
+        Cheat::PulsedHold(_) | Cheat::PulsedForged(_) => 240,
         _ => 36,
     };
     if s.frame % every != 0 || s.history.len() < 240 {
@@ -691,6 +696,7 @@ fn run_cheat(
         | Cheat::InflatedTrip(by)
         | Cheat::InflatedEcho(by)
         | Cheat::PulsedHold(by)
+        | Cheat::PulsedForged(by)
         | Cheat::SlowReports(by)
         | Cheat::LongDelay(by)
         | Cheat::OldClaim(by)
@@ -922,7 +928,7 @@ fn cheat_run_rewound(
     // The pulse on a steady link: no jitter for the rise to hide in. A pair magnet spanning a
     // second or more, at 1 Hz (where the delay lets a pair straddle the moment).
     let conditions = match cheat {
-        Cheat::PulsedHold(_) => LinkConditions {
+        Cheat::PulsedHold(_) | Cheat::PulsedForged(_) => LinkConditions {
             jitter: Duration::ZERO,
             loss: 0.0,
             ..lossy(rtt)
@@ -941,7 +947,8 @@ fn cheat_run_rewound(
     let mut tb = combat_testbed_rewound(config, rewind, default(), 1, 1e9, |app| {
         app.add_systems(Update, run_cheat);
         // A forger stamps its view reports older from the start.
-        if let Cheat::ForgedReports(by) | Cheat::InflatedTrip(by) = cheat {
+        if let Cheat::ForgedReports(by) | Cheat::InflatedTrip(by) | Cheat::PulsedForged(by) = cheat
+        {
             app.insert_resource(unlag::net::NetCheats {
                 view_report_offset: by,
                 ..default()
@@ -1285,6 +1292,18 @@ fn a_held_round_trip_does_not_buy_backtracking() {
 fn a_pulsed_hold_of_the_servers_datagrams_does_not_buy_backtracking() {
     for b in [0.05, 0.1] {
         let cheat = Cheat::PulsedHold(b);
+        expect(cheat, "rifle", 20, unlag::combat::Rejection::BadViewTime, 0);
+    }
+}
+
+/// The pulsed hold again, its view reports stamped as much older as it backtracks from the
+/// start: the pulse lifts the latest round trips (which a shot's allowed lag may follow after
+/// a step up in latency) while the reports' lags read the backtracking as the link's own.
+/// Every shot is refused, at 50 and 100 ms.
+#[test]
+fn a_pulsed_hold_with_reports_stamped_older_does_not_buy_backtracking() {
+    for b in [0.05, 0.1] {
+        let cheat = Cheat::PulsedForged(b);
         expect(cheat, "rifle", 20, unlag::combat::Rejection::BadViewTime, 0);
     }
 }
@@ -2726,11 +2745,16 @@ fn projectile_broadcasts_encoded_once_go_on_the_wire_as_postcard_writes_them() {
             point: Vec3::new(1.5, -0.25, 30.0),
             exploded: true,
             rewound: own,
-            hits: vec![hit(0, "head"), hit(1, "spine"), hit(2, "left_upper_leg")],
+            hits: [hit(0, "head"), hit(1, "spine"), hit(2, "left_upper_leg")].into(),
             encoded: PreEncoded::default(),
         };
         let expected = postcard::to_stdvec(&plain).unwrap();
         assert_eq!(wire(&plain), expected);
+        // The shared hits go on the wire as a `Vec` of them does.
+        assert_eq!(
+            postcard::to_stdvec(&plain.hits).unwrap(),
+            postcard::to_stdvec(&plain.hits.to_vec()).unwrap()
+        );
         let carried = ProjectileImpact {
             encoded: PreEncoded::encode(&plain),
             ..plain.clone()

@@ -404,8 +404,11 @@ pub struct ProjectileImpact {
     pub exploded: bool,
     /// Whether it was judged against the past (see [`FireResult::rewound`]).
     pub rewound: bool,
-    /// What it damaged: the character it hit directly (if any) first, then the splash.
-    pub hits: Vec<ConfirmedHit>,
+    /// What it damaged: the character it hit directly (if any) first, then the splash. Shared,
+    /// not copied, by every client's copy of the message on the server (a launcher's splash
+    /// may list dozens of hits, sent to hundreds of clients); on the wire a sequence, as a
+    /// `Vec` goes.
+    pub hits: std::sync::Arc<[ConfirmedHit]>,
     /// This very message's bytes, encoded once for every client the server sends it to (not
     /// on the wire; empty on a client).
     #[serde(skip)]
@@ -425,7 +428,8 @@ impl unlag_net::CarriesEncoding for ProjectileImpact {
 impl MapEntities for ProjectileImpact {
     fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
         self.shooter = mapper.get_mapped(self.shooter);
-        for h in &mut self.hits {
+        // (A received message holds the only reference: nothing is copied.)
+        for h in std::sync::Arc::make_mut(&mut self.hits) {
             h.target = mapper.get_mapped(h.target);
         }
     }

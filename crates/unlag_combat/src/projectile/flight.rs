@@ -166,7 +166,7 @@ fn report_impact(
     links: &mut ProjectileLinks,
 ) {
     // (A launcher's splash may list dozens of hits, and a big server sends it to hundreds of
-    // clients.)
+    // clients: every client's copy shares them.)
     let copies = Copies::new(|own| ProjectileImpact {
         shooter: projectile.shooter,
         own,
@@ -175,7 +175,7 @@ fn report_impact(
         point,
         exploded,
         rewound: projectile.seen_from.is_some(),
-        hits: hits.to_vec(),
+        hits: hits.into(),
         encoded: default(),
     });
     for (link, _, mut sender, mut traffic, interest) in links {
