@@ -355,7 +355,8 @@ pub fn short_type_name<T: ?Sized>() -> &'static str {
                 }
             }
             short.push_str(segment.rsplit("::").next().unwrap_or(&segment));
-            // One small string per message type, kept for the life of the process.
+            // One small string per message type (or per copy of its name the binary holds),
+            // kept for the life of the process.
             Box::leak(short.into_boxed_str())
         })
 }
