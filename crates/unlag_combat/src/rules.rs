@@ -110,8 +110,7 @@ impl ShotLags {
         if self.0.len() < SHOT_LAG_SHOTS {
             return false;
         }
-        let mut sorted: Vec<f64> = self.0.iter().copied().collect();
-        sorted.sort_by(f64::total_cmp);
-        sorted[SHOT_LAG_SHOTS / 2] > SHOT_LAG_DRIFT
+        let mut lags: Vec<f64> = self.0.iter().copied().collect();
+        unlag_core::nth_smallest(&mut lags, SHOT_LAG_SHOTS / 2) > SHOT_LAG_DRIFT
     }
 }

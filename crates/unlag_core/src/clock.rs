@@ -67,9 +67,9 @@ impl FramePace {
         self.usual = if self.recent.is_empty() {
             frame
         } else {
-            let mut sorted: Vec<f64> = self.recent.iter().copied().collect();
-            sorted.sort_by(f64::total_cmp);
-            sorted[sorted.len() / 2]
+            let mut recent: Vec<f64> = self.recent.iter().copied().collect();
+            let middle = recent.len() / 2;
+            crate::nth_smallest(&mut recent, middle)
         };
         self.last = frame;
         if self.recent.len() == Self::WINDOW {

@@ -309,8 +309,8 @@ impl ArrivalSpread {
         if steps.len() < 4 {
             return None;
         }
-        steps.sort_by(f64::total_cmp);
-        Some(steps[steps.len() / 2])
+        let middle = steps.len() / 2;
+        Some(crate::nth_smallest(&mut steps, middle))
     }
 
     /// How much later than their median the messages of the window arrived, seconds: the
