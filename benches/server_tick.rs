@@ -15,7 +15,9 @@
 //!   the transport, measured apart) — and the shots judged per tick; then the send's parts:
 //!   replicon's replication, typed messages, transport, netcode, link; and how many of the
 //!   server's links it packs (`unlag::net::ServerPacking`: every one, on these lossless links,
-//!   once their clients have reported for `PACK_AFTER`, which each run waits for).
+//!   once their clients have reported for `PACK_AFTER`, which each run waits for); and the
+//!   moves and the guess steps movement simulated per tick (a guess runs a late player's
+//!   track on, one character-controller step per tick, as a move does).
 //!
 //! Every count is played three times: with interest management off (`InterestPolicy::Everyone`:
 //! every client is sent every character) and on (the default `Distance` policy: characters out
@@ -151,6 +153,7 @@ fn main() {
         reset_server_cost(&mut tb);
         let sent_before = bytes_sent(&mut tb);
         let accepted = tb.server_world().resource::<CombatStats>().accepted;
+        let moved_before = tb.server_world().resource::<MovementStats>().clone();
         for _ in 0..ticks {
             tb.step();
         }
@@ -167,6 +170,11 @@ fn main() {
                 .rejected_total(),
             0
         );
+        let moved = tb.server_world().resource::<MovementStats>();
+        let per_tick = |after: u64, before: u64| (after - before) as f64 / ticks as f64;
+        let moves = per_tick(moved.moves_processed, moved_before.moves_processed);
+        let guess_steps = per_tick(moved.guess_steps, moved_before.guess_steps);
+        let taken = per_tick(moved.guessed_moves_taken, moved_before.guessed_moves_taken);
         let cell = |s: &unlag_report::Stat| format!("{:.0} / {:.0}", s.mean, s.p99);
         println!(
             "{n:>7} {label:>9} {threads:>7} {:>15} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {shots:>7.1} {down:>9.0}",
@@ -189,6 +197,14 @@ fn main() {
             cell(&p.netcode_us),
             cell(&p.link_us),
             packed_links(&tb),
+        );
+        // Movement's simulations: the moves played (those a guess had simulated already are
+        // not simulated again), and the guesses' steps shown while moves are late (each a
+        // whole character-controller step, like a move).
+        println!(
+            "{:>25}   movement, per tick: {moves:.1} moves played ({taken:.1} of them taken from \
+             guesses), {guess_steps:.1} guess steps simulated",
+            "",
         );
         // A tenth of the players fire in each tick.
         if bench {

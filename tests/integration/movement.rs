@@ -1181,6 +1181,113 @@ fn a_late_players_track_goes_on_for_a_while_then_stands_and_meets_its_moves() {
     );
 }
 
+/// The movement script ([`scripted_input`]: walking, sliding along a wall, jumping, crouching,
+/// dashing, circling) with the look swinging every move, up, down and sideways, as a player's
+/// does while aiming.
+fn scripted_looking_around(n: u32) -> CharacterInput {
+    let input = scripted_input(n);
+    let swing = (n as f32 * 0.7).sin();
+    CharacterInput {
+        yaw: input.yaw.wrapping_add((swing * 3000.0) as i16 as u16),
+        pitch: (swing * 2000.0) as i16,
+        ..input
+    }
+}
+
+/// On a 60-Hz server whose player's moves come a hair after the playout clock wants them (the
+/// clock sits on their arrivals' quantile, and a server reads them once a tick) the track is
+/// guessed a step on every other tick; the move then comes, with an input that moves the body
+/// as the guess's did (only the look differs). Taken from the guess instead of simulated again,
+/// it is the very state simulating it gives, and so is everything shown: over 10 s of the
+/// movement script with the look swinging, some of it over a lossy link (restarts and
+/// wrong guesses), every frame's played state and shown transform are those of the same match
+/// with `take_guessed_moves` off, bit for bit, with a sixth of the moves taken from guesses (115 of 600).
+#[test]
+fn moves_taken_from_a_guess_are_the_states_simulating_them_gives() {
+    let run = |take_guessed_moves: bool, send_interval: f64| {
+        let config = TestbedConfig {
+            clients: 1,
+            conditions: LinkConditions::new(
+                Duration::from_millis(100),
+                Duration::from_millis(5),
+                0.0,
+            ),
+            tick_rate_hz: 60.0,
+            frame_rate_hz: 60.0,
+            ..default()
+        };
+        let plugin = MovementTestPlugin {
+            settings: MovementSettings {
+                take_guessed_moves,
+                send_interval,
+                ..default()
+            },
+            ..default()
+        };
+        let mut tb = connected_testbed_with(config, plugin);
+        give_characters(&mut tb);
+        set_script(&mut tb, 0, scripted_looking_around);
+        tb.run_for(Duration::from_secs(2));
+        let entity = character_of(&mut tb, 0);
+        let before = tb.server_world().resource::<MovementStats>().clone();
+        let mut frames = Vec::new();
+        for frame in 0..600 {
+            // Two seconds of 3 % losses in the middle.
+            let loss = if (200..320).contains(&frame) {
+                0.03
+            } else {
+                0.0
+            };
+            tb.set_client_conditions(
+                0,
+                LinkConditions::new(Duration::from_millis(100), Duration::from_millis(5), loss),
+            )
+            .unwrap();
+            tb.step();
+            let world = tb.server_world();
+            frames.push((
+                world
+                    .get::<MovementState<CharacterMovement>>(entity)
+                    .unwrap()
+                    .0
+                    .clone(),
+                *world.get::<Transform>(entity).unwrap(),
+            ));
+        }
+        let after = tb.server_world().resource::<MovementStats>().clone();
+        let moves = after.moves_processed - before.moves_processed;
+        let taken = after.guessed_moves_taken - before.guessed_moves_taken;
+        let guess_steps = after.guess_steps - before.guess_steps;
+        (frames, moves, taken, guess_steps, client_stats(&tb, 0))
+    };
+    // Two moves a message (the default), and each move in its own: then a move taken from a
+    // guess is often the last one a frame plays.
+    for send_interval in [1.0 / 30.0, 0.0] {
+        let (taken_frames, moves, taken, taken_steps, client) = run(true, send_interval);
+        let (simulated_frames, simulated_moves, none, simulated_steps, _) =
+            run(false, send_interval);
+        println!(
+            "send_interval {send_interval:.3} s, {moves} moves: {taken} taken from guesses, \
+             guess steps {taken_steps} ({simulated_steps} with every move simulated)"
+        );
+        assert_eq!(
+            none, 0,
+            "moves taken from guesses with take_guessed_moves off"
+        );
+        assert_eq!(moves, simulated_moves);
+        assert!(
+            taken * 6 >= moves,
+            "{taken} of {moves} moves taken from guesses"
+        );
+        assert!(taken_steps < simulated_steps);
+        for (i, (a, b)) in taken_frames.iter().zip(&simulated_frames).enumerate() {
+            assert_eq!(a.0, b.0, "frame {i}: the played state");
+            assert_eq!(a.1, b.1, "frame {i}: what the server shows");
+        }
+        assert_eq!(client.corrections_received, 0, "{client:?}");
+    }
+}
+
 /// A player who stops while its moves are late is guessed walking on; when its moves arrive,
 /// the shown track goes on from the guess and bends back onto them (a spring with time
 /// constant `guess_ease`), never snaps nor runs faster than twice a walk, and the player itself

@@ -494,6 +494,24 @@ impl MovementModel for CharacterMovement {
         }
     }
 
+    /// Every move sets the look angles from its input, and only a dash reads them (its way
+    /// when no direction is held): inputs with the same acceleration and flags, no dash, move
+    /// the body alike.
+    fn moved_alike(
+        after: &CharacterState,
+        simulated: &CharacterInput,
+        input: &CharacterInput,
+    ) -> Option<CharacterState> {
+        let alike = simulated.accel == input.accel
+            && simulated.flags == input.flags
+            && !input.has(flags::DASH);
+        alike.then(|| CharacterState {
+            yaw: dequantize_angle(input.yaw),
+            pitch: dequantize_pitch(input.pitch),
+            ..after.clone()
+        })
+    }
+
     fn urgent(previous: &CharacterInput, next: &CharacterInput) -> bool {
         previous.flags != next.flags
     }

@@ -128,6 +128,24 @@ pub trait MovementModel: Resource + Clone + Debug {
         last.clone()
     }
 
+    /// The state a move with `input` ends in, known without simulating it: a move of the same
+    /// length from the same state with `simulated` ended in `after`, and the two inputs move
+    /// the body alike (they differ only in what every move sets afresh from its input, such as
+    /// where the player looks). The state returned must differ from `after` only in that, so
+    /// that it is where `after` is, moves as it does, and moves on as it would. `None` when the
+    /// model cannot tell: the move is simulated. Default: `after` itself for the same input.
+    ///
+    /// The server uses it to take up what a guess simulated while the player's moves were
+    /// late, once they come (see
+    /// [`MovementStats::guessed_moves_taken`](crate::MovementStats::guessed_moves_taken)).
+    fn moved_alike(
+        after: &Self::State,
+        simulated: &Self::Input,
+        input: &Self::Input,
+    ) -> Option<Self::State> {
+        (simulated == input).then(|| after.clone())
+    }
+
     /// Whether going from input `previous` to `next` should reach the server at once rather
     /// than wait for the send interval (an ability was used). Default: never.
     fn urgent(previous: &Self::Input, next: &Self::Input) -> bool {

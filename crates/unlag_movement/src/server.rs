@@ -74,17 +74,31 @@ pub struct ServerMovement<M: MovementModel> {
 
 /// The track run on past the moves that have arrived, with the last move's input (see
 /// [`PlayoutSettings::max_guess`](unlag_core::PlayoutSettings::max_guess)).
+///
+/// It is simulated in whole steps of the moves' own length ([`guess_step`]), and shown moved
+/// on by its velocity up to [`EXTRAPOLATED`] past a step (further, by a part-step simulated
+/// for the showing alone), so that its steps line up with the moves it stands for: a move that
+/// comes with the guess's input and length, from the state the guess took that step from, is
+/// that step, and is not simulated again ([`Guess::agreeing_step`]). On a link whose moves
+/// arrive a hair after the playout clock wants them (the clock sits on the arrivals' quantile,
+/// and a server reads arrivals once a tick), a guess runs one step in every other tick: taken
+/// up by the move, it costs nothing more than the move whenever the player moved as guessed.
 struct Guess<M: MovementModel> {
     /// The last move played when the guess started: it goes on from that move's state.
     base: u64,
     /// Where that state stood, metres (a state moved by the game restarts the guess).
     base_position: Vec3,
-    /// The move time the guess has reached, seconds.
+    /// The move time the guessed state stands at, seconds: whole steps from where it started.
     time: f64,
+    /// The move time it was last shown at, seconds (its state moved on by its velocity for
+    /// less than a step past `time`, [`Guess::position_at`]).
+    shown_to: f64,
     /// The guessed state there.
     state: M::State,
     /// The input it goes on with.
     input: M::Input,
+    /// The length of its steps, seconds ([`guess_step`]).
+    step: f64,
     /// How fast it ran lately, move seconds per server second (0 once it has gone as far as
     /// it may).
     pace: f32,
@@ -94,27 +108,161 @@ struct Guess<M: MovementModel> {
     /// [`PlayoutSettings::max_guess`](unlag_core::PlayoutSettings::max_guess). Past it the
     /// track stood there, so that is where the moves that catch up with it take it from.
     until: f64,
+    /// Whether every move played since the guess started was one of its steps: its input and
+    /// length, from the state the step before ended in (the guess's own continuation). Then
+    /// the guess run on to where the moves are stands where they do. False where the collision
+    /// world changes from tick to tick (other characters block).
+    agrees: bool,
+    /// The played state the moves have reached while they agree, and its move time, seconds.
+    from: (M::State, f64),
+    /// The states after the steps the moves have not reached yet, with their move times,
+    /// oldest first (at most [`AHEAD_KEPT`]).
+    ahead: VecDeque<(f64, M::State)>,
+}
+
+/// How far past its state a guess is shown moved on by its velocity rather than simulated,
+/// seconds: a move a hair late (the playout clock past its end by tens of microseconds) is
+/// shown without a step; the velocity's drift over 2 ms is under a tenth of a millimetre.
+const EXTRAPOLATED: f64 = 0.002;
+
+/// Most guessed states a guess keeps for the moves to take up ([`Guess::agreeing_step`]): a
+/// late move or two is the common case; a long stall's moves rarely agree for long.
+const AHEAD_KEPT: usize = 8;
+
+/// The length of a guess's steps, seconds, when the last move played lasted `last_dt`: as many
+/// whole moves as fit in [`GUESS_STEP`] (one 60-Hz move, two 120-Hz ones), or [`GUESS_STEP`]
+/// itself for moves longer than it (a 10-fps client's 0.1-s moves, guessed a tick at a time).
+/// Only a step of one move can be a move the client then sends.
+fn guess_step(last_dt: f64) -> f64 {
+    if last_dt > 0.0 && last_dt <= GUESS_STEP * (1.0 + 1e-6) {
+        last_dt * ((GUESS_STEP * (1.0 + 1e-6)) / last_dt).floor().max(1.0)
+    } else {
+        GUESS_STEP
+    }
 }
 
 impl<M: MovementModel> Guess<M> {
-    /// Runs the guess on to move time `to` (no further than its `until`), in steps of at most
-    /// [`GUESS_STEP`]; returns the steps simulated.
+    /// A guess from the played `state` at move time `time`, going on with `input` in steps of
+    /// `step` seconds; `agrees`: whether the moves may take its steps up.
+    fn new(
+        (base, state, time): (u64, &M::State, f64),
+        input: M::Input,
+        step: f64,
+        pace: f32,
+        started: f64,
+        until: f64,
+        agrees: bool,
+    ) -> Self {
+        Self {
+            base,
+            base_position: M::position(state),
+            time,
+            shown_to: time,
+            state: state.clone(),
+            input,
+            step,
+            pace,
+            started,
+            until,
+            agrees,
+            from: (state.clone(), time),
+            ahead: VecDeque::new(),
+        }
+    }
+
+    /// Runs the guess on in whole steps up to move time `to` (no further than its `until`);
+    /// returns the steps simulated. What is left short of `to` is shown by
+    /// [`position_at`](Self::position_at).
     fn run_to(&mut self, model: &M, to: f64, world: &crate::CollisionWorld) -> u64 {
         // Run on past its end, a guess that stood would be taken from where it never was
         // shown: the moves that came after a long stall stepped the track by the difference
         // (0.9 m in one frame when a 1.6-s backlog came at once).
         let to = to.min(self.until);
         let mut steps = 0;
-        while self.time < to - 1e-9 {
-            let dt = (to - self.time).min(GUESS_STEP);
-            let (after, _) = model.simulate(&self.state, &self.input, dt as f32, world);
+        while self.time + self.step <= to + 1e-9 {
+            let (after, _) = model.simulate(&self.state, &self.input, self.step as f32, world);
             if M::is_valid(&after) {
                 self.state = after;
             }
-            self.time += dt;
+            self.time += self.step;
             steps += 1;
+            if self.agrees && self.time > self.from.1 && self.ahead.len() < AHEAD_KEPT {
+                self.ahead.push_back((self.time, self.state.clone()));
+            }
         }
         steps
+    }
+
+    /// Where the guess stands at move time `t` (no further than its `until`; less than a step
+    /// past its state), metres, and the steps simulated to tell: its state moved on by its
+    /// velocity for what `t` lies past it up to [`EXTRAPOLATED`], else simulated there (not
+    /// kept: its next step starts from its state).
+    fn position_at(&self, model: &M, t: f64, world: &crate::CollisionWorld) -> (Vec3, u64) {
+        let past = (t.min(self.until) - self.time).max(0.0);
+        if past <= EXTRAPOLATED {
+            let velocity = M::velocity(&self.state).unwrap_or(Vec3::ZERO);
+            return (M::position(&self.state) + velocity * past as f32, 0);
+        }
+        let (after, _) = model.simulate(&self.state, &self.input, past as f32, world);
+        let at = if M::is_valid(&after) {
+            &after
+        } else {
+            &self.state
+        };
+        (M::position(at), 1)
+    }
+
+    /// A move of `dt` seconds (`simulated` of them played) with `input` is about to be played
+    /// from `state`: the state after it when the guess has simulated that step already, from
+    /// there, with an input that moves alike ([`MovementModel::moved_alike`]). A move that is
+    /// not such a step ends the agreement; [`Guess::played`] follows with where it ended.
+    fn agreeing_step(
+        &mut self,
+        state: &M::State,
+        input: &M::Input,
+        (dt, simulated): (f64, f64),
+    ) -> Option<M::State> {
+        if !(self.agrees && dt == self.step && simulated == self.step && *state == self.from.0) {
+            self.disagree();
+            return None;
+        }
+        let end = self.from.1 + dt;
+        while self.ahead.front().is_some_and(|(t, _)| *t < end) {
+            self.ahead.pop_front();
+        }
+        let (_, guessed) = self.ahead.pop_front_if(|(t, _)| *t == end)?;
+        let taken = M::moved_alike(&guessed, &self.input, input);
+        if taken.is_none() {
+            self.disagree();
+        }
+        taken
+    }
+
+    /// The move [`Guess::agreeing_step`] let through was played with `input` and ended in
+    /// `state` (`taken`: the guess's own state): the guess agrees on while its step would have
+    /// moved alike.
+    fn played(&mut self, state: &M::State, input: &M::Input, taken: bool) {
+        if !self.agrees {
+            return;
+        }
+        if taken || M::moved_alike(state, input, &self.input).is_some() {
+            self.from = (state.clone(), self.from.1 + self.step);
+        } else {
+            self.disagree();
+        }
+    }
+
+    /// The moves no longer follow the guess.
+    fn disagree(&mut self) {
+        self.agrees = false;
+        self.ahead.clear();
+    }
+
+    /// Whether the played `state`, at move time `time`, is where this guess's own
+    /// continuation stands: every move since it started was one of its steps, and nothing has
+    /// moved the state since (a correction adopted, the game).
+    fn stands_at(&self, state: &M::State, time: f64) -> bool {
+        self.agrees && self.from.1 == time && time <= self.until && self.from.0 == *state
     }
 }
 
@@ -132,8 +280,8 @@ struct Shown {
 }
 
 /// The longest step a guess is simulated in, seconds: a server tick, as the moves it stands
-/// for. (Steps of 0.05 s, a third of the cost of a long restart, shifted the report's grid:
-/// one cell's starved frames went from 0.83 to 1.01 %.)
+/// for (see [`guess_step`]). (Steps of 0.05 s, a third of the cost of a long restart, shifted
+/// the report's grid: one cell's starved frames went from 0.83 to 1.01 %.)
 const GUESS_STEP: f64 = 1.0 / 60.0;
 
 /// Least server time between two restarts of a guess from newer moves, seconds: moves that
@@ -411,6 +559,7 @@ struct SimCounts {
     moves_processed: u64,
     missing_moves_filled: u64,
     guess_steps: u64,
+    guessed_moves_taken: u64,
 }
 
 impl SimCounts {
@@ -418,6 +567,7 @@ impl SimCounts {
         stats.moves_processed += self.moves_processed;
         stats.missing_moves_filled += self.missing_moves_filled;
         stats.guess_steps += self.guess_steps;
+        stats.guessed_moves_taken += self.guessed_moves_taken;
     }
 }
 
@@ -889,12 +1039,30 @@ fn simulate_ready<M: MovementModel>(
         let verdict = server.time.on_move(arrived, decode_dt(m.dt));
         flagged |= verdict.flagged;
         if verdict.simulate_dt > 0.0 {
-            let (after, _events) =
-                model.simulate(state, &m.input, verdict.simulate_dt as f32, world);
-            // A model must never produce an invalid state; keep the last good one if it does.
-            if M::is_valid(&after) {
-                *state = after;
+            let dts = (decode_dt(m.dt), verdict.simulate_dt);
+            // A move the guess has simulated already is that state (see `Guess`).
+            let guessed = server
+                .guess
+                .as_mut()
+                .and_then(|g| g.agreeing_step(state, &m.input, dts));
+            let taken = guessed.is_some();
+            if let Some(guessed) = guessed {
+                *state = guessed;
+                counts.guessed_moves_taken += 1;
+            } else {
+                let (after, _events) =
+                    model.simulate(state, &m.input, verdict.simulate_dt as f32, world);
+                // A model must never produce an invalid state; keep the last good one if it
+                // does.
+                if M::is_valid(&after) {
+                    *state = after;
+                }
             }
+            if let Some(g) = server.guess.as_mut() {
+                g.played(state, &m.input, taken);
+            }
+        } else if let Some(g) = server.guess.as_mut() {
+            g.disagree();
         }
         server.last = next;
         server.last_played = Some((m.input, decode_dt(m.dt)));
@@ -906,6 +1074,19 @@ fn simulate_ready<M: MovementModel>(
     }
     counts.guess_steps += update_shown(model, settings, now, state, server, world);
     flagged
+}
+
+/// How a guess this frame came after the last one (see [`update_shown`]).
+enum Restart<M: MovementModel> {
+    /// It is the last one gone on, or the first.
+    No,
+    /// It starts from newer moves that fell short of the clock; the last one, to ease from.
+    From(Guess<M>),
+    /// The newer moves were the last one's own steps: it is that guess, which ran at `pace`.
+    Same {
+        /// The last guess's pace, move seconds per server second.
+        pace: f32,
+    },
 }
 
 /// Works out what the server shows of a client's character this frame ([`Shown`]); returns
@@ -963,8 +1144,8 @@ fn update_shown<M: MovementModel>(
         previous = None;
         server.offset.clear();
     }
-    let (track, pace) = match (waiting, clock, &server.last_played) {
-        (true, Some(clock), Some((input, _))) => {
+    let (guessed_at, pace) = match (waiting, clock, &server.last_played) {
+        (true, Some(clock), Some((input, last_dt))) => {
             // How fast the guess runs: as the clock does (not faster than `max_rate`).
             let clock_pace = server
                 .playout
@@ -973,49 +1154,100 @@ fn update_shown<M: MovementModel>(
                 .clamp(0.0, playout.max_rate.max(0.0)) as f32;
             let to = clock.min(server.move_time + playout.max_guess);
             let exhausted = clock >= server.move_time + playout.max_guess - 1e-9;
+            let until = server.move_time + playout.max_guess;
+            let input = M::guess_input(input);
+            let step = guess_step(*last_dt);
             let (mut guess, restarted) = match previous {
                 // No newer moves, or newer ones too soon after the last restart: it goes on.
                 Some(g) if g.base == server.last || now - g.started < GUESS_RESTART_SPACING => {
-                    (g, None)
+                    (g, Restart::No)
                 }
-                other => (
-                    Guess {
-                        base: server.last,
-                        base_position: real,
-                        time: server.move_time,
-                        state: state.clone(),
-                        input: M::guess_input(input),
-                        pace: clock_pace,
-                        started: now,
-                        until: server.move_time + playout.max_guess,
-                    },
-                    other,
-                ),
+                // The new moves were the guess's own steps: a guess from them is this one,
+                // gone on (where it stood ahead of them, it stands).
+                Some(mut g)
+                    if g.stands_at(state, server.move_time)
+                        && g.step == step
+                        && M::moved_alike(&g.state, &g.input, &input).is_some() =>
+                {
+                    let pace = g.pace;
+                    if g.time < server.move_time {
+                        g.time = server.move_time;
+                        g.state = state.clone();
+                    } else if let Some(aimed) = M::moved_alike(&g.state, &g.input, &input) {
+                        g.state = aimed;
+                    }
+                    if g.input != input {
+                        // What it simulated ahead went with the old input.
+                        g.ahead.clear();
+                        g.input = input;
+                    }
+                    g.base = server.last;
+                    g.base_position = real;
+                    g.started = now;
+                    g.until = until;
+                    (g, Restart::Same { pace })
+                }
+                other => {
+                    let agrees = settings.take_guessed_moves
+                        && settings.character_collisions == crate::CharacterCollisions::Ignore;
+                    let base = (server.last, state, server.move_time);
+                    let guess = Guess::new(base, input, step, clock_pace, now, until, agrees);
+                    (guess, other.map_or(Restart::No, Restart::From))
+                }
             };
             steps += guess.run_to(model, to, world);
             // Past the guess the track stands.
             guess.pace = if exhausted { 0.0 } else { clock_pace };
-            if let Some(mut old) = restarted {
-                // New moves came and fell short of the clock: a new guess from them, shown
-                // going on from where the old one would be.
-                steps += old.run_to(model, to, world);
-                server.offset.add(
-                    M::position(&old.state) - M::position(&guess.state),
-                    velocity_of(&old) - velocity_of(&guess),
-                );
+            match restarted {
+                Restart::No => {}
+                Restart::From(mut old) => {
+                    // New moves came and fell short of the clock: a new guess from them, shown
+                    // going on from where the old one would be.
+                    let at = to.max(old.shown_to);
+                    steps += old.run_to(model, at, world);
+                    let (was, old_steps) = old.position_at(model, at, world);
+                    let (is, new_steps) = guess.position_at(model, to, world);
+                    steps += old_steps + new_steps;
+                    server
+                        .offset
+                        .add(was - is, velocity_of(&old) - velocity_of(&guess));
+                }
+                Restart::Same { pace } => {
+                    // Where the old guess would be the new one is: only its pace changed.
+                    let velocity = M::velocity(&guess.state).unwrap_or(Vec3::ZERO);
+                    server
+                        .offset
+                        .add(Vec3::ZERO, velocity * pace - velocity_of(&guess));
+                }
             }
             let pace = guess.pace;
+            guess.shown_to = to;
+            let (at, shown_steps) = guess.position_at(model, to, world);
+            steps += shown_steps;
             server.guess = Some(guess);
-            (server.guess.as_ref().map(|g| &g.state), pace)
+            (Some(at), pace)
         }
         _ => {
             let track_pace = server.track_pace(playout) as f32;
             if let Some(mut old) = previous {
-                // The moves caught up with the guess: shown going on from where it would be.
-                steps += old.run_to(model, server.move_time, world);
+                // The moves caught up with the guess: shown going on from where it would be
+                // (where they are, when they were its own steps), or where it was shown when
+                // they fell short of that.
+                let at = server.move_time.max(old.shown_to);
+                let (position, velocity) = if old.time <= server.move_time
+                    && at == server.move_time
+                    && old.stands_at(state, server.move_time)
+                {
+                    (real, M::velocity(state).unwrap_or(Vec3::ZERO) * old.pace)
+                } else {
+                    steps += old.run_to(model, at, world);
+                    let (was, shown_steps) = old.position_at(model, at, world);
+                    steps += shown_steps;
+                    (was, velocity_of(&old))
+                };
                 server.offset.add(
-                    M::position(&old.state) - real,
-                    velocity_of(&old) - M::velocity(state).unwrap_or(Vec3::ZERO) * track_pace,
+                    position - real,
+                    velocity - M::velocity(state).unwrap_or(Vec3::ZERO) * track_pace,
                 );
             }
             (None, track_pace)
@@ -1024,10 +1256,10 @@ fn update_shown<M: MovementModel>(
     if server.offset.offset().length() > SNAP_OFFSET {
         server.offset.clear();
     }
-    let track = track.unwrap_or(state);
+    let track = server.guess.as_ref().map_or(state, |g| &g.state);
     server.shown = Some(Shown {
         real,
-        position: M::position(track) + server.offset.offset(),
+        position: guessed_at.unwrap_or(M::position(track)) + server.offset.offset(),
         rotation: M::rotation(track),
         velocity: M::velocity(track).map(|v| v * pace + server.offset.velocity()),
     });

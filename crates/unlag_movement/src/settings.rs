@@ -103,6 +103,15 @@ pub struct MovementSettings<M> {
     pub playout: PlayoutSettings,
     /// Whether characters block each other.
     pub character_collisions: CharacterCollisions,
+    /// Server: whether a move that comes as a guess went on is taken from the guess instead of
+    /// simulated again (default true): while a player's moves are a hair late the server runs
+    /// its track on by a guess (see `playout`), and when the move comes with an input that
+    /// moves the body alike ([`MovementModel::moved_alike`](crate::MovementModel)), from the
+    /// state the guess started that step from, the guess's state is the move's. The same
+    /// state, one simulation fewer; the move then meets the world as it was on the tick the
+    /// guess simulated it (one or two ticks before). Never with `character_collisions:
+    /// Block`, where the others move between ticks; off for a world whose solids move.
+    pub take_guessed_moves: bool,
     /// Client: whether the local player's character is shown where the client predicts it
     /// (default true). False shows it where the server will have put it, one smoothed round
     /// trip late, as in a game without client-side prediction; the view's rotation stays
@@ -134,6 +143,7 @@ impl<M> Default for MovementSettings<M> {
             max_gap_wait: 0.2,
             playout: PlayoutSettings::default(),
             character_collisions: CharacterCollisions::Ignore,
+            take_guessed_moves: true,
             show_prediction: true,
             _model: PhantomData,
         }

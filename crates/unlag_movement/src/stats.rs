@@ -78,6 +78,9 @@ pub struct MovementStats {
     /// Server: steps simulated to show late players' tracks going on (guesses), each at most a
     /// tick: the cost of the guess, beside `moves_processed`.
     pub guess_steps: u64,
+    /// Server: moves played that a guess had simulated already (its input and length, from
+    /// the same state): taken from the guess, not simulated again. Of `moves_processed`.
+    pub guessed_moves_taken: u64,
     /// Server: acknowledgements sent (corrections included).
     pub acks_sent: u64,
     /// Server: corrections sent.
