@@ -1194,17 +1194,29 @@ fn scripted_looking_around(n: u32) -> CharacterInput {
     }
 }
 
+/// [`walk_east`] with the look swinging as [`scripted_looking_around`]'s.
+fn walking_east_looking_around(n: u32) -> CharacterInput {
+    CharacterInput {
+        flags: 0,
+        accel: walk_east(n).accel,
+        ..scripted_looking_around(n)
+    }
+}
+
 /// On a 60-Hz server whose player's moves come a hair after the playout clock wants them (the
 /// clock sits on their arrivals' quantile, and a server reads them once a tick) the track is
 /// guessed a step on every other tick; the move then comes, with an input that moves the body
 /// as the guess's did (only the look differs). Taken from the guess instead of simulated again,
-/// it is the very state simulating it gives, and so is everything shown: over 10 s of the
-/// movement script with the look swinging, some of it over a lossy link (restarts and
-/// wrong guesses), every frame's played state and shown transform are those of the same match
-/// with `take_guessed_moves` off, bit for bit, with a sixth of the moves taken from guesses (115 of 600).
+/// it is the very state simulating it gives, and so is everything shown: over 12 s of the
+/// movement script with the look swinging, two of them over a lossy link (restarts and wrong
+/// guesses) and then 1.7 s of nothing (a guess that runs out and stands, then a backlog),
+/// every frame's played state and shown transform are those of the same match with
+/// `take_guessed_moves` off, bit for bit, with an eighth of the moves taken from guesses (107
+/// of 721 sent two a message).
 #[test]
 fn moves_taken_from_a_guess_are_the_states_simulating_them_gives() {
-    let run = |take_guessed_moves: bool, send_interval: f64| {
+    type Case = (f64, fn(u32) -> CharacterInput, fn(Commands));
+    let run = |take_guessed_moves: bool, (send_interval, script, level): Case| {
         let config = TestbedConfig {
             clients: 1,
             conditions: LinkConditions::new(
@@ -1222,21 +1234,22 @@ fn moves_taken_from_a_guess_are_the_states_simulating_them_gives() {
                 send_interval,
                 ..default()
             },
-            ..default()
+            level,
         };
         let mut tb = connected_testbed_with(config, plugin);
         give_characters(&mut tb);
-        set_script(&mut tb, 0, scripted_looking_around);
+        set_script(&mut tb, 0, script);
         tb.run_for(Duration::from_secs(2));
         let entity = character_of(&mut tb, 0);
         let before = tb.server_world().resource::<MovementStats>().clone();
         let mut frames = Vec::new();
-        for frame in 0..600 {
-            // Two seconds of 3 % losses in the middle.
-            let loss = if (200..320).contains(&frame) {
-                0.03
-            } else {
-                0.0
+        for frame in 0..720 {
+            // Two seconds of 3 % losses, then nothing for 1.7 s: longer than the guess may
+            // run (`max_guess`), then the backlog.
+            let loss = match frame {
+                200..320 => 0.03,
+                400..500 => 1.0,
+                _ => 0.0,
             };
             tb.set_client_conditions(
                 0,
@@ -1260,12 +1273,18 @@ fn moves_taken_from_a_guess_are_the_states_simulating_them_gives() {
         let guess_steps = after.guess_steps - before.guess_steps;
         (frames, moves, taken, guess_steps, client_stats(&tb, 0))
     };
-    // Two moves a message (the default), and each move in its own: then a move taken from a
-    // guess is often the last one a frame plays.
-    for send_interval in [1.0 / 30.0, 0.0] {
-        let (taken_frames, moves, taken, taken_steps, client) = run(true, send_interval);
-        let (simulated_frames, simulated_moves, none, simulated_steps, _) =
-            run(false, send_interval);
+    // The script two moves a message (the default) and each move in its own (then a move taken
+    // from a guess is often the last one a frame plays); and a walk east on an open field,
+    // looking around, whose moves all go as guessed through the stall.
+    let cases: [Case; 3] = [
+        (1.0 / 30.0, scripted_looking_around, arena),
+        (0.0, scripted_looking_around, arena),
+        (1.0 / 30.0, walking_east_looking_around, open_field),
+    ];
+    for case in cases {
+        let send_interval = case.0;
+        let (taken_frames, moves, taken, taken_steps, client) = run(true, case);
+        let (simulated_frames, simulated_moves, none, simulated_steps, _) = run(false, case);
         println!(
             "send_interval {send_interval:.3} s, {moves} moves: {taken} taken from guesses, \
              guess steps {taken_steps} ({simulated_steps} with every move simulated)"
@@ -1276,13 +1295,24 @@ fn moves_taken_from_a_guess_are_the_states_simulating_them_gives() {
         );
         assert_eq!(moves, simulated_moves);
         assert!(
-            taken * 6 >= moves,
+            taken * 8 >= moves,
             "{taken} of {moves} moves taken from guesses"
         );
         assert!(taken_steps < simulated_steps);
+        // Every number to the bit (-0 is not 0), and the rest.
+        let bits = |(s, t): &(CharacterState, Transform)| -> Vec<u32> {
+            [s.feet, s.velocity, t.translation, t.scale]
+                .iter()
+                .flat_map(|v| v.to_array())
+                .chain(t.rotation.to_array())
+                .chain([s.yaw, s.pitch, s.dash_time, s.dash_cooldown])
+                .map(f32::to_bits)
+                .collect()
+        };
         for (i, (a, b)) in taken_frames.iter().zip(&simulated_frames).enumerate() {
             assert_eq!(a.0, b.0, "frame {i}: the played state");
             assert_eq!(a.1, b.1, "frame {i}: what the server shows");
+            assert_eq!(bits(a), bits(b), "frame {i}: {a:?} against {b:?}");
         }
         assert_eq!(client.corrections_received, 0, "{client:?}");
     }

@@ -183,6 +183,9 @@ impl<M: MovementModel> Guess<M> {
             let (after, _) = model.simulate(&self.state, &self.input, self.step as f32, world);
             if M::is_valid(&after) {
                 self.state = after;
+            } else {
+                // (A move simulated so keeps its own input's look: no longer the guess's.)
+                self.disagree();
             }
             self.time += self.step;
             steps += 1;
@@ -1164,8 +1167,11 @@ fn update_shown<M: MovementModel>(
                 }
                 // The new moves were the guess's own steps: a guess from them is this one,
                 // gone on (where it stood ahead of them, it stands).
+                // (Not where the old one stood at its `until` short of `to`: the new one runs
+                // on past it, and the old one's stand is what the track eases from.)
                 Some(mut g)
                     if g.stands_at(state, server.move_time)
+                        && to <= g.until
                         && g.step == step
                         && M::moved_alike(&g.state, &g.input, &input).is_some() =>
                 {
