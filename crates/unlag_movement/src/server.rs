@@ -261,6 +261,39 @@ impl<M: MovementModel> Guess<M> {
         self.ahead.clear();
     }
 
+    /// This guess, gone on as a new one from the played `state` at move time `time` with
+    /// `input` in steps of `step` would be, up to `to` (its base, start and `until` are the
+    /// caller's to set): when the moves were its own steps, `input` moves alike its own, and
+    /// it did not stand at its `until` short of `to` (the new one would run on past it, and
+    /// the old one's stand is what the track eases from). Else itself, unchanged.
+    fn go_on_from(
+        mut self,
+        state: &M::State,
+        time: f64,
+        input: &M::Input,
+        (step, to): (f64, f64),
+    ) -> Result<Self, Self> {
+        if !(self.stands_at(state, time) && to <= self.until && self.step == step) {
+            return Err(self);
+        }
+        let Some(aimed) = M::moved_alike(&self.state, &self.input, input) else {
+            return Err(self);
+        };
+        if self.time < time {
+            // The moves went past it: it stands where they do.
+            self.time = time;
+            self.state = state.clone();
+        } else {
+            self.state = aimed;
+        }
+        if self.input != *input {
+            // What it simulated ahead went with the old input.
+            self.ahead.clear();
+            self.input = input.clone();
+        }
+        Ok(self)
+    }
+
     /// Whether the played `state`, at move time `time`, is where this guess's own
     /// continuation stands: every move since it started was one of its steps, and nothing has
     /// moved the state since (a correction adopted, the game).
@@ -1155,51 +1188,36 @@ fn update_shown<M: MovementModel>(
                 .pace()
                 .unwrap_or(1.0)
                 .clamp(0.0, playout.max_rate.max(0.0)) as f32;
-            let to = clock.min(server.move_time + playout.max_guess);
-            let exhausted = clock >= server.move_time + playout.max_guess - 1e-9;
             let until = server.move_time + playout.max_guess;
+            let to = clock.min(until);
+            let exhausted = clock >= until - 1e-9;
             let input = M::guess_input(input);
             let step = guess_step(*last_dt);
+            let fresh = |input: M::Input| {
+                let agrees = settings.take_guessed_moves
+                    && settings.character_collisions == crate::CharacterCollisions::Ignore;
+                let base = (server.last, state, server.move_time);
+                Guess::new(base, input, step, clock_pace, now, until, agrees)
+            };
             let (mut guess, restarted) = match previous {
                 // No newer moves, or newer ones too soon after the last restart: it goes on.
                 Some(g) if g.base == server.last || now - g.started < GUESS_RESTART_SPACING => {
                     (g, Restart::No)
                 }
-                // The new moves were the guess's own steps: a guess from them is this one,
-                // gone on (where it stood ahead of them, it stands).
-                // (Not where the old one stood at its `until` short of `to`: the new one runs
-                // on past it, and the old one's stand is what the track eases from.)
-                Some(mut g)
-                    if g.stands_at(state, server.move_time)
-                        && to <= g.until
-                        && g.step == step
-                        && M::moved_alike(&g.state, &g.input, &input).is_some() =>
-                {
-                    let pace = g.pace;
-                    if g.time < server.move_time {
-                        g.time = server.move_time;
-                        g.state = state.clone();
-                    } else if let Some(aimed) = M::moved_alike(&g.state, &g.input, &input) {
-                        g.state = aimed;
+                Some(g) => match g.go_on_from(state, server.move_time, &input, (step, to)) {
+                    // The new moves were the guess's own steps: a guess from them is this one,
+                    // gone on.
+                    Ok(mut g) => {
+                        let pace = g.pace;
+                        g.base = server.last;
+                        g.base_position = real;
+                        g.started = now;
+                        g.until = until;
+                        (g, Restart::Same { pace })
                     }
-                    if g.input != input {
-                        // What it simulated ahead went with the old input.
-                        g.ahead.clear();
-                        g.input = input;
-                    }
-                    g.base = server.last;
-                    g.base_position = real;
-                    g.started = now;
-                    g.until = until;
-                    (g, Restart::Same { pace })
-                }
-                other => {
-                    let agrees = settings.take_guessed_moves
-                        && settings.character_collisions == crate::CharacterCollisions::Ignore;
-                    let base = (server.last, state, server.move_time);
-                    let guess = Guess::new(base, input, step, clock_pace, now, until, agrees);
-                    (guess, other.map_or(Restart::No, Restart::From))
-                }
+                    Err(old) => (fresh(input), Restart::From(old)),
+                },
+                None => (fresh(input), Restart::No),
             };
             steps += guess.run_to(model, to, world);
             // Past the guess the track stands.
