@@ -1196,3 +1196,192 @@ fn a_historys_window_bounds_hold_every_frame_it_keeps_and_no_more_once_chunks_fi
     }
     assert!(exact_checks >= 45, "{exact_checks}");
 }
+
+#[test]
+fn the_broad_phases_body_track_drops_only_characters_a_ray_would_miss() {
+    // A crowd of 64 humanoids 2.5 m apart, walking and turning, recorded at 60 Hz for 1.5 s
+    // (62 frames kept; the judged span is the last 0.55 s): three jump 6 m within the span
+    // (teleports), two come in late, one misses four ticks, one is recorded
+    // off the ticks (4 ms late: off the track, looked up as before). Rays, shotgun pellets,
+    // swept segments and rays grazing a body's capsule, at times across the judged span (on
+    // frames or a hair off, between them, past the newest, before the span), find exactly
+    // what the same broad phase finds without its body track, every hit to the bit, and test
+    // the same characters' boxes (the capsule's verdict).
+    use bevy::platform::collections::HashMap;
+    use unlag::core::SplitMix64;
+    use unlag::rewind::{RewindBroadPhase, RewindScene};
+    let layout = HitBoxLayout::from_ron(
+        include_str!("../../assets/humanoid.hitboxes.ron"),
+        "assets/humanoid.hitboxes.ron",
+    )
+    .unwrap();
+    let mut world = World::new();
+    let mut rng = SplitMix64::new(21);
+    let mut f = move || rng.next_f64() as f32;
+    let mut histories: HashMap<Entity, FrameHistory> = HashMap::default();
+    let mut walkers = Vec::new();
+    let mut locals: HashMap<Entity, Transform> = HashMap::default();
+    for k in 0..64 {
+        let character = world.spawn_empty().id();
+        let boxes: Vec<_> = layout
+            .boxes
+            .iter()
+            .map(|b| {
+                let e = world.spawn_empty().id();
+                locals.insert(e, b.stand.transform());
+                (e, HitBoxLayout::hit_box(b), b.stand.transform())
+            })
+            .collect();
+        histories.insert(character, FrameHistory::new(boxes, 62));
+        let start = Vec3::new(2.5 * (k % 8) as f32, 0.0, 2.5 * (k / 8) as f32);
+        walkers.push((character, Transform::from_translation(start), Vec3::ZERO));
+    }
+    let characters: Vec<Entity> = walkers.iter().map(|w| w.0).collect();
+    let (teleporters, late, skipper, off_track) = (&[3, 20, 41][..], &[10, 50][..], 33, 60);
+    let mut broad = RewindBroadPhase::default();
+    let (mut hits, mut asked, mut too_old, mut tested) = (0, 0, 0, 0);
+    // Compared three times: right after the late pair's arrival remade the track (tick 70),
+    // after a stretch of rebuilds that kept it from tick to tick (the skipper missing the
+    // newest frames), and after more.
+    for (from, to) in [(0u32, 71u32), (71, 82), (82, 90)] {
+        for tick in from..to {
+            let time = f64::from(tick) / 60.0;
+            for (k, (character, root, velocity)) in walkers.iter_mut().enumerate() {
+                if f() < 0.1 {
+                    let a = f() * std::f32::consts::TAU;
+                    *velocity = Vec3::new(a.cos(), 0.0, a.sin()) * 5.0 * f();
+                    root.rotation = Quat::from_rotation_y(a);
+                }
+                root.translation += *velocity / 60.0;
+                if teleporters.contains(&k) && tick == 72 + k as u32 % 8 {
+                    root.translation.x += 6.0;
+                }
+                let absent =
+                    (late.contains(&k) && tick < 70) || (k == skipper && (78..82).contains(&tick));
+                if absent {
+                    continue;
+                }
+                let at = if k == off_track { time + 0.004 } else { time };
+                let history = histories.get_mut(character).unwrap();
+                history
+                    .record(at, root, (3.84, false), |b| locals[&b])
+                    .unwrap();
+            }
+            // As the plugin: rebuilt after each tick's recording, over the judged span.
+            broad.rebuild_since(characters.iter().map(|c| (*c, &histories[c])), time - 0.55);
+        }
+        let newest = f64::from(to - 1) / 60.0;
+        let since = newest - 0.55;
+        assert_eq!(
+            broad.tracked(),
+            63,
+            "every character but the one off the ticks"
+        );
+        let plain = broad.clone().without_body_track();
+        assert_eq!(plain.tracked(), 0);
+        let tracked = RewindScene {
+            broad: &broad,
+            histories: &histories,
+        };
+        let untracked = RewindScene {
+            broad: &plain,
+            histories: &histories,
+        };
+        type Answer = Result<Vec<Option<(Entity, Entity, [u32; 3], u32)>>, RewindError>;
+        let key = |answer: Result<Vec<Option<RewindHit>>, RewindError>| -> Answer {
+            answer.map(|hits| {
+                hits.into_iter()
+                    .map(|h| {
+                        h.map(|h| {
+                            let p = h.point.to_array().map(f32::to_bits);
+                            (h.character, h.hit_box, p, h.distance.to_bits())
+                        })
+                    })
+                    .collect()
+            })
+        };
+        for shot in 0..1000 {
+            // Times on frames, between them, past the newest and before the span.
+            let time = match shot % 5 {
+                0 => newest - f64::from((f() * 36.0).floor()) / 60.0,
+                1 => newest + 0.01 * f64::from(f()),
+                2 => since - 0.05 * f64::from(f()),
+                _ => since + (newest - since) * f64::from(f()),
+            };
+            let character = characters[(f() * 64.0) as usize % 64];
+            let target = walkers[(f() * 64.0) as usize % 64].1.translation;
+            let a = f() * std::f32::consts::TAU;
+            let origin =
+                target + Vec3::new(a.cos(), 0.0, a.sin()) * (5.0 + 20.0 * f()) + Vec3::Y * 1.5;
+            let aim = (target + Vec3::Y * (0.3 + 1.4 * f()) - origin).normalize();
+            let side = aim.any_orthonormal_vector();
+            // Grazing: level, passing a character's body capsule (as its history poses it then)
+            // within 2 mm of its edge, in or out.
+            let mut graze = || {
+                let history = &histories[&character];
+                let pair = history.poses().lookup(time).ok()?;
+                let centre = history.poses().position(&pair, history.boxes().len() + 1);
+                let (_, r) = history.body();
+                let level = Vec3::new(aim.x, 0.0, aim.z).normalize();
+                let across = Vec3::Y.cross(level);
+                let off = r + 0.2 * f32::from(shot % 4 == 0) + 0.004 * (f() - 0.5);
+                Some(vec![(centre + across * off - level * 12.0, level)])
+            };
+            let rays: Vec<(Vec3, Vec3)> = match shot % 3 {
+                0 => vec![(origin, aim)],
+                1 => match graze() {
+                    Some(rays) => rays,
+                    None => vec![(origin, aim)],
+                },
+                _ => (0..12)
+                    .map(|_| {
+                        let turn = Quat::from_axis_angle(aim, f() * std::f32::consts::TAU);
+                        (origin, turn * Quat::from_axis_angle(side, 0.15 * f()) * aim)
+                    })
+                    .collect(),
+            };
+            let (max, radius) = match shot % 4 {
+                0 => (aim.length() * 40.0, 0.2),
+                _ => (100.0, 0.0),
+            };
+            let shooter = (shot % 7 == 0).then(|| characters[shot % 64]);
+            // (The log lists every character whose body capsule the ray passed: the same ones.)
+            let cast = |scene: &RewindScene<'_, HashMap<Entity, FrameHistory>>| {
+                let mut log = Vec::new();
+                let answer = scene.cast(
+                    &rays,
+                    max,
+                    radius,
+                    time,
+                    shooter,
+                    &[],
+                    |_, _, m| m,
+                    Some(&mut log),
+                );
+                (key(answer), log)
+            };
+            let ((a, log_a), (b, log_b)) = (cast(&tracked), cast(&untracked));
+            assert_eq!(a, b, "shot {shot} at {time}");
+            assert!(
+                log_a == log_b,
+                "shot {shot} at {time}: other characters tested"
+            );
+            tested += log_a.iter().map(|e| e.boxes.len()).sum::<usize>();
+            match a {
+                Ok(answers) => {
+                    asked += answers.len();
+                    hits += answers.iter().flatten().count();
+                }
+                Err(_) => too_old += 1,
+            }
+        }
+    }
+    // The comparison means something: many rays hit someone in the crowd, many pass, and
+    // times before the span are refused alike.
+    assert!(
+        hits > 2000 && hits < asked - 2000,
+        "{hits} of {asked} rays hit"
+    );
+    assert!(too_old > 100, "{too_old} shots too old");
+    assert!(tested > 0, "no box tested");
+}

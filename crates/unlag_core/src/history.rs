@@ -145,6 +145,15 @@ impl PoseHistory {
         self.slot_is_recorded(slot).then(|| self.times[slot])
     }
 
+    /// Every frame kept, newest first: (time in seconds, storage slot, whether it was recorded
+    /// as a teleport).
+    pub fn frames_newest_first(&self) -> impl Iterator<Item = (f64, usize, bool)> + '_ {
+        (0..self.len).rev().map(|i| {
+            let slot = self.slot(i);
+            (self.times[slot], slot, self.teleports[slot])
+        })
+    }
+
     /// Time of the oldest and newest frames, seconds.
     pub fn span(&self) -> Option<(f64, f64)> {
         (self.len > 0).then(|| {

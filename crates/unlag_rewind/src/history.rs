@@ -235,7 +235,11 @@ pub struct RewindStats {
 }
 
 /// A BVH over every character's bounds across the whole history window, rebuilt after each
-/// recorded tick: a query visits only the characters its ray can reach.
+/// recorded tick: a query visits only the characters its ray can reach. It answers for the
+/// histories as they were at its last rebuild (the plugin's recording rebuilds it at once):
+/// one who records a history by hand rebuilds it before querying. A character's history is
+/// only ever recorded into (as the plugin does): a tool that gives a character another history
+/// holding frames of times already recorded rebuilds a new broad phase.
 #[derive(Resource, Clone, Debug, Default)]
 pub struct RewindBroadPhase {
     bvh: Bvh,
@@ -247,6 +251,253 @@ pub struct RewindBroadPhase {
     /// The characters the tree was built over, and refits since.
     built_for: Vec<Entity>,
     refits: u32,
+    /// Every character's body centre along the judged span, in one place: see
+    /// [`BodyTrack`].
+    track: BodyTrack,
+}
+
+/// Every character's body centre at each recorded frame of the judged span (and the one
+/// before it), kept side by side in the broad phase, so that a ray can drop most of the
+/// characters whose window bounds it enters without touching their histories: the test of
+/// the body's capsule at the time asked, made on exactly the centre the history's lookup
+/// gives (the same frames, the same blend), is the one the query makes next. In a crowd a ray
+/// enters many window bounds (28 a ray on average at 256 players in the report's arena, 5 of
+/// them past the capsule, counted with temporary counters): each history looked up costs a
+/// handful of cache misses, the track one.
+///
+/// A character counts only while the frames it had on the span when the track was made, and
+/// each it was recorded in since, lie on the track's frames (the plugin records every
+/// character in the same ticks); one whose frames do not (recorded apart, by a tool) gets no
+/// body, and is looked up as before. Like the tree's bounds, the track is what the histories
+/// held at the last rebuild: a history recorded since must be rebuilt over before it is
+/// queried (the plugin's recording does both).
+///
+/// Kept from tick to tick: a rebuild over the same characters adds each one's frames since
+/// the last (its newest, still in cache from its recording) and drops the frames the span
+/// left behind; over others, or once [`REFITS_PER_BUILD`] rebuilds were kept, it is made
+/// afresh from the histories (reading each one's frames over the span: ~0.4 ms at 256
+/// characters).
+#[derive(Clone, Debug, Default)]
+struct BodyTrack {
+    /// The track's frame times, seconds, oldest first: the frames of a character recorded in
+    /// the most common newest frame (the most frames on the span among those), from the last
+    /// one at or before the span's start when made (or its oldest), on to the newest.
+    times: std::collections::VecDeque<f64>,
+    /// Slots in each row: the track is made afresh before its frames would run past them.
+    capacity: usize,
+    /// The slot of `times[0]` in every row (frames dropped from the front since made afresh).
+    head: usize,
+    /// By place and slot (`place * capacity + head + frame`): the body centre, metres (NaN
+    /// where the character has no frame), and whether that frame was recorded as a teleport.
+    centres: Vec<(Vec3, bool)>,
+    /// By place: the body's capsule (half height, radius; metres) while its frames lie on the
+    /// track.
+    bodies: Vec<Option<(f32, f32)>>,
+    /// The characters the rows are for, by place.
+    characters: Vec<Entity>,
+    /// Rebuilds kept from the last since it was made afresh.
+    kept: u32,
+}
+
+/// Where a time falls on the [`BodyTrack`]'s frames: the frame at or before it, and the blend
+/// to the next as a history's lookup computes it (`None`: at or past the newest).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct TrackAt {
+    frame: usize,
+    alpha: Option<f32>,
+}
+
+impl BodyTrack {
+    /// Rebuilt over `characters` (in their broad-phase places) from server time `since` on.
+    fn rebuild(&mut self, characters: &[(Entity, &FrameHistory)], since: f64) {
+        let same = self.characters.len() == characters.len()
+            && self
+                .characters
+                .iter()
+                .zip(characters)
+                .all(|(a, (b, _))| a == b);
+        if !(same && self.kept < REFITS_PER_BUILD && self.extend(characters, since)) {
+            self.afresh(characters, since);
+        }
+    }
+
+    /// A history whose newest frame is the most common among `characters`': with
+    /// `since`, the one with the most frames from `since` on among those (made afresh);
+    /// without, the first (going on: only its newest frames are read).
+    fn reference<'a>(
+        characters: &[(Entity, &'a FrameHistory)],
+        since: Option<f64>,
+    ) -> Option<&'a FrameHistory> {
+        let newest = |h: &FrameHistory| h.poses().span().map_or(f64::NEG_INFINITY, |s| s.1);
+        let mut times: Vec<f64> = characters.iter().map(|(_, h)| newest(h)).collect();
+        times.sort_by(f64::total_cmp);
+        let shared = times
+            .chunk_by(|a, b| a == b)
+            .max_by_key(|run| run.len())
+            .map(|run| run[0]);
+        let mut recorded = characters
+            .iter()
+            .map(|(_, h)| *h)
+            .filter(|h| Some(newest(h)) == shared);
+        let Some(since) = since else {
+            return recorded.next();
+        };
+        let on_span = |h: &FrameHistory| {
+            h.poses()
+                .frames_newest_first()
+                .take_while(|(time, ..)| *time >= since)
+                .count()
+        };
+        recorded.max_by_key(|h| on_span(h))
+    }
+
+    /// Made afresh from the histories.
+    fn afresh(&mut self, characters: &[(Entity, &FrameHistory)], since: f64) {
+        self.times.clear();
+        self.centres.clear();
+        self.bodies.clear();
+        self.characters.clear();
+        self.head = 0;
+        self.kept = 0;
+        if let Some(reference) = Self::reference(characters, Some(since)) {
+            for (time, ..) in reference.poses().frames_newest_first() {
+                self.times.push_front(time);
+                if time <= since {
+                    break;
+                }
+            }
+        }
+        // Room to go on from tick to tick until it is made afresh anyway (and to grow a
+        // little): a frame a tick.
+        self.capacity = 2 * self.times.len() + REFITS_PER_BUILD as usize;
+        self.centres.resize(
+            characters.len() * self.capacity,
+            (Vec3::splat(f32::NAN), false),
+        );
+        let first = self.times.front().copied().unwrap_or(f64::INFINITY);
+        for (place, (entity, history)) in characters.iter().enumerate() {
+            self.characters.push(*entity);
+            let on_track = self.take_frames(place, history, |time| time >= first);
+            self.bodies.push(on_track.then(|| history.body()));
+        }
+    }
+
+    /// Goes on from the last rebuild over the same characters: the reference's frames since
+    /// become the track's, each character's frames since go in its row, and the frames before
+    /// the span are dropped (all but the last at or before its start). False when it cannot
+    /// (no frames yet, no reference, or the rows are full): make it afresh.
+    fn extend(&mut self, characters: &[(Entity, &FrameHistory)], since: f64) -> bool {
+        let Some(&last) = self.times.back() else {
+            return false;
+        };
+        let Some(reference) = Self::reference(characters, None) else {
+            return false;
+        };
+        let mut new: Vec<f64> = reference
+            .poses()
+            .frames_newest_first()
+            .map(|(time, ..)| time)
+            .take_while(|&time| time > last)
+            .collect();
+        new.reverse();
+        // Frames the span left behind (all but the last at or before its start).
+        while self.times.len() >= 2 && self.times[1] <= since {
+            self.times.pop_front();
+            self.head += 1;
+        }
+        // (The rows' slots past the newest frame were never written since the track was made
+        // afresh: they read as no frame until a character's frame goes in.)
+        if self.head + self.times.len() + new.len() > self.capacity {
+            return false;
+        }
+        self.times.extend(new);
+        for (place, (_, history)) in characters.iter().enumerate() {
+            if self.bodies[place].is_some() {
+                let on_track = self.take_frames(place, history, |time| time > last);
+                self.bodies[place] = on_track.then(|| history.body());
+            }
+        }
+        self.kept += 1;
+        true
+    }
+
+    /// Puts `history`'s frames from the newest back to the first not `newer` than wanted in
+    /// row `place`; false if one of them is not on the track.
+    fn take_frames(
+        &mut self,
+        place: usize,
+        history: &FrameHistory,
+        newer: impl Fn(f64) -> bool,
+    ) -> bool {
+        let centre_index = history.boxes().len() + 1;
+        let row = place * self.capacity;
+        let mut k = self.times.len();
+        for (time, slot, teleport) in history.poses().frames_newest_first() {
+            if !newer(time) {
+                break;
+            }
+            while k > 0 && self.times[k - 1] > time {
+                k -= 1;
+            }
+            if k == 0 || self.times[k - 1] != time {
+                return false;
+            }
+            k -= 1;
+            let position = history.poses().position_at_slot(slot, centre_index);
+            self.centres[row + self.head + k] = (position, teleport);
+        }
+        true
+    }
+
+    /// Where server time `time` (seconds) falls on the track, if within it.
+    fn at(&self, time: f64) -> Option<TrackAt> {
+        let (&first, &last) = (self.times.front()?, self.times.back()?);
+        if !time.is_finite() || time < first {
+            return None;
+        }
+        if time >= last {
+            return Some(TrackAt {
+                frame: self.times.len() - 1,
+                alpha: None,
+            });
+        }
+        // The last frame at or before `time` (one exists: `first <= time < last`).
+        let frame = self.times.partition_point(|&t| t <= time) - 1;
+        let (ta, tb) = (self.times[frame], self.times[frame + 1]);
+        Some(TrackAt {
+            frame,
+            alpha: Some(((time - ta) / (tb - ta)) as f32),
+        })
+    }
+
+    /// The body centre (metres) and capsule of the character at `place` at `at`, exactly as
+    /// its history's lookup and blend place it, if its row has the frames that takes.
+    fn centre(&self, place: usize, at: TrackAt) -> Option<(Vec3, (f32, f32))> {
+        let body = (*self.bodies.get(place)?)?;
+        let row = place * self.capacity;
+        let slot = |frame: usize| row + self.head + frame;
+        let (a, _) = self.centres[slot(at.frame)];
+        if a.x.is_nan() {
+            return None;
+        }
+        let Some(alpha) = at.alpha else {
+            return Some((a, body));
+        };
+        let (b, teleport) = self.centres[slot(at.frame + 1)];
+        if b.x.is_nan() {
+            return None;
+        }
+        // As `PoseHistory::lookup` and `position`: across a teleport the nearer frame alone;
+        // else the frame at or before, blended on unless exactly on it.
+        let centre = if teleport {
+            if alpha < 0.5 { a } else { b }
+        } else if alpha <= 0.0 {
+            a
+        } else {
+            a.lerp(b, alpha)
+        };
+        Some((centre, body))
+    }
 }
 
 /// Refits of the broad phase's tree between full rebuilds: characters move a few metres a
@@ -275,6 +526,7 @@ impl RewindBroadPhase {
         self.bounds.clear();
         self.window = None;
         self.judged_from = since.is_finite().then_some(since);
+        let mut placed: Vec<(Entity, &FrameHistory)> = Vec::new();
         for (entity, history) in characters {
             if let Some((oldest, newest)) = history.poses().span() {
                 let oldest = oldest.max(since.min(newest));
@@ -284,8 +536,10 @@ impl RewindBroadPhase {
             if let Some(b) = history.window_bounds_since(since) {
                 self.entities.push(entity);
                 self.bounds.push(b);
+                placed.push((entity, history));
             }
         }
+        self.track.rebuild(&placed, since);
         if self.entities == self.built_for
             && self.refits < REFITS_PER_BUILD
             && self.bvh.refit(&self.bounds)
@@ -312,6 +566,33 @@ impl RewindBroadPhase {
         self.judged_from
     }
 
+    /// Where server time `time` (seconds) falls on the characters' body track, for
+    /// [`RewindBroadPhase::track_centre`].
+    pub(crate) fn track_at(&self, time: f64) -> Option<TrackAt> {
+        self.track.at(time)
+    }
+
+    /// The body centre (metres) and capsule (half height, radius; metres) of the character at
+    /// `place` at `at`, exactly where its history's lookup puts it, when the broad phase keeps
+    /// its frames (see [`BodyTrack`]); `None`: ask its history.
+    pub(crate) fn track_centre(&self, place: usize, at: TrackAt) -> Option<(Vec3, (f32, f32))> {
+        self.track.centre(place, at)
+    }
+
+    /// How many of its characters' body centres it keeps along the judged span (every
+    /// character recorded in the plugin's ticks; see [`RewindBroadPhase::without_body_track`]).
+    pub fn tracked(&self) -> usize {
+        self.track.bodies.iter().flatten().count()
+    }
+
+    /// The same broad phase without the body centres it keeps beside the tree: queries then
+    /// read each reached character's history to test its body, as before the track was kept.
+    /// The answers are the same; for comparisons (the `rewind` benchmark, the tests).
+    pub fn without_body_track(mut self) -> Self {
+        self.track = BodyTrack::default();
+        self
+    }
+
     /// Characters in it.
     pub fn len(&self) -> usize {
         self.entities.len()
@@ -325,6 +606,10 @@ impl RewindBroadPhase {
     /// Bytes held.
     pub fn memory_bytes(&self) -> usize {
         self.bvh.memory_bytes()
+            + self.track.times.capacity() * size_of::<f64>()
+            + self.track.centres.capacity() * size_of::<(Vec3, bool)>()
+            + self.track.bodies.capacity() * size_of::<Option<(f32, f32)>>()
+            + self.track.characters.capacity() * size_of::<Entity>()
             + self.entities.capacity() * size_of::<Entity>()
             + self.bounds.capacity() * size_of::<Aabb>()
             + self.built_for.capacity() * size_of::<Entity>()

@@ -321,6 +321,7 @@ impl<H: Histories> RewindScene<'_, H> {
             None => Vec::new(),
         };
         let mut answers = Vec::with_capacity(rays.len());
+        let track = self.broad.track_at(time);
         for &(origin, direction) in rays {
             let dir = direction.normalize();
             let limit = wall(origin, dir, max_distance).clamp(0.0, max_distance);
@@ -329,7 +330,7 @@ impl<H: Histories> RewindScene<'_, H> {
                 Ray::new(origin, dir),
                 limit,
                 radius,
-                time,
+                (time, track),
                 shooter,
                 views,
                 &mut pairs,
@@ -352,7 +353,7 @@ impl<H: Histories> RewindScene<'_, H> {
         ray: Ray,
         limit: f32,
         radius: f32,
-        time: f64,
+        (time, track): (f64, Option<crate::history::TrackAt>),
         shooter: Option<Entity>,
         views: &'p [(Entity, Vec<(Vec3, Quat)>, f64)],
         pairs: &mut [Option<Option<FramePair>>],
@@ -360,10 +361,12 @@ impl<H: Histories> RewindScene<'_, H> {
         mut tested: Option<&mut Vec<(Entity, Posed<'p>)>>,
     ) -> Option<Found> {
         let mut best: Option<Found> = None;
-        // Test one posed character; returns how far the ray still needs to reach.
+        // Test one posed character (`passed`: its body's capsule test was made, and passed);
+        // returns how far the ray still needs to reach.
         let mut test = |character: Entity,
                         history: &FrameHistory,
                         posed: Posed<'p>,
+                        passed: bool,
                         best: &mut Option<Found>|
          -> f32 {
             let reach_limit = best.as_ref().map_or(limit, |b| b.distance);
@@ -390,7 +393,9 @@ impl<H: Histories> RewindScene<'_, H> {
             // boxes. Most rays that reach a character's window bounds still miss it here.
             let centre = position_of(history.boxes().len() + 1);
             let (h, r) = history.body();
-            if ray_capsule(ray.origin - centre, ray.dir, h, r + radius, reach_limit).is_none() {
+            if !passed
+                && ray_capsule(ray.origin - centre, ray.dir, h, r + radius, reach_limit).is_none()
+            {
                 return reach_limit;
             }
             // Head boxes first: a ray through head and torso at the same distance is a headshot.
@@ -432,15 +437,34 @@ impl<H: Histories> RewindScene<'_, H> {
             if let Some(history) = self.histories.history(*character)
                 && poses.len() == history.boxes().len() + 2
             {
-                test(*character, history, Posed::Claimed(poses, *t), &mut best);
+                test(
+                    *character,
+                    history,
+                    Posed::Claimed(poses, *t),
+                    false,
+                    &mut best,
+                );
             }
         }
-        // `slot`: where the character's frame pair is kept in `pairs`.
-        let mut visit = |slot: usize, character: Entity| {
+        // `slot`: where the character's frame pair is kept in `pairs`; `place`: its place in
+        // the broad phase.
+        let mut visit = |slot: usize, place: usize, character: Entity| {
             let reach = best.as_ref().map_or(limit, |b| b.distance);
             if Some(character) == shooter || views.iter().any(|v| v.0 == character) {
                 return reach;
             }
+            // The body's capsule test `test` makes first, on the broad phase's copy of the
+            // centre: most characters a ray reaches in a crowd miss it, and are dropped
+            // without their histories being read.
+            let passed = match track.and_then(|at| self.broad.track_centre(place, at)) {
+                Some((centre, (h, r))) => {
+                    if ray_capsule(ray.origin - centre, ray.dir, h, r + radius, reach).is_none() {
+                        return reach;
+                    }
+                    true
+                }
+                None => false,
+            };
             let Some(history) = self.histories.history(character) else {
                 return reach;
             };
@@ -451,14 +475,18 @@ impl<H: Histories> RewindScene<'_, H> {
                 None => history.poses().lookup(time).ok(),
             };
             match pair {
-                Some(pair) => test(character, history, Posed::Recorded(pair), &mut best),
+                Some(pair) => test(character, history, Posed::Recorded(pair), passed, &mut best),
                 None => reach,
             }
         };
         match candidates {
-            None => self
-                .broad
-                .visit_ray(ray.origin, ray.dir, limit, radius + BROAD_PAD, visit),
+            None => self.broad.visit_ray(
+                ray.origin,
+                ray.dir,
+                limit,
+                radius + BROAD_PAD,
+                |place, c| visit(place, place, c),
+            ),
             // The same test of each character's window bounds the traversal makes, over the
             // characters the rays' cone found, nearest first.
             Some(candidates) => {
@@ -469,7 +497,7 @@ impl<H: Histories> RewindScene<'_, H> {
                         .entry(index, ray.origin, ray.dir, reach, radius + BROAD_PAD)
                         .is_some()
                     {
-                        reach = reach.min(visit(slot, character));
+                        reach = reach.min(visit(slot, index, character));
                     }
                 }
             }
