@@ -1130,16 +1130,15 @@ fn an_inflated_hit_shape_moves_its_faces_by_the_margin() {
 /// each body centre; and whenever the newest frame ends a chunk of the ring, they are exactly
 /// the bounds of the frames kept (a chunk's bounds are kept per chunk of eight frames, and a
 /// bound that only grew would cull less and less).
-#[test]
-fn a_historys_window_bounds_hold_every_frame_it_keeps_and_no_more_once_chunks_fill() {
-    use unlag::core::{Aabb, SplitMix64};
+/// The humanoid layout's boxes, standing, each on a new entity of `world`: what
+/// [`FrameHistory::new`] takes for one character recorded by hand.
+fn standing_humanoid(world: &mut World) -> Vec<(Entity, HitBox, Transform)> {
     let layout = HitBoxLayout::from_ron(
         include_str!("../../assets/humanoid.hitboxes.ron"),
         "assets/humanoid.hitboxes.ron",
     )
     .unwrap();
-    let mut world = World::new();
-    let boxes: Vec<_> = layout
+    layout
         .boxes
         .iter()
         .map(|b| {
@@ -1149,7 +1148,14 @@ fn a_historys_window_bounds_hold_every_frame_it_keeps_and_no_more_once_chunks_fi
                 b.stand.transform(),
             )
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn a_historys_window_bounds_hold_every_frame_it_keeps_and_no_more_once_chunks_fill() {
+    use unlag::core::{Aabb, SplitMix64};
+    let mut world = World::new();
+    let boxes = standing_humanoid(&mut world);
     let locals: Vec<(Entity, Transform)> = boxes.iter().map(|(e, _, t)| (*e, *t)).collect();
     // 60 frames: seven chunks of eight and one of four.
     let mut history = FrameHistory::new(boxes, 60);
@@ -1210,11 +1216,6 @@ fn the_broad_phases_body_track_drops_only_characters_a_ray_would_miss() {
     use bevy::platform::collections::HashMap;
     use unlag::core::SplitMix64;
     use unlag::rewind::{RewindBroadPhase, RewindScene};
-    let layout = HitBoxLayout::from_ron(
-        include_str!("../../assets/humanoid.hitboxes.ron"),
-        "assets/humanoid.hitboxes.ron",
-    )
-    .unwrap();
     let mut world = World::new();
     let mut rng = SplitMix64::new(21);
     let mut f = move || rng.next_f64() as f32;
@@ -1223,15 +1224,8 @@ fn the_broad_phases_body_track_drops_only_characters_a_ray_would_miss() {
     let mut locals: HashMap<Entity, Transform> = HashMap::default();
     for k in 0..64 {
         let character = world.spawn_empty().id();
-        let boxes: Vec<_> = layout
-            .boxes
-            .iter()
-            .map(|b| {
-                let e = world.spawn_empty().id();
-                locals.insert(e, b.stand.transform());
-                (e, HitBoxLayout::hit_box(b), b.stand.transform())
-            })
-            .collect();
+        let boxes = standing_humanoid(&mut world);
+        locals.extend(boxes.iter().map(|(e, _, t)| (*e, *t)));
         histories.insert(character, FrameHistory::new(boxes, 62));
         let start = Vec3::new(2.5 * (k % 8) as f32, 0.0, 2.5 * (k / 8) as f32);
         walkers.push((character, Transform::from_translation(start), Vec3::ZERO));
