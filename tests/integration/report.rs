@@ -154,6 +154,18 @@ fn bad_options_are_refused_naming_the_option_and_its_range() {
             .delta_states
     );
     assert!(error(&["--deltas", "maybe"]).contains("--deltas"));
+    // A shot's copies: riding (the library's way) or spread; how often clients shoot, what.
+    assert!(ok.copies_ride && !parse(&["--copies", "spread"]).unwrap().copies_ride);
+    assert!(error(&["--copies", "always"]).contains("--copies"));
+    assert_eq!((ok.fire_interval, ok.weapon.as_deref()), (0.15, None));
+    let rifle = parse(&["--fire-interval", "0.1", "--weapon", "Rifle"]).unwrap();
+    assert_eq!(
+        (rifle.fire_interval, rifle.weapon.as_deref()),
+        (0.1, Some("rifle"))
+    );
+    assert_eq!(parse(&["--weapon", "mix"]).unwrap().weapon, None);
+    assert!(error(&["--fire-interval", "0.01"]).contains("0.05-10"));
+    assert!(error(&["--weapon", "sword"]).contains("--weapon"));
     // Real clients: their frame rate, its variation, hitches and a listen host.
     assert!(error(&["--client-fps", "2"]).contains("5-480"));
     assert!(error(&["--frame-jitter", "95"]).contains("--frame-jitter"));
@@ -711,6 +723,132 @@ fn server_packing(tb: &unlag_testbed::Testbed) -> Vec<(unlag::net::ServerPacking
 /// first `PACK_AFTER` seconds of reports, every calm one after that (losses one at a time,
 /// read less likely to run than `PACK_RUNS_BELOW`), none that loses in bursts (from the first
 /// run either end met), and none with `ServerAckDelay` 0 (lightyear's way).
+/// A shot's later copies ride in the packets a client sends anyway (its moves, every 1/30 s)
+/// while its link loses few of its packets (`CombatSettings::copies_ride_below_loss`, read
+/// from their acknowledgements): a 240-fps client holding a rifle's trigger sends each shot
+/// in two or three copies instead of three spread over 34 ms in datagrams of their own, and
+/// about a datagram a shot fewer. Every shot is still judged, none refused. On a link that
+/// loses more, every copy goes as before.
+#[test]
+fn a_shots_later_copies_ride_with_the_moves_while_the_link_loses_few_packets() {
+    use bevy::prelude::*;
+    use core::time::Duration;
+    use unlag::combat::{CombatStats, LocalFire};
+    use unlag::net::LinkTraffic;
+    use unlag_report::{Pace, start_match_with};
+
+    #[derive(Resource, Default)]
+    struct Fired(u64);
+    fn count(mut fired: ResMut<Fired>, mut local: MessageReader<LocalFire>) {
+        fired.0 += local.read().count() as u64;
+    }
+    // (shots fired, copies sent, datagrams sent, shots the server accepted, refused) over 6 s
+    // of a match on a link losing `loss_percent`, copies riding or not.
+    let play = |loss_percent: f64, copies_ride: bool| {
+        let options = ReportOptions {
+            bots: 2,
+            clients: 1,
+            seconds: 10.0,
+            rtt_ms: 100.0,
+            loss_percent,
+            fire_interval: 0.1,
+            weapon: Some("rifle".into()),
+            copies_ride,
+            ..Default::default()
+        };
+        let pace = Pace {
+            fire_interval: 0.1,
+            ..Pace::default()
+        };
+        let mut tb = start_match_with(&options, pace, |tb| {
+            tb.client(0)
+                .init_resource::<Fired>()
+                .add_systems(PostUpdate, count);
+        })
+        .unwrap();
+        // (Past the first seconds, while the client reads its losses.)
+        tb.run_for(Duration::from_secs(1));
+        let read = |tb: &mut unlag_testbed::Testbed| {
+            let world = tb.client_world_mut(0);
+            let traffic = world.query::<&LinkTraffic>().single(world).unwrap().clone();
+            let copies = traffic
+                .sent_by_kind
+                .get("FireRequest")
+                .map_or(0, |k| k.messages);
+            let fired = world.resource::<Fired>().0;
+            let stats = tb.server_world().resource::<CombatStats>();
+            let share = traffic.sent_loss.share();
+            (
+                [
+                    fired,
+                    copies,
+                    traffic.datagrams_sent,
+                    stats.accepted,
+                    stats.rejected_total(),
+                ],
+                share,
+            )
+        };
+        let (before, _) = read(&mut tb);
+        tb.run_for(Duration::from_secs(8));
+        let (after, share) = read(&mut tb);
+        // The script stops; the last copies and verdicts come: every shot fired is judged.
+        tb.client_world_mut(0)
+            .resource_mut::<unlag_report::arena::ClientScript>()
+            .running = false;
+        tb.run_for(Duration::from_millis(500));
+        let (settled, _) = read(&mut tb);
+        let d: Vec<u64> = (0..3).map(|i| after[i] - before[i]).collect();
+        let (fired, accepted, refused) = (
+            settled[0] - before[0],
+            settled[3] - before[3],
+            settled[4] - before[4],
+        );
+        println!(
+            "loss {loss_percent} %, copies ride {copies_ride}: {} shots, {} copies, {} datagrams \
+             in 8 s; {fired} shots fired to the end, {accepted} accepted, {refused} refused; \
+             loss read {share:?}",
+            d[0], d[1], d[2],
+        );
+        // (A shot in flight at the span's start counts as accepted, not as fired.)
+        (d, fired, accepted, refused, share)
+    };
+    let (ride, ride_fired, ride_accepted, ride_refused, ride_share) = play(0.0, true);
+    let (spread, spread_fired, spread_accepted, spread_refused, _) = play(0.0, false);
+    // A rifle's 10 shots a second at what the client sees, less its reloads.
+    assert!(ride[0] >= 30 && spread[0] >= 30, "{ride:?} {spread:?}");
+    assert_eq!(ride_share, Some(0.0));
+    // Every shot judged, none refused, either way.
+    for (fired, accepted, refused) in [
+        (ride_fired, ride_accepted, ride_refused),
+        (spread_fired, spread_accepted, spread_refused),
+    ] {
+        assert!(
+            (fired..=fired + 1).contains(&accepted),
+            "{fired} {accepted}"
+        );
+        assert_eq!(refused, 0);
+    }
+    let per_shot = |d: &[u64]| d[1] as f64 / d[0] as f64;
+    // Spread: three copies a shot. Riding: the first, the second in the next packet that
+    // leaves (alone only when none leaves in time), a third only in one that leaves anyway.
+    assert!((per_shot(&spread) - 3.0).abs() < 0.1, "{spread:?}");
+    assert!((2.0..2.9).contains(&per_shot(&ride)), "{ride:?}");
+    // About a datagram a shot fewer.
+    let saved = (spread[2] as f64 - ride[2] as f64) / ride[0] as f64;
+    assert!(
+        saved > 0.6,
+        "{saved} datagrams a shot saved: {ride:?} {spread:?}"
+    );
+    // A link losing 8 % of the client's packets: every copy goes, as before.
+    let (lossy, fired, accepted, refused, lossy_share) = play(8.0, true);
+    assert!(lossy_share.is_some_and(|s| s > 0.04), "{lossy_share:?}");
+    assert!((per_shot(&lossy) - 3.0).abs() < 0.1, "{lossy:?}");
+    assert_eq!(refused, 0);
+    // (All three copies lost: 0.05 % of shots.)
+    assert!(accepted + 1 >= fired, "{lossy:?} {fired} {accepted}");
+}
+
 #[test]
 fn the_server_packs_only_links_whose_losses_do_not_run() {
     use core::time::Duration;

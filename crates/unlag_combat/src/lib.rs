@@ -156,6 +156,13 @@ impl Plugin for CombatPlugin {
                     .run_if(any_with_component::<Client>)
                     .in_set(CombatSystems::Client),
             )
+            .init_resource::<client::ShotCopies>()
+            .add_systems(
+                PostUpdate,
+                client::send_copies
+                    .run_if(any_with_component::<Client>)
+                    .in_set(NetSystems::Resend),
+            )
             .add_systems(
                 PostUpdate,
                 client::send_reload_copies

@@ -230,6 +230,57 @@ impl AckLedger {
     }
 }
 
+/// How long a [`SentLoss`] remembers, seconds: a fate this old weighs `1/e` of a new one.
+/// Short enough that a link which starts losing is seen within a few seconds (a packet is
+/// given up only [`ACK_GIVE_UP`] after it left), long enough to hold a few hundred fates.
+pub const SENT_LOSS_MEMORY: f64 = 5.0;
+
+/// Fewer fates than this (decayed) and [`SentLoss::share`] has no answer: at 30 packets a
+/// second, about two seconds of them.
+pub const MIN_SENT_FATES: f64 = 64.0;
+
+/// The share of its own packets a sender lost on the way, told from their fates in its
+/// [`AckLedger`] (acknowledged, or given up), over about the last [`SENT_LOSS_MEMORY`]
+/// seconds. The receiver's own count of them (from their sequence numbers) is exact but sits
+/// on the other end; this is what the sender can know by itself, one round trip late for
+/// the packets that arrive and [`ACK_GIVE_UP`] late for those lost. A packet the receiver
+/// had but whose every acknowledgement was lost too counts as lost: a link that loses both
+/// ways reads worse, never better.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SentLoss {
+    /// Decayed weight of the fates of packets lost.
+    lost: f64,
+    /// Decayed weight of every fate.
+    judged: f64,
+    /// When the weights were last decayed, seconds (`None` before the first fate).
+    at: Option<f64>,
+}
+
+impl SentLoss {
+    /// Takes one packet's `fate`, learned at `now` (seconds, any steady clock). A time that
+    /// is not finite, or earlier than the last, changes nothing but the count.
+    pub fn note(&mut self, fate: PacketFate, now: f64) {
+        if now.is_finite() {
+            let at = *self.at.get_or_insert(now);
+            if now > at {
+                let keep = (-(now - at) / SENT_LOSS_MEMORY).exp();
+                self.lost *= keep;
+                self.judged *= keep;
+                self.at = Some(now);
+            }
+        }
+        self.judged += 1.0;
+        if fate == PacketFate::GivenUp {
+            self.lost += 1.0;
+        }
+    }
+
+    /// Share (0–1) of the recent packets lost; `None` until [`MIN_SENT_FATES`] were judged.
+    pub fn share(&self) -> Option<f64> {
+        (self.judged >= MIN_SENT_FATES).then(|| self.lost / self.judged)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -390,5 +441,138 @@ mod tests {
         l.on_sent(3, 0.0, 0, |_| {});
         let got = fates(|f| l.on_sent(3 + LEDGER_PACKETS as u16, 0.1, 0, f));
         assert_eq!(got, vec![PacketFate::GivenUp]);
+    }
+
+    /// Both ends of a link for [`SentLoss`]: the sender's ledger and count, the receiver's
+    /// view of what it had (lightyear's header: the newest id and 32 bits), what is on the way.
+    struct FateLink {
+        ledger: AckLedger,
+        loss: SentLoss,
+        rng: crate::SplitMix64,
+        id: u16,
+        step: u64,
+        last: Option<u16>,
+        bits: u32,
+        arrivals: Vec<(f64, u16)>,
+    }
+
+    impl FateLink {
+        fn new() -> Self {
+            Self {
+                ledger: AckLedger::default(),
+                loss: SentLoss::default(),
+                rng: crate::SplitMix64::new(11),
+                id: 65_000,
+                step: 0,
+                last: None,
+                bits: 0,
+                arrivals: Vec::new(),
+            }
+        }
+
+        fn chance(&mut self) -> f64 {
+            (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        }
+
+        /// `seconds` more of the link losing `up` of the sender's packets and `down` of the
+        /// receiver's acknowledging packets, independently: 40 packets a second one way, 20
+        /// acknowledging packets the other, 50 ms each way.
+        fn play(&mut self, seconds: f64, (up, down): (f64, f64)) {
+            for _ in 0..(seconds * 40.0).round() as u64 {
+                self.step += 1;
+                let now = self.step as f64 / 40.0;
+                let (loss, id) = (&mut self.loss, self.id);
+                self.ledger
+                    .on_sent(id, now, self.step, |f| loss.note(f, now));
+                if self.chance() >= up {
+                    self.arrivals.push((now + 0.05, id));
+                }
+                self.id = id.wrapping_add(1);
+                // The receiver takes what arrived by now; every other step it answers.
+                let (mut last, mut bits) = (self.last, self.bits);
+                self.arrivals.retain(|&(at, got)| {
+                    if at > now {
+                        return true;
+                    }
+                    match last {
+                        Some(l) if crate::seq::Seq16(got).is_newer_than(crate::seq::Seq16(l)) => {
+                            let shift = u32::from(got.wrapping_sub(l));
+                            bits = if shift > 32 {
+                                0
+                            } else {
+                                (bits << shift) | (1 << (shift - 1))
+                            };
+                            last = Some(got);
+                        }
+                        Some(l) => {
+                            let back = l.wrapping_sub(got);
+                            if (1..=32).contains(&back) {
+                                bits |= 1 << (back - 1);
+                            }
+                        }
+                        None => last = Some(got),
+                    }
+                    false
+                });
+                (self.last, self.bits) = (last, bits);
+                if self.step.is_multiple_of(2)
+                    && self.chance() >= down
+                    && let Some(l) = last
+                {
+                    let (heard, loss) = (now + 0.05, &mut self.loss);
+                    self.ledger
+                        .on_header(l, bits, heard, |f| loss.note(f, heard));
+                }
+                let loss = &mut self.loss;
+                self.ledger.give_up(now, |f| loss.note(f, now));
+            }
+        }
+    }
+
+    #[test]
+    fn the_share_of_sent_packets_lost_follows_the_link_from_their_fates() {
+        let mut link = FateLink::new();
+        // No answer from a handful of fates.
+        link.play(1.0, (0.0, 0.0));
+        assert_eq!(link.loss.share(), None);
+        // A clean link reads clean, whatever the acknowledging packets lose (each of them
+        // carries enough to cover every packet sent since the last 16).
+        link.play(20.0, (0.0, 0.2));
+        assert_eq!(link.loss.share(), Some(0.0));
+        // A link that starts losing 10 % is read so within a few seconds (given up after 2 s).
+        let mut read = Vec::new();
+        for _ in 0..20 {
+            link.play(1.0, (0.1, 0.0));
+            read.push(link.loss.share().unwrap());
+        }
+        assert!(read[4] > 0.03, "{read:?}");
+        let late = &read[12..];
+        assert!(late.iter().all(|s| (0.04..0.17).contains(s)), "{read:?}");
+        // And one that stops losing, clean again.
+        link.play(30.0, (0.0, 0.0));
+        assert!(link.loss.share().unwrap() < 0.01, "{:?}", link.loss.share());
+    }
+
+    #[test]
+    fn fates_at_odd_times_never_make_the_share_odd() {
+        let mut loss = SentLoss::default();
+        for i in 0..200 {
+            let now = match i % 4 {
+                0 => f64::NAN,
+                1 => f64::INFINITY,
+                2 => -1e300,
+                _ => f64::from(i) * 1e-3,
+            };
+            let fate = if i % 3 == 0 {
+                PacketFate::GivenUp
+            } else {
+                PacketFate::Acknowledged(0.1)
+            };
+            loss.note(fate, now);
+            if let Some(share) = loss.share() {
+                assert!((0.0..=1.0).contains(&share), "{share}");
+            }
+        }
+        assert!(loss.share().is_some());
     }
 }

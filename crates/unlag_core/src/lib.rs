@@ -30,7 +30,9 @@ pub mod settings;
 pub mod smoothing;
 pub mod stats;
 
-pub use acks::{ACK_GIVE_UP, AckLedger, LEDGER_PACKETS, PacketFate};
+pub use acks::{
+    ACK_GIVE_UP, AckLedger, LEDGER_PACKETS, MIN_SENT_FATES, PacketFate, SENT_LOSS_MEMORY, SentLoss,
+};
 pub use bvh::{Aabb, Bvh, Cone};
 pub use clock::{FramePace, ServerClockEstimator};
 pub use codec::{

@@ -238,9 +238,10 @@ impl<M: MovementModel + Default> Plugin for MovementPredictionPlugin<M> {
         .configure_sets(
             PostUpdate,
             (
-                // Before what rides along with the moves (delay reports).
+                // Before what rides along with the moves (a shot's copies, delay reports).
                 MovementPredictionSystems::Send
                     .before(MessageSystems::Send)
+                    .before(NetSystems::Resend)
                     .before(NetSystems::RideAlong),
                 MovementPredictionSystems::Place.before(TransformSystems::Propagate),
             ),

@@ -118,6 +118,11 @@ pub enum NetSystems {
     /// client's action against where its character is (a shot's origin) runs after it, so a
     /// shot and the moves that left with it are seen together, however long the frames.
     Moves,
+    /// `PostUpdate`, after the plugins queued the frame's own data (a client's moves) and
+    /// before [`NetSystems::RideAlong`]: copies of earlier messages sent again, which go in
+    /// packets that leave anyway or alone when they must (a shot's later copies). A copy sent
+    /// alone makes the frame one that sends data: what rides along rides with it.
+    Resend,
     /// `PostUpdate`, after the plugins queued the frame's messages and before lightyear packs
     /// them: what can ride in a packet that leaves anyway goes here (a client's delay
     /// reports), so it costs no datagram headers of its own. Plugins that send in
@@ -424,6 +429,9 @@ impl Plugin for UnlagNetPlugin {
         .configure_sets(
             PostUpdate,
             (
+                NetSystems::Resend
+                    .before(NetSystems::RideAlong)
+                    .before(MessageSystems::Send),
                 NetSystems::RideAlong.before(MessageSystems::Send),
                 NetSystems::EveryPacket
                     .after(NetSystems::RideAlong)

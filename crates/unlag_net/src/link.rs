@@ -12,7 +12,7 @@ use bevy::prelude::*;
 use lightyear::link::{RecvPayload, SendPayload};
 use lightyear::prelude::*;
 use lightyear::prelude::{PingConfig, PingManager};
-use unlag_core::{DatagramLoss, LinkSimulator, PathConditions};
+use unlag_core::{DatagramLoss, LinkSimulator, PathConditions, SentLoss};
 
 /// Byte and message counters of one link (the client's connection, or one client's connection
 /// on the server). Sent figures count what this end sent; received figures what it received.
@@ -40,6 +40,12 @@ pub struct LinkTraffic {
     /// learns how the link's losses run from.
     #[reflect(ignore)]
     pub datagram_loss: DatagramLoss,
+    /// On a client's link: the share of its own packets to the server lost on the way, from
+    /// their fates in its [`ServerAckLedger`](crate::ServerAckLedger) ([`SentLoss`]; seconds
+    /// of real time). What the combat plugin spreads a shot's copies by. Untouched on the
+    /// server's links (it counts each client's datagrams from their sequence numbers).
+    #[reflect(ignore)]
+    pub sent_loss: SentLoss,
     /// Whether a message was queued through [`send_counted`](LinkTraffic::send_counted) in
     /// this frame (cleared once the frame's packets leave, in `PostUpdate`): what can ride
     /// along without a datagram of its own goes when this is set

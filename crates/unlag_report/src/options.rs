@@ -67,6 +67,17 @@ pub struct ReportOptions {
     /// (default off: the single-threaded one; the per-client work inside a server's systems
     /// runs over the compute pool either way). A listen server stays on its host's thread.
     pub multi_threaded: bool,
+    /// Seconds between two shots of one scripted client (0.05–10; default 0.15, the report's
+    /// [`Pace`](crate::setup::Pace)). The weapon's own fire rate and magazine still hold: a
+    /// rifle (0.1 s) held down fires 10 shots a second until it reloads.
+    pub fire_interval: f64,
+    /// The one weapon every scripted client fires, by its name in `assets/weapons.ron`
+    /// (`None`: the mix, a rifle eight shots in ten, else the shotgun or the launcher).
+    pub weapon: Option<String>,
+    /// Whether a shot's later copies ride in the packets a client sends anyway while its
+    /// link loses few of them (`CombatSettings::copies_ride_below_loss`: the library's
+    /// default, on), or each goes as it falls due (off: the old way).
+    pub copies_ride: bool,
 }
 
 impl Default for ReportOptions {
@@ -98,6 +109,9 @@ impl Default for ReportOptions {
             off_grid: true,
             deltas: true,
             multi_threaded: false,
+            fire_interval: crate::setup::Pace::default().fire_interval,
+            weapon: None,
+            copies_ride: true,
         }
     }
 }
@@ -125,6 +139,12 @@ usage: report [options]
                      library; `both` is the same); clients: the clients' only (the way before
                      the server packed); off: a packet for them in every frame that has some
                      due, as lightyear does (the old way)
+  --copies ride|spread
+                     ride: a shot's later copies go in the packets a client sends anyway
+                     (its moves) while its link loses under 2 % of them, the second alone
+                     only if none leaves in time (CombatSettings::copies_ride_below_loss;
+                     default, as the library); spread: each as it falls due, three spread
+                     over the age the server takes, alone if need be (the old way)
   --off-grid on|off  on: the server sends a proxy sent at 10 Hz or slower a state between its
                      grid's where the curve through its states would stray 5 cm from its
                      track (SmoothingSettings::off_grid_error; default, as the library); off:
@@ -132,6 +152,12 @@ usage: report [options]
   --deltas on|off    on: proxy states go as their differences from states the client
                      acknowledged (SmoothingSettings::delta_states; default, as the
                      library); off: every state in full (the old way)
+  --fire-interval S  seconds between two shots of a scripted client, 0.05-10 (default
+                     0.15; each weapon's fire rate and magazine still hold: 0.1 holds a
+                     rifle's trigger down, 10 shots/s until it reloads)
+  --weapon NAME      every scripted client fires this weapon of assets/weapons.ron only
+                     (rifle, shotgun, launcher; default mix: a rifle eight shots in ten,
+                     else the shotgun or the launcher)
   --client-fps F     each client's frame rate, 5-480 frames/s (default: the server's 240)
   --frame-jitter P   how much a client's frame time varies, 0-90 % of its mean (default 0)
   --hitches P,MS     P % of a client's frames (0-50) take MS milliseconds (0-2000) each,
@@ -263,6 +289,18 @@ impl ReportOptions {
             "--loss" => self.loss_percent = number(0.0, 100.0, " %")?,
             "--update-rate" => self.update_rate_hz = number(1.0, 60.0, " Hz")?,
             "--burst" => self.burst = number(1.0, 100.0, " packets")?,
+            "--fire-interval" => self.fire_interval = number(0.05, 10.0, " s")?,
+            "--weapon" => {
+                self.weapon = match value.to_ascii_lowercase().as_str() {
+                    "mix" => None,
+                    name @ ("rifle" | "shotgun" | "launcher") => Some(name.to_owned()),
+                    _ => {
+                        return Err(OptionError(format!(
+                            "{name}: {value:?} is not one of rifle, shotgun, launcher, mix"
+                        )));
+                    }
+                }
+            }
             "--client-fps" => self.client_fps = Some(number(5.0, 480.0, " frames/s")?),
             "--frame-jitter" => self.frame_jitter_percent = number(0.0, 90.0, " %")?,
             "--hitches" => {
@@ -295,6 +333,17 @@ impl ReportOptions {
             }
             "--playout" => self.playout = on_off(name, value)?,
             "--off-grid" => self.off_grid = on_off(name, value)?,
+            "--copies" => {
+                self.copies_ride = match value.to_ascii_lowercase().as_str() {
+                    "ride" => true,
+                    "spread" => false,
+                    _ => {
+                        return Err(OptionError(format!(
+                            "{name}: {value:?} is not ride or spread"
+                        )));
+                    }
+                }
+            }
             "--deltas" => self.deltas = on_off(name, value)?,
             "--packing" => {
                 let value = value.to_ascii_lowercase();

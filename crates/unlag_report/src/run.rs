@@ -23,7 +23,11 @@ const COOL_DOWN: f64 = 1.5;
 /// Runs the match of `options` and measures it; `progress` hears the share done (0–1) now
 /// and then.
 pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Report, OptionError> {
-    let mut tb = start_match(options, Pace::default())?;
+    let pace = Pace {
+        fire_interval: options.fire_interval,
+        ..Pace::default()
+    };
+    let mut tb = start_match(options, pace)?;
     let wall = Instant::now();
     let proxies = play(&mut tb, options, progress);
     let wall_seconds = wall.elapsed().as_secs_f64();
@@ -108,6 +112,11 @@ fn described(options: &ReportOptions) -> BTreeMap<&'static str, String> {
         ("update_rate_hz", options.update_rate_hz.to_string()),
         ("smoothing", format!("{:?}", options.smoothing)),
         ("seed", options.seed.to_string()),
+        ("fire_interval", options.fire_interval.to_string()),
+        (
+            "weapon",
+            options.weapon.clone().unwrap_or_else(|| "mix".into()),
+        ),
         (
             "client_fps",
             options
@@ -146,6 +155,15 @@ fn described(options: &ReportOptions) -> BTreeMap<&'static str, String> {
             if options.off_grid { "on" } else { "off" }.into(),
         ),
         ("deltas", if options.deltas { "on" } else { "off" }.into()),
+        (
+            "copies",
+            if options.copies_ride {
+                "ride"
+            } else {
+                "spread"
+            }
+            .into(),
+        ),
         (
             "executor",
             if options.multi_threaded {

@@ -138,6 +138,12 @@ pub fn start_match_with(
         .add_plugins(CombatPlugin {
             settings: CombatSettings {
                 weapons_path: Some(unlag_demo::game::WEAPONS.into()),
+                // `--copies spread`: each as it falls due, as before they rode.
+                copies_ride_below_loss: if options.copies_ride {
+                    CombatSettings::default().copies_ride_below_loss
+                } else {
+                    0.0
+                },
                 ..default()
             },
         })
@@ -261,6 +267,13 @@ pub fn start_match_with(
             "assets/weapons.ron lacks a rifle, shotgun or launcher".into(),
         ));
     };
+    // One weapon for every shot (`--weapon`), or the mix.
+    let weapons = match options.weapon.as_deref() {
+        Some("shotgun") => [shotgun; 3],
+        Some("launcher") => [launcher; 3],
+        Some(_) => [rifle; 3],
+        None => [rifle, shotgun, launcher],
+    };
     for i in 0..options.clients {
         let start = tb.client_world(i).resource::<Time>().elapsed_secs_f64();
         let turn = (i as f64 * 7.0 / 240.0) % pace.fire_interval;
@@ -268,7 +281,7 @@ pub fn start_match_with(
             rng: SplitMix64::new(options.seed.wrapping_mul(31).wrapping_add(i as u64)),
             next_shot: start + pace.fire_interval - turn,
             interval: pace.fire_interval,
-            weapons: [rifle, shotgun, launcher],
+            weapons,
             running: true,
             // A cheater sends shots of its own.
             shoots: !(i == 0 && options.cheat.is_some_and(|c| c.shoots())),

@@ -44,12 +44,14 @@ impl Report {
         row(
             "clients and server",
             format!(
-                "client frames: {} fps, {} % jitter, hitches {}, cold start {}; {} server, move \
-                 playout {}",
+                "client frames: {} fps, {} % jitter, hitches {}, cold start {}, a shot every {} s \
+                 ({}); {} server, move playout {}",
                 get("client_fps"),
                 get("frame_jitter_percent"),
                 get("hitches"),
                 get("cold_start"),
+                get("fire_interval"),
+                get("weapon"),
                 get("server"),
                 get("playout")
             ),

@@ -13,9 +13,18 @@ use crate::weapons::WeaponKind;
 use bevy::ecs::system::SystemParam;
 use bevy::prelude::*;
 use lightyear::prelude::*;
-use unlag_net::{AutonomousProxy, LinkTraffic, MoveTrail, NetClock, UnreliableChannel};
+use unlag_net::{
+    AckDelay, AutonomousProxy, DataCadence, LinkTraffic, MoveTrail, NetClock, NetFrame,
+    UnreliableChannel,
+};
 
-/// Where shots leave: the link to the server, the copies of recent shots still due, and our
+/// The shots sent lately whose copies are still due, each with how many copies are left to
+/// send and the frame ([`NetFrame`]) its last copy left in (resource, on a client): the fire
+/// system sends a shot's first copy, [`send_copies`] the others.
+#[derive(Resource, Default)]
+pub(crate) struct ShotCopies(Vec<(FireRequest, u8, u64)>);
+
+/// Where shots leave: the link to the server, the shots whose copies are still due, and our
 /// character's moves (a shot names the newest, so the server judges it once that move is in).
 #[derive(SystemParam)]
 pub(crate) struct FireLink<'w, 's> {
@@ -28,62 +37,19 @@ pub(crate) struct FireLink<'w, 's> {
         ),
         With<Client>,
     >,
-    /// Shots sent, and how many copies of each are still due.
-    resend: Local<'s, Vec<(FireRequest, u8)>>,
+    copies: ResMut<'w, ShotCopies>,
+    frame: Res<'w, NetFrame>,
     trail: Query<'w, 's, &'static MoveTrail, With<AutonomousProxy>>,
 }
 
 impl FireLink<'_, '_> {
-    /// Sends the copies of recent shots that are due at view time `now` (seconds), each
-    /// stamped with the view time and delay of its frame.
-    ///
-    /// A copy older than the server takes (its frames ran long, or hitched) would only be
-    /// refused: it is dropped, and the shot stands on the copies already sent. The server
-    /// allows for the frames this client reported, and a frame can run longer than the usual
-    /// one: count on no more than the shortest frame reported lately. (No more than the server
-    /// allows for any client's frame, `MAX_CLIENT_FRAME`: below 10 fps a shot's third copy
-    /// would come older than the server takes, and be refused.)
-    fn send_due_copies(&mut self, clock: &NetClock, settings: &CombatSettings, now: f64) {
-        let allowed = settings.copy_age_allowed(
-            clock
-                .least_reported_frame
-                .min(clock.usual_frame)
-                .min(unlag_net::MAX_CLIENT_FRAME),
-        );
-        self.resend
-            .retain(|(request, _)| now - request.view_time <= allowed);
-        // Copies spread over the age the server allows rather than over consecutive frames: at
-        // 240 frames/s three frames span 8 ms, and a short burst of losses takes every copy.
-        // (Taken to the nearest frame: a client at 60 frames/s or slower sends one every
-        // frame.)
-        let spacing = (allowed - 0.002) / f64::from(FIRE_COPIES - 1) - clock.usual_frame / 2.0;
-        // The view time runs faster than the frames while the delay shrinks (after a spell of
-        // loss at a slow rate): a copy spaced by view time could then fall past the allowed
-        // age before it leaves, and the shot would stand on fewer copies. A copy whose next
-        // frame may come too late goes now.
-        let last_chance =
-            |r: &FireRequest| now - r.view_time + 1.5 * clock.usual_frame > allowed - 1e-6;
-        if let Ok((mut sender, mut traffic)) = self.link.single_mut() {
-            for (request, left) in self.resend.iter_mut() {
-                if now - request.sent_view_time < spacing - 1e-6 && !last_chance(request) {
-                    continue;
-                }
-                request.sent_view_time = now;
-                request.sent_delay = clock.interpolation_delay;
-                traffic.send_counted::<UnreliableChannel, _>(&mut sender, request.clone());
-                *left -= 1;
-            }
-        }
-        self.resend.retain(|(_, left)| *left > 0);
-    }
-
-    /// Sends a new shot. Unreliable, sent again in the next frames: a lost copy costs a frame,
-    /// not the reliable channel's round-trip resend that the server could not tell from a shot
-    /// faking an older view time.
+    /// Sends a new shot. Unreliable, sent again in the next frames ([`send_copies`]): a lost
+    /// copy costs a frame, not the reliable channel's round-trip resend that the server could
+    /// not tell from a shot faking an older view time.
     fn send(&mut self, request: FireRequest) {
         if let Ok((mut sender, mut traffic)) = self.link.single_mut() {
             traffic.send_counted::<UnreliableChannel, _>(&mut sender, request.clone());
-            self.resend.push((request, FIRE_COPIES - 1));
+            self.copies.0.push((request, FIRE_COPIES - 1, self.frame.0));
         }
     }
 
@@ -95,6 +61,100 @@ impl FireLink<'_, '_> {
             .and_then(|t| t.newest())
             .map(|s| s.0)
     }
+}
+
+/// The copies a shot is sure of on a link whose copies ride
+/// ([`CombatSettings::copies_ride_below_loss`]): the second goes alone if no packet leaves
+/// before it would come too old; a third goes only in a packet that leaves anyway.
+const COPIES_RIDING: u8 = 2;
+
+/// `PostUpdate`, in [`NetSystems::Resend`](unlag_net::NetSystems) (after the frame's moves
+/// were queued): sends the copies of recent shots that are due, each stamped with the view
+/// time and delay of its frame.
+///
+/// On a link that loses few of the client's packets
+/// ([`CombatSettings::copies_ride_below_loss`]) a copy goes only in a frame that sends the
+/// server a packet anyway (the moves, every 1/30 s, a shot, or one that may leave without
+/// data: [`LinkTraffic::packet_leaves`]), and the second alone when no such frame came before
+/// its last chance. At 240 fps a shot's second copy mostly rides with the next move send,
+/// where its three copies each went alone; at 60 fps one of its first two goes alone (the
+/// server takes a copy two frames after its shot, and the moves leave one frame in two), and
+/// a third only when its frame sends moves. Otherwise each copy goes as it falls due, spread
+/// over the age the server allows, alone when nothing else leaves.
+///
+/// A copy older than the server takes (its frames ran long, or hitched) would only be
+/// refused: it is dropped, and the shot stands on the copies already sent. The server allows
+/// for the frames this client reported, and a frame can run longer than the usual one: count
+/// on no more than the shortest frame reported lately. (No more than the server allows for
+/// any client's frame, `MAX_CLIENT_FRAME`: below 10 fps a shot's third copy would come older
+/// than the server takes, and be refused.)
+pub(crate) fn send_copies(
+    (clock, settings): (Res<NetClock>, Res<CombatSettings>),
+    (real, frame): (Res<Time<Real>>, Res<NetFrame>),
+    (delay, cadence): (Option<Res<AckDelay>>, Option<Res<DataCadence>>),
+    mut copies: ResMut<ShotCopies>,
+    mut link: Query<(&mut MessageSender<FireRequest>, &mut LinkTraffic), With<Client>>,
+) {
+    // After a hitch what is on screen was drawn before it, and a copy stamped with it would
+    // claim a view the hitch's length old: copies wait a frame, as new shots do.
+    if copies.0.is_empty() || clock.frame_hitched {
+        return;
+    }
+    let Ok((mut sender, mut traffic)) = link.single_mut() else {
+        return;
+    };
+    let now = clock.drawn_view_time();
+    let allowed = settings.copy_age_allowed(
+        clock
+            .least_reported_frame
+            .min(clock.usual_frame)
+            .min(unlag_net::MAX_CLIENT_FRAME),
+    );
+    copies
+        .0
+        .retain(|(request, _, _)| now - request.view_time <= allowed);
+    // Copies spread over the age the server allows rather than over consecutive frames: at
+    // 240 frames/s three frames span 8 ms, and a short burst of losses takes every copy.
+    // (Taken to the nearest frame: a client at 60 frames/s or slower sends one every
+    // frame.)
+    let spacing = (allowed - 0.002) / f64::from(FIRE_COPIES - 1) - clock.usual_frame / 2.0;
+    // The view time runs faster than the frames while the delay shrinks (after a spell of
+    // loss at a slow rate): a copy spaced by view time could then fall past the allowed
+    // age before it leaves, and the shot would stand on fewer copies. A copy whose next
+    // frame may come too late goes now.
+    let last_chance =
+        |r: &FireRequest| now - r.view_time + 1.5 * clock.usual_frame > allowed - 1e-6;
+    let riding = traffic
+        .sent_loss
+        .share()
+        .is_some_and(|share| share < settings.copies_ride_below_loss);
+    let leaves = riding
+        && traffic.packet_leaves(
+            real.elapsed_secs_f64(),
+            delay.map_or(0.0, |d| d.0),
+            cadence.as_deref(),
+        );
+    for (request, left, last) in copies.0.iter_mut() {
+        // Never twice in one frame: a shot fired this frame has its first copy in it already.
+        if *last == frame.0 {
+            continue;
+        }
+        let goes = if riding {
+            let sent = FIRE_COPIES - *left;
+            leaves || (sent < COPIES_RIDING && last_chance(request))
+        } else {
+            now - request.sent_view_time >= spacing - 1e-6 || last_chance(request)
+        };
+        if !goes {
+            continue;
+        }
+        request.sent_view_time = now;
+        request.sent_delay = clock.interpolation_delay;
+        traffic.send_counted::<UnreliableChannel, _>(&mut sender, request.clone());
+        *left -= 1;
+        *last = frame.0;
+    }
+    copies.0.retain(|(_, left, _)| *left > 0);
 }
 
 /// Fire commands: checked against the predicted ammo and fire rate, traced at once against the
@@ -128,7 +188,6 @@ pub(crate) fn fire(
     // It is the view time on screen, the one every proxy of the server's default rate is drawn
     // at (a shot that hits a proxy takes that proxy's).
     let now = clock.drawn_view_time();
-    link.send_due_copies(&clock, &settings, now);
     for command in commands.read() {
         let (Some(spec), Some(aim)) = (table.get(command.weapon), command.aim.try_normalize())
         else {

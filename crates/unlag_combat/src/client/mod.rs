@@ -16,7 +16,7 @@ mod reload;
 mod results;
 mod trace;
 
-pub(crate) use fire::fire;
+pub(crate) use fire::{ShotCopies, fire, send_copies};
 pub(crate) use reload::{UnansweredReloads, reload, send_reload_copies};
 pub(crate) use results::receive_results;
 
