@@ -58,7 +58,7 @@ pub struct CombatSettings {
     /// Such a shot goes in two copies, or three when a third finds a packet leaving: lost whole
     /// with a chance of the share squared (0.04 % of shots at 2 %). With a rifle held down
     /// (5 shots a second with its reloads) on a 1-% link this took a 240-fps client's upstream
-    /// from 3 991 to 3 712 B/s, a 60-fps one's from 3 484 to 3 332. At or above it, and until
+    /// from 3 991 to 3 571 B/s, a 60-fps one's from 3 484 to 3 332. At or above it, and until
     /// the client has read its losses (its first two seconds or so), every copy goes as it
     /// falls due, [`FIRE_COPIES`] in all, alone when nothing else leaves. 0: always so (the
     /// way before copies rode).

@@ -140,8 +140,12 @@ pub(crate) fn send_copies(
             continue;
         }
         let goes = if riding {
+            // Riding, a copy still keeps half the spread's spacing from the last: where a
+            // packet leaves every frame (acknowledgements not held, `AckDelay` 0) three copies
+            // in a 240-fps client's consecutive frames would span 8 ms.
             let sent = FIRE_COPIES - *left;
-            leaves || (sent < COPIES_RIDING && last_chance(request))
+            let spaced = now - request.sent_view_time >= spacing / 2.0 - 1e-6;
+            (leaves && spaced) || (sent < COPIES_RIDING && last_chance(request))
         } else {
             now - request.sent_view_time >= spacing - 1e-6 || last_chance(request)
         };
