@@ -719,16 +719,13 @@ fn server_packing(tb: &unlag_testbed::Testbed) -> Vec<(unlag::net::ServerPacking
         .collect()
 }
 
-/// Which links the server packs, as it decides (`unlag::net::ServerPacking`): none in a link's
-/// first `PACK_AFTER` seconds of reports, every calm one after that (losses one at a time,
-/// read less likely to run than `PACK_RUNS_BELOW`), none that loses in bursts (from the first
-/// run either end met), and none with `ServerAckDelay` 0 (lightyear's way).
 /// A shot's later copies ride in the packets a client sends anyway (its moves, every 1/30 s)
 /// while its link loses few of its packets (`CombatSettings::copies_ride_below_loss`, read
 /// from their acknowledgements): a 240-fps client holding a rifle's trigger sends each shot
 /// in two or three copies instead of three spread over 34 ms in datagrams of their own, and
-/// about a datagram a shot fewer. Every shot is still judged, none refused. On a link that
-/// loses more, every copy goes as before.
+/// about two datagrams a shot fewer (a second copy sent alone at its last chance, without
+/// riding, would save one). Every shot is still judged, none refused. On a link that loses
+/// more, every copy goes as before.
 #[test]
 fn a_shots_later_copies_ride_with_the_moves_while_the_link_loses_few_packets() {
     use bevy::prelude::*;
@@ -849,6 +846,10 @@ fn a_shots_later_copies_ride_with_the_moves_while_the_link_loses_few_packets() {
     assert!(accepted + 1 >= fired, "{lossy:?} {fired} {accepted}");
 }
 
+/// Which links the server packs, as it decides (`unlag::net::ServerPacking`): none in a link's
+/// first `PACK_AFTER` seconds of reports, every calm one after that (losses one at a time,
+/// read less likely to run than `PACK_RUNS_BELOW`), none that loses in bursts (from the first
+/// run either end met), and none with `ServerAckDelay` 0 (lightyear's way).
 #[test]
 fn the_server_packs_only_links_whose_losses_do_not_run() {
     use core::time::Duration;

@@ -10,7 +10,9 @@
 //!    target hit, what it had on screen ([`WireClaim`]: state pair and blend). The request
 //!    is unreliable and sent up to [`FIRE_COPIES`] times: at once, then on later frames
 //!    spread over the copy age the server allows (every frame at 60 frames/s or slower; a copy
-//!    that would be older than that is not sent). The server judges one copy, normally the
+//!    that would be older than that is not sent), or on a link that loses few of the client's
+//!    packets in the packets that leave anyway (two or three copies:
+//!    [`CombatSettings::copies_ride_below_loss`]). The server judges one copy, normally the
 //!    first to arrive, and drops the others as duplicates.
 //! 2. **Server**: the request is checked (weapon, fire index, fire rate, ammo, pellet count and
 //!    spread, origin, view time, claims, targets); a refusal is counted and logged with its

@@ -9,9 +9,12 @@ use unlag_core::SmoothingMode;
 /// Most targets one shot claims (the server refuses more as malformed).
 pub const MAX_CLAIMS: usize = 16;
 
-/// Copies of each fire (and reload) request sent (the server takes the first to arrive): a fire
-/// request's on the frames nearest to an even spread over the copy age the server allows
-/// (every frame at 60 frames/s), a reload request's one per frame.
+/// Most copies of each fire request sent, and the copies of a reload request (the server takes
+/// the first to arrive): a fire request's on the frames nearest to an even spread over the
+/// copy age the server allows (every frame at 60 frames/s), or, on a link that loses few of the
+/// client's packets, two or three riding in packets that leave anyway
+/// ([`CombatSettings::copies_ride_below_loss`](crate::CombatSettings::copies_ride_below_loss));
+/// a reload request's one per frame.
 pub const FIRE_COPIES: u8 = 3;
 
 /// A [`WireClaim::pellets`] mask naming every pellet a weapon can have: for tools and tests
@@ -86,8 +89,8 @@ impl WireClaim {
     }
 }
 
-/// Client → server, unreliable, sent [`FIRE_COPIES`](crate::FIRE_COPIES) times on
-/// consecutive frames: one shot. There is no damage field: the server takes damage
+/// Client → server, unreliable, sent in up to [`FIRE_COPIES`](crate::FIRE_COPIES) copies over
+/// the next frames: one shot. There is no damage field: the server takes damage
 /// from its own weapon table. On the wire it is packed by hand (47 bytes for a rifle shot with
 /// one claim: see `wire.rs`), through its own `Serialize`/`Deserialize`.
 #[derive(Clone, Debug, PartialEq)]

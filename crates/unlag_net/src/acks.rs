@@ -134,31 +134,19 @@ pub(crate) fn record_own_packets(
     mut commands: Commands,
     time: Res<Time<Real>>,
     frame: Res<crate::NetFrame>,
-    mut links: Query<
-        (
-            Entity,
-            &mut Link,
-            Option<&mut ServerAckLedger>,
-            Option<&mut LinkTraffic>,
-        ),
-        With<Client>,
-    >,
+    mut links: Query<(Entity, &mut Link, Option<&mut ServerAckLedger>), With<Client>>,
     mut ids: Local<Vec<u16>>,
 ) {
     let now = time.elapsed_secs_f64();
-    for (entity, mut link, ledger, mut traffic) in &mut links {
+    for (entity, mut link, ledger) in &mut links {
         outgoing_ids(&mut link, &mut ids);
         if ids.is_empty() {
             continue;
         }
         // (A ledger is a thousand slots: made once, for the first packets, not every frame.)
-        let mut record = |ledger: &mut AckLedger| {
+        let record = |ledger: &mut AckLedger| {
             for &id in ids.iter() {
-                ledger.on_sent(id, now, frame.0, |fate| {
-                    if let Some(traffic) = traffic.as_deref_mut() {
-                        traffic.sent_loss.note(fate, now);
-                    }
-                });
+                ledger.on_sent(id, now, frame.0, |_| {});
             }
         };
         match ledger {
@@ -174,8 +162,8 @@ pub(crate) fn record_own_packets(
 
 /// PreUpdate on a client, after netcode and before lightyear's transport: reads the server's
 /// acknowledgements of the client's packets from every packet header that arrived, gives up
-/// the packets waited for too long, and counts each fate into the link's
-/// [`LinkTraffic::sent_loss`].
+/// the packets waited for too long, and counts each packet as it turns `ACK_GIVE_UP` old
+/// (lost or not) into the link's [`LinkTraffic::sent_loss`].
 pub(crate) fn read_server_acks(
     time: Res<Time<Real>>,
     mut links: Query<(&mut Link, &mut ServerAckLedger, Option<&mut LinkTraffic>), With<Client>>,
@@ -183,15 +171,18 @@ pub(crate) fn read_server_acks(
     let now = time.elapsed_secs_f64();
     for (mut link, mut ledger, mut traffic) in &mut links {
         let ledger = &mut ledger.0;
-        let mut note = |fate| {
-            if let Some(traffic) = traffic.as_deref_mut() {
-                traffic.sent_loss.note(fate, now);
-            }
-        };
         received_acks(&mut link, |last, bits| {
-            ledger.on_header(last, bits, now, &mut note);
+            ledger.on_header(last, bits, now, |_| {});
         });
-        ledger.give_up(now, &mut note);
+        ledger.settle(
+            now,
+            |_| {},
+            |lost| {
+                if let Some(traffic) = traffic.as_deref_mut() {
+                    traffic.sent_loss.note(lost, now);
+                }
+            },
+        );
     }
 }
 

@@ -41,9 +41,10 @@ pub struct LinkTraffic {
     #[reflect(ignore)]
     pub datagram_loss: DatagramLoss,
     /// On a client's link: the share of its own packets to the server lost on the way, from
-    /// their fates in its [`ServerAckLedger`](crate::ServerAckLedger) ([`SentLoss`]; seconds
-    /// of real time). What the combat plugin spreads a shot's copies by. Untouched on the
-    /// server's links (it counts each client's datagrams from their sequence numbers).
+    /// their fates in its [`ServerAckLedger`](crate::ServerAckLedger) as each turns
+    /// `ACK_GIVE_UP` (2 s) old ([`SentLoss`]; seconds of real time). What the combat plugin
+    /// spreads a shot's copies by. Untouched on the server's links (it counts each client's
+    /// datagrams from their sequence numbers).
     #[reflect(ignore)]
     pub sent_loss: SentLoss,
     /// Whether a message was queued through [`send_counted`](LinkTraffic::send_counted) in

@@ -30,7 +30,7 @@
 //!   it had between), the one whose blend lands furthest from the pose drawn, and aims there.
 //!
 //! The cheating shots are sent straight to the server (the combat plugin's client would not
-//! send them), in as many copies over the next frames as an honest shot
+//! send them), in as many copies over the next frames as an honest shot on a lossy link
 //! (`unlag::combat::FIRE_COPIES`): a shot lost on the way gains the cheater nothing, so a
 //! cheater sends copies too.
 

@@ -73,10 +73,11 @@ const COPIES_RIDING: u8 = 2;
 /// time and delay of its frame.
 ///
 /// On a link that loses few of the client's packets
-/// ([`CombatSettings::copies_ride_below_loss`]) a copy goes only in a frame that sends the
-/// server a packet anyway (the moves, every 1/30 s, a shot, or one that may leave without
-/// data: [`LinkTraffic::packet_leaves`]), and the second alone when no such frame came before
-/// its last chance. At 240 fps a shot's second copy mostly rides with the next move send,
+/// ([`CombatSettings::copies_ride_below_loss`]), its acknowledgements held for data
+/// ([`AckDelay`] above 0), a copy goes only in a frame that sends the server a packet anyway
+/// (the moves, every 1/30 s, a shot, or one that may leave without data:
+/// [`LinkTraffic::packet_leaves`]), and the second alone when no such frame came before its
+/// last chance. At 240 fps a shot's second copy mostly rides with the next move send,
 /// where its three copies each went alone; at 60 fps one of its first two goes alone (the
 /// server takes a copy two frames after its shot, and the moves leave one frame in two), and
 /// a third only when its frame sends moves. Otherwise each copy goes as it falls due, spread
@@ -96,8 +97,9 @@ pub(crate) fn send_copies(
     mut link: Query<(&mut MessageSender<FireRequest>, &mut LinkTraffic), With<Client>>,
 ) {
     // After a hitch what is on screen was drawn before it, and a copy stamped with it would
-    // claim a view the hitch's length old: copies wait a frame, as new shots do.
-    if copies.0.is_empty() || clock.frame_hitched {
+    // claim a view the hitch's length old: copies wait a frame, as new shots do. (And without
+    // a synced clock there is no view time to stamp one with.)
+    if copies.0.is_empty() || clock.frame_hitched || !clock.synced {
         return;
     }
     let Ok((mut sender, mut traffic)) = link.single_mut() else {
@@ -121,33 +123,35 @@ pub(crate) fn send_copies(
     // The view time runs faster than the frames while the delay shrinks (after a spell of
     // loss at a slow rate): a copy spaced by view time could then fall past the allowed
     // age before it leaves, and the shot would stand on fewer copies. A copy whose next
-    // frame may come too late goes now.
-    let last_chance =
-        |r: &FireRequest| now - r.view_time + 1.5 * clock.usual_frame > allowed - 1e-6;
-    let riding = traffic
-        .sent_loss
-        .share()
-        .is_some_and(|share| share < settings.copies_ride_below_loss);
-    let leaves = riding
-        && traffic.packet_leaves(
-            real.elapsed_secs_f64(),
-            delay.map_or(0.0, |d| d.0),
-            cadence.as_deref(),
-        );
+    // frame may come too late (`frames` usual frames from now) goes now.
+    let last_chance = |r: &FireRequest, frames: f64| {
+        now - r.view_time + frames * clock.usual_frame > allowed - 1e-6
+    };
+    // Riding needs packets held back to ride on (`AckDelay` above 0: otherwise one leaves
+    // every frame, and copies riding them would only crowd together) and a link the client
+    // reads as losing less than the setting, by more than its count's error.
+    let delay = delay.map_or(0.0, |d| d.0);
+    let riding = delay > 0.0
+        && traffic
+            .sent_loss
+            .likely_below(settings.copies_ride_below_loss);
     for (request, left, last) in copies.0.iter_mut() {
         // Never twice in one frame: a shot fired this frame has its first copy in it already.
         if *last == frame.0 {
             continue;
         }
         let goes = if riding {
-            // Riding, a copy still keeps half the spread's spacing from the last: where a
-            // packet leaves every frame (acknowledgements not held, `AckDelay` 0) three copies
-            // in a 240-fps client's consecutive frames would span 8 ms.
+            // Riding, a copy still keeps half the spread's spacing from the last (packets can
+            // leave in consecutive frames: a 240-fps client's pings and its moves). The second
+            // waits for one no longer than two usual frames before its age runs out, not one
+            // and a half: it is the copy the shot counts on, and a frame of a jittery client
+            // may run near twice the usual.
             let sent = FIRE_COPIES - *left;
             let spaced = now - request.sent_view_time >= spacing / 2.0 - 1e-6;
-            (leaves && spaced) || (sent < COPIES_RIDING && last_chance(request))
+            let leaves = traffic.packet_leaves(real.elapsed_secs_f64(), delay, cadence.as_deref());
+            (leaves && spaced) || (sent < COPIES_RIDING && last_chance(request, 2.0))
         } else {
-            now - request.sent_view_time >= spacing - 1e-6 || last_chance(request)
+            now - request.sent_view_time >= spacing - 1e-6 || last_chance(request, 1.5)
         };
         if !goes {
             continue;
