@@ -444,14 +444,13 @@ fn a_shooter_match_plays_honestly_for_ten_seconds() {
     tb.run_for(Duration::from_secs(10));
 
     let own = own_character(&mut tb, 0);
-    // Hits confirmed over the script's seeds 5 to 12: 10 to 16 with a shot's copies spread,
-    // 9 to 18 with them riding with the moves (the datagrams they leave in draw the link's
-    // losses, and the match takes another course). Seed 5's 9: the player died late in the
-    // match, and the 4 shots it fired before it heard so were answered as posthumous.
-    let (_, hud) = played_honestly(&mut tb, 0, 8);
+    // Hits confirmed over the script's seeds 5 to 12: 10 to 16, a shot's copies riding with
+    // the moves or spread (the datagrams they leave in draw the link's losses, and the match
+    // takes another course: seed 5 confirms exactly 10 either way).
+    let (_, hud) = played_honestly(&mut tb, 0, 10);
     // Shots the weapons let through of the script's 20 commands a second (a random weapon
     // each, cooling or reloading ones dropped): 29 to 43 over its seeds 5 to 12 at first, 31
-    // to 49 now (copies spread or riding). The match also follows the entities' ids (an observer is an
+    // to 41 now (copies spread or riding). The match also follows the entities' ids (an observer is an
     // entity: seed 5 fired 37 before the server's acknowledgement observers, 29 with them, and
     // 29 with a do-nothing observer added to the code before them).
     assert!(hud.shots >= 25, "{hud:?}");

@@ -63,7 +63,8 @@ struct FrameAcks {
 #[derive(Clone, Debug)]
 pub struct AckLedger {
     slots: Vec<Slot>,
-    /// Ids sent, oldest first, to give up in order (some already acknowledged).
+    /// Ids sent, oldest first, kept until each turns [`ACK_GIVE_UP`] old to be given up or
+    /// settled in order (some already acknowledged; the times given `on_sent` never go back).
     order: std::collections::VecDeque<u16>,
     /// The frames the packets held left in, oldest first.
     frames: std::collections::VecDeque<FrameAcks>,

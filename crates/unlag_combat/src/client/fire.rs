@@ -127,8 +127,9 @@ pub(crate) fn send_copies(
     let last_chance = |r: &FireRequest, frames: f64| {
         now - r.view_time + frames * clock.usual_frame > allowed - 1e-6
     };
-    // Riding needs packets held back to ride on (`AckDelay` above 0: otherwise one leaves
-    // every frame, and copies riding them would only crowd together) and a link the client
+    // Riding needs packets held back to ride on (`AckDelay` above 0: otherwise one may leave
+    // in any frame that owes acknowledgements, nearly every frame of a playing client, and
+    // copies riding them would only crowd together) and a link the client
     // reads as losing less than the setting, by more than its count's error.
     let delay = delay.map_or(0.0, |d| d.0);
     let riding = delay > 0.0
