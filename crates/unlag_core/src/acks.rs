@@ -313,16 +313,12 @@ impl SentLoss {
     /// the bare share would (the error from the decayed weights' effective number of packets,
     /// and a share of at least one packet in them, so that none lost yet is not certainty).
     pub fn likely_below(&self, share: f64) -> bool {
-        self.below_by(share, 1.0)
-    }
-
-    fn below_by(&self, share: f64, z: f64) -> bool {
         let Some(read) = self.share() else {
             return false;
         };
         let packets = self.judged * self.judged / self.judged_sq.max(f64::MIN_POSITIVE);
         let p = (self.lost + 1.0) / (self.judged + 2.0);
-        read + z * (p * (1.0 - p) / packets).sqrt() < share
+        read + (p * (1.0 - p) / packets).sqrt() < share
     }
 }
 
