@@ -732,14 +732,14 @@ fn a_shots_later_copies_ride_with_the_moves_while_the_link_loses_few_packets() {
     use core::time::Duration;
     use unlag::combat::{CombatStats, LocalFire};
     use unlag::net::LinkTraffic;
-    use unlag_report::{Pace, start_match_with};
+    use unlag_report::start_match_with;
 
     #[derive(Resource, Default)]
     struct Fired(u64);
     fn count(mut fired: ResMut<Fired>, mut local: MessageReader<LocalFire>) {
         fired.0 += local.read().count() as u64;
     }
-    // (shots fired, copies sent, datagrams sent, shots the server accepted, refused) over 6 s
+    // (shots fired, copies sent, datagrams sent, shots the server accepted, refused) over 8 s
     // of a match on a link losing `loss_percent`, copies riding or not.
     let play = |loss_percent: f64, copies_ride: bool| {
         let options = ReportOptions {
@@ -753,11 +753,7 @@ fn a_shots_later_copies_ride_with_the_moves_while_the_link_loses_few_packets() {
             copies_ride,
             ..Default::default()
         };
-        let pace = Pace {
-            fire_interval: 0.1,
-            ..Pace::default()
-        };
-        let mut tb = start_match_with(&options, pace, |tb| {
+        let mut tb = start_match_with(&options, options.pace(), |tb| {
             tb.client(0)
                 .init_resource::<Fired>()
                 .add_systems(PostUpdate, count);

@@ -374,6 +374,15 @@ impl ReportOptions {
         Ok(())
     }
 
+    /// How fast the match runs: the report's [`Pace`](crate::setup::Pace), its clients
+    /// shooting every [`fire_interval`](Self::fire_interval).
+    pub fn pace(&self) -> crate::setup::Pace {
+        crate::setup::Pace {
+            fire_interval: self.fire_interval,
+            ..Default::default()
+        }
+    }
+
     /// The smoothing plugin's settings for the match: its mode, states off the grid or not
     /// (`--off-grid`), delta states or not (`--deltas`).
     pub fn smoothing_settings(&self) -> unlag::smoothing::SmoothingSettings {

@@ -3,7 +3,7 @@
 
 use crate::arena::ClientScript;
 use crate::measure::{Ledger, ProxySamples, agree, compare_agreement};
-use crate::setup::{Pace, start_match};
+use crate::setup::start_match;
 use crate::stopwatch::{Stopwatch, server_cost};
 use crate::{Agreement, OptionError, Report, ReportOptions, Stat, WarmUpTally, cheat, peek};
 use bevy::prelude::*;
@@ -23,11 +23,7 @@ const COOL_DOWN: f64 = 1.5;
 /// Runs the match of `options` and measures it; `progress` hears the share done (0–1) now
 /// and then.
 pub fn run(options: &ReportOptions, progress: &mut dyn FnMut(f64)) -> Result<Report, OptionError> {
-    let pace = Pace {
-        fire_interval: options.fire_interval,
-        ..Pace::default()
-    };
-    let mut tb = start_match(options, pace)?;
+    let mut tb = start_match(options, options.pace())?;
     let wall = Instant::now();
     let proxies = play(&mut tb, options, progress);
     let wall_seconds = wall.elapsed().as_secs_f64();

@@ -123,10 +123,9 @@ pub(crate) fn send_copies(
     // The view time runs faster than the frames while the delay shrinks (after a spell of
     // loss at a slow rate): a copy spaced by view time could then fall past the allowed
     // age before it leaves, and the shot would stand on fewer copies. A copy whose next
-    // frame may come too late (`frames` usual frames from now) goes now.
-    let last_chance = |r: &FireRequest, frames: f64| {
-        now - r.view_time + frames * clock.usual_frame > allowed - 1e-6
-    };
+    // frame may come too late goes now.
+    let last_chance =
+        |r: &FireRequest| now - r.view_time + 1.5 * clock.usual_frame > allowed - 1e-6;
     // Riding needs packets held back to ride on (`AckDelay` above 0: otherwise one may leave
     // in any frame that owes acknowledgements, nearly every frame of a playing client, and
     // copies riding them would only crowd together) and a link the client
@@ -142,7 +141,7 @@ pub(crate) fn send_copies(
             continue;
         }
         // When the spread sends a copy.
-        let due = now - request.sent_view_time >= spacing - 1e-6 || last_chance(request, 1.5);
+        let due = now - request.sent_view_time >= spacing - 1e-6 || last_chance(request);
         let goes = if riding {
             // Riding, a copy still keeps half the spread's spacing from the last (packets can
             // leave in consecutive frames: a 240-fps client's pings and its moves). The second
