@@ -827,10 +827,11 @@ fn a_shots_later_copies_ride_with_the_moves_while_the_link_loses_few_packets() {
     // leaves (alone only when none leaves in time), a third only in one that leaves anyway.
     assert!((per_shot(&spread) - 3.0).abs() < 0.1, "{spread:?}");
     assert!((2.0..2.9).contains(&per_shot(&ride)), "{ride:?}");
-    // About a datagram a shot fewer.
+    // About two datagrams a shot fewer: more than a second copy sent alone at its last chance
+    // would save (one).
     let saved = (spread[2] as f64 - ride[2] as f64) / ride[0] as f64;
     assert!(
-        saved > 0.6,
+        saved > 1.4,
         "{saved} datagrams a shot saved: {ride:?} {spread:?}"
     );
     // A link losing 8 % of the client's packets: every copy goes, as before.

@@ -54,12 +54,12 @@ pub struct CombatSettings {
     /// Share of its packets a client's link to the server may lose (as the client reads it
     /// from their acknowledgements, [`LinkTraffic::sent_loss`](unlag_net::LinkTraffic), by
     /// more than the reading's error) below which a shot's later copies only ride in packets
-    /// that leave anyway (its moves), the second alone when no packet left by the time the
-    /// spread would send it (default 0.02). Such a shot goes in two copies, or three when a
+    /// that leave anyway (its moves), the second alone only when no packet left before it
+    /// would come too old (default 0.02). Such a shot goes in two copies, or three when a
     /// third finds a packet leaving: lost whole with a chance of about the share squared
     /// (0.04 % of shots at 2 %, where three spread copies lose 0.0008 %; more if the link loses
     /// in bursts). With a rifle held down (5 shots a second with its reloads) on a 1-% link
-    /// this took a 240-fps client's upstream from 3 991 to 3 920 B/s, a 60-fps one's from
+    /// this took a 240-fps client's upstream from 3 991 to 3 729 B/s, a 60-fps one's from
     /// 3 484 to 3 422. Otherwise, and until the client has read its losses (a packet counts 2 s
     /// after it left: about its first five seconds), or with its acknowledgements not held for
     /// data ([`AckDelay`](unlag_net::AckDelay) 0), every copy goes as it falls due,

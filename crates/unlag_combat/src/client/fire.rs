@@ -64,8 +64,8 @@ impl FireLink<'_, '_> {
 }
 
 /// The copies a shot is sure of on a link whose copies ride
-/// ([`CombatSettings::copies_ride_below_loss`]): the second goes alone if no packet left by
-/// the time the spread would send it; a third goes only in a packet that leaves anyway.
+/// ([`CombatSettings::copies_ride_below_loss`]): the second goes alone if no packet leaves
+/// before it would come too old; a third goes only in a packet that leaves anyway.
 const COPIES_RIDING: u8 = 2;
 
 /// `PostUpdate`, in [`NetSystems::Resend`](unlag_net::NetSystems) (after the frame's moves
@@ -76,11 +76,11 @@ const COPIES_RIDING: u8 = 2;
 /// ([`CombatSettings::copies_ride_below_loss`]), its acknowledgements held for data
 /// ([`AckDelay`] above 0), a copy goes only in a frame that sends the server a packet anyway
 /// (the moves, every 1/30 s, a shot, or one that may leave without data:
-/// [`LinkTraffic::packet_leaves`]), and the second alone when no such frame came by the time
-/// the spread would send it. At 240 fps a shot's third copy mostly rides with the next move
-/// send; at 60 fps one of its first two goes alone (the server takes a copy two frames after
-/// its shot, and the moves leave one frame in two), and a third only when its frame sends
-/// moves. Otherwise each copy goes as it falls due, spread
+/// [`LinkTraffic::packet_leaves`]), and the second alone when no such frame came before its
+/// last chance. At 240 fps a shot's second copy mostly rides with the next move send, where
+/// its three copies each went alone; at 60 fps one of its first two goes alone (the server
+/// takes a copy two frames after its shot, and the moves leave one frame in two), and a third
+/// only when its frame sends moves. Otherwise each copy goes as it falls due, spread
 /// over the age the server allows, alone when nothing else leaves.
 ///
 /// A copy older than the server takes (its frames ran long, or hitched) would only be
@@ -123,9 +123,10 @@ pub(crate) fn send_copies(
     // The view time runs faster than the frames while the delay shrinks (after a spell of
     // loss at a slow rate): a copy spaced by view time could then fall past the allowed
     // age before it leaves, and the shot would stand on fewer copies. A copy whose next
-    // frame may come too late goes now.
-    let last_chance =
-        |r: &FireRequest| now - r.view_time + 1.5 * clock.usual_frame > allowed - 1e-6;
+    // frame may come too late (`frames` usual frames from now) goes now.
+    let last_chance = |r: &FireRequest, frames: f64| {
+        now - r.view_time + frames * clock.usual_frame > allowed - 1e-6
+    };
     // Riding needs packets held back to ride on (`AckDelay` above 0: otherwise one may leave
     // in any frame that owes acknowledgements, nearly every frame of a playing client, and
     // copies riding them would only crowd together) and a link the client
@@ -140,21 +141,18 @@ pub(crate) fn send_copies(
         if *last == frame.0 {
             continue;
         }
-        // When the spread sends a copy.
-        let due = now - request.sent_view_time >= spacing - 1e-6 || last_chance(request);
         let goes = if riding {
             // Riding, a copy still keeps half the spread's spacing from the last (packets can
             // leave in consecutive frames: a 240-fps client's pings and its moves). The second
-            // waits for one no longer than the spread would wait to send it: it is the copy the
-            // shot counts on when the first is lost, and one sent at the edge of the age the
-            // client reckons the server takes was refused after hitches (the server reckons
-            // the client's frames from its own side).
+            // waits for one no longer than two usual frames before its age runs out, not one
+            // and a half: it is the copy the shot counts on, and a frame of a jittery client
+            // may run near twice the usual.
             let sent = FIRE_COPIES - *left;
             let spaced = now - request.sent_view_time >= spacing / 2.0 - 1e-6;
             let leaves = traffic.packet_leaves(real.elapsed_secs_f64(), delay, cadence.as_deref());
-            (leaves && spaced) || (sent < COPIES_RIDING && due)
+            (leaves && spaced) || (sent < COPIES_RIDING && last_chance(request, 2.0))
         } else {
-            due
+            now - request.sent_view_time >= spacing - 1e-6 || last_chance(request, 1.5)
         };
         if !goes {
             continue;
