@@ -19,15 +19,16 @@ fuzz_target!(|data: &[u8]| {
     }
     TABLE.with(|table| {
         let mut armory = ServerArmory::new(&table.weapons, 0.01);
-        // The first 24 bytes: the server's estimate of the view time, its tolerance and the
-        // view time of the last packet heard before; then one request after another, as they
-        // come off the wire.
-        let Some((head, mut rest)) = data.split_at_checked(24) else {
+        // The first 32 bytes: the server's estimate of the view time, its tolerance, the view
+        // time of the last packet heard before and how much newer than the estimate the view
+        // may be; then one request after another, as they come off the wire.
+        let Some((head, mut rest)) = data.split_at_checked(32) else {
             return;
         };
         let expected = f64::from_le_bytes(head[..8].try_into().unwrap());
         let tolerance = f64::from_le_bytes(head[8..16].try_into().unwrap());
-        let heard = f64::from_le_bytes(head[16..].try_into().unwrap());
+        let heard = f64::from_le_bytes(head[16..24].try_into().unwrap());
+        let newer = f64::from_le_bytes(head[24..].try_into().unwrap());
         while let Ok((request, tail)) = postcard::take_from_bytes::<ReloadRequest>(rest) {
             let bytes = postcard::to_allocvec(&request).expect("encodes");
             let again: ReloadRequest = postcard::from_bytes(&bytes).expect("re-encoded decodes");
@@ -35,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(bytes.len() <= rest.len() - tail.len());
             rest = tail;
             let before = format!("{armory:?}");
-            if !armory.take_reload_request(&request, table, (expected, tolerance), heard) {
+            if !armory.take_reload_request(&request, table, (expected, newer, tolerance), heard) {
                 assert_eq!(format!("{armory:?}"), before, "an ignored request changed state");
             }
             for (id, spec) in table.weapons.iter().enumerate() {

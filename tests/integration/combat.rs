@@ -560,6 +560,13 @@ enum Cheat {
     /// Backtracks this many seconds while its pongs are held twice as long: the server's RTT
     /// reads that much longer, and its estimate of the view time that much older.
     PongDelay(f64),
+    /// Stamps its shots and its view reports this many seconds ahead of the view drawn (newer
+    /// than drawn, alike: the reports' lags vouch for the shots').
+    Ahead(f64),
+    /// [`Cheat::Ahead`] while its pongs are held twice as long (the server's RTT of it reads
+    /// that much longer): where the server takes the round trip from the quickest of its
+    /// acknowledgements instead (a client frozen by its stalls), it must be no looser.
+    AheadHeldPongs(f64),
     /// Backtracks this many seconds while its pongs are held as long and its view reports are
     /// stamped as much older: the reports' median lag then sits as far above the honest trip
     /// as the RTT they are held to reads above it (issue 23's held pongs, combined).
@@ -715,6 +722,10 @@ fn run_cheat(
     // The old-claim cheat keeps the view time of now.
     let view_time = match s.cheat {
         Cheat::OldClaim(_) | Cheat::HeldClaim(_) => newest,
+        _ => view_time,
+    };
+    let view_time = match s.cheat {
+        Cheat::Ahead(by) | Cheat::AheadHeldPongs(by) => view_time + by,
         _ => view_time,
     };
     let sent_view_time = match s.cheat {
@@ -954,6 +965,12 @@ fn cheat_run_rewound(
                 ..default()
             });
         }
+        if let Cheat::Ahead(by) | Cheat::AheadHeldPongs(by) = cheat {
+            app.insert_resource(unlag::net::NetCheats {
+                view_report_offset: -by,
+                ..default()
+            });
+        }
         if let Cheat::InflatedEcho(by) = cheat {
             app.insert_resource(unlag::net::NetCheats {
                 view_report_offset: by,
@@ -985,8 +1002,8 @@ fn cheat_run_rewound(
             });
         }
     });
-    if let Cheat::PongDelay(by) | Cheat::InflatedTrip(by) = cheat {
-        let held = if let Cheat::PongDelay(_) = cheat {
+    if let Cheat::PongDelay(by) | Cheat::InflatedTrip(by) | Cheat::AheadHeldPongs(by) = cheat {
+        let held = if let Cheat::PongDelay(_) | Cheat::AheadHeldPongs(_) = cheat {
             2.0 * by
         } else {
             by
@@ -1278,6 +1295,29 @@ fn a_held_round_trip_does_not_buy_backtracking() {
         .flat_map(|b| [Cheat::InflatedTrip(b), Cheat::InflatedEcho(b)])
     {
         expect(cheat, "rifle", 20, unlag::combat::Rejection::BadViewTime, 0);
+    }
+}
+
+/// Shots and view reports stamped ahead of the view drawn (newer, alike: the reports' lags
+/// vouch for the shots', and their median is bounded from above only) are refused by the
+/// view-time check's newer side, at 150 and 200 ms, and as surely while the client holds its
+/// pongs: the server takes the round trip that side centres on as the shorter of lightyear's
+/// and the quickest quarter of the transport's acknowledgements (so that a client frozen by
+/// its stalls, whose pings wait for them, is not refused), and no client can shorten an
+/// acknowledgement. A held RTT leaves that side no looser than an honest client's.
+#[test]
+fn shots_stamped_ahead_are_refused_with_or_without_held_pongs() {
+    for cheat in [0.15, 0.2]
+        .into_iter()
+        .flat_map(|a| [Cheat::Ahead(a), Cheat::AheadHeldPongs(a)])
+    {
+        let s = expect(cheat, "rifle", 20, unlag::combat::Rejection::BadViewTime, 0);
+        let errors: Vec<f64> = s.view_time_errors.iter().map(|e| e * 1e3).collect();
+        println!(
+            "{cheat:?}: view-time errors {:.1} … {:.1} ms",
+            errors.iter().copied().fold(f64::INFINITY, f64::min),
+            errors.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+        );
     }
 }
 
@@ -2374,13 +2414,14 @@ fn a_reload_is_dated_no_sooner_than_the_last_packet_heard_without_it() {
         view_time: 99.0,
     };
     let (expected, tolerance) = (100.0, 0.05);
-    let started = |heard: f64| {
+    let started_at = |request: &ReloadRequest, newer: f64, heard: f64| {
         let mut armory = one_left();
-        assert!(armory.take_reload_request(&request, &table, (expected, tolerance), heard));
+        assert!(armory.take_reload_request(request, &table, (expected, newer, tolerance), heard));
         let (start, end) = armory.reload_window(rifle).expect("reloading");
         assert!((end - start - reload).abs() < 1e-9);
         start
     };
+    let started = |heard: f64| started_at(&request, 0.0, heard);
     // Packets kept coming up to 20 ms ago: a second's backdating is cut to there.
     assert!((started(99.98) - 99.93).abs() < 1e-9);
     // Nothing heard since before the claim (a burst of losses): dated as made.
@@ -2389,6 +2430,21 @@ fn a_reload_is_dated_no_sooner_than_the_last_packet_heard_without_it() {
     assert!((started(f64::NEG_INFINITY) - 99.95).abs() < 1e-9);
     assert!((started(f64::NAN) - 99.95).abs() < 1e-9);
     assert!((started(f64::INFINITY) - 99.95).abs() < 1e-9);
+    // Newer than the estimate: within the tolerance of it, and of as much newer as the
+    // client's RTT reads over its quickest acknowledged trips (a client frozen by its stalls
+    // reads the pings late, and its honest request looked 0.2 s newer than the estimate: dated
+    // 0.15 s early, it refused the shot fired just before it as fired while reloading).
+    let ahead = ReloadRequest {
+        view_time: 100.2,
+        ..request.clone()
+    };
+    assert!((started_at(&ahead, 0.0, 99.98) - 100.05).abs() < 1e-9);
+    assert!((started_at(&ahead, 0.2, 99.98) - 100.2).abs() < 1e-9);
+    assert!((started_at(&ahead, 0.1, 99.98) - 100.15).abs() < 1e-9);
+    // Garbage allows nothing newer.
+    for garbage in [f64::NAN, f64::INFINITY, -1.0] {
+        assert!((started_at(&ahead, garbage, 99.98) - 100.05).abs() < 1e-9);
+    }
 }
 
 /// A weapon table swapped at run time used to index armories out of bounds: an armory fits the

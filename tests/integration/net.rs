@@ -633,6 +633,65 @@ fn the_servers_own_acknowledgements_time_a_step_up_in_latency_at_once() {
     assert_eq!(remote.recent_trip(now), None);
 }
 
+/// The quickest quarter of a window's acknowledged trips: the sorted window's lower quartile
+/// (never-acknowledged packets count as the longest trips), under the median's own conditions
+/// (none with fewer than `MIN_ACKS`, or with half or more never acknowledged); and how much
+/// longer lightyear's RTT reads than it, which is what a stalled client's copies may look
+/// newer by (0 when the RTT is the shorter, or without a quartile).
+#[test]
+fn the_quickest_quarter_of_the_acknowledged_trips_is_the_windows_lower_quartile() {
+    use unlag::net::MIN_ACKS;
+    let mut remote = RemoteClientClock::default();
+    let now = 10.0;
+    // A client frozen most of the time: a fifth of the packets acknowledged after the link's
+    // 0.1 s and its next datagram, the rest after stalls of up to a quarter second.
+    let mut trips: Vec<f64> = (0..40)
+        .map(|k| {
+            if k % 5 == 0 {
+                0.1 + 0.001 * f64::from(k % 7)
+            } else {
+                0.12 + 0.25 * f64::from((k * 13) % 17) / 17.0
+            }
+        })
+        .collect();
+    trips.push(f64::INFINITY);
+    for t in &trips {
+        remote.note_ack(*t);
+    }
+    remote.take_acks(now);
+    let mut sorted = trips.clone();
+    sorted.sort_by(f64::total_cmp);
+    let quarter = sorted[sorted.len() / 4];
+    assert_eq!(remote.ack_window_quick(now - 1.0, now), Some(quarter));
+    assert_eq!(
+        remote.ack_window_rtt(now - 1.0, now),
+        Some(sorted[sorted.len() / 2])
+    );
+    remote.set_rtt(now, 0.2);
+    assert!((remote.rtt_over_quick_trip(now) - (0.2 - quarter)).abs() < 1e-12);
+    remote.set_rtt(now, 0.05);
+    assert_eq!(remote.rtt_over_quick_trip(now), 0.0);
+    // Too few, or half never acknowledged: nothing.
+    let mut few = RemoteClientClock::default();
+    for _ in 0..MIN_ACKS - 1 {
+        few.note_ack(0.1);
+    }
+    few.take_acks(now);
+    assert_eq!(few.ack_window_quick(now - 1.0, now), None);
+    few.set_rtt(now, 0.2);
+    assert_eq!(few.rtt_over_quick_trip(now), 0.0);
+    let mut lost = RemoteClientClock::default();
+    for k in 0..20 {
+        if k % 2 == 0 {
+            lost.note_ack(0.1);
+        } else {
+            lost.note_unacknowledged();
+        }
+    }
+    lost.take_acks(now);
+    assert_eq!(lost.ack_window_quick(now - 1.0, now), None);
+}
+
 #[test]
 fn high_ping_warning_raised_and_cleared() {
     let mut tb = testbed(1, conditions(50, 0, 0.0));

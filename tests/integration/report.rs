@@ -1425,6 +1425,47 @@ fn a_client_below_ten_frames_a_second_sends_no_copy_older_than_the_server_takes(
     assert_eq!(report.disconnects, 0);
 }
 
+/// A 240-fps client frozen three quarters of its time (5 % of its frames take 250 ms), its
+/// rifle held down: the server's pings wait out its stalls, and lightyear's RTT of it read
+/// twice the link's (0.2 s on a 0.1-s link). Its honest copies then looked newer than the
+/// view time the server expected from that RTT, and were refused (25 shots over seeds 1-6,
+/// 3 and 9 with the first two here). The newer side of the check now takes the round trip
+/// from the quickest quarter of the transport's acknowledgements when shorter, which the
+/// stalls do not lengthen, and so does the newest a reload may be dated. With 1 % of its
+/// frames taking 500 ms at 5 % loss (seed 2) a reload started in a hitched frame was stamped
+/// with the view drawn before the hitch, dated 0.15 s later by the server, and the first shot
+/// after the client's own end of it refused `NoAmmo`: reload commands now wait out a hitched
+/// frame, as shots do. Nothing refused, every hit seen confirmed.
+#[test]
+fn a_client_frozen_most_of_the_time_refuses_no_honest_shot() {
+    for (hitches, loss_percent, seed) in [
+        ((5.0, 250.0), 1.0, 1),
+        ((5.0, 250.0), 1.0, 6),
+        ((1.0, 500.0), 5.0, 2),
+    ] {
+        let options = ReportOptions {
+            hitches: Some(hitches),
+            loss_percent,
+            fire_interval: 0.1,
+            weapon: Some("rifle".to_owned()),
+            seed,
+            ..Default::default()
+        };
+        let report = run(&options, &mut |_| {}).unwrap();
+        assert!(
+            report.rejected.is_empty(),
+            "seed {seed}: {:?}",
+            report.rejected
+        );
+        for a in &report.agreement {
+            assert!(a.weapon != "rifle" || a.shots >= 100, "seed {seed}: {a:?}");
+            assert_eq!(a.refused, 0, "seed {seed}: {a:?}");
+            assert_eq!(a.hits_confirmed, a.seen_hits, "seed {seed}: {a:?}");
+        }
+        assert_eq!(report.disconnects, 0);
+    }
+}
+
 #[test]
 fn a_benchmarks_filter_is_found_among_criterions_own_options() {
     use unlag_report::bench_args::{criterion_filter, filter_numbers};

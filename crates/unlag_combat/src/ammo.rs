@@ -93,11 +93,14 @@ impl ServerArmory {
 
     /// Takes a client's [`ReloadRequest`] against weapon table `table`: `expected` is the
     /// server's estimate of the client's view time when it was sent, `tolerance` how far the
-    /// claimed view time may be from it, and `heard` the client's view time when the last
-    /// packet the server had from it before this one's frame left (seconds; not finite when
-    /// there was none).
+    /// claimed view time may be from it, `newer` how much newer than `expected` it may be
+    /// besides (the client's RTT over the quickest of its acknowledged trips, which a client
+    /// frozen by its stalls reads its pings late by:
+    /// [`RemoteClientClock::rtt_over_quick_trip`](unlag_net::RemoteClientClock::rtt_over_quick_trip)),
+    /// and `heard` the client's view time when the last packet the server had from it before
+    /// this one's frame left (seconds; not finite when there was none).
     /// The start is clamped between `heard` (or `expected`, if earlier) less `tolerance` and
-    /// `expected` plus `tolerance`: a client sends its request in every packet until the
+    /// `expected` plus `newer` and `tolerance`: a client sends its request in every packet until the
     /// server has it, so a reload cannot have started before a packet that came without it,
     /// while a copy that outlived a burst of losses is dated when it was made.
     /// Starts the reload if the weapon is not full and not reloading already. Copies and
@@ -108,7 +111,7 @@ impl ServerArmory {
         &mut self,
         request: &ReloadRequest,
         table: &WeaponTable,
-        (expected, tolerance): (f64, f64),
+        (expected, newer, tolerance): (f64, f64, f64),
         heard: f64,
     ) -> bool {
         let Some(spec) = table.get(request.weapon) else {
@@ -130,9 +133,12 @@ impl ServerArmory {
         } else {
             expected
         };
+        // (A reload dated earlier than the client started it would refuse the shots it fired
+        // before, as fired while reloading.)
+        let latest = expected + unlag_core::finite_non_negative(newer);
         let started = request
             .view_time
-            .clamp(earliest - tolerance, expected + tolerance);
+            .clamp(earliest - tolerance, latest + tolerance);
 
         w.last_reload_request = request.view_time;
         if w.reloading.is_none() && w.ammo < spec.magazine {
@@ -428,13 +434,14 @@ fn take_reload_requests(
         };
         let one_way = remote.rtt / 2.0;
         let expected = remote.view_time(now - one_way);
+        let newer = remote.rtt_over_quick_trip(now);
         let heard = heard
             .before(link)
             .map_or(f64::NEG_INFINITY, |at| remote.view_time(at - one_way));
         let tolerance = tolerance(remote);
         let mut answers: Vec<ReloadTaken> = Vec::new();
         for request in receiver.receive() {
-            armory.take_reload_request(&request, table, (expected, tolerance), heard);
+            armory.take_reload_request(&request, table, (expected, newer, tolerance), heard);
             if armory.has_reload_request(&request)
                 && !answers.iter().any(|a| a.weapon == request.weapon)
             {

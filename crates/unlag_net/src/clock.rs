@@ -421,6 +421,10 @@ pub struct RemoteClockAt {
     /// The median acknowledged round trip of the [`VIEW_LAG_WINDOW`] before then
     /// ([`RemoteClientClock::ack_window_rtt`]), seconds.
     pub window_trip: Option<f64>,
+    /// The lower quartile of the acknowledged round trips of the [`VIEW_LAG_WINDOW`] before
+    /// then ([`RemoteClientClock::ack_window_quick`]), seconds: the link's round trip as a
+    /// client's stalls do not lengthen it.
+    pub quick_trip: Option<f64>,
 }
 
 impl RemoteClockAt {
@@ -462,6 +466,18 @@ impl RemoteClockAt {
                 + unlag_core::JITTER_RANGE * self.jitter;
             unlag_core::finite_non_negative(trip - usual)
         })
+    }
+
+    /// How much longer lightyear's RTT ([`RemoteClockAt::rtt`]) read than the quickest quarter
+    /// of the acknowledged trips ([`RemoteClockAt::quick_trip`]), seconds (0 when not longer, or
+    /// without them): how much newer than the server's estimate from the RTT the client's view
+    /// may be. Every trip the server times includes the wait until the client's next frame
+    /// reads its packet, and a client frozen most of the time (its frames hitching) reads most
+    /// pings after a stall; the packets that came between its stalls are acknowledged with its
+    /// next datagram (see [`RemoteClientClock::ack_window_quick`]). A client cannot shorten an
+    /// acknowledgement: holding its pongs leaves this no larger than an honest client's.
+    pub fn rtt_over_quick_trip(&self) -> f64 {
+        rtt_over_quick(self.rtt, self.quick_trip)
     }
 
     /// How much longer than the view reports' median lag ([`RemoteClockAt::view_lag_median`])
@@ -783,6 +799,44 @@ impl RemoteClientClock {
     /// message of the client's own), which holding the pongs and the echoes does not.
     pub fn ack_window_rtt(&self, since: f64, now: f64) -> Option<f64> {
         window_median(&self.ack_rtts, since, now, MIN_ACKS).filter(|rtt| rtt.is_finite())
+    }
+
+    /// The lower quartile of the round trips [`RemoteClientClock::ack_window_rtt`] takes the
+    /// median of (server times `since` to `now`, seconds), under the same conditions: the
+    /// link's round trip as a client's stalls do not lengthen it.
+    ///
+    /// Every trip the server times includes the wait until the client's next frame reads its
+    /// packet: lightyear's pongs (the client states only its hold after that read) and these
+    /// acknowledgements alike. A client frozen most of the time (a 240-fps game whose frames
+    /// take 250 ms three times in a hundred: two thirds of its wall time) reads most packets
+    /// after a stall, and lightyear's RTT of it read 0.20-0.22 s on a 0.1-s link. The packets
+    /// that came between its stalls are acknowledged with its next datagram: the quickest
+    /// quarter of the trips is the link's and that wait. A client cannot shorten an
+    /// acknowledgement, only lengthen it (see [`RemoteClientClock::ack_window_rtt`]).
+    pub fn ack_window_quick(&self, since: f64, now: f64) -> Option<f64> {
+        self.ack_window_trips(since, now)
+            .map(|(_, quarter)| quarter)
+    }
+
+    /// [`RemoteClockAt::rtt_over_quick_trip`] at server time `now` (seconds), over the
+    /// [`VIEW_LAG_WINDOW`] before it.
+    pub fn rtt_over_quick_trip(&self, now: f64) -> f64 {
+        rtt_over_quick(self.rtt, self.ack_window_quick(now - VIEW_LAG_WINDOW, now))
+    }
+
+    /// [`RemoteClientClock::ack_window_rtt`] and [`RemoteClientClock::ack_window_quick`], from
+    /// one pass over the window: (median, lower quartile), seconds.
+    fn ack_window_trips(&self, since: f64, now: f64) -> Option<(f64, f64)> {
+        let mut trips: Vec<f64> = Vec::with_capacity(self.ack_rtts.len());
+        trips.extend(window_values(&self.ack_rtts, since, now));
+        if trips.len() < MIN_ACKS {
+            return None;
+        }
+        // As `upper_median`; the selection leaves the smaller half first, the quartile in it.
+        let (middle, quarter) = (trips.len() / 2, trips.len() / 4);
+        let median = unlag_core::nth_smallest(&mut trips, middle);
+        let quarter = unlag_core::nth_smallest(&mut trips[..middle], quarter);
+        median.is_finite().then_some((median, quarter))
     }
 
     /// Notes that the client acknowledged one of the server's packets `rtt` seconds after it
@@ -1112,6 +1166,7 @@ impl RemoteClientClock {
     /// link as it was when the shot arrived, not as it is later.
     pub fn at(&self, now: f64, frame: f64) -> RemoteClockAt {
         let summary = self.view_lags_summary(now, frame);
+        let trips = self.ack_window_trips(now - VIEW_LAG_WINDOW, now);
         RemoteClockAt {
             rtt: self.rtt,
             jitter: self.jitter,
@@ -1127,7 +1182,8 @@ impl RemoteClientClock {
             announced_cap: self.announced_cap(now),
             report_stamp: self.latest_stamp.map(|(view_time, _)| view_time),
             fresh_trip: self.recent_trip(now),
-            window_trip: self.ack_window_rtt(now - VIEW_LAG_WINDOW, now),
+            window_trip: trips.map(|(median, _)| median),
+            quick_trip: trips.map(|(_, quarter)| quarter),
         }
     }
 
@@ -1146,6 +1202,13 @@ impl RemoteClientClock {
     pub fn announced_cap(&self, now: f64) -> Option<f64> {
         window_values(&self.announced_caps, now - VIEW_LAG_WINDOW, now).reduce(f64::max)
     }
+}
+
+/// How much longer `rtt` is than `quick` (seconds; 0 when not longer, or either is not finite).
+fn rtt_over_quick(rtt: f64, quick: Option<f64>) -> f64 {
+    quick
+        .filter(|q| q.is_finite())
+        .map_or(0.0, |q| unlag_core::finite_non_negative(rtt - q))
 }
 
 /// Appends `value`, stamped `now` (seconds), to a time-ordered window of round trips,

@@ -56,7 +56,17 @@ pub(crate) fn reload(
         }
     }
     unanswered.retain(|(r, _)| now - r.view_time < RELOAD_RESEND_FOR);
-    for command in commands.read() {
+    // After a hitch what is on screen was drawn before it: a reload stamped with it would
+    // claim to have started the hitch's length ago, which the server dates no sooner than the
+    // last packet it had without it, and the reload then ended later there than here (a
+    // 500-ms hitch: dated 0.15 s later, and the first shot after the client's own end was
+    // refused as fired while reloading). Commands wait one frame, as shots do (they stay
+    // readable for one more frame).
+    let commands = (!clock.frame_hitched)
+        .then(|| commands.read())
+        .into_iter()
+        .flatten();
+    for command in commands {
         let Some(spec) = table.get(command.weapon) else {
             continue;
         };
