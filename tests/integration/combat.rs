@@ -2388,6 +2388,89 @@ fn a_reloads_copies_ride_in_packets_that_leave_anyway() {
     assert!(tb.server_world().resource::<CombatStats>().rejected_total() == 0);
 }
 
+/// Client frames still to be taken as hitched ([`force_hitched`]): a test's way to hitch a
+/// client's frames at a moment of its choosing (the testbed's own hitches are drawn from a
+/// seed).
+#[derive(Resource, Default)]
+struct ForcedHitches(u32);
+
+/// Client, `PreUpdate` after the clock: the frame counts as hitched while [`ForcedHitches`]
+/// lasts.
+fn force_hitched(mut forced: ResMut<ForcedHitches>, mut clock: ResMut<unlag::net::NetClock>) {
+    if forced.0 > 0 {
+        forced.0 -= 1;
+        clock.frame_hitched = true;
+    }
+}
+
+/// A fire or a reload command given as a hitch ends waits for the first frame that is not
+/// hitched (what is on screen after a hitch was drawn before it), however many hitched frames
+/// follow: then it is played, once. Left unread, a command lived one frame more (Bevy's
+/// messages), and one given in the first of a run of hitched frames could be lost: with two
+/// the shot here still went, with six it was lost.
+#[test]
+fn commands_given_in_hitched_frames_are_played_in_the_next_frame_that_is_not() {
+    let steady = LinkConditions {
+        latency: Duration::from_millis(100),
+        jitter: Duration::ZERO,
+        loss: 0.0,
+        update_rate_hz: 20.0,
+    };
+    let mut tb = combat_testbed_with(1, steady, default(), 3, 1e9, |app| {
+        app.init_resource::<ForcedHitches>().add_systems(
+            PreUpdate,
+            force_hitched.after(unlag::net::NetSystems::Clock),
+        );
+    });
+    let (rifle, spec) = weapon(&tb, "rifle");
+    tb.run_for(Duration::from_secs(1));
+    let ammo = |tb: &Testbed| {
+        tb.client_world(0)
+            .resource::<unlag::combat::Armory>()
+            .ammo(rifle)
+            .unwrap()
+    };
+    let reloading = |tb: &Testbed| {
+        tb.client_world(0)
+            .resource::<unlag::combat::Armory>()
+            .reloading(rifle)
+    };
+    assert_eq!(ammo(&tb), spec.magazine);
+    for hitched in [1, 2, 6] {
+        // A shot given as `hitched` frames hitch: not fired in them, fired once after.
+        let before = ammo(&tb);
+        tb.client_world_mut(0)
+            .insert_resource(ForcedHitches(hitched));
+        tb.client_world_mut(0).write_message(FireCommand {
+            weapon: rifle,
+            origin: EYE,
+            aim: Vec3::NEG_Z,
+        });
+        for _ in 0..hitched {
+            tb.step();
+            assert_eq!(ammo(&tb), before, "fired in a hitched frame ({hitched})");
+        }
+        tb.run_for(Duration::from_millis(100));
+        assert_eq!(ammo(&tb), before - 1, "{hitched} hitched frames");
+        // A reload the same way.
+        tb.client_world_mut(0)
+            .insert_resource(ForcedHitches(hitched));
+        tb.client_world_mut(0)
+            .write_message(ReloadCommand { weapon: rifle });
+        for _ in 0..hitched {
+            tb.step();
+            assert!(!reloading(&tb), "reloading in a hitched frame ({hitched})");
+        }
+        tb.step();
+        assert!(reloading(&tb), "{hitched} hitched frames");
+        tb.run_for(Duration::from_secs_f64(f64::from(spec.reload_time) + 0.5));
+        assert_eq!(ammo(&tb), spec.magazine);
+    }
+    let stats = tb.server_world().resource::<CombatStats>();
+    assert_eq!(stats.accepted, 3, "{stats:?}");
+    assert_eq!(stats.rejected_total(), 0, "{:?}", stats.rejected);
+}
+
 /// A reload cannot be dated before a packet the server had from the client without it (an
 /// honest client sends its request in every packet until the server has it): one claimed a
 /// second back while the client's packets kept coming starts where the last of them left,

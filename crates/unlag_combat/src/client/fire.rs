@@ -170,7 +170,8 @@ pub(crate) fn send_copies(
 /// proxies as drawn, reported locally and sent to the server.
 pub(crate) fn fire(
     (clock, weapons, settings): (Res<NetClock>, Res<Weapons>, Res<CombatSettings>),
-    mut commands: MessageReader<FireCommand>,
+    // (The commands given, and those held through hitched frames: `hold_commands`.)
+    (mut commands, mut held): (MessageReader<FireCommand>, Local<Vec<FireCommand>>),
     armory: Option<ResMut<Armory>>,
     scene: ProxyScene,
     mut link: FireLink,
@@ -184,20 +185,25 @@ pub(crate) fn fire(
         (armory, &weapons.table, clock.synced, scene.has_character())
     else {
         commands.clear();
+        held.clear();
         return;
     };
     // After a hitch what is on screen was drawn before it: a shot traced against it, or a copy
     // stamped with it, would claim a view the hitch's length old, which the server rightly
-    // takes for backtracking. Shots and copies wait one frame for proxies drawn now (commands
-    // stay readable for one more frame).
+    // takes for backtracking. Shots and copies wait for a frame that is not hitched, for
+    // proxies drawn now (the commands held till then: `hold_commands`).
     if clock.frame_hitched {
+        super::hold_commands(&mut held, commands.read().copied());
         return;
     }
+    let commands = core::mem::take(&mut *held)
+        .into_iter()
+        .chain(commands.read().copied());
     // The fire rate is kept on the view clock the server checks it on (the shots' view times).
     // It is the view time on screen, the one every proxy of the server's default rate is drawn
     // at (a shot that hits a proxy takes that proxy's).
     let now = clock.drawn_view_time();
-    for command in commands.read() {
+    for command in commands {
         let (Some(spec), Some(aim)) = (table.get(command.weapon), command.aim.try_normalize())
         else {
             continue;

@@ -24,7 +24,8 @@ pub(crate) fn reload(
     frame: Res<NetFrame>,
     clock: Res<NetClock>,
     weapons: Res<Weapons>,
-    mut commands: MessageReader<ReloadCommand>,
+    // (The commands given, and those held through hitched frames: `hold_commands`.)
+    (mut commands, mut held): (MessageReader<ReloadCommand>, Local<Vec<ReloadCommand>>),
     armory: Option<ResMut<Armory>>,
     mut link: Query<
         (
@@ -42,6 +43,7 @@ pub(crate) fn reload(
     // would read it as seconds in the past): a command then does nothing.
     let (Some(mut armory), Some(table), true) = (armory, &weapons.table, clock.synced) else {
         commands.clear();
+        held.clear();
         return;
     };
     let now = clock.drawn_view_time();
@@ -60,12 +62,16 @@ pub(crate) fn reload(
     // claim to have started the hitch's length ago, which the server dates no sooner than the
     // last packet it had without it, and the reload then ended later there than here (a
     // 500-ms hitch: dated 0.15 s later, and the first shot after the client's own end was
-    // refused as fired while reloading). Commands wait one frame, as shots do (they stay
-    // readable for one more frame).
-    let commands = (!clock.frame_hitched)
-        .then(|| commands.read())
-        .into_iter()
-        .flatten();
+    // refused as fired while reloading). Commands wait for a frame that is not hitched, as
+    // shots do (held till then: `hold_commands`).
+    let commands = if clock.frame_hitched {
+        super::hold_commands(&mut held, commands.read().copied());
+        Vec::new()
+    } else {
+        let mut commands_now = core::mem::take(&mut *held);
+        commands_now.extend(commands.read().copied());
+        commands_now
+    };
     for command in commands {
         let Some(spec) = table.get(command.weapon) else {
             continue;
