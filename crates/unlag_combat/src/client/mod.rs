@@ -20,6 +20,11 @@ pub(crate) use fire::{ShotCopies, fire, send_copies};
 pub(crate) use reload::{UnansweredReloads, reload, send_reload_copies};
 pub(crate) use results::receive_results;
 
+use crate::protocol::{ConfirmedHit, CosmeticFire, Rejection};
+use crate::settings::Weapons;
+use bevy::prelude::*;
+use unlag_core::PredictedAmmo;
+
 /// Most commands of one kind held through hitched frames (a game cannot fire or reload more
 /// than a handful of times in them; a flood is cut here, not grown).
 const MAX_HELD_COMMANDS: usize = 16;
@@ -27,7 +32,7 @@ const MAX_HELD_COMMANDS: usize = 16;
 /// The commands given in a hitched frame, held for the next frame that is not: what is on
 /// screen after a hitch was drawn before it, so a shot or a reload stamped with it would claim
 /// a view the hitch's length old. Left unread instead, a command lived one more frame only
-/// (Bevy's messages), and one given in the first of two hitched frames in a row was lost.
+/// (Bevy's messages), and one given in the first of a run of hitched frames could be lost.
 pub(crate) fn hold_commands<T>(held: &mut Vec<T>, commands: impl Iterator<Item = T>) {
     for command in commands {
         if held.len() < MAX_HELD_COMMANDS {
@@ -35,11 +40,6 @@ pub(crate) fn hold_commands<T>(held: &mut Vec<T>, commands: impl Iterator<Item =
         }
     }
 }
-
-use crate::protocol::{ConfirmedHit, CosmeticFire, Rejection};
-use crate::settings::Weapons;
-use bevy::prelude::*;
-use unlag_core::PredictedAmmo;
 
 /// Game → combat (client): fire the weapon once.
 #[derive(Message, Copy, Clone, Debug, PartialEq)]
