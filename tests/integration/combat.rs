@@ -2411,10 +2411,9 @@ fn force_hitched(mut forced: ResMut<ForcedHitches>, mut clock: ResMut<unlag::net
 #[test]
 fn commands_given_in_hitched_frames_are_played_in_the_next_frame_that_is_not() {
     let steady = LinkConditions {
-        latency: Duration::from_millis(100),
         jitter: Duration::ZERO,
         loss: 0.0,
-        update_rate_hz: 20.0,
+        ..lossy(100)
     };
     let mut tb = combat_testbed_with(1, steady, default(), 3, 1e9, |app| {
         app.init_resource::<ForcedHitches>().add_systems(

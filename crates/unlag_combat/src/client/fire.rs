@@ -170,7 +170,7 @@ pub(crate) fn send_copies(
 /// proxies as drawn, reported locally and sent to the server.
 pub(crate) fn fire(
     (clock, weapons, settings): (Res<NetClock>, Res<Weapons>, Res<CombatSettings>),
-    // (The commands given, and those held through hitched frames: `hold_commands`.)
+    // (The commands given, and those held through hitched frames: `playable_commands`.)
     (mut commands, mut held): (MessageReader<FireCommand>, Local<Vec<FireCommand>>),
     armory: Option<ResMut<Armory>>,
     scene: ProxyScene,
@@ -191,14 +191,8 @@ pub(crate) fn fire(
     // After a hitch what is on screen was drawn before it: a shot traced against it, or a copy
     // stamped with it, would claim a view the hitch's length old, which the server rightly
     // takes for backtracking. Shots and copies wait for a frame that is not hitched, for
-    // proxies drawn now (the commands held till then: `hold_commands`).
-    if clock.frame_hitched {
-        super::hold_commands(&mut held, commands.read().copied());
-        return;
-    }
-    let commands = core::mem::take(&mut *held)
-        .into_iter()
-        .chain(commands.read().copied());
+    // proxies drawn now (the commands held till then: `playable_commands`).
+    let commands = super::playable_commands(clock.frame_hitched, &mut held, &mut commands);
     // The fire rate is kept on the view clock the server checks it on (the shots' view times).
     // It is the view time on screen, the one every proxy of the server's default rate is drawn
     // at (a shot that hits a proxy takes that proxy's).

@@ -29,16 +29,28 @@ use unlag_core::PredictedAmmo;
 /// than a handful of times in them; a flood is cut here, not grown).
 const MAX_HELD_COMMANDS: usize = 16;
 
-/// The commands given in a hitched frame, held for the next frame that is not: what is on
-/// screen after a hitch was drawn before it, so a shot or a reload stamped with it would claim
-/// a view the hitch's length old. Left unread instead, a command lived one more frame only
-/// (Bevy's messages), and one given in the first of a run of hitched frames could be lost.
-pub(crate) fn hold_commands<T>(held: &mut Vec<T>, commands: impl Iterator<Item = T>) {
-    for command in commands {
-        if held.len() < MAX_HELD_COMMANDS {
-            held.push(command);
+/// The commands to play this frame: none in a hitched frame, whose commands are held in
+/// `held` for the next frame that is not (at most [`MAX_HELD_COMMANDS`]); in that one, the
+/// held commands first, then the frame's own. What is on screen after a hitch was drawn before
+/// it, so a shot or a reload stamped with it would claim a view the hitch's length old. Left
+/// unread instead, a command lived one more frame only (Bevy's messages), and one given in the
+/// first of a run of hitched frames could be lost.
+pub(crate) fn playable_commands<T: Message + Copy>(
+    hitched: bool,
+    held: &mut Vec<T>,
+    commands: &mut MessageReader<T>,
+) -> Vec<T> {
+    if hitched {
+        for command in commands.read() {
+            if held.len() < MAX_HELD_COMMANDS {
+                held.push(*command);
+            }
         }
+        return Vec::new();
     }
+    let mut playable = core::mem::take(held);
+    playable.extend(commands.read().copied());
+    playable
 }
 
 /// Game → combat (client): fire the weapon once.

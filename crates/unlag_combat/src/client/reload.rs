@@ -24,7 +24,7 @@ pub(crate) fn reload(
     frame: Res<NetFrame>,
     clock: Res<NetClock>,
     weapons: Res<Weapons>,
-    // (The commands given, and those held through hitched frames: `hold_commands`.)
+    // (The commands given, and those held through hitched frames: `playable_commands`.)
     (mut commands, mut held): (MessageReader<ReloadCommand>, Local<Vec<ReloadCommand>>),
     armory: Option<ResMut<Armory>>,
     mut link: Query<
@@ -63,16 +63,8 @@ pub(crate) fn reload(
     // last packet it had without it, and the reload then ended later there than here (a
     // 500-ms hitch: dated 0.15 s later, and the first shot after the client's own end was
     // refused as fired while reloading). Commands wait for a frame that is not hitched, as
-    // shots do (held till then: `hold_commands`).
-    let commands = if clock.frame_hitched {
-        super::hold_commands(&mut held, commands.read().copied());
-        Vec::new()
-    } else {
-        let mut commands_now = core::mem::take(&mut *held);
-        commands_now.extend(commands.read().copied());
-        commands_now
-    };
-    for command in commands {
+    // shots do (held till then: `playable_commands`).
+    for command in super::playable_commands(clock.frame_hitched, &mut held, &mut commands) {
         let Some(spec) = table.get(command.weapon) else {
             continue;
         };
