@@ -2935,7 +2935,7 @@ fn projectile_broadcasts_encoded_once_go_on_the_wire_as_postcard_writes_them() {
 #[test]
 fn fire_requests_read_back_as_sent_in_a_few_dozen_bytes() {
     use unlag::combat::{FireRequest, WireClaim};
-    use unlag::core::quantize::round_direction;
+    use unlag::core::quantize::{round_direction, round_to_millimetres};
     use unlag::core::{SmoothingMode, SplitMix64};
     let mut rng = SplitMix64::new(26);
     let mut unit = move || rng.next_f64();
@@ -2967,7 +2967,12 @@ fn fire_requests_read_back_as_sent_in_a_few_dozen_bytes() {
         let request = FireRequest {
             weapon: (i % 3) as u8,
             fire_index: i * 7919,
-            origin: v(&mut r),
+            // As a client rounds it (whole millimetres on the wire), or not (its 12 bytes).
+            origin: if i % 3 == 0 {
+                round_to_millimetres(v(&mut r))
+            } else {
+                v(&mut r)
+            },
             // As a client rounds it (4 bytes on the wire), or not (its 12 bytes, exactly).
             aim: if i % 2 == 0 {
                 round_direction(v(&mut r).normalize())
@@ -2984,7 +2989,12 @@ fn fire_requests_read_back_as_sent_in_a_few_dozen_bytes() {
             delay_cap: (i % 3 == 0).then(|| r() * 0.5),
             move_seq: (i % 4 != 0).then_some(i as u16),
             sent_view_time: sent,
-            sent_delay: r() * 2.0,
+            // In whole tens of microseconds, as a client states it, or not.
+            sent_delay: if i % 4 < 2 {
+                (r() * 2e5).round() / 1e5
+            } else {
+                r() * 2.0
+            },
             claims,
         };
         let bytes = request.encode();
@@ -3023,10 +3033,23 @@ fn fire_requests_read_back_as_sent_in_a_few_dozen_bytes() {
         };
         assert_eq!(raw.encode().len(), bytes.len() + extra, "{i}");
         assert_eq!(FireRequest::decode(&raw.encode()).unwrap().aim, raw.aim);
+        // A rounded origin goes in fewer bytes than its 12, any other exactly in them.
+        let raw = FireRequest {
+            origin: request.origin + Vec3::splat(0.0001),
+            ..request.clone()
+        };
+        if round_to_millimetres(request.origin) == request.origin {
+            assert!(raw.encode().len() > bytes.len(), "{i}");
+        }
+        assert_eq!(
+            FireRequest::decode(&raw.encode()).unwrap().origin,
+            raw.origin
+        );
     }
     // An honest rifle shot ten minutes into a match, with one claim, as the client sends it
-    // (no directions, the aim rounded): 47 bytes (about 112 in serde's derived form, 244 for
-    // a shotgun's; 55 with the aim's `f32`s).
+    // (no directions, the aim, origin and delay rounded): 42 bytes (about 112 in serde's
+    // derived form, 244 for a shotgun's; 50 with the aim's `f32`s, 46 with the origin's, 43
+    // with the delay in whole microseconds).
     let shot = FireRequest {
         weapon: 0,
         fire_index: 600,
@@ -3051,7 +3074,7 @@ fn fire_requests_read_back_as_sent_in_a_few_dozen_bytes() {
     };
     let size = shot.encode().len();
     println!("an honest rifle shot with one claim: {size} bytes");
-    assert!(size <= 48, "{size} bytes");
+    assert!(size <= 42, "{size} bytes");
 
     // Garbage: truncations and flips of good requests, and noise.
     let mut rng = SplitMix64::new(27);

@@ -1766,9 +1766,10 @@ fn a_delay_reports_view_time_goes_in_four_bytes_and_unwraps_near_the_servers_clo
         loss_runs: 0,
         echo: None,
     };
-    // seq 1 byte, delay 3, view time 4, frame 3, loss runs 1, no echo 1.
+    // Head 1 byte, seq 2, view time 4, delay 2 (10 000 tens of µs), frame 3 (16 667 µs, not
+    // whole tens), no loss runs, no echo.
     let bytes = postcard::to_allocvec(&report(123.456)).unwrap();
-    assert_eq!(bytes.len(), 13);
+    assert_eq!(bytes.len(), 12);
     for server_time in [
         0.1,
         600.0,
@@ -1822,6 +1823,107 @@ fn a_delay_reports_view_time_goes_in_four_bytes_and_unwraps_near_the_servers_clo
             .is_err()
     );
     assert!(unwrap_view_time(f64::NAN, 600.0).is_nan());
+}
+
+/// A delay report goes packed: its head says which parts follow, the delay and the frame go
+/// in tens of microseconds when they are whole tens (as an honest client rounds them), the
+/// loss runs and the echo only when there are some. Every report reads back equal, and bytes
+/// no encoder writes (a figure of whole tens not in tens, loss runs of 0 written, unknown head
+/// bits, a figure in tens beyond `u32`, a report cut short) are refused.
+#[test]
+fn a_delay_report_goes_packed_and_reads_back_equal() {
+    use unlag::net::{BeatEcho, DelayReport, report_micros};
+    use unlag_core::Seq16;
+    let usual = DelayReport {
+        seq: Seq16(40_000),
+        delay_us: report_micros(0.100_004),
+        view_time: 1_234.567_891,
+        frame_us: report_micros(1.0 / 60.0),
+        loss_runs: 0,
+        echo: None,
+    };
+    assert_eq!((usual.delay_us, usual.frame_us), (100_000, 16_670));
+    // Head 1, seq 2 (3 as a varint past 16 383), view time 4, delay 2, frame 2: 11, where the
+    // derived form took 15.
+    let bytes = postcard::to_allocvec(&usual).unwrap();
+    assert_eq!(bytes.len(), 11);
+    let cases = [
+        usual.clone(),
+        DelayReport {
+            loss_runs: 77,
+            echo: Some(BeatEcho {
+                seq: Seq16(65_535),
+                held_us: 12_345,
+            }),
+            ..usual.clone()
+        },
+        DelayReport {
+            delay_us: 0,
+            frame_us: u32::MAX,
+            ..usual.clone()
+        },
+        DelayReport {
+            delay_us: 4_294_967_290,
+            frame_us: 7,
+            seq: Seq16(0),
+            view_time: 0.0,
+            ..usual.clone()
+        },
+    ];
+    for report in &cases {
+        let bytes = postcard::to_allocvec(report).unwrap();
+        let read: DelayReport =
+            postcard::from_bytes(&bytes).unwrap_or_else(|e| panic!("{report:?} {bytes:?} {e:?}"));
+        assert_eq!(&read, report);
+        // Cut anywhere short of its end, refused.
+        for cut in 0..bytes.len() {
+            assert!(
+                postcard::from_bytes::<DelayReport>(&bytes[..cut]).is_err(),
+                "{cut}"
+            );
+        }
+    }
+    // The loss runs and the echo cost their bytes only when there are some.
+    assert_eq!(
+        postcard::to_allocvec(&cases[1]).unwrap().len(),
+        11 + 1 + 2 + 2
+    );
+    // Bytes no encoder writes: the usual report's, altered.
+    let head = bytes[0];
+    let altered = |f: &dyn Fn(&mut Vec<u8>)| {
+        let mut b = bytes.clone();
+        f(&mut b);
+        postcard::from_bytes::<DelayReport>(&b)
+    };
+    // The delay (10 000 tens, `[0x90, 0x4e]`) said to be whole microseconds: 10 000 µs is a
+    // figure of whole tens.
+    assert!(altered(&|b| b[0] = head & !4).is_err());
+    // An unknown head bit.
+    assert!(altered(&|b| b[0] = head | 16).is_err());
+    // Loss runs of 0 written.
+    assert!(
+        altered(&|b| {
+            b[0] = head | 2;
+            b.push(0);
+        })
+        .is_err()
+    );
+    // A figure in tens beyond u32: the delay's varint replaced by 2³² / 10 + 1 tens.
+    assert!(
+        altered(&|b| {
+            let mut w = Vec::new();
+            let mut v: u64 = u64::from(u32::MAX / 10 + 1);
+            while v >= 0x80 {
+                w.push((v as u8) | 0x80);
+                v >>= 7;
+            }
+            w.push(v as u8);
+            b.splice(7..9, w);
+        })
+        .is_err()
+    );
+    // The usual bytes themselves read back.
+    assert_eq!(altered(&|_| {}).unwrap(), usual);
 }
 
 /// The server takes a client's delay reports up to twice the honest rate, with a burst for a

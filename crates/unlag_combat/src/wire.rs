@@ -8,15 +8,16 @@
 //! | --- | --- |
 //! | flags (which optional parts follow) | 1 |
 //! | weapon, fire index (varint) | 1 + 1–5 |
-//! | origin (`f32` bits) | 12 |
+//! | origin: whole millimetres, a zigzag varint a coordinate (the client rounds it so before it traces: [`unlag_core::quantize::round_to_millimetres`]), or its `f32` bits when it is not so rounded | 3–15, mostly 6–9, or 12 |
 //! | aim: octahedral, 16 bits a coordinate ([`unlag_core::quantize::quantize_direction`]: the client rounds it so before it traces), or its `f32` bits when it is not so rounded | 4 or 12 |
 //! | directions, only when the request carries them (an honest client sends none: the server rolls them from the fire index and aim) | 1 + 12 each |
 //! | the copy's view time (µs, zigzag varint) | 4–6 |
-//! | the shot's view time before it, its judged time after it, the copy's delay, the rewind cap (µs) | 1–3 each |
+//! | the shot's view time before it, its judged time after it, the rewind cap (µs) | 1–3 each |
+//! | the copy's delay: tens of µs when it is whole tens (as the client rounds it, with its delay reports), else µs | 2–3 |
 //! | the newest move | 2 |
 //! | claims: count, then per claim the target (`unlag_core::ByteWriter::entity`: 2 bytes), `from` (varint), `to − from`, alpha (`f32`), mode and flags, the ease only when not zero, the pellets that hit it only when more than the first alone (varint) | 1 + about 9 each |
 //!
-//! A rifle shot with one claim, ten minutes into a match, comes to 47 bytes (112 in serde's
+//! A rifle shot with one claim, ten minutes into a match, comes to 43 bytes (112 in serde's
 //! derived form), a shotgun's the same (244). Times go as whole microseconds: a character at
 //! 10 m/s moves 10 µm in one, and the server's timing checks allow milliseconds. Reading never
 //! panics: counts above the wire limits, times beyond ±2⁴⁸ µs (8.9 years), unknown flag bits or
@@ -25,7 +26,9 @@
 
 use crate::protocol::{FireRequest, MAX_CLAIMS, WireClaim};
 use bevy::prelude::*;
-use unlag_core::quantize::{dequantize_direction, quantize_direction};
+use unlag_core::quantize::{
+    dequantize_direction, dequantize_millimetres, quantize_direction, quantize_millimetres,
+};
 use unlag_core::{ByteReader, ByteWriter, DecodeError, SmoothingMode};
 
 /// Most directions a request may carry (no weapon fires more pellets).
@@ -42,7 +45,13 @@ const HAS_DIRECTIONS: u8 = 8;
 /// The aim goes as its three `f32`s, not in 4 bytes: an aim no client rounded
 /// ([`unlag_core::quantize::round_direction`]), a harness's or a cheat's, still goes exactly.
 const RAW_AIM: u8 = 16;
-const FLAGS: u8 = HAS_DELAY_CAP | HAS_MOVE_SEQ | HAS_LEAD | HAS_DIRECTIONS | RAW_AIM;
+/// The origin goes as its three `f32`s, not in whole millimetres: an origin no client rounded
+/// ([`unlag_core::quantize::round_to_millimetres`]) still goes exactly.
+const RAW_ORIGIN: u8 = 32;
+/// The copy's delay goes in tens of microseconds (it is whole tens and not negative).
+const DELAY_TENS: u8 = 64;
+const FLAGS: u8 =
+    HAS_DELAY_CAP | HAS_MOVE_SEQ | HAS_LEAD | HAS_DIRECTIONS | RAW_AIM | RAW_ORIGIN | DELAY_TENS;
 
 const CLAIM_MODE: u8 = 3;
 /// The claim's pellet mask follows (a varint, neither 0 nor 1).
@@ -128,15 +137,23 @@ fn pack(request: &FireRequest) -> Vec<u8> {
     let (view, sent) = (micros(request.view_time), micros(request.sent_view_time));
     let lead = micros(request.judged_time) - view;
     let aim = packed_aim(request.aim);
+    let origin = quantize_millimetres(request.origin);
+    let delay = micros(request.sent_delay);
+    let delay_tens = delay >= 0 && delay % 10 == 0;
     let flags = (u8::from(request.delay_cap.is_some()) * HAS_DELAY_CAP)
         | (u8::from(aim.is_none()) * RAW_AIM)
+        | (u8::from(origin.is_none()) * RAW_ORIGIN)
+        | (u8::from(delay_tens) * DELAY_TENS)
         | (u8::from(request.move_seq.is_some()) * HAS_MOVE_SEQ)
         | (u8::from(lead != 0) * HAS_LEAD)
         | (u8::from(!request.directions.is_empty()) * HAS_DIRECTIONS);
     w.u8(flags);
     w.u8(request.weapon);
     w.varint(u64::from(request.fire_index));
-    write_vec3(&mut w, request.origin);
+    match origin {
+        Some(mm) => mm.into_iter().for_each(|c| w.zigzag(c)),
+        None => write_vec3(&mut w, request.origin),
+    }
     match aim {
         Some([u, v]) => {
             w.i16(u);
@@ -158,7 +175,11 @@ fn pack(request: &FireRequest) -> Vec<u8> {
     if flags & HAS_LEAD != 0 {
         w.zigzag64(lead);
     }
-    w.zigzag64(micros(request.sent_delay));
+    if delay_tens {
+        w.varint(delay as u64 / 10);
+    } else {
+        w.zigzag64(delay);
+    }
     if let Some(cap) = request.delay_cap {
         w.zigzag64(micros(cap));
     }
@@ -201,7 +222,23 @@ fn unpack(bytes: &[u8]) -> Result<FireRequest, DecodeError> {
     }
     let weapon = r.u8()?;
     let fire_index = u32::try_from(r.varint()?).map_err(|_| DecodeError::Invalid)?;
-    let origin = read_vec3(&mut r)?;
+    let origin = if flags & RAW_ORIGIN != 0 {
+        let origin = read_vec3(&mut r)?;
+        // One encoding per request: an origin that goes in millimetres goes so.
+        if quantize_millimetres(origin).is_some() {
+            return Err(DecodeError::Invalid);
+        }
+        origin
+    } else {
+        let mm = [r.zigzag()?, r.zigzag()?, r.zigzag()?];
+        let origin = dequantize_millimetres(mm);
+        // Millimetres that do not come back from their point (beyond what an `f32` holds to
+        // the millimetre) are no encoder's.
+        if quantize_millimetres(origin) != Some(mm) {
+            return Err(DecodeError::Invalid);
+        }
+        origin
+    };
     let aim = if flags & RAW_AIM != 0 {
         read_vec3(&mut r)?
     } else {
@@ -231,7 +268,17 @@ fn unpack(bytes: &[u8]) -> Result<FireRequest, DecodeError> {
     } else {
         view
     };
-    let sent_delay = seconds(r.zigzag64()?)?;
+    let sent_delay = if flags & DELAY_TENS != 0 {
+        let tens = i64::try_from(r.varint()?).map_err(|_| DecodeError::Invalid)?;
+        seconds(tens.checked_mul(10).ok_or(DecodeError::Invalid)?)?
+    } else {
+        let delay = r.zigzag64()?;
+        // One encoding per request: a delay of whole tens goes in tens.
+        if delay >= 0 && delay % 10 == 0 {
+            return Err(DecodeError::Invalid);
+        }
+        seconds(delay)?
+    };
     let delay_cap = if flags & HAS_DELAY_CAP != 0 {
         Some(seconds(r.zigzag64()?)?)
     } else {

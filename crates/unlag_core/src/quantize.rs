@@ -363,6 +363,46 @@ pub fn round_direction(d: Vec3) -> Vec3 {
     dequantize_direction(quantize_direction(d))
 }
 
+/// Largest coordinate of a point in whole millimetres, metres (2³¹ mm, about 2 147 km).
+const MAX_MILLIMETRE_COORDINATE: f64 = 2_147_483.0;
+
+/// `v` in whole millimetres, if it is a point the wire carries so exactly: each coordinate
+/// finite, within ±2 147 483 m and the very `f32` [`dequantize_millimetres`]
+/// gives back for its millimetres (a point [`round_to_millimetres`] rounded).
+pub fn quantize_millimetres(v: Vec3) -> Option<[i32; 3]> {
+    let q = |x: f32| {
+        let x = f64::from(x);
+        (x.is_finite() && x.abs() <= MAX_MILLIMETRE_COORDINATE).then(|| (x * 1000.0).round() as i32)
+    };
+    let mm = [q(v.x)?, q(v.y)?, q(v.z)?];
+    let bits = |v: Vec3| v.to_array().map(f32::to_bits);
+    (bits(dequantize_millimetres(mm)) == bits(v)).then_some(mm)
+}
+
+/// The point `mm` whole millimetres stand for, metres.
+pub fn dequantize_millimetres(mm: [i32; 3]) -> Vec3 {
+    let m = |x: i32| (f64::from(x) / 1000.0) as f32;
+    Vec3::new(m(mm[0]), m(mm[1]), m(mm[2]))
+}
+
+/// `v` with each coordinate at its nearest whole millimetre (within ±2 147 km; others
+/// unchanged): a shot's origin as the wire carries it in a few bytes a coordinate, rounded by
+/// the client before it traces, so that the server rebuilds the very rays. Rounding it again
+/// changes no bit; within 8 km of the origin (where an `f32`'s step is under a millimetre)
+/// [`quantize_millimetres`] carries the rounded point exactly.
+pub fn round_to_millimetres(v: Vec3) -> Vec3 {
+    let r = |x: f32| {
+        let m = f64::from(x);
+        if m.is_finite() && m.abs() <= MAX_MILLIMETRE_COORDINATE {
+            // (`+ 0.0`: a coordinate rounded to nothing is +0, the one zero millimetres give.)
+            ((m * 1000.0).round() / 1000.0) as f32 + 0.0
+        } else {
+            x
+        }
+    };
+    Vec3::new(r(v.x), r(v.y), r(v.z))
+}
+
 /// A tick's length in whole microseconds, what [`run_on_mm`] counts in (both ends round the
 /// same length the same way); 0 for a length that is not finite and positive, up to 1 s.
 pub fn tick_micros(tick_seconds: f64) -> u32 {
@@ -397,6 +437,52 @@ pub fn run_on_mm(
 
 #[cfg(test)]
 mod tests {
+
+    /// A point rounded to whole millimetres is carried exactly, and rounding it again changes
+    /// no bit; points off the millimetres, not finite or too far are not carried so.
+    #[test]
+    fn a_point_rounded_to_millimetres_goes_in_whole_millimetres_exactly() {
+        let mut rng = crate::SplitMix64::new(3);
+        for i in 0..20_000 {
+            let scale = [1.0, 100.0, 8_000.0, 2_000_000.0][i % 4];
+            let mut c = || ((rng.next_f64() - 0.5) * 2.0 * scale) as f32;
+            let v = Vec3::new(c(), c(), c());
+            let r = round_to_millimetres(v);
+            assert_eq!(
+                round_to_millimetres(r).to_array().map(f32::to_bits),
+                r.to_array().map(f32::to_bits)
+            );
+            // Within half a millimetre, or the `f32`'s own step where that is coarser.
+            let step = |x: f32| (x.abs() * f32::EPSILON).max(0.0005) * 1.01;
+            for (a, b) in v.to_array().into_iter().zip(r.to_array()) {
+                assert!((a - b).abs() <= step(a), "{a} -> {b}");
+            }
+            // Carried exactly where the `f32` holds its millimetres (within 8 km).
+            if scale <= 8_000.0 {
+                let mm = quantize_millimetres(r)
+                    .unwrap_or_else(|| panic!("{v} -> {r}: not in millimetres"));
+                assert_eq!(
+                    dequantize_millimetres(mm).to_array().map(f32::to_bits),
+                    r.to_array().map(f32::to_bits)
+                );
+            }
+            if let Some(mm) = quantize_millimetres(v) {
+                assert_eq!(dequantize_millimetres(mm), v);
+            }
+        }
+        assert_eq!(
+            quantize_millimetres(Vec3::new(1.0, 2.5, -3.25)),
+            Some([1000, 2500, -3250])
+        );
+        assert_eq!(quantize_millimetres(Vec3::new(0.0005, 0.0, 0.0)), None);
+        assert_eq!(quantize_millimetres(Vec3::new(f32::NAN, 0.0, 0.0)), None);
+        assert_eq!(quantize_millimetres(Vec3::new(3.0e6, 0.0, 0.0)), None);
+        assert!(
+            round_to_millimetres(Vec3::new(f32::INFINITY, 0.0, 0.0))
+                .x
+                .is_infinite()
+        );
+    }
     use super::*;
 
     #[test]

@@ -36,7 +36,7 @@ pub use clock::{
     REPORT_BURST, REPORT_INTERVAL, RemoteClientClock, RemoteClockAt, ReportContext, ReportRefusal,
     ReportState, UNSEEN_TAIL_STEPS, VIEW_LAG_CENTER_SLACK, VIEW_LAG_JITTER_FACTOR, VIEW_LAG_MEMORY,
     VIEW_LAG_SLACK, VIEW_LAG_WINDOW, VIEW_TIME_WRAP, delay_shortfall, plausible_delay,
-    server_time_now, server_time_of_world, unwrap_view_time,
+    report_micros, server_time_now, server_time_of_world, unwrap_view_time,
 };
 pub use conditions::NetConditions;
 pub use guard::{

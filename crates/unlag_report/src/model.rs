@@ -188,6 +188,10 @@ pub struct Report {
     pub up_by_kind: BTreeMap<String, f64>,
     /// Downstream payload bytes per second per client, by message kind.
     pub down_by_kind: BTreeMap<String, f64>,
+    /// Upstream messages per second per client, by message kind.
+    pub up_messages_by_kind: BTreeMap<String, f64>,
+    /// Downstream messages per second per client, by message kind.
+    pub down_messages_by_kind: BTreeMap<String, f64>,
     /// Proxy states sent off their grids per second per client (where a slow proxy's motion
     /// bent: `SmoothingSettings::off_grid_error`; mean over clients).
     pub off_grid_states_per_sec: f64,

@@ -276,9 +276,17 @@ fn add_link(report: &mut Report, measures: &[ClientMeasures]) {
     for m in measures {
         for k in &m.up_by_kind {
             *report.up_by_kind.entry(k.kind.to_string()).or_default() += k.bytes_per_sec / n;
+            *report
+                .up_messages_by_kind
+                .entry(k.kind.to_string())
+                .or_default() += k.messages_per_sec / n;
         }
         for k in &m.down_by_kind {
             *report.down_by_kind.entry(k.kind.to_string()).or_default() += k.bytes_per_sec / n;
+            *report
+                .down_messages_by_kind
+                .entry(k.kind.to_string())
+                .or_default() += k.messages_per_sec / n;
         }
     }
 }

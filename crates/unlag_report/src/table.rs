@@ -224,31 +224,35 @@ impl Report {
 
     /// Bandwidth per client, up and down, on the wire and by message kind.
     fn link_rows(&self, row: &mut impl FnMut(&str, String)) {
-        let kinds = |m: &BTreeMap<String, f64>| {
+        // Bytes, then messages a second: a kind's framing is paid per message.
+        let kinds = |m: &BTreeMap<String, f64>, counts: &BTreeMap<String, f64>| {
             let mut v: Vec<_> = m.iter().collect();
             v.sort_by(|a, b| b.1.total_cmp(a.1));
             v.iter()
-                .map(|(k, b)| format!("{k} {b:.0}"))
+                .map(|(k, b)| {
+                    let n = counts.get(*k).copied().unwrap_or(0.0);
+                    format!("{k} {b:.0} in {n:.1}")
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         };
         row(
             "upstream bytes/s per client",
             format!(
-                "{:.0} on the wire in {:.1} datagrams/s; payload: {}",
+                "{:.0} on the wire in {:.1} datagrams/s; payload, bytes/s in messages/s: {}",
                 self.bytes_up_per_sec,
                 self.datagrams_up_per_sec,
-                kinds(&self.up_by_kind)
+                kinds(&self.up_by_kind, &self.up_messages_by_kind)
             ),
         );
         row(
             "downstream bytes/s per client",
             format!(
-                "{:.0} on the wire in {:.1} datagrams/s; payload: {}; proxy states off their \
+                "{:.0} on the wire in {:.1} datagrams/s; payload, bytes/s in messages/s: {}; proxy states off their \
                  grids {:.1}/s, as deltas {:.1}/s",
                 self.bytes_down_per_sec,
                 self.datagrams_down_per_sec,
-                kinds(&self.down_by_kind),
+                kinds(&self.down_by_kind, &self.down_messages_by_kind),
                 self.off_grid_states_per_sec,
                 self.delta_states_per_sec
             ),

@@ -158,7 +158,7 @@ pub(crate) fn send_copies(
             continue;
         }
         request.sent_view_time = now;
-        request.sent_delay = clock.interpolation_delay;
+        request.sent_delay = clock.stated_delay();
         traffic.send_counted::<UnreliableChannel, _>(&mut sender, request.clone());
         *left -= 1;
         *last = frame.0;
@@ -211,7 +211,10 @@ pub(crate) fn fire(
         let Some(fire_index) = armory.take_shot(command.weapon, spec, now) else {
             continue;
         };
-        let (origin, directions) = (command.origin, shot_directions(spec, fire_index, aim));
+        // Rounded to whole millimetres as the wire carries it in a few bytes, before anything
+        // is traced: the server rebuilds these very rays.
+        let origin = unlag_core::quantize::round_to_millimetres(command.origin);
+        let directions = shot_directions(spec, fire_index, aim);
         let lead = shot_lead(&settings, &clock);
         let targets = scene.targets(lead);
         // A projectile hits nothing yet: the server judges its flight.
@@ -245,7 +248,7 @@ pub(crate) fn fire(
             delay_cap: clock.server_delay_cap,
             move_seq: link.newest_move(),
             sent_view_time: now,
-            sent_delay: clock.interpolation_delay,
+            sent_delay: clock.stated_delay(),
             claims,
         });
         let hits = armory.expect(hits, (&targets, spec), fire_index, now, &scene.health);
