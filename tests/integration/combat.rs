@@ -2816,7 +2816,11 @@ fn shots_at_a_target_that_just_left_are_not_refused() {
                 .map(|h| h.target)
                 .next_back()
         };
-        assert!(tb.run_until(Duration::from_secs(3), |tb| hit_now(tb).is_some()));
+        // (Up to 6 s: on this link the client draws with a longer delay than the server
+        // compensates, 0.17-0.25 s against 0.135, so its shots are traced up to a tenth of a
+        // second after the boxes the script aims at, and runs of misses last seconds: 15 in
+        // 4 s at one draw.)
+        assert!(tb.run_until(Duration::from_secs(6), |tb| hit_now(tb).is_some()));
         let proxy = hit_now(&tb).expect("a hit");
         let drawn = tb
             .client_world(0)
