@@ -91,7 +91,7 @@ impl WireClaim {
 
 /// Client → server, unreliable, sent in up to [`FIRE_COPIES`](crate::FIRE_COPIES) copies over
 /// the next frames: one shot. There is no damage field: the server takes damage
-/// from its own weapon table. On the wire it is packed by hand (47 bytes for a rifle shot with
+/// from its own weapon table. On the wire it is packed by hand (41 bytes for a rifle shot with
 /// one claim: see `wire.rs`), through its own `Serialize`/`Deserialize`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FireRequest {

@@ -17,7 +17,7 @@
 //! | the newest move | 2 |
 //! | claims: count, then per claim the target (`unlag_core::ByteWriter::entity`: 2 bytes), `from` (varint), `to − from`, alpha (`f32`), mode and flags, the ease only when not zero, the pellets that hit it only when more than the first alone (varint) | 1 + about 9 each |
 //!
-//! A rifle shot with one claim, ten minutes into a match, comes to 43 bytes (112 in serde's
+//! A rifle shot with one claim, ten minutes into a match, comes to 41 bytes (112 in serde's
 //! derived form), a shotgun's the same (244). Times go as whole microseconds: a character at
 //! 10 m/s moves 10 µm in one, and the server's timing checks allow milliseconds. Reading never
 //! panics: counts above the wire limits, times beyond ±2⁴⁸ µs (8.9 years), unknown flag bits or
