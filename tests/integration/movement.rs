@@ -2232,13 +2232,13 @@ fn turning_moves_cost_three_bytes_each_and_read_back_exactly() {
     let data = message(&turning);
     let packed = ServerMove::<CharacterMovement>::encode(&data);
     println!("16 turning moves: {} bytes", packed.len());
-    // Count, newest, correction ack and end: 9 bytes; the newest move, its header, its input
-    // and its duration whole, 10; each older one its header (with what changed) and two
-    // one-byte turns (109 bytes with the angles whole).
-    assert!(packed.len() <= 9 + 10 + 15 * 3, "{} bytes", packed.len());
+    // Count, newest, correction ack and end: 9 bytes; the newest move, its input and its
+    // duration whole (no header: nothing after it to compare with), 9; each older one its
+    // header (with what changed) and two one-byte turns (108 bytes with the angles whole).
+    assert!(packed.len() <= 9 + 9 + 15 * 3, "{} bytes", packed.len());
     assert_eq!(packed.decode().unwrap(), data);
-    // The second move's header is at 9 + 10: "same duration" and the yaw and pitch changed.
-    let header_at = 19;
+    // The second move's header is at 9 + 9: "same duration" and the yaw and pitch changed.
+    let header_at = 18;
     let header = packed.payload()[header_at];
     assert_eq!(header, 2 | ((2 | 4) << 2), "{header:#b}");
     for bad in [

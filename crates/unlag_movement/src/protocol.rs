@@ -112,13 +112,16 @@ impl<M: MovementModel> ServerMove<M> {
         w.zigzag(data.end.z);
         // Newest first, each compared with the one after it in time. The header byte holds
         // the codec's tag of what changed above its two flags: the input is written first
-        // and the header set after.
+        // and the header set after. The newest has none (nothing after it to compare with:
+        // its input and duration always follow whole).
         let mut next: Option<&WireMove<M::Input>> = None;
         for m in moves.iter().rev() {
             let same_input = next.is_some_and(|n| n.input == m.input);
             let same_dt = next.is_some_and(|n| n.dt == m.dt);
             let at = w.len();
-            w.u8(0);
+            if next.is_some() {
+                w.u8(0);
+            }
             let tag = match next {
                 _ if same_input => 0,
                 Some(n) => {
@@ -131,10 +134,14 @@ impl<M: MovementModel> ServerMove<M> {
                     0
                 }
             };
-            w.set_u8(
-                at,
-                (u8::from(same_input) * SAME_INPUT) | (u8::from(same_dt) * SAME_DT) | (tag << 2),
-            );
+            if next.is_some() {
+                w.set_u8(
+                    at,
+                    (u8::from(same_input) * SAME_INPUT)
+                        | (u8::from(same_dt) * SAME_DT)
+                        | (tag << 2),
+                );
+            }
             if !same_dt {
                 w.u16(m.dt);
             }
@@ -158,11 +165,11 @@ impl<M: MovementModel> ServerMove<M> {
         let end = IVec3::new(r.zigzag()?, r.zigzag()?, r.zigzag()?);
         let mut moves: Vec<WireMove<M::Input>> = Vec::with_capacity(count);
         for i in 0..count {
-            let header = r.u8()?;
+            // (The newest move has no header: see `encode`.)
+            let header = if i == 0 { 0 } else { r.u8()? };
             let tag = (header >> 2) & tag_mask::<M>();
             let same_input = header & SAME_INPUT != 0;
             if header & !(SAME_INPUT | SAME_DT | (tag_mask::<M>() << 2)) != 0
-                || (i == 0 && header != 0)
                 || (same_input && tag != 0)
             {
                 return Err(DecodeError::Invalid);
