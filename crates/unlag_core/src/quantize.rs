@@ -370,19 +370,26 @@ const MAX_MILLIMETRE_COORDINATE: f64 = 2_147_483.0;
 /// finite, within ±2 147 483 m and the very `f32` [`dequantize_millimetres`]
 /// gives back for its millimetres (a point [`round_to_millimetres`] rounded).
 pub fn quantize_millimetres(v: Vec3) -> Option<[i32; 3]> {
-    let q = |x: f32| {
-        let x = f64::from(x);
-        (x.is_finite() && x.abs() <= MAX_MILLIMETRE_COORDINATE).then(|| (x * 1000.0).round() as i32)
-    };
-    let mm = [q(v.x)?, q(v.y)?, q(v.z)?];
+    let mm = [millimetres(v.x)?, millimetres(v.y)?, millimetres(v.z)?];
     let bits = |v: Vec3| v.to_array().map(f32::to_bits);
     (bits(dequantize_millimetres(mm)) == bits(v)).then_some(mm)
 }
 
 /// The point `mm` whole millimetres stand for, metres.
 pub fn dequantize_millimetres(mm: [i32; 3]) -> Vec3 {
-    let m = |x: i32| (f64::from(x) / 1000.0) as f32;
-    Vec3::new(m(mm[0]), m(mm[1]), m(mm[2]))
+    Vec3::new(metres(mm[0]), metres(mm[1]), metres(mm[2]))
+}
+
+/// A coordinate's nearest whole millimetre, if it is finite and within
+/// ±[`MAX_MILLIMETRE_COORDINATE`].
+fn millimetres(x: f32) -> Option<i32> {
+    let x = f64::from(x);
+    (x.is_finite() && x.abs() <= MAX_MILLIMETRE_COORDINATE).then(|| (x * 1000.0).round() as i32)
+}
+
+/// The coordinate `mm` whole millimetres stand for, metres (a zero is +0).
+fn metres(mm: i32) -> f32 {
+    (f64::from(mm) / 1000.0) as f32
 }
 
 /// `v` with each coordinate at its nearest whole millimetre (within ±2 147 km; others
@@ -391,15 +398,7 @@ pub fn dequantize_millimetres(mm: [i32; 3]) -> Vec3 {
 /// changes no bit; within 8 km of the origin (where an `f32`'s step is under a millimetre)
 /// [`quantize_millimetres`] carries the rounded point exactly.
 pub fn round_to_millimetres(v: Vec3) -> Vec3 {
-    let r = |x: f32| {
-        let m = f64::from(x);
-        if m.is_finite() && m.abs() <= MAX_MILLIMETRE_COORDINATE {
-            // (`+ 0.0`: a coordinate rounded to nothing is +0, the one zero millimetres give.)
-            ((m * 1000.0).round() / 1000.0) as f32 + 0.0
-        } else {
-            x
-        }
-    };
+    let r = |x: f32| millimetres(x).map_or(x, metres);
     Vec3::new(r(v.x), r(v.y), r(v.z))
 }
 
@@ -437,6 +436,7 @@ pub fn run_on_mm(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     /// A point rounded to whole millimetres is carried exactly, and rounding it again changes
     /// no bit; points off the millimetres, not finite or too far are not carried so.
@@ -483,7 +483,6 @@ mod tests {
                 .is_infinite()
         );
     }
-    use super::*;
 
     #[test]
     fn a_run_on_is_the_same_millimetre_both_ways_and_rounds_to_the_nearest() {

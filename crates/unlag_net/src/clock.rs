@@ -1329,19 +1329,6 @@ pub fn unwrap_view_time(wrapped: f64, near: f64) -> f64 {
     }
 }
 
-/// A [`DelayReport`]'s view time on the wire: 4 bytes of whole microseconds, wrapping.
-mod wrapped_micros {
-    /// `time`'s whole microseconds modulo 2³². (An honest clock is finite; anything else
-    /// goes as 0 and reads as garbage there.)
-    pub(super) fn code(time: f64) -> u32 {
-        if time.is_finite() {
-            (time * 1e6).round().rem_euclid(4_294_967_296.0) as u32
-        } else {
-            0
-        }
-    }
-}
-
 /// [`NetBeat::server_time`] on the wire: whole microseconds as a varint, up to
 /// [`BEAT_MAX_MICROS`]; a time no server sends (negative, non-finite or beyond, 8.9 years)
 /// goes as the one code above it and reads back as infinite, which [`NetBeat::is_valid`]
@@ -1543,6 +1530,17 @@ mod report_wire {
     const FRAME_TENS: u8 = 8;
     const HEAD: u8 = ECHO | LOSS_RUNS | DELAY_TENS | FRAME_TENS;
 
+    /// The view time's 4 bytes: `time`'s whole microseconds modulo 2³² (read back modulo
+    /// [`VIEW_TIME_WRAP`](super::VIEW_TIME_WRAP)). An honest clock is finite; anything else
+    /// goes as 0 and reads as garbage there.
+    fn view_code(time: f64) -> u32 {
+        if time.is_finite() {
+            (time * 1e6).round().rem_euclid(4_294_967_296.0) as u32
+        } else {
+            0
+        }
+    }
+
     /// A figure's varint and whether it is in tens.
     fn tens(micros: u32) -> (u32, bool) {
         if micros.is_multiple_of(10) {
@@ -1578,7 +1576,7 @@ mod report_wire {
             let mut t = serializer.serialize_tuple(parts)?;
             t.serialize_element(&head)?;
             t.serialize_element(&self.seq.0.to_le_bytes())?;
-            t.serialize_element(&super::wrapped_micros::code(self.view_time).to_le_bytes())?;
+            t.serialize_element(&view_code(self.view_time).to_le_bytes())?;
             t.serialize_element(&delay)?;
             t.serialize_element(&frame)?;
             if self.loss_runs != 0 {
