@@ -155,7 +155,8 @@ fn four_moves(inputs: &[CharacterInput]) -> ServerMoveData<CharacterInput> {
             })
             .collect(),
         end: IVec3::new(1234, 0, -4567),
-        correction_ack: 1,
+        correction_ack: Some(1),
+        base: None,
     }
 }
 

@@ -481,7 +481,13 @@ fn moves_stop_repeating_once_the_servers_transport_has_them() {
 
 /// Mean moves a message of client 0 of testbed `config` moving for 6 s (after 3), the client's
 /// measured loss, and the corrections it received.
+///
+/// It also checks what the messages' newest moves went against: after the first second
+/// nearly every message writes its newest move against a move the server holds (a base: the
+/// newest of a send its transport acknowledged), and the server finds every base (none
+/// refused, none malformed).
 fn moves_a_message(config: TestbedConfig, plugin: MovementTestPlugin) -> (f64, f64, u64) {
+    use unlag::movement::RejectReason;
     let mut tb = connected_testbed_with(config, plugin);
     give_characters(&mut tb);
     tb.run_for(Duration::from_secs(3));
@@ -489,8 +495,17 @@ fn moves_a_message(config: TestbedConfig, plugin: MovementTestPlugin) -> (f64, f
     let a = stats(&tb);
     tb.run_for(Duration::from_secs(6));
     let b = stats(&tb);
-    let per_message =
-        (b.moves_sent - a.moves_sent) as f64 / (b.messages_sent - a.messages_sent) as f64;
+    let messages = b.messages_sent - a.messages_sent;
+    let per_message = (b.moves_sent - a.moves_sent) as f64 / messages as f64;
+    let with_base = (b.messages_with_base - a.messages_with_base) as f64 / messages as f64;
+    println!("{:.3} of the messages with a base", with_base);
+    assert!(
+        with_base >= 0.95,
+        "{with_base:.3} of the messages with a base"
+    );
+    let server = server_stats(&tb);
+    assert_eq!(server.rejected(RejectReason::UnknownBase), 0);
+    assert_eq!(server.rejected(RejectReason::Malformed), 0);
     (per_message, tb.client_clock(0).loss, b.corrections_received)
 }
 
@@ -762,6 +777,38 @@ fn server_divergence_is_corrected_replayed_and_smoothed() {
     assert!(stats.corrections_received <= 2, "{stats:?}");
     assert!(stats.moves_replayed > 0);
     assert_eq!(stats.snaps, 0);
+
+    // The client stated the correction's id until a message stating it was acknowledged, and
+    // no longer (its messages since go without it) ...
+    let stated = stats.messages_stating_ack;
+    assert!(stated > 0);
+    tb.run_for(Duration::from_secs(1));
+    assert_eq!(client_stats(&tb, 0).messages_stating_ack, stated);
+    // ... and the server, having heard it, still compares: a second shove is corrected as
+    // promptly as the first, and its id stated in turn.
+    let pushed_at = tb.now();
+    tb.server_world_mut()
+        .get_mut::<MovementState<CharacterMovement>>(character)
+        .unwrap()
+        .0
+        .feet
+        .z += 1.0;
+    let before = client_stats(&tb, 0).corrections_received;
+    assert!(
+        tb.run_until(Duration::from_secs(2), |tb| client_stats(tb, 0)
+            .corrections_received
+            > before),
+        "the second shove never corrected"
+    );
+    let delay = (tb.now() - pushed_at).as_secs_f64();
+    assert!(
+        delay <= rtt + throttle,
+        "corrected {delay} s after the push"
+    );
+    tb.run_for(Duration::from_secs(1));
+    let after = client_stats(&tb, 0);
+    assert!(after.messages_stating_ack > stated, "{after:?}");
+    assert_eq!(after.corrections_received, before + 1, "{after:?}");
 }
 
 #[test]
@@ -1424,7 +1471,8 @@ fn payload(count: u8, newest: u16, dt: u16) -> Vec<u8> {
     let data = unlag::movement::ServerMoveData {
         moves,
         end: IVec3::ZERO,
-        correction_ack: 1,
+        correction_ack: Some(1),
+        base: None,
     };
     unlag::movement::ServerMove::<CharacterMovement>::encode(&data)
         .payload()
@@ -2217,7 +2265,8 @@ fn turning_moves_cost_three_bytes_each_and_read_back_exactly() {
         ServerMoveData {
             moves,
             end: IVec3::new(1234, 56, -789),
-            correction_ack: 3,
+            correction_ack: Some(3),
+            base: None,
         }
     };
     // A mouse turning the view 0.2° right and 0.1° down each move, walking forward.
@@ -2326,4 +2375,122 @@ fn turning_moves_cost_three_bytes_each_and_read_back_exactly() {
             "{turn}"
         );
     }
+}
+
+/// A message's newest move written against a move the server holds (`ServerMoveData::base`):
+/// a turning player's newest costs its header and two one-byte turns, and the base's age a
+/// byte, where the move whole took 9; it reads back exactly with the base held, is refused
+/// without it (and by `decode`, which holds nothing), and reads as another input against
+/// another base. A base not 1 to `MAX_BASE_AGE` moves older is left out by the encoder; an age
+/// of 0 or beyond it is refused. A message that does not state the correction ack is a byte
+/// shorter.
+#[test]
+fn a_newest_move_goes_against_a_base_the_server_holds() {
+    use unlag::core::Seq16;
+    use unlag::movement::{MAX_BASE_AGE, ServerMove, ServerMoveData, WireMove, encode_dt};
+    let dt = encode_dt(1.0 / 60.0);
+    let turned = |k: u16| CharacterInput {
+        accel: [0, -10],
+        yaw: 65_400u16.wrapping_add(36 * k),
+        pitch: 100 - 18 * k as i16,
+        flags: 0,
+    };
+    let newest = Seq16(7);
+    let moves: Vec<WireMove<CharacterInput>> = (0..5u16)
+        .map(|k| WireMove {
+            seq: newest.offset(i32::from(k) - 4),
+            dt,
+            input: turned(k + 10),
+        })
+        .collect();
+    let base = WireMove {
+        seq: newest.offset(-12),
+        dt,
+        input: turned(2),
+    };
+    let whole = ServerMoveData {
+        moves,
+        end: IVec3::new(1234, 56, -789),
+        correction_ack: None,
+        base: None,
+    };
+    let against = ServerMoveData {
+        base: Some(base.clone()),
+        ..whole.clone()
+    };
+    let held = |seq: Seq16| (seq == base.seq).then_some((base.input, base.dt));
+    let packed_whole = ServerMove::<CharacterMovement>::encode(&whole);
+    let packed = ServerMove::<CharacterMovement>::encode(&against);
+    println!(
+        "{} bytes whole, {} against a base",
+        packed_whole.len(),
+        packed.len()
+    );
+    // The newest whole (9 bytes) against its header, its two turns from the base twelve moves
+    // before (2.4° of yaw and 0.6° of pitch: two bytes each; one byte up to 0.35°) and the
+    // age: 9 → 1 + 2 + 2 + 1.
+    assert_eq!(packed.len() + 3, packed_whole.len());
+    assert_eq!(packed.base_seq(), Some(base.seq));
+    assert_eq!(packed_whole.base_seq(), None);
+    assert_eq!(packed.decode_with(held).unwrap(), against);
+    assert_eq!(packed_whole.decode_with(held).unwrap(), whole);
+    assert!(packed.decode().is_err(), "nothing held");
+    assert!(packed.decode_with(|_| None).is_err());
+    let other = packed
+        .decode_with(|_| Some((turned(0), dt)))
+        .expect("any base reads");
+    assert_ne!(other.moves, against.moves);
+
+    // A walk in a straight line: the newest is its base's input, so one header byte.
+    let straight = |seq_base: Seq16| ServerMoveData {
+        moves: vec![WireMove {
+            seq: newest,
+            dt,
+            input: turned(0),
+        }],
+        end: IVec3::ZERO,
+        correction_ack: None,
+        base: Some(WireMove {
+            seq: seq_base,
+            dt,
+            input: turned(0),
+        }),
+    };
+    let same = ServerMove::<CharacterMovement>::encode(&straight(newest.offset(-1)));
+    // Count, newest (2), age, end (3), header.
+    assert_eq!(same.len(), 8);
+    // The oldest base allowed, and ones the encoder leaves out: too old, the newest itself,
+    // newer.
+    let oldest = newest.offset(-i32::from(MAX_BASE_AGE));
+    assert_eq!(
+        ServerMove::<CharacterMovement>::encode(&straight(oldest)).base_seq(),
+        Some(oldest)
+    );
+    for left_out in [oldest.offset(-1), newest, newest.next()] {
+        let m = ServerMove::<CharacterMovement>::encode(&straight(left_out));
+        assert_eq!(m.base_seq(), None, "{left_out:?}");
+        // Count, newest (2), end (3), the input (7) and duration (2) whole.
+        assert_eq!(m.len(), 15, "written whole");
+        assert_eq!(
+            m.decode().unwrap(),
+            ServerMoveData {
+                base: None,
+                ..straight(left_out)
+            }
+        );
+    }
+    // The age is the fourth byte: 0 and ages past `MAX_BASE_AGE` are refused, whatever held.
+    for age in [0, MAX_BASE_AGE + 1, 255] {
+        let mut bytes = same.payload().to_vec();
+        bytes[3] = age as u8;
+        let m = ServerMove::<CharacterMovement>::from_raw(bytes);
+        assert!(m.decode_with(|_| Some((turned(0), dt))).is_err(), "{age}");
+    }
+    // Stating the correction ack costs its byte.
+    let stating = ServerMove::<CharacterMovement>::encode(&ServerMoveData {
+        correction_ack: Some(200),
+        ..against.clone()
+    });
+    assert_eq!(stating.len(), packed.len() + 1);
+    assert_eq!(stating.decode_with(held).unwrap().correction_ack, Some(200));
 }

@@ -62,7 +62,7 @@ pub struct Prediction<M: MovementModel> {
     /// first and last move it carried, oldest first: once the server's transport acknowledged
     /// a frame's packets ([`ServerAckLedger`]), the server has its moves, a round trip and an
     /// `ack_interval` before its own report of them comes back.
-    sends: VecDeque<(u64, Seq16, Seq16)>,
+    sends: VecDeque<SendRecord<M::Input>>,
     /// The newest move up to which the sends the server's transport acknowledged carried every
     /// move (it may be ahead of `received` by a round trip).
     acked: Seq16,
@@ -70,6 +70,13 @@ pub struct Prediction<M: MovementModel> {
     /// not: that one was lost (or is late), with its moves unless another carried them.
     hole: bool,
     correction_ack: u8,
+    /// Whether the server has heard `correction_ack`: a send that stated it was acknowledged
+    /// by the server's transport. Until then every message states it.
+    ack_heard: bool,
+    /// The newest move of the newest send the server's transport acknowledged: a move the
+    /// server holds, which the newest move of a message is written against
+    /// ([`ServerMoveData::base`]).
+    base: Option<WireMove<M::Input>>,
     /// The visual offset hiding the last correction.
     pub offset: VisualOffset,
     /// Recent shown positions (App time, seconds; position), newest last: where the character
@@ -92,6 +99,8 @@ impl<M: MovementModel> Prediction<M> {
             acked: ack,
             hole: false,
             correction_ack: 0,
+            ack_heard: false,
+            base: None,
             offset: VisualOffset::default(),
             shown: VecDeque::new(),
         }
@@ -121,7 +130,10 @@ impl<M: MovementModel> Prediction<M> {
         // pass in order takes them all unless a catch-up sent its older moves after newer ones.
         loop {
             let before = through;
-            for &(frame, first, last) in &self.sends {
+            for &SendRecord {
+                frame, first, last, ..
+            } in &self.sends
+            {
                 if !first.is_newer_than(through.next())
                     && last.is_newer_than(through)
                     && ledger.frame_acknowledged(frame).is_some()
@@ -134,13 +146,42 @@ impl<M: MovementModel> Prediction<M> {
             }
         }
         self.acked = through;
-        self.sends
-            .retain(|&(_, _, last)| last.is_newer_than(through));
+        // What the server is known to have taken: the newest move of each acknowledged send
+        // (the base of the next messages), and the correction ack a send stated.
+        for send in &self.sends {
+            if ledger.frame_acknowledged(send.frame).is_none() {
+                continue;
+            }
+            if self
+                .base
+                .as_ref()
+                .is_none_or(|b| send.newest.seq.is_newer_than(b.seq))
+            {
+                self.base = Some(send.newest.clone());
+            }
+            if send.stated_ack == Some(self.correction_ack) {
+                self.ack_heard = true;
+            }
+        }
+        self.sends.retain(|s| s.last.is_newer_than(through));
         // An acknowledged send past the gap: the gap's moves went in sends that were all lost.
-        self.hole = self.sends.iter().any(|&(frame, first, _)| {
-            first.is_newer_than(through.next()) && ledger.frame_acknowledged(frame).is_some()
+        self.hole = self.sends.iter().any(|s| {
+            s.first.is_newer_than(through.next()) && ledger.frame_acknowledged(s.frame).is_some()
         });
     }
+}
+
+/// One send of moves, remembered until the server's transport acknowledges it.
+struct SendRecord<I> {
+    /// The client frame ([`NetFrame`]) it left in.
+    frame: u64,
+    /// The first and last move it carried.
+    first: Seq16,
+    last: Seq16,
+    /// Its newest move (the last), as sent.
+    newest: WireMove<I>,
+    /// The correction ack it stated, if it did.
+    stated_ack: Option<u8>,
 }
 
 /// Most recent sends [`Prediction`] remembers for their acknowledgements (about two seconds of
@@ -217,6 +258,7 @@ pub(crate) fn apply_responses<M: MovementModel>(
         let after = M::position(&current);
         state.0 = current;
         prediction.correction_ack = correction.id;
+        prediction.ack_heard = false;
         if !prediction
             .offset
             .on_correction(after - before, &settings.smoothing)
@@ -436,9 +478,16 @@ pub(crate) fn send_moves<M: MovementModel>(
             (first_new, new_count),
             now,
         );
-        let correction_ack = prediction.correction_ack;
+        // The correction ack until the server is known to have heard it.
+        let correction_ack = (!prediction.ack_heard).then_some(prediction.correction_ack);
         let catch_up_next = pending.get(range.end).map(|m| m.seq);
         let carried = (pending[range.start].seq, pending[range.end - 1].seq);
+        let newest_sent = pending[range.end - 1];
+        let newest_sent = WireMove {
+            seq: newest_sent.seq,
+            dt: newest_sent.dt,
+            input: newest_sent.input.clone(),
+        };
         for chunk in chunks(&pending[range.clone()]) {
             let data = ServerMoveData {
                 moves: chunk
@@ -451,12 +500,17 @@ pub(crate) fn send_moves<M: MovementModel>(
                     .collect(),
                 end: encode_end(M::position(&chunk[chunk.len() - 1].end)),
                 correction_ack,
+                // (Left out by the encoder unless 1 to `MAX_BASE_AGE` moves older than the
+                // chunk's newest.)
+                base: prediction.base.clone(),
             };
             tracing::trace!(target: "unlag::movement", newest = newest.0, moves = chunk.len(), "sent");
             // Unordered: a late message still brings moves the server may be waiting for (it
             // orders moves itself); a sequenced channel would drop it.
-            traffic
-                .send_counted::<UnreliableChannel, _>(&mut sender, ServerMove::<M>::encode(&data));
+            let message = ServerMove::<M>::encode(&data);
+            stats.messages_with_base += u64::from(message.base_seq().is_some());
+            stats.messages_stating_ack += u64::from(correction_ack.is_some());
+            traffic.send_counted::<UnreliableChannel, _>(&mut sender, message);
             stats.messages_sent += 1;
             stats.moves_sent += chunk.len() as u64;
         }
@@ -467,7 +521,13 @@ pub(crate) fn send_moves<M: MovementModel>(
         if prediction.sends.len() >= MAX_SENDS_KEPT {
             prediction.sends.pop_front();
         }
-        prediction.sends.push_back((frame.0, carried.0, carried.1));
+        prediction.sends.push_back(SendRecord {
+            frame: frame.0,
+            first: carried.0,
+            last: carried.1,
+            newest: newest_sent,
+            stated_ack: correction_ack,
+        });
         prediction.last_sent = Some(newest);
         prediction.recent_firsts.push_back(first_new);
         while prediction.recent_firsts.len() > settings.redundancy.max(1) {

@@ -46,8 +46,8 @@ pub use input::{CharacterAction, CharacterInputPlugin, LookAngles, character_inp
 pub use kart::{KartInput, KartMovement, KartState};
 pub use model::{MAX_DELTA_TAG_BITS, MoveEvents, MoveInputCodec, MovementModel};
 pub use protocol::{
-    Correction, DT_UNIT, MAX_MOVES_PER_MESSAGE, MoveResponse, ServerMove, ServerMoveData, WireMove,
-    decode_dt, decode_end, encode_dt, encode_end,
+    Correction, DT_UNIT, HELD_MOVES_KEPT, MAX_BASE_AGE, MAX_MOVES_PER_MESSAGE, MoveResponse,
+    ServerMove, ServerMoveData, WireMove, decode_dt, decode_end, encode_dt, encode_end,
 };
 pub use server::ServerMovement;
 pub use settings::{CharacterCollisions, MovementSettings};

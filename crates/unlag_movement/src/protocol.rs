@@ -3,7 +3,8 @@
 //! - [`ServerMove`] (client → server, unordered, every frame the client simulated moves): the
 //!   newest moves plus up to `redundancy` older unacknowledged ones, so a lost packet never
 //!   costs a correction; the client's end position of the newest move; the last correction the
-//!   client applied.
+//!   client applied, until the server has heard it. The newest move goes as its change from a
+//!   move the server is known to hold ([`ServerMoveData::base`]) once there is one.
 //! - [`MoveResponse`] (server → client, sequenced): the newest move processed (an
 //!   acknowledgement), and when the client was wrong, the server's whole state after that move
 //!   (a correction). Acks and corrections share one sequenced message so they never overtake
@@ -54,14 +55,23 @@ pub struct ServerMoveData<I> {
     pub moves: Vec<WireMove<I>>,
     /// The client's position after the newest move, whole centimetres.
     pub end: IVec3,
-    /// The id of the last correction the client applied.
-    pub correction_ack: u8,
+    /// The id of the last correction the client applied, while it states it: from the
+    /// correction until the server is known to have heard it (a message that stated it was
+    /// acknowledged by the server's transport). `None`: not stated, the server goes by what it
+    /// heard last.
+    pub correction_ack: Option<u8>,
+    /// A move the server holds (the newest of a message its transport acknowledged), older
+    /// than the newest by 1 to [`MAX_BASE_AGE`] moves: the newest move is written as its
+    /// change from this one (a turn of the view in a byte or two, the duration not at all)
+    /// where it would otherwise go whole (9 bytes for a character). `None`: written whole.
+    pub base: Option<WireMove<I>>,
 }
 
 /// Client → server: moves of model `M` (see the module docs). The payload is packed by hand,
 /// newest move first, each older one written as its change from the one after it: a move whose
 /// input and duration equal the next newer one's costs one byte, its header, which also holds
 /// the codec's tag of what changed ([`MoveInputCodec::DELTA_TAG_BITS`](crate::MoveInputCodec)).
+/// The newest goes whole, or as its change from [`ServerMoveData::base`].
 #[derive(Serialize, Deserialize)]
 #[serde(bound = "")]
 pub struct ServerMove<M> {
@@ -85,8 +95,25 @@ impl<M> core::fmt::Debug for ServerMove<M> {
     }
 }
 
+/// Most moves a [`ServerMoveData::base`] may be older than the newest: the server keeps the
+/// moves it took for [`HELD_MOVES_KEPT`] sequence numbers, so a message may come that many
+/// less this late (2.1 s at 60 moves/s) and still find its base.
+pub const MAX_BASE_AGE: u16 = 128;
+
+/// How many of the newest sequence numbers the server keeps the moves it took of (their
+/// input and duration, what a [`ServerMoveData::base`] names).
+pub const HELD_MOVES_KEPT: usize = 256;
+
 const SAME_INPUT: u8 = 1;
 const SAME_DT: u8 = 2;
+
+/// The first byte: the move count in its low six bits, then what follows the newest move's
+/// sequence number.
+const COUNT_BITS: u8 = 0x3F;
+/// The base's age follows (one byte), and the newest move is written against it.
+const HAS_BASE: u8 = 0x40;
+/// The correction ack follows (one byte).
+const HAS_CORRECTION_ACK: u8 = 0x80;
 
 /// The bits of a move's tag (before its shift above the two flags) that model `M`'s codec may
 /// use.
@@ -95,57 +122,101 @@ fn tag_mask<M: MovementModel>() -> u8 {
     ((1u16 << bits) - 1) as u8
 }
 
+/// Writes move `m` as its change from `reference`: its header (what stayed the same, the
+/// codec's tag of what changed), then the change and the duration unless the same.
+fn write_change<M: MovementModel>(
+    w: &mut ByteWriter,
+    m: &WireMove<M::Input>,
+    reference: &WireMove<M::Input>,
+) {
+    let same_input = reference.input == m.input;
+    let same_dt = reference.dt == m.dt;
+    let at = w.len();
+    w.u8(0);
+    let tag = if same_input {
+        0
+    } else {
+        let tag = m.input.encode_delta(&reference.input, w);
+        debug_assert!(tag <= tag_mask::<M>(), "a tag beyond DELTA_TAG_BITS");
+        tag & tag_mask::<M>()
+    };
+    w.set_u8(
+        at,
+        (u8::from(same_input) * SAME_INPUT) | (u8::from(same_dt) * SAME_DT) | (tag << 2),
+    );
+    if !same_dt {
+        w.u16(m.dt);
+    }
+}
+
+/// Reads a move's input and duration written by [`write_change`] against `reference`.
+fn read_change<M: MovementModel>(
+    r: &mut ByteReader,
+    reference: &WireMove<M::Input>,
+) -> Result<(M::Input, u16), DecodeError> {
+    let header = r.u8()?;
+    let tag = (header >> 2) & tag_mask::<M>();
+    let same_input = header & SAME_INPUT != 0;
+    if header & !(SAME_INPUT | SAME_DT | (tag_mask::<M>() << 2)) != 0 || (same_input && tag != 0) {
+        return Err(DecodeError::Invalid);
+    }
+    let input = if same_input {
+        reference.input.clone()
+    } else {
+        M::Input::decode_delta(&reference.input, tag, r)?
+    };
+    let dt = if header & SAME_DT != 0 {
+        reference.dt
+    } else {
+        r.u16()?
+    };
+    Ok((input, dt))
+}
+
 impl<M: MovementModel> ServerMove<M> {
     /// Packs `data`. Panics if it has no move, more than [`MAX_MOVES_PER_MESSAGE`], or
-    /// non-consecutive sequence numbers (a bug on the sending side, not bad input).
+    /// non-consecutive sequence numbers (a bug on the sending side, not bad input). A `base`
+    /// not 1 to [`MAX_BASE_AGE`] moves older than the newest is left out (the newest goes
+    /// whole).
     pub fn encode(data: &ServerMoveData<M::Input>) -> Self {
         let moves = &data.moves;
         assert!(!moves.is_empty() && moves.len() <= MAX_MOVES_PER_MESSAGE);
         assert!(moves.windows(2).all(|w| w[1].seq == w[0].seq.next()));
         let mut w = ByteWriter::new();
         let newest = moves.last().unwrap();
-        w.u8(moves.len() as u8);
+        let base = data
+            .base
+            .as_ref()
+            .filter(|b| (1..=i32::from(MAX_BASE_AGE)).contains(&newest.seq.diff(b.seq)));
+        w.u8(moves.len() as u8
+            | if base.is_some() { HAS_BASE } else { 0 }
+            | if data.correction_ack.is_some() {
+                HAS_CORRECTION_ACK
+            } else {
+                0
+            });
         w.u16(newest.seq.0);
-        w.u8(data.correction_ack);
+        if let Some(b) = base {
+            w.u8(newest.seq.diff(b.seq) as u8);
+        }
+        if let Some(ack) = data.correction_ack {
+            w.u8(ack);
+        }
         w.zigzag(data.end.x);
         w.zigzag(data.end.y);
         w.zigzag(data.end.z);
-        // Newest first, each compared with the one after it in time. The header byte holds
-        // the codec's tag of what changed above its two flags: the input is written first
-        // and the header set after. The newest has none (nothing after it to compare with:
-        // its input and duration always follow whole).
-        let mut next: Option<&WireMove<M::Input>> = None;
-        for m in moves.iter().rev() {
-            let same_input = next.is_some_and(|n| n.input == m.input);
-            let same_dt = next.is_some_and(|n| n.dt == m.dt);
-            let at = w.len();
-            if next.is_some() {
-                w.u8(0);
+        // The newest whole, or against the base: nothing after it in time to compare with.
+        match base {
+            Some(b) => write_change::<M>(&mut w, newest, b),
+            None => {
+                newest.input.encode(&mut w);
+                w.u16(newest.dt);
             }
-            let tag = match next {
-                _ if same_input => 0,
-                Some(n) => {
-                    let tag = m.input.encode_delta(&n.input, &mut w);
-                    debug_assert!(tag <= tag_mask::<M>(), "a tag beyond DELTA_TAG_BITS");
-                    tag & tag_mask::<M>()
-                }
-                None => {
-                    m.input.encode(&mut w);
-                    0
-                }
-            };
-            if next.is_some() {
-                w.set_u8(
-                    at,
-                    (u8::from(same_input) * SAME_INPUT)
-                        | (u8::from(same_dt) * SAME_DT)
-                        | (tag << 2),
-                );
-            }
-            if !same_dt {
-                w.u16(m.dt);
-            }
-            next = Some(m);
+        }
+        // The older ones newest first, each compared with the one after it in time. The
+        // header byte holds the codec's tag of what changed above its two flags.
+        for pair in moves.windows(2).rev() {
+            write_change::<M>(&mut w, &pair[0], &pair[1]);
         }
         Self {
             payload: w.into_bytes(),
@@ -153,39 +224,69 @@ impl<M: MovementModel> ServerMove<M> {
         }
     }
 
-    /// Unpacks the payload; never panics, whatever the bytes.
+    /// Unpacks a payload whose newest move is written whole; never panics, whatever the bytes.
+    /// One written against a base is refused (see [`ServerMove::decode_with`]).
     pub fn decode(&self) -> Result<ServerMoveData<M::Input>, DecodeError> {
+        self.decode_with(|_| None)
+    }
+
+    /// The sequence number of the move the newest is written against, if it is (without
+    /// reading further: what a refusal of the base names).
+    pub fn base_seq(&self) -> Option<Seq16> {
         let mut r = ByteReader::new(&self.payload);
-        let count = r.u8()? as usize;
+        let head = r.u8().ok()?;
+        let newest = Seq16(r.u16().ok()?);
+        (head & HAS_BASE != 0).then(|| r.u8().ok().map(|age| newest.offset(-i32::from(age))))?
+    }
+
+    /// Unpacks the payload, looking up a base in `held` (the server's record of the moves it
+    /// took: their input and duration, by sequence number); never panics, whatever the bytes.
+    /// A base `held` does not know is refused.
+    pub fn decode_with(
+        &self,
+        held: impl FnOnce(Seq16) -> Option<(M::Input, u16)>,
+    ) -> Result<ServerMoveData<M::Input>, DecodeError> {
+        let mut r = ByteReader::new(&self.payload);
+        let head = r.u8()?;
+        let count = (head & COUNT_BITS) as usize;
         if count == 0 || count > MAX_MOVES_PER_MESSAGE {
             return Err(DecodeError::Invalid);
         }
         let newest = Seq16(r.u16()?);
-        let correction_ack = r.u8()?;
-        let end = IVec3::new(r.zigzag()?, r.zigzag()?, r.zigzag()?);
-        let mut moves: Vec<WireMove<M::Input>> = Vec::with_capacity(count);
-        for i in 0..count {
-            // (The newest move has no header: see `encode`.)
-            let header = if i == 0 { 0 } else { r.u8()? };
-            let tag = (header >> 2) & tag_mask::<M>();
-            let same_input = header & SAME_INPUT != 0;
-            if header & !(SAME_INPUT | SAME_DT | (tag_mask::<M>() << 2)) != 0
-                || (same_input && tag != 0)
-            {
+        let base_seq = if head & HAS_BASE != 0 {
+            let age = r.u8()?;
+            if age == 0 || u16::from(age) > MAX_BASE_AGE {
                 return Err(DecodeError::Invalid);
             }
-            let input = if same_input {
-                moves[i - 1].input.clone()
-            } else if i == 0 {
-                M::Input::decode(&mut r)?
-            } else {
-                M::Input::decode_delta(&moves[i - 1].input, tag, &mut r)?
-            };
-            let dt = if header & SAME_DT != 0 {
-                moves[i - 1].dt
-            } else {
-                r.u16()?
-            };
+            Some(newest.offset(-i32::from(age)))
+        } else {
+            None
+        };
+        let correction_ack = if head & HAS_CORRECTION_ACK != 0 {
+            Some(r.u8()?)
+        } else {
+            None
+        };
+        let end = IVec3::new(r.zigzag()?, r.zigzag()?, r.zigzag()?);
+        let base = match base_seq {
+            Some(seq) => {
+                let (input, dt) = held(seq).ok_or(DecodeError::Invalid)?;
+                Some(WireMove { seq, dt, input })
+            }
+            None => None,
+        };
+        let mut moves: Vec<WireMove<M::Input>> = Vec::with_capacity(count);
+        let (input, dt) = match &base {
+            Some(b) => read_change::<M>(&mut r, b)?,
+            None => (M::Input::decode(&mut r)?, r.u16()?),
+        };
+        moves.push(WireMove {
+            seq: newest,
+            dt,
+            input,
+        });
+        for i in 1..count {
+            let (input, dt) = read_change::<M>(&mut r, &moves[i - 1])?;
             moves.push(WireMove {
                 seq: newest.offset(-(i as i32)),
                 dt,
@@ -198,19 +299,27 @@ impl<M: MovementModel> ServerMove<M> {
             moves,
             end,
             correction_ack,
+            base,
         })
     }
 
-    /// The packed bytes as sent, without lightyear's headers: the move count, the newest
-    /// move's sequence number, the correction ack and the end position, then the moves, newest
-    /// first.
+    /// The packed bytes as sent, without lightyear's headers: the move count (and what
+    /// follows), the newest move's sequence number, the base's age and the correction ack when
+    /// present, and the end position, then the moves, newest first.
     pub fn payload(&self) -> &[u8] {
         &self.payload
     }
 
-    /// The first payload byte (the move count), if any.
+    /// The first payload byte (the move count in its low six bits, and whether a base and a
+    /// correction ack follow), if any.
     pub fn first_byte(&self) -> Option<u8> {
         self.payload.first().copied()
+    }
+
+    /// The move count the first byte announces, if any (it may exceed
+    /// [`MAX_MOVES_PER_MESSAGE`]: such a message does not decode).
+    pub fn announced_count(&self) -> Option<usize> {
+        self.first_byte().map(|b| usize::from(b & COUNT_BITS))
     }
 
     /// Encoded size, bytes (without lightyear's headers).

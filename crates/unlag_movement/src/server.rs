@@ -4,8 +4,8 @@
 
 use crate::model::MovementModel;
 use crate::protocol::{
-    Correction, MAX_MOVES_PER_MESSAGE, MoveResponse, ServerMove, ServerMoveData, WireMove,
-    decode_dt, decode_end,
+    Correction, HELD_MOVES_KEPT, MAX_MOVES_PER_MESSAGE, MoveResponse, ServerMove, ServerMoveData,
+    WireMove, decode_dt, decode_end,
 };
 use crate::settings::MovementSettings;
 use crate::stats::{MovementStats, RejectReason};
@@ -43,15 +43,22 @@ pub struct ServerMovement<M: MovementModel> {
     processed_ends: VecDeque<(u64, f64)>,
     /// Since when the move after `last` has been missing.
     gap_since: Option<f64>,
-    /// End positions the client reported: (extended number of the move, end, correction ack).
-    reports: VecDeque<(u64, IVec3, u8)>,
+    /// End positions the client reported: (extended number of the move, end, correction ack
+    /// when stated).
+    reports: VecDeque<(u64, IVec3, Option<u8>)>,
     time: TimeDiscrepancy,
     last_correction_at: Option<f64>,
     /// The correction the client has not confirmed yet: (id, sent at).
     pending_correction: Option<(u8, f64)>,
-    /// Whether a message confirming the pending correction has arrived (its moves may still
-    /// wait in the playout): the correction is not lost and is not sent again.
-    confirmation_arrived: bool,
+    /// The newest move (extended number) of the first message that confirmed the pending
+    /// correction, once one arrived (its moves may still wait in the playout): the correction
+    /// is not lost and is not sent again, and the reports from that move on come from after
+    /// it (the client stops stating the id once it knows the server heard it).
+    confirmed_from: Option<u64>,
+    /// The moves taken (first come), by extended number modulo [`HELD_MOVES_KEPT`]: what a
+    /// message's newest move may be written against ([`ServerMoveData::base`]). Allocated
+    /// with the first move.
+    taken: Vec<Option<(u64, M::Input, u16)>>,
     next_correction_id: u8,
     /// The last acknowledgement sent: (processed, received, at).
     last_ack_sent: Option<(Seq16, Seq16, f64)>,
@@ -350,7 +357,8 @@ impl<M: MovementModel> ServerMovement<M> {
             time: TimeDiscrepancy::new(settings.time_discrepancy),
             last_correction_at: None,
             pending_correction: None,
-            confirmation_arrived: false,
+            confirmed_from: None,
+            taken: Vec::new(),
             next_correction_id: 1,
             last_ack_sent: None,
             tokens: settings.max_moves_per_second * 2.0,
@@ -361,6 +369,45 @@ impl<M: MovementModel> ServerMovement<M> {
             offset_at: None,
             shown: None,
             _model: core::marker::PhantomData,
+        }
+    }
+
+    /// Notes a message that states the pending correction's id (its newest move `newest`,
+    /// extended): the first such confirms it.
+    fn note_confirmation(&mut self, newest: u64, correction_ack: Option<u8>) {
+        if self.confirmed_from.is_none()
+            && self
+                .pending_correction
+                .is_some_and(|(id, _)| Some(id) == correction_ack)
+        {
+            self.confirmed_from = Some(newest);
+        }
+    }
+
+    /// Keeps the input and duration of each move of a message taken in, unless one came
+    /// before under that number (the first is the one played): a later message may write its
+    /// newest move against any of them.
+    fn keep_taken(&mut self, data: &ServerMoveData<M::Input>) {
+        if self.taken.is_empty() {
+            self.taken = vec![None; HELD_MOVES_KEPT];
+        }
+        for m in &data.moves {
+            let Ok(n) = u64::try_from(self.extend(m.seq)) else {
+                continue;
+            };
+            let slot = &mut self.taken[(n % HELD_MOVES_KEPT as u64) as usize];
+            if slot.as_ref().is_none_or(|(k, _, _)| *k < n) {
+                *slot = Some((n, m.input.clone(), m.dt));
+            }
+        }
+    }
+
+    /// The input and duration of move `seq` if it was taken and is still kept.
+    fn taken_move(&self, seq: Seq16) -> Option<(M::Input, u16)> {
+        let n = u64::try_from(self.extend(seq)).ok()?;
+        match self.taken.get((n % HELD_MOVES_KEPT as u64) as usize)? {
+            Some((k, input, dt)) if *k == n => Some((input.clone(), *dt)),
+            _ => None,
         }
     }
 
@@ -778,15 +825,21 @@ fn receive_moves<M: MovementModel>(
             let (_, _, _, mut server, _, mut trail) = characters.get_mut(entity).unwrap();
             server.time.note_read_span(span);
             server.time.note_link_jitter(jitter);
-            let data = match message.decode() {
+            let data = match message.decode_with(|seq| server.taken_move(seq)) {
                 Ok(data) => data,
                 Err(_) => {
-                    // An over-long list is told apart from garbage for the counters.
+                    // An over-long list, and a base the server does not hold (a message late
+                    // by seconds), are told apart from garbage for the counters.
                     let reason = if message
-                        .first_byte()
-                        .is_some_and(|n| n as usize > MAX_MOVES_PER_MESSAGE)
+                        .announced_count()
+                        .is_some_and(|n| n > MAX_MOVES_PER_MESSAGE)
                     {
                         RejectReason::TooManyMoves
+                    } else if message
+                        .base_seq()
+                        .is_some_and(|b| server.taken_move(b).is_none())
+                    {
+                        RejectReason::UnknownBase
                     } else {
                         RejectReason::Malformed
                     };
@@ -831,11 +884,17 @@ impl<M: MovementModel> ServerMovement<M> {
         while self.reports.front().is_some_and(|r| r.0 < last) {
             self.reports.pop_front();
         }
-        let &(_, end, correction_ack) = self.reports.front().filter(|r| r.0 == last)?;
+        let &(n, end, correction_ack) = self.reports.front().filter(|r| r.0 == last)?;
         self.reports.pop_front();
         match self.pending_correction {
-            Some((id, _)) if id != correction_ack => return None,
-            Some(_) => self.pending_correction = None,
+            // Confirmed by this report, or by an earlier message (the client stated the id
+            // until it knew the server had heard it; its reports since are from after it).
+            Some((id, _))
+                if correction_ack == Some(id) || self.confirmed_from.is_some_and(|c| n >= c) =>
+            {
+                self.pending_correction = None;
+            }
+            Some(_) => return None,
             None => {}
         }
         Some(decode_end(end))
@@ -856,7 +915,7 @@ fn send_state<M: MovementModel>(
     let ack = server.last_processed();
     server.last_correction_at = Some(now);
     server.pending_correction = Some((id, now));
-    server.confirmation_arrived = false;
+    server.confirmed_from = None;
     let received = server.received();
     server.last_ack_sent = Some((ack, received, now));
     traffic.send_counted::<SequencedChannel, _>(
@@ -946,6 +1005,8 @@ fn take_in<M: MovementModel>(
             Err(RejectReason::Stale)
         } else {
             sample(server);
+            server.note_confirmation(newest as u64, data.correction_ack);
+            server.keep_taken(data);
             Ok(())
         };
     }
@@ -983,12 +1044,8 @@ fn take_in<M: MovementModel>(
             .playout
             .on_arrival(&settings.playout, now, made, newest_made);
     }
-    if server
-        .pending_correction
-        .is_some_and(|(id, _)| id == data.correction_ack)
-    {
-        server.confirmation_arrived = true;
-    }
+    server.note_confirmation(newest as u64, data.correction_ack);
+    server.keep_taken(data);
     sample(server);
     if server.reports.len() >= 64 {
         server.reports.pop_front();
@@ -1326,7 +1383,7 @@ pub(crate) fn send_acks<M: MovementModel>(
         };
         let ack = server.last_processed();
         // Judged by arrival, not by the playout: a confirmation waiting its turn is not lost.
-        let unconfirmed = !server.confirmation_arrived
+        let unconfirmed = server.confirmed_from.is_none()
             && server
                 .pending_correction
                 .is_none_or(|(_, sent)| now - sent >= resend_after(remote));

@@ -19,11 +19,15 @@ pub enum RejectReason {
     TooFrequent,
     /// The sending client controls no character of this model.
     NotControlled,
+    /// The newest move is written against a move the server does not hold (see
+    /// [`ServerMoveData::base`](crate::ServerMoveData)): a message delayed past the server's
+    /// record of the moves it took, or bytes naming a move that never came.
+    UnknownBase,
 }
 
 impl RejectReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [RejectReason; 7] = [
+    pub const ALL: [RejectReason; 8] = [
         RejectReason::Malformed,
         RejectReason::TooManyMoves,
         RejectReason::BadDelta,
@@ -31,6 +35,7 @@ impl RejectReason {
         RejectReason::FarAhead,
         RejectReason::TooFrequent,
         RejectReason::NotControlled,
+        RejectReason::UnknownBase,
     ];
 
     fn index(self) -> usize {
@@ -49,6 +54,12 @@ pub struct MovementStats {
     pub messages_sent: u64,
     /// Client: moves sent, redundant copies included.
     pub moves_sent: u64,
+    /// Client: `ServerMove` messages whose newest move went as its change from a move the
+    /// server was known to hold (a base), not whole.
+    pub messages_with_base: u64,
+    /// Client: `ServerMove` messages that stated the last correction applied (sent until the
+    /// server is known to have heard it).
+    pub messages_stating_ack: u64,
     /// Client: acknowledgements received.
     pub acks_received: u64,
     /// Client: corrections applied: states from the server that disagreed with the
@@ -90,7 +101,7 @@ pub struct MovementStats {
     /// Server: speed hacks flagged.
     pub speed_hacks_flagged: u64,
     /// Server: moves or messages rejected, per [`RejectReason::ALL`].
-    pub rejected: [u64; 7],
+    pub rejected: [u64; 8],
 }
 
 impl MovementStats {
