@@ -1,4 +1,4 @@
-//! A fire request as lightyear hands it to the server (postcard), judged by the server's own
+//! A fire request as lightyear hands it to the server (its bytes alone, `WholeBody`), judged by the server's own
 //! [`ShotJudge`] in a real match: decoding never panics; a request that decodes re-encodes to
 //! the same bytes; judging never panics; a refusal keeps the contract [`ShotJudge::judge`]
 //! documents (garbage, copies and replays change nothing; a refused shot never spends a round
@@ -12,7 +12,7 @@ use libfuzzer_sys::fuzz_target;
 use std::cell::RefCell;
 use unlag_combat::{CombatStats, FireRequest, ServerArmory, ShotJudge, ShotVerdict, Weapons};
 use unlag_fuzz::Match;
-use unlag_net::RemoteClientClock;
+use unlag_net::{RemoteClientClock, WholeBody};
 
 struct Harness {
     game: Match,
@@ -36,12 +36,16 @@ fuzz_target!(|data: &[u8]| {
             h.get_or_insert_with(harness);
         });
     }
-    let Ok(request) = postcard::from_bytes::<FireRequest>(data) else {
+    let Ok(request) = FireRequest::from_body(data) else {
         return;
     };
-    let bytes = postcard::to_allocvec(&request).expect("a decoded request encodes");
-    let again: FireRequest = postcard::from_bytes(&bytes).expect("re-encoded bytes decode");
-    assert_eq!(postcard::to_allocvec(&again).expect("encodes"), bytes);
+    let bytes = request.body().into_owned();
+    let again = FireRequest::from_body(&bytes).expect("re-encoded bytes decode");
+    assert_eq!(again.body(), bytes);
+    // serde's form (postcard: the same bytes after their length) reads back the same.
+    let serde_form = postcard::to_allocvec(&request).expect("a decoded request encodes");
+    let read: FireRequest = postcard::from_bytes(&serde_form).expect("serde's form decodes");
+    assert_eq!(read.body(), bytes);
     HARNESS.with_borrow_mut(|harness| {
         let Harness { game, judge } = harness.get_or_insert_with(self::harness);
         let (link, shooter) = (game.link, game.shooter);

@@ -152,8 +152,13 @@ fn capture_server_messages(
     >,
 ) {
     for (fire, reload, report, moves) in &mut links {
-        if let Some(mut r) = fire {
-            write_all("fire_request", peek(&mut r).into_iter());
+        if let Some(mut r) = fire
+            && let Some(dir) = capture_dir("fire_request")
+        {
+            // As lightyear sends it: its bytes alone (`WholeBody`).
+            for m in peek(&mut r) {
+                capture(&dir, &unlag_net::WholeBody::body(&m));
+            }
         }
         if let Some(mut r) = reload {
             write_all("reload_request", peek(&mut r).into_iter());

@@ -1429,6 +1429,74 @@ fn shots_before_the_clock_and_the_character_are_not_sent() {
     assert!(stats.accepted >= 5, "{stats:?}");
 }
 
+/// A fire request goes on the wire as its bytes alone (`unlag::net::WholeBody`: lightyear states
+/// every message's length, and postcard's own before them would be a byte more a copy). The
+/// server's packet guard reads them so: a request whose bytes decode goes on to be judged, one
+/// with a byte too many or too few is refused before lightyear reads it
+/// (`PacketRefusal::MessageBody`).
+#[test]
+fn fire_requests_go_as_their_bytes_alone_and_the_guard_reads_them_so() {
+    use unlag::combat::FireRequest;
+    use unlag::net::{
+        PacketRefusal, ServerLinkStats, UnreliableChannel, WholeBody, channel_net_id,
+        message_body_bytes,
+    };
+    let clean = LinkConditions::new(Duration::from_millis(40), Duration::ZERO, 0.0);
+    let mut tb = combat_testbed_with(1, clean, default(), 1, 1e9, |_| {});
+    tb.run_for(Duration::from_secs(2));
+    let request = FireRequest {
+        weapon: 0,
+        fire_index: 7,
+        origin: EYE,
+        aim: Vec3::NEG_Z,
+        directions: Vec::new(),
+        view_time: 1.0,
+        judged_time: 1.0,
+        delay_cap: None,
+        move_seq: None,
+        sent_view_time: 1.0,
+        sent_delay: 0.1,
+        claims: Vec::new(),
+    };
+    let body = request.body().into_owned();
+    assert_eq!(body, request.encode());
+    let world = tb.client_world(0);
+    let unreliable = channel_net_id::<UnreliableChannel>(world).unwrap();
+    let packet = |body: &[u8]| {
+        crate::net::data_packet(
+            unreliable,
+            None,
+            &message_body_bytes::<FireRequest>(world, body).unwrap(),
+        )
+    };
+    let mut long = body.clone();
+    long.push(0);
+    let packets = [
+        packet(&body),
+        packet(&long),
+        packet(&body[..body.len() - 1]),
+    ];
+    let judged = |tb: &Testbed| {
+        let stats = tb.server_world().resource::<CombatStats>();
+        stats.accepted + stats.rejected_total()
+    };
+    assert_eq!(judged(&tb), 0, "nobody fired");
+    let client = tb.client_entity(0).unwrap();
+    let mut link = tb.client_world_mut(0).get_mut::<Link>(client).unwrap();
+    for p in packets {
+        link.send.push(p.into());
+    }
+    tb.run_for(Duration::from_millis(300));
+    let refused = tb
+        .server_world()
+        .resource::<ServerLinkStats>()
+        .packets_refused
+        .clone();
+    assert_eq!(refused.get(PacketRefusal::MessageBody), 2, "{refused:?}");
+    assert_eq!(refused.total(), 2, "{refused:?}");
+    assert_eq!(judged(&tb), 1, "the request whose bytes decode is judged");
+}
+
 /// Client: fires the rifle straight ahead from [`EYE`] every 25 frames, reloading when empty.
 fn fire_and_reload_from_the_eye(
     mut frame: Local<u64>,

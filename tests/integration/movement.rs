@@ -2281,8 +2281,8 @@ fn turning_moves_cost_three_bytes_each_and_read_back_exactly() {
     let data = message(&turning);
     let packed = ServerMove::<CharacterMovement>::encode(&data);
     println!("16 turning moves: {} bytes", packed.len());
-    // Count, newest, correction ack and end: 9 bytes; the newest move, its input and its
-    // duration whole (no header: nothing after it to compare with), 9; each older one its
+    // Count, newest, correction ack and end: 9 bytes; the oldest move, its input and its
+    // duration whole (no base: nothing before it to compare with), 9; each newer one its
     // header (with what changed) and two one-byte turns (108 bytes with the angles whole).
     assert!(packed.len() <= 9 + 9 + 15 * 3, "{} bytes", packed.len());
     assert_eq!(packed.decode().unwrap(), data);
@@ -2354,16 +2354,11 @@ fn turning_moves_cost_three_bytes_each_and_read_back_exactly() {
     ]))
     .payload()
     .to_vec();
-    // The older move's pitch turn (-1, zigzag 1) is the last byte: make it -(2^15) - 2, then
+    // The newer move's pitch turn (+1, zigzag 2) is the last byte: make it 2^15 + 1, then
     // the ends of i32 (the server_move fuzz target's find: a turn near i32::MAX overflowed the
     // pitch's sum and panicked). Each is refused, not wrapped or summed past the range.
-    assert_eq!(bytes.pop(), Some(1));
-    for turn in [
-        i32::from(i16::MIN) - i32::from(i16::MAX) - 2,
-        i32::MAX,
-        i32::MAX - 1,
-        i32::MIN,
-    ] {
+    assert_eq!(bytes.pop(), Some(2));
+    for turn in [i32::from(i16::MAX) + 2, i32::MAX, i32::MAX - 1, i32::MIN] {
         let mut w = unlag::core::ByteWriter::new();
         w.zigzag(turn);
         let mut hostile = bytes.clone();
@@ -2377,9 +2372,9 @@ fn turning_moves_cost_three_bytes_each_and_read_back_exactly() {
     }
 }
 
-/// A message's newest move written against a move the server holds (`ServerMoveData::base`):
-/// a turning player's newest costs its header and two one-byte turns, and the base's age a
-/// byte, where the move whole took 9; it reads back exactly with the base held, is refused
+/// A message's oldest move written against a move the server holds (`ServerMoveData::base`):
+/// a turning player's oldest costs its header and its two turns, and the base's age a byte,
+/// where the move whole took 9; it reads back exactly with the base held, is refused
 /// without it (and by `decode`, which holds nothing), and reads as another input against
 /// another base. A base not 1 to `MAX_BASE_AGE` moves older is left out by the encoder; an age
 /// of 0 or beyond it is refused. A message that does not state the correction ack is a byte
@@ -2426,8 +2421,8 @@ fn a_newest_move_goes_against_a_base_the_server_holds() {
         packed_whole.len(),
         packed.len()
     );
-    // The newest whole (9 bytes) against its header, its two turns from the base twelve moves
-    // before (2.4° of yaw and 0.6° of pitch: two bytes each; one byte up to 0.35°) and the
+    // The oldest whole (9 bytes) against its header, its two turns from the base eight moves
+    // before (1.6° of yaw and 0.4° of pitch: two bytes each; one byte up to 0.35°) and the
     // age: 9 → 1 + 2 + 2 + 1.
     assert_eq!(packed.len() + 3, packed_whole.len());
     assert_eq!(packed.base_seq(), Some(base.seq));
@@ -2441,7 +2436,7 @@ fn a_newest_move_goes_against_a_base_the_server_holds() {
         .expect("any base reads");
     assert_ne!(other.moves, against.moves);
 
-    // A walk in a straight line: the newest is its base's input, so one header byte.
+    // A walk in a straight line: the move is its base's input, so one header byte.
     let straight = |seq_base: Seq16| ServerMoveData {
         moves: vec![WireMove {
             seq: newest,

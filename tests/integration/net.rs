@@ -1370,7 +1370,7 @@ fn varint(v: u64) -> Vec<u8> {
 }
 
 /// A lightyear 0.30 data packet (before encryption) with one message on `channel`.
-fn data_packet(channel: u16, id: Option<u16>, message: &[u8]) -> Vec<u8> {
+pub(crate) fn data_packet(channel: u16, id: Option<u16>, message: &[u8]) -> Vec<u8> {
     let mut packet = vec![0u8];
     packet.extend_from_slice(&[0; 12]);
     packet.extend(varint(channel.into()));

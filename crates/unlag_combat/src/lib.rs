@@ -108,7 +108,7 @@ impl Plugin for CombatPlugin {
             .add_message::<ProjectileExploded>()
             .init_resource::<OwnProjectiles>()
             .init_resource::<unlag_net::HeldShotsOldest>()
-            .add_net_message_mapped::<FireRequest>(NetDirection::ClientToServer)
+            .add_net_message_mapped_whole::<FireRequest>(NetDirection::ClientToServer)
             .add_net_message_mapped::<FireResult>(NetDirection::ServerToClient)
             .add_net_message_mapped::<CosmeticFires>(NetDirection::ServerToClient)
             // A projectile's launch and impact go to every client that sees or hears it: each

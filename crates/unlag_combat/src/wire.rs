@@ -116,8 +116,8 @@ fn mode_of(code: u8) -> SmoothingMode {
 }
 
 impl FireRequest {
-    /// The request's bytes on the wire (what its `Serialize` writes, inside postcard's length
-    /// prefix): see the module docs of `wire.rs`. Times go as whole microseconds; counts
+    /// The request's bytes on the wire, alone (its [`unlag_net::WholeBody`]; its `Serialize`
+    /// writes them as a byte string): see the module docs of `wire.rs`. Times go as whole microseconds; counts
     /// beyond the wire limits (`MAX_CLAIMS`, 64 directions) are cut to them, the sender's
     /// own bug, which the server would refuse whole anyway.
     pub fn encode(&self) -> Vec<u8> {
@@ -355,6 +355,20 @@ fn unpack(bytes: &[u8]) -> Result<FireRequest, DecodeError> {
     })
 }
 
+/// On lightyear's wire a request goes as its bytes alone ([`FireRequest::encode`]'s), without
+/// the length postcard writes before them (lightyear states every message's length).
+impl unlag_net::WholeBody for FireRequest {
+    fn body(&self) -> std::borrow::Cow<'_, [u8]> {
+        std::borrow::Cow::Owned(pack(self))
+    }
+
+    fn from_body(bytes: &[u8]) -> Result<Self, DecodeError> {
+        unpack(bytes)
+    }
+}
+
+/// serde's form: the bytes of [`FireRequest::encode`] as a byte string (for tools and other
+/// formats; lightyear sends [`unlag_net::WholeBody`]'s).
 impl serde::Serialize for FireRequest {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_bytes(&pack(self))

@@ -510,7 +510,7 @@ pub(crate) fn send_moves<M: MovementModel>(
             let message = ServerMove::<M>::encode(&data);
             stats.messages_with_base += u64::from(message.base_seq().is_some());
             stats.messages_stating_ack += u64::from(correction_ack.is_some());
-            traffic.send_counted::<UnreliableChannel, _>(&mut sender, message);
+            traffic.send_counted_whole::<UnreliableChannel, _>(&mut sender, message);
             stats.messages_sent += 1;
             stats.moves_sent += chunk.len() as u64;
         }

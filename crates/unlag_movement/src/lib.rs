@@ -218,7 +218,7 @@ impl<M: MovementModel + Default> Plugin for MovementPredictionPlugin<M> {
             .add_message::<CorrectionApplied>()
             .init_resource::<MovementDebug>()
             .init_resource::<CorrectionMarks>()
-            .add_net_message::<ServerMove<M>>(NetDirection::ClientToServer)
+            .add_net_message_whole::<ServerMove<M>>(NetDirection::ClientToServer)
             .add_net_message_mapped::<MoveResponse<M>>(NetDirection::ServerToClient);
 
         app.configure_sets(

@@ -3,7 +3,7 @@
 //! - [`ServerMove`] (client → server, unordered, every frame the client simulated moves): the
 //!   newest moves plus up to `redundancy` older unacknowledged ones, so a lost packet never
 //!   costs a correction; the client's end position of the newest move; the last correction the
-//!   client applied, until the server has heard it. The newest move goes as its change from a
+//!   client applied, until the server has heard it. The oldest move goes as its change from a
 //!   move the server is known to hold ([`ServerMoveData::base`]) once there is one.
 //! - [`MoveResponse`] (server → client, sequenced): the newest move processed (an
 //!   acknowledgement), and when the client was wrong, the server's whole state after that move
@@ -17,6 +17,7 @@ use core::marker::PhantomData;
 use serde::{Deserialize, Serialize};
 use unlag_core::quantize::{dequantize_location, quantize_location};
 use unlag_core::{ByteReader, ByteWriter, DecodeError, Seq16};
+use unlag_net::WholeBody;
 
 /// Most moves one [`ServerMove`] may carry (new ones plus redundant copies).
 ///
@@ -61,23 +62,39 @@ pub struct ServerMoveData<I> {
     /// heard last.
     pub correction_ack: Option<u8>,
     /// A move the server holds (the newest of a message its transport acknowledged), older
-    /// than the newest by 1 to [`MAX_BASE_AGE`] moves: the newest move is written as its
+    /// than the newest by 1 to [`MAX_BASE_AGE`] moves: the oldest move is written as its
     /// change from this one (a turn of the view in a byte or two, the duration not at all)
     /// where it would otherwise go whole (9 bytes for a character). `None`: written whole.
     pub base: Option<WireMove<I>>,
 }
 
 /// Client → server: moves of model `M` (see the module docs). The payload is packed by hand,
-/// newest move first, each older one written as its change from the one after it: a move whose
-/// input and duration equal the next newer one's costs one byte, its header, which also holds
+/// oldest move first, each newer one written as its change from the one before it: a move whose
+/// input and duration equal the one before's costs one byte, its header, which also holds
 /// the codec's tag of what changed ([`MoveInputCodec::DELTA_TAG_BITS`](crate::MoveInputCodec)).
-/// The newest goes whole, or as its change from [`ServerMoveData::base`].
-#[derive(Serialize, Deserialize)]
-#[serde(bound = "")]
+/// The oldest goes whole, or as its change from [`ServerMoveData::base`] (mostly the move just
+/// before it: the moves a message carries are those after the newest the server is known to
+/// have). It goes on the wire as
+/// its payload alone ([`WholeBody`]: lightyear states its length); it is decoded where the
+/// server's record of the moves it took is at hand ([`ServerMove::decode_with`]).
 pub struct ServerMove<M> {
     payload: Vec<u8>,
-    #[serde(skip)]
     _model: PhantomData<fn() -> M>,
+}
+
+impl<M> WholeBody for ServerMove<M> {
+    fn body(&self) -> std::borrow::Cow<'_, [u8]> {
+        std::borrow::Cow::Borrowed(&self.payload)
+    }
+
+    /// Any bytes: they are read by [`ServerMove::decode_with`] (refused there, and counted,
+    /// when they do not decode).
+    fn from_body(bytes: &[u8]) -> Result<Self, DecodeError> {
+        Ok(Self {
+            payload: bytes.to_vec(),
+            _model: PhantomData,
+        })
+    }
 }
 
 impl<M> Clone for ServerMove<M> {
@@ -110,7 +127,8 @@ const SAME_DT: u8 = 2;
 /// The first byte: the move count in its low six bits, then what follows the newest move's
 /// sequence number.
 const COUNT_BITS: u8 = 0x3F;
-/// The base's age follows (one byte), and the newest move is written against it.
+/// The base's age (before the newest move) follows in one byte, and the oldest move is written
+/// against the base.
 const HAS_BASE: u8 = 0x40;
 /// The correction ack follows (one byte).
 const HAS_CORRECTION_ACK: u8 = 0x80;
@@ -205,18 +223,19 @@ impl<M: MovementModel> ServerMove<M> {
         w.zigzag(data.end.x);
         w.zigzag(data.end.y);
         w.zigzag(data.end.z);
-        // The newest whole, or against the base: nothing after it in time to compare with.
-        match base {
-            Some(b) => write_change::<M>(&mut w, newest, b),
-            None => {
-                newest.input.encode(&mut w);
-                w.u16(newest.dt);
+        // Oldest first, each against the one before it in time: the oldest against the base,
+        // or whole. (Each change spans one move, a turn of the view in a byte; the oldest's
+        // base is mostly the move just before it.)
+        let mut before = base;
+        for m in moves {
+            match before {
+                Some(b) => write_change::<M>(&mut w, m, b),
+                None => {
+                    m.input.encode(&mut w);
+                    w.u16(m.dt);
+                }
             }
-        }
-        // The older ones newest first, each compared with the one after it in time. The
-        // header byte holds the codec's tag of what changed above its two flags.
-        for pair in moves.windows(2).rev() {
-            write_change::<M>(&mut w, &pair[0], &pair[1]);
+            before = Some(m);
         }
         Self {
             payload: w.into_bytes(),
@@ -224,13 +243,13 @@ impl<M: MovementModel> ServerMove<M> {
         }
     }
 
-    /// Unpacks a payload whose newest move is written whole; never panics, whatever the bytes.
+    /// Unpacks a payload whose oldest move is written whole; never panics, whatever the bytes.
     /// One written against a base is refused (see [`ServerMove::decode_with`]).
     pub fn decode(&self) -> Result<ServerMoveData<M::Input>, DecodeError> {
         self.decode_with(|_| None)
     }
 
-    /// The sequence number of the move the newest is written against, if it is (without
+    /// The sequence number of the move the oldest is written against, if it is (without
     /// reading further: what a refusal of the base names).
     pub fn base_seq(&self) -> Option<Seq16> {
         let mut r = ByteReader::new(&self.payload);
@@ -276,25 +295,19 @@ impl<M: MovementModel> ServerMove<M> {
             None => None,
         };
         let mut moves: Vec<WireMove<M::Input>> = Vec::with_capacity(count);
-        let (input, dt) = match &base {
-            Some(b) => read_change::<M>(&mut r, b)?,
-            None => (M::Input::decode(&mut r)?, r.u16()?),
-        };
-        moves.push(WireMove {
-            seq: newest,
-            dt,
-            input,
-        });
-        for i in 1..count {
-            let (input, dt) = read_change::<M>(&mut r, &moves[i - 1])?;
+        let oldest = newest.offset(1 - count as i32);
+        for i in 0..count {
+            let (input, dt) = match moves.last().or(base.as_ref()) {
+                Some(before) => read_change::<M>(&mut r, before)?,
+                None => (M::Input::decode(&mut r)?, r.u16()?),
+            };
             moves.push(WireMove {
-                seq: newest.offset(-(i as i32)),
+                seq: oldest.offset(i as i32),
                 dt,
                 input,
             });
         }
         r.finish()?;
-        moves.reverse();
         Ok(ServerMoveData {
             moves,
             end,
@@ -305,7 +318,7 @@ impl<M: MovementModel> ServerMove<M> {
 
     /// The packed bytes as sent, without lightyear's headers: the move count (and what
     /// follows), the newest move's sequence number, the base's age and the correction ack when
-    /// present, and the end position, then the moves, newest first.
+    /// present, and the end position, then the moves, oldest first.
     pub fn payload(&self) -> &[u8] {
         &self.payload
     }

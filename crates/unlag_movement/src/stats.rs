@@ -19,7 +19,7 @@ pub enum RejectReason {
     TooFrequent,
     /// The sending client controls no character of this model.
     NotControlled,
-    /// The newest move is written against a move the server does not hold (see
+    /// The oldest move is written against a move the server does not hold (see
     /// [`ServerMoveData::base`](crate::ServerMoveData)): a message delayed past the server's
     /// record of the moves it took, or bytes naming a move that never came.
     UnknownBase,
@@ -54,7 +54,7 @@ pub struct MovementStats {
     pub messages_sent: u64,
     /// Client: moves sent, redundant copies included.
     pub moves_sent: u64,
-    /// Client: `ServerMove` messages whose newest move went as its change from a move the
+    /// Client: `ServerMove` messages whose oldest move went as its change from a move the
     /// server was known to hold (a base), not whole.
     pub messages_with_base: u64,
     /// Client: `ServerMove` messages that stated the last correction applied (sent until the

@@ -282,7 +282,16 @@ pub fn channel_net_id<C: Channel>(world: &World) -> Option<u16> {
 
 /// A message's bytes as lightyear puts them in a packet (its kind's network id, then its
 /// postcard body): for building packets in tests and tools. `None` when `M` is not registered.
+/// (A message registered as a [`WholeBody`](crate::WholeBody) goes as [`message_body_bytes`]
+/// with its own bytes.)
 pub fn message_bytes<M: serde::Serialize + 'static>(world: &World, message: &M) -> Option<Vec<u8>> {
+    message_body_bytes::<M>(world, &postcard::to_allocvec(message).ok()?)
+}
+
+/// The bytes of a message of kind `M` whose body is `body`, as lightyear puts them in a packet
+/// (the kind's network id, then the body as it is): for building packets in tests and tools.
+/// `None` when `M` is not registered.
+pub fn message_body_bytes<M: 'static>(world: &World, body: &[u8]) -> Option<Vec<u8>> {
     let id = *world
         .get_resource::<MessageRegistry>()?
         .kind_map
@@ -292,7 +301,7 @@ pub fn message_bytes<M: serde::Serialize + 'static>(world: &World, message: &M) 
         0x40..=0x3fff => (id | 0x4000).to_be_bytes().to_vec(),
         _ => (u32::from(id) | 0x8000_0000).to_be_bytes().to_vec(),
     };
-    bytes.extend(postcard::to_allocvec(message).ok()?);
+    bytes.extend_from_slice(body);
     Some(bytes)
 }
 

@@ -41,7 +41,7 @@ pub use clock::{
 pub use conditions::NetConditions;
 pub use guard::{
     PacketGuardSettings, PacketMessage, PacketRefusal, PacketRefusals, ReliableWindows,
-    channel_net_id, message_bytes, read_client_packet,
+    channel_net_id, message_body_bytes, message_bytes, read_client_packet,
 };
 pub use interest::{
     InterestPolicy, InterestSettings, InterestSystems, PairInterest, ProxyDormant, ProxyInterest,
@@ -56,7 +56,8 @@ pub use ping::{HighPing, PingMonitor};
 pub use protocol::{
     CarriesEncoding, MessageEncodeError, MessageEncoder, MessageWriter, NetDirection,
     NetMessageAppExt, NetProtocol, PreEncoded, RELIABLE_RESEND_MIN, ReliableChannel,
-    SequencedChannel, UnreliableChannel, short_type_name, write_postcard, write_pre_encoded,
+    SequencedChannel, UnreliableChannel, WholeBody, short_type_name, write_postcard,
+    write_pre_encoded,
 };
 pub use roles::{
     Authority, AutonomousProxy, HeldShotsOldest, MoveTrail, SimulatedProxy, SimulatedVelocity,

@@ -82,6 +82,16 @@ impl LinkTraffic {
         self.send_counted_sized::<C, M>(sender, message, bytes);
     }
 
+    /// Like [`send_counted`](Self::send_counted), for a message that goes as its own bytes
+    /// alone ([`WholeBody`](crate::WholeBody)): counted as those bytes.
+    pub fn send_counted_whole<C: Channel, M>(&mut self, sender: &mut MessageSender<M>, message: M)
+    where
+        M: crate::WholeBody + Send + Sync + 'static,
+    {
+        let bytes = message.body().len();
+        self.send_counted_sized::<C, M>(sender, message, bytes);
+    }
+
     /// Like [`send_counted`](Self::send_counted), for a message whose encoded size (`bytes`,
     /// as postcard writes it) the caller knows: no pass to measure it (a big server's proxy
     /// updates, whose states were encoded once for every client).

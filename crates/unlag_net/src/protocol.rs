@@ -82,12 +82,57 @@ fn decodes<M: DeserializeOwned>(bytes: &[u8]) -> bool {
     postcard::take_from_bytes::<M>(bytes).is_ok()
 }
 
-/// The guard's rule for a message of type `M` travelling in `direction`.
-fn client_rule<M: DeserializeOwned>(direction: NetDirection) -> ClientMessageRule {
+/// Whether `bytes` are a whole body of `M` ([`WholeBody`]).
+fn decodes_whole<M: WholeBody>(bytes: &[u8]) -> bool {
+    M::from_body(bytes).is_ok()
+}
+
+/// The guard's rule for a message travelling in `direction` whose body `decodes`.
+fn rule_of(direction: NetDirection, decodes: fn(&[u8]) -> bool) -> ClientMessageRule {
     match direction {
         NetDirection::ServerToClient => ClientMessageRule::NotFromClients,
-        _ => ClientMessageRule::Decodes(decodes::<M>),
+        _ => ClientMessageRule::Decodes(decodes),
     }
+}
+
+/// The guard's rule for a message of type `M` travelling in `direction`.
+fn client_rule<M: DeserializeOwned>(direction: NetDirection) -> ClientMessageRule {
+    rule_of(direction, decodes::<M>)
+}
+
+/// A message whose body on the wire is its own bytes and nothing else: lightyear's framing
+/// states every message's length already, so none goes before them (postcard writes a byte
+/// vector's length first: a byte a message of up to 127 bytes). Registered with
+/// [`NetMessageAppExt::add_net_message_whole`] or
+/// [`NetMessageAppExt::add_net_message_mapped_whole`]; its serde form, if it has one, is not
+/// what goes on lightyear's wire.
+pub trait WholeBody: Sized {
+    /// The message's bytes.
+    fn body(&self) -> std::borrow::Cow<'_, [u8]>;
+
+    /// The message whose bytes are exactly `bytes` (they come from the network: any bytes),
+    /// or why not.
+    fn from_body(bytes: &[u8]) -> Result<Self, unlag_core::DecodeError>;
+}
+
+/// lightyear's writer of a [`WholeBody`] message.
+fn write_whole<M: WholeBody>(
+    message: &M,
+    writer: &mut MessageWriter,
+) -> Result<(), MessageEncodeError> {
+    writer.extend_from_slice(&message.body());
+    Ok(())
+}
+
+/// lightyear's reader of a [`WholeBody`] message: the rest of the message's bytes, all of them.
+fn read_whole<M: WholeBody>(
+    reader: &mut lightyear_serde::reader::Reader,
+) -> Result<M, MessageEncodeError> {
+    let all = reader.remaining_slice();
+    let read = all.len() as u64;
+    let message = M::from_body(all).map_err(|_| MessageEncodeError::InvalidValue)?;
+    reader.set_position(reader.position() + read);
+    Ok(message)
 }
 
 /// The least time the reliable channel waits for a message's acknowledgement before it sends
@@ -152,6 +197,18 @@ pub trait NetMessageAppExt {
     ) -> &mut Self
     where
         M: Serialize + DeserializeOwned + MapEntities + Clone + Send + Sync + 'static;
+
+    /// Like [`add_net_message`](Self::add_net_message), for a message that goes as its own
+    /// bytes alone ([`WholeBody`]: no length of its own before them).
+    fn add_net_message_whole<M>(&mut self, direction: NetDirection) -> &mut Self
+    where
+        M: WholeBody + Send + Sync + 'static;
+
+    /// Like [`add_net_message_mapped`](Self::add_net_message_mapped), for a message that goes
+    /// as its own bytes alone ([`WholeBody`]).
+    fn add_net_message_mapped_whole<M>(&mut self, direction: NetDirection) -> &mut Self
+    where
+        M: WholeBody + MapEntities + Clone + Send + Sync + 'static;
 }
 
 /// lightyear's send buffer for one message (see
@@ -305,6 +362,35 @@ impl NetMessageAppExt for App {
             self.register_message_custom_serde::<M>(lightyear_serde::registry::SerializeFns {
                 serialize: encode,
                 deserialize: read_postcard::<M>,
+            })
+            .add_map_entities()
+            .add_direction(NetworkDirection::from(direction));
+        }
+        self
+    }
+
+    fn add_net_message_whole<M>(&mut self, direction: NetDirection) -> &mut Self
+    where
+        M: WholeBody + Send + Sync + 'static,
+    {
+        if record::<M>(self, direction, rule_of(direction, decodes_whole::<M>)) {
+            self.register_message_custom_serde::<M>(lightyear_serde::registry::SerializeFns {
+                serialize: write_whole::<M>,
+                deserialize: read_whole::<M>,
+            })
+            .add_direction(NetworkDirection::from(direction));
+        }
+        self
+    }
+
+    fn add_net_message_mapped_whole<M>(&mut self, direction: NetDirection) -> &mut Self
+    where
+        M: WholeBody + MapEntities + Clone + Send + Sync + 'static,
+    {
+        if record::<M>(self, direction, rule_of(direction, decodes_whole::<M>)) {
+            self.register_message_custom_serde::<M>(lightyear_serde::registry::SerializeFns {
+                serialize: write_whole::<M>,
+                deserialize: read_whole::<M>,
             })
             .add_map_entities()
             .add_direction(NetworkDirection::from(direction));

@@ -48,7 +48,7 @@ impl FireLink<'_, '_> {
     /// not tell from a shot faking an older view time.
     fn send(&mut self, request: FireRequest) {
         if let Ok((mut sender, mut traffic)) = self.link.single_mut() {
-            traffic.send_counted::<UnreliableChannel, _>(&mut sender, request.clone());
+            traffic.send_counted_whole::<UnreliableChannel, _>(&mut sender, request.clone());
             self.copies.0.push((request, FIRE_COPIES - 1, self.frame.0));
         }
     }
@@ -159,7 +159,7 @@ pub(crate) fn send_copies(
         }
         request.sent_view_time = now;
         request.sent_delay = clock.stated_delay();
-        traffic.send_counted::<UnreliableChannel, _>(&mut sender, request.clone());
+        traffic.send_counted_whole::<UnreliableChannel, _>(&mut sender, request.clone());
         *left -= 1;
         *last = frame.0;
     }
