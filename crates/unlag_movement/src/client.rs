@@ -74,7 +74,7 @@ pub struct Prediction<M: MovementModel> {
     /// by the server's transport. Until then every message states it.
     ack_heard: bool,
     /// The newest move of the newest send the server's transport acknowledged: a move the
-    /// server holds, which the newest move of a message is written against
+    /// server holds, which the oldest move of a message is written against
     /// ([`ServerMoveData::base`]).
     base: Option<WireMove<M::Input>>,
     /// The visual offset hiding the last correction.

@@ -58,8 +58,9 @@ pub struct ServerMoveData<I> {
     pub end: IVec3,
     /// The id of the last correction the client applied, while it states it: from the
     /// correction until the server is known to have heard it (a message that stated it was
-    /// acknowledged by the server's transport). `None`: not stated, the server goes by what it
-    /// heard last.
+    /// acknowledged by the server's transport). `None`: not stated; the server takes the
+    /// reports from the first message that stated a pending correction's id on as made after
+    /// that correction.
     pub correction_ack: Option<u8>,
     /// A move the server holds (the newest of a message its transport acknowledged), older
     /// than the newest by 1 to [`MAX_BASE_AGE`] moves: the oldest move is written as its
@@ -74,9 +75,9 @@ pub struct ServerMoveData<I> {
 /// the codec's tag of what changed ([`MoveInputCodec::DELTA_TAG_BITS`](crate::MoveInputCodec)).
 /// The oldest goes whole, or as its change from [`ServerMoveData::base`] (mostly the move just
 /// before it: the moves a message carries are those after the newest the server is known to
-/// have). It goes on the wire as
-/// its payload alone ([`WholeBody`]: lightyear states its length); it is decoded where the
-/// server's record of the moves it took is at hand ([`ServerMove::decode_with`]).
+/// have). It goes on the wire as its payload alone ([`WholeBody`]: lightyear states its
+/// length); it is decoded where the server's record of the moves it took is at hand
+/// ([`ServerMove::decode_with`]).
 pub struct ServerMove<M> {
     payload: Vec<u8>,
     _model: PhantomData<fn() -> M>,
@@ -194,7 +195,7 @@ fn read_change<M: MovementModel>(
 impl<M: MovementModel> ServerMove<M> {
     /// Packs `data`. Panics if it has no move, more than [`MAX_MOVES_PER_MESSAGE`], or
     /// non-consecutive sequence numbers (a bug on the sending side, not bad input). A `base`
-    /// not 1 to [`MAX_BASE_AGE`] moves older than the newest is left out (the newest goes
+    /// not 1 to [`MAX_BASE_AGE`] moves older than the newest is left out (the oldest goes
     /// whole).
     pub fn encode(data: &ServerMoveData<M::Input>) -> Self {
         let moves = &data.moves;

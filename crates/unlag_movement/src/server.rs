@@ -56,7 +56,7 @@ pub struct ServerMovement<M: MovementModel> {
     /// it (the client stops stating the id once it knows the server heard it).
     confirmed_from: Option<u64>,
     /// The moves taken (first come), by extended number modulo [`HELD_MOVES_KEPT`]: what a
-    /// message's newest move may be written against ([`ServerMoveData::base`]). Allocated
+    /// message's oldest move may be written against ([`ServerMoveData::base`]). Allocated
     /// with the first move.
     taken: Vec<Option<(u64, M::Input, u16)>>,
     next_correction_id: u8,
@@ -386,7 +386,7 @@ impl<M: MovementModel> ServerMovement<M> {
 
     /// Keeps the input and duration of each move of a message taken in, unless one came
     /// before under that number (the first is the one played): a later message may write its
-    /// newest move against any of them.
+    /// oldest move against any of them.
     fn keep_taken(&mut self, data: &ServerMoveData<M::Input>) {
         if self.taken.is_empty() {
             self.taken = vec![None; HELD_MOVES_KEPT];
