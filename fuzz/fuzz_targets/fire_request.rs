@@ -1,9 +1,9 @@
-//! A fire request as lightyear hands it to the server (its bytes alone, `WholeBody`), judged by the server's own
-//! [`ShotJudge`] in a real match: decoding never panics; a request that decodes re-encodes to
-//! the same bytes; judging never panics; a refusal keeps the contract [`ShotJudge::judge`]
-//! documents (garbage, copies and replays change nothing; a refused shot never spends a round
-//! or starts a reload); an accepted one deals finite, non-negative damage, from at most as
-//! many pellets as the weapon fires, to characters that exist.
+//! A fire request as lightyear hands it to the server (its bytes alone, `WholeBody`), judged
+//! by the server's own [`ShotJudge`] in a real match: decoding never panics; a request that
+//! decodes re-encodes to the same bytes; judging never panics; a refusal keeps the contract
+//! [`ShotJudge::judge`] documents (garbage, copies and replays change nothing; a refused shot
+//! never spends a round or starts a reload); an accepted one deals finite, non-negative
+//! damage, from at most as many pellets as the weapon fires, to characters that exist.
 #![no_main]
 
 use bevy::ecs::system::SystemState;

@@ -117,9 +117,9 @@ fn mode_of(code: u8) -> SmoothingMode {
 
 impl FireRequest {
     /// The request's bytes on the wire, alone (its [`unlag_net::WholeBody`]; its `Serialize`
-    /// writes them as a byte string): see the module docs of `wire.rs`. Times go as whole microseconds; counts
-    /// beyond the wire limits (`MAX_CLAIMS`, 64 directions) are cut to them, the sender's
-    /// own bug, which the server would refuse whole anyway.
+    /// writes them as a byte string): see the module docs of `wire.rs`. Times go as whole
+    /// microseconds; counts beyond the wire limits (`MAX_CLAIMS`, 64 directions) are cut to
+    /// them, the sender's own bug, which the server would refuse whole anyway.
     pub fn encode(&self) -> Vec<u8> {
         pack(self)
     }

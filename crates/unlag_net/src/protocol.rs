@@ -71,7 +71,8 @@ impl NetProtocol {
 /// How the server takes one message kind from a client.
 #[derive(Copy, Clone, Debug)]
 pub(crate) enum ClientMessageRule {
-    /// Taken when its body decodes (lightyear decodes it with postcard, trailing bytes ignored).
+    /// Taken when its body decodes as lightyear decodes it: with postcard, trailing bytes
+    /// ignored, or whole ([`WholeBody`]).
     Decodes(fn(&[u8]) -> bool),
     /// Sent by the server only: a client sending it is malformed.
     NotFromClients,
