@@ -704,13 +704,15 @@ fn server_divergence_is_corrected_replayed_and_smoothed() {
         .show_corrections = true;
     // The server shoves the character 1 m sideways: something the client could not predict.
     let character = character_of(&mut tb, 0);
+    let shove = |tb: &mut Testbed, by: Vec3| {
+        tb.server_world_mut()
+            .get_mut::<MovementState<CharacterMovement>>(character)
+            .unwrap()
+            .0
+            .feet += by;
+    };
     let pushed_at = tb.now();
-    tb.server_world_mut()
-        .get_mut::<MovementState<CharacterMovement>>(character)
-        .unwrap()
-        .0
-        .feet
-        .x += 1.0;
+    shove(&mut tb, Vec3::X);
     let throttle = 0.1;
     assert!(
         tb.run_until(Duration::from_secs(2), |tb| client_stats(tb, 0)
@@ -787,12 +789,7 @@ fn server_divergence_is_corrected_replayed_and_smoothed() {
     // ... and the server, having heard it, still compares: a second shove is corrected as
     // promptly as the first, and its id stated in turn.
     let pushed_at = tb.now();
-    tb.server_world_mut()
-        .get_mut::<MovementState<CharacterMovement>>(character)
-        .unwrap()
-        .0
-        .feet
-        .z += 1.0;
+    shove(&mut tb, Vec3::Z);
     let before = client_stats(&tb, 0).corrections_received;
     assert!(
         tb.run_until(Duration::from_secs(2), |tb| client_stats(tb, 0)

@@ -35,6 +35,17 @@ pub struct SavedMove<M: MovementModel> {
     pub sent_at: f64,
 }
 
+impl<M: MovementModel> SavedMove<M> {
+    /// The move as it goes on the wire.
+    pub fn wire(&self) -> WireMove<M::Input> {
+        WireMove {
+            seq: self.seq,
+            dt: self.dt,
+            input: self.input.clone(),
+        }
+    }
+}
+
 impl<M: MovementModel> Sequenced for SavedMove<M> {
     fn seq(&self) -> Seq16 {
         self.seq
@@ -482,22 +493,10 @@ pub(crate) fn send_moves<M: MovementModel>(
         let correction_ack = (!prediction.ack_heard).then_some(prediction.correction_ack);
         let catch_up_next = pending.get(range.end).map(|m| m.seq);
         let carried = (pending[range.start].seq, pending[range.end - 1].seq);
-        let newest_sent = pending[range.end - 1];
-        let newest_sent = WireMove {
-            seq: newest_sent.seq,
-            dt: newest_sent.dt,
-            input: newest_sent.input.clone(),
-        };
+        let newest_sent = pending[range.end - 1].wire();
         for chunk in chunks(&pending[range.clone()]) {
             let data = ServerMoveData {
-                moves: chunk
-                    .iter()
-                    .map(|m| WireMove {
-                        seq: m.seq,
-                        dt: m.dt,
-                        input: m.input.clone(),
-                    })
-                    .collect(),
+                moves: chunk.iter().map(|m| m.wire()).collect(),
                 end: encode_end(M::position(&chunk[chunk.len() - 1].end)),
                 correction_ack,
                 // (Left out by the encoder unless 1 to `MAX_BASE_AGE` moves older than the

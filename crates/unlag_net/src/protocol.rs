@@ -116,6 +116,14 @@ pub trait WholeBody: Sized {
     fn from_body(bytes: &[u8]) -> Result<Self, unlag_core::DecodeError>;
 }
 
+/// lightyear's writer and reader of a [`WholeBody`] message.
+fn whole_fns<M: WholeBody>() -> lightyear_serde::registry::SerializeFns<M> {
+    lightyear_serde::registry::SerializeFns {
+        serialize: write_whole::<M>,
+        deserialize: read_whole::<M>,
+    }
+}
+
 /// lightyear's writer of a [`WholeBody`] message.
 fn write_whole<M: WholeBody>(
     message: &M,
@@ -375,11 +383,8 @@ impl NetMessageAppExt for App {
         M: WholeBody + Send + Sync + 'static,
     {
         if record::<M>(self, direction, rule_of(direction, decodes_whole::<M>)) {
-            self.register_message_custom_serde::<M>(lightyear_serde::registry::SerializeFns {
-                serialize: write_whole::<M>,
-                deserialize: read_whole::<M>,
-            })
-            .add_direction(NetworkDirection::from(direction));
+            self.register_message_custom_serde::<M>(whole_fns::<M>())
+                .add_direction(NetworkDirection::from(direction));
         }
         self
     }
@@ -389,12 +394,9 @@ impl NetMessageAppExt for App {
         M: WholeBody + MapEntities + Clone + Send + Sync + 'static,
     {
         if record::<M>(self, direction, rule_of(direction, decodes_whole::<M>)) {
-            self.register_message_custom_serde::<M>(lightyear_serde::registry::SerializeFns {
-                serialize: write_whole::<M>,
-                deserialize: read_whole::<M>,
-            })
-            .add_map_entities()
-            .add_direction(NetworkDirection::from(direction));
+            self.register_message_custom_serde::<M>(whole_fns::<M>())
+                .add_map_entities()
+                .add_direction(NetworkDirection::from(direction));
         }
         self
     }
