@@ -2156,3 +2156,80 @@ fn the_reports_median_is_held_to_the_rtt_over_their_window() {
     remote.rtt = 0.1;
     assert_eq!(remote.window_rtt(0.0, 1.0), 0.1);
 }
+
+/// A client's acknowledged state messages read the same whether each message's
+/// acknowledgement is asked of the ledger every time or remembered once found: over 6 000
+/// server frames with 10 % of the packets lost (given up after `ACK_GIVE_UP`), acknowledgements
+/// coming late and in bursts, messages sparse enough that the oldest kept ones outlive the
+/// ledger's frames (it forgets them, and then they read unacknowledged again), several in one
+/// frame at times.
+#[test]
+fn acknowledged_state_messages_read_the_same_remembered_or_asked_afresh() {
+    use unlag::core::{AckLedger, SplitMix64};
+    use unlag::net::StatesSentTo;
+    let mut rng = SplitMix64::new(5);
+    let mut ledger = AckLedger::default();
+    // `remembered` is asked every frame; `never_asked` gets the same messages and is asked
+    // only through a fresh copy, which asks the ledger about every message.
+    let (mut remembered, mut never_asked) = (StatesSentTo::default(), StatesSentTo::default());
+    let (mut id, mut received): (u16, Vec<u16>) = (0, Vec::new());
+    let (mut acknowledged_seen, mut forgotten_seen, mut tick) = (0usize, 0usize, 0u32);
+    let mut newest = 0;
+    for frame in 0..6000u64 {
+        let now = frame as f64 / 60.0;
+        for _ in 0..1 + rng.next_u64() % 2 {
+            id = id.wrapping_add(1);
+            ledger.on_sent(id, now, frame, |_| {});
+            if !rng.next_u64().is_multiple_of(10) {
+                received.push(id);
+            }
+        }
+        ledger.give_up(now, |_| {});
+        // The client's header now and then: its newest packet and the 32 before it.
+        if rng.next_u64().is_multiple_of(4)
+            && let Some(&last) = received.last()
+        {
+            let bits = received
+                .iter()
+                .map(|&r| last.wrapping_sub(r))
+                .filter(|&back| (1..=32).contains(&back))
+                .fold(0u32, |bits, back| bits | 1 << (back - 1));
+            ledger.on_header(last, bits, now, |_| {});
+            received.clear();
+        }
+        // A message one frame in 30, sometimes three in the frame.
+        if rng.next_u64().is_multiple_of(30) {
+            for _ in 0..if rng.next_u64().is_multiple_of(4) {
+                3
+            } else {
+                1
+            } {
+                tick += 1;
+                for log in [&mut remembered, &mut never_asked] {
+                    newest = log.begin();
+                    log.end(newest, tick, frame);
+                }
+            }
+        }
+        let got = remembered.acknowledged(&ledger);
+        let want = never_asked.clone().acknowledged(&ledger);
+        assert_eq!(got, want, "frame {frame}");
+        acknowledged_seen += usize::from(got != Default::default());
+        // A kept message older than every frame the ledger holds.
+        let every = unlag::net::SentMask {
+            latest: newest,
+            bits: u64::MAX,
+        };
+        let oldest_kept = never_asked
+            .frames_between(every, 0, u32::MAX)
+            .map(|(_, f)| f)
+            .min();
+        forgotten_seen += usize::from(
+            oldest_kept
+                .zip(ledger.oldest_frame())
+                .is_some_and(|(kept, held)| kept < held),
+        );
+    }
+    assert!(acknowledged_seen > 5000, "{acknowledged_seen} frames");
+    assert!(forgotten_seen > 3000, "{forgotten_seen} frames");
+}

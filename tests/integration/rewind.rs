@@ -1212,7 +1212,8 @@ fn the_broad_phases_body_track_drops_only_characters_a_ray_would_miss() {
     // swept segments and rays grazing a body's capsule, at times across the judged span (on
     // frames or a hair off, between them, past the newest, before the span), find exactly
     // what the same broad phase finds without its body track, every hit to the bit, and test
-    // the same characters' boxes (the capsule's verdict).
+    // the same characters' boxes (the capsule's verdict); splashes there find the same
+    // characters near, at the same distances.
     use bevy::platform::collections::HashMap;
     use unlag::core::SplitMix64;
     use unlag::rewind::{RewindBroadPhase, RewindScene};
@@ -1234,6 +1235,7 @@ fn the_broad_phases_body_track_drops_only_characters_a_ray_would_miss() {
     let (teleporters, late, skipper, off_track) = (&[3, 20, 41][..], &[10, 50][..], 33, 60);
     let mut broad = RewindBroadPhase::default();
     let (mut hits, mut asked, mut too_old, mut tested) = (0, 0, 0, 0);
+    let (mut splashes_near, mut splashes_touching) = (0, 0);
     // Compared three times: right after the late pair's arrival remade the track (tick 70),
     // after a stretch of rebuilds that kept it from tick to tick (the skipper missing the
     // newest frames), and after more.
@@ -1361,6 +1363,46 @@ fn the_broad_phases_body_track_drops_only_characters_a_ray_would_miss() {
                 "shot {shot} at {time}: other characters tested"
             );
             tested += log_a.iter().map(|e| e.boxes.len()).sum::<usize>();
+            // A splash there: around one of the character's boxes as its history poses it then
+            // (or the aimed-at spot), reaching a few centimetres to metres; the characters
+            // near, and how near, are the same to the bit whether the track rules out the far
+            // ones or every history is read.
+            let centre = histories[&character]
+                .poses()
+                .lookup(time)
+                .ok()
+                .map(|pair| {
+                    let boxes = histories[&character].boxes().len();
+                    let k = (f() * boxes as f32) as usize % boxes;
+                    histories[&character].poses().position(&pair, k)
+                })
+                .unwrap_or(target);
+            let (yaw, pitch) = (
+                f() * std::f32::consts::TAU,
+                (f() - 0.5) * std::f32::consts::PI,
+            );
+            let way = Vec3::new(
+                yaw.cos() * pitch.cos(),
+                pitch.sin(),
+                yaw.sin() * pitch.cos(),
+            );
+            let point = centre + way * f();
+            let reach = if shot % 3 == 0 { 4.0 * f() } else { 0.3 * f() };
+            let exclude = [characters[(shot * 7) % 64]];
+            let splash = |scene: &RewindScene<'_, HashMap<Entity, FrameHistory>>| {
+                scene
+                    .within(characters.iter().copied(), point, reach, time, &exclude)
+                    .map(|near| {
+                        near.into_iter()
+                            .map(|(e, d)| (e, d.to_bits()))
+                            .collect::<Vec<_>>()
+                    })
+            };
+            let (near_a, near_b) = (splash(&tracked), splash(&untracked));
+            assert_eq!(near_a, near_b, "splash {shot} at {time}");
+            let near = near_a.map_or(0, |n| n.len());
+            splashes_near += near;
+            splashes_touching += usize::from(near > 0);
             match a {
                 Ok(answers) => {
                     asked += answers.len();
@@ -1378,4 +1420,9 @@ fn the_broad_phases_body_track_drops_only_characters_a_ray_would_miss() {
     );
     assert!(too_old > 100, "{too_old} shots too old");
     assert!(tested > 0, "no box tested");
+    // Splashes reach someone often, and several at once sometimes.
+    assert!(
+        splashes_touching > 1500 && splashes_near > splashes_touching + 1500,
+        "{splashes_touching} splashes reached {splashes_near}"
+    );
 }

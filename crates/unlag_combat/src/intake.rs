@@ -560,11 +560,15 @@ fn send_echoes(echoes: &[(Entity, CosmeticFire)], mut echo: EchoLinks, now: f64)
             .filter(|(from, fire)| *from != link && heard(fire))
             .peekable();
         while others.peek().is_some() {
-            let shots: Vec<CosmeticFire> = others
-                .by_ref()
-                .take(COSMETIC_BATCH)
-                .map(|(_, fire)| fire.clone())
-                .collect();
+            // Sized for the batch at once: grown shot by shot (a filter's length is unknown),
+            // every client's batch was reallocated three or four times a frame.
+            let mut shots = Vec::with_capacity(COSMETIC_BATCH.min(echoes.len()));
+            shots.extend(
+                others
+                    .by_ref()
+                    .take(COSMETIC_BATCH)
+                    .map(|(_, fire)| fire.clone()),
+            );
             riders.hold(CosmeticFires { shots }, now);
         }
     }

@@ -122,6 +122,14 @@ impl AckLedger {
         }
     }
 
+    /// The oldest of the sender's frames the ledger still holds (it forgets frames oldest
+    /// first), if any. A frame [`AckLedger::frame_acknowledged`] once answered stays answered
+    /// so, with the same time, as long as it is this one or newer (its packets were all
+    /// acknowledged: none of them can be given up after).
+    pub fn oldest_frame(&self) -> Option<u64> {
+        self.frames.front().map(|f| f.frame)
+    }
+
     /// Where the ledger holds the sender's frame `frame` (`frames` is in frame order).
     fn frame_index(&self, frame: u64) -> Option<usize> {
         let (first, last) = (self.frames.front()?.frame, self.frames.back()?.frame);

@@ -307,16 +307,23 @@ impl ArrivalSpread {
         }
         let mut newest: Vec<f64> = self.samples.0.iter().map(|(now, o)| now - o).collect();
         newest.sort_by(f64::total_cmp);
-        let mut steps: Vec<f64> = newest
-            .windows(2)
-            .map(|w| w[1] - w[0])
-            .filter(|d| *d > 1e-6)
-            .collect();
+        // The steps overwrite the sorted times in place (step `k` goes where time `k` was,
+        // read before): on every arrival of every client, a second vector grown step by step
+        // was half of this call (reallocations).
+        let mut steps = 0;
+        for i in 1..newest.len() {
+            let step = newest[i] - newest[i - 1];
+            if step > 1e-6 {
+                newest[steps] = step;
+                steps += 1;
+            }
+        }
+        let steps = &mut newest[..steps];
         if steps.len() < 4 {
             return None;
         }
         let middle = steps.len() / 2;
-        Some(crate::nth_smallest(&mut steps, middle))
+        Some(crate::nth_smallest(steps, middle))
     }
 
     /// How much later than their median the messages of the window arrived, seconds: the
@@ -343,7 +350,7 @@ mod tests {
     /// The order statistics picked by selection are the full sort's, bit for bit, whatever the
     /// arrivals (repeats, zeros, quantiles at the ends, a longest wait that cuts the quantile
     /// to the least, windows from one figure to the cap, figures leaving by age and by the
-    /// cap).
+    /// cap); the send spacing too (its steps picked out of the sorted times in place).
     #[test]
     fn the_playout_target_and_the_arrival_spreads_figures_are_the_sorted_windows() {
         let mut rng = crate::SplitMix64::new(11);
@@ -384,6 +391,22 @@ mod tests {
                 });
                 assert_eq!(
                     spread.upper_spread().map(f64::to_bits),
+                    want.map(f64::to_bits),
+                    "{k}"
+                );
+                // The send spacing: the median of the distinct steps between the sorted
+                // newest move times, as a fully sorted list of them reads it.
+                let mut newest: Vec<f64> = spread.samples.0.iter().map(|a| a.0 - a.1).collect();
+                newest.sort_by(f64::total_cmp);
+                let mut steps: Vec<f64> = newest
+                    .windows(2)
+                    .map(|w| w[1] - w[0])
+                    .filter(|d| *d > 1e-6)
+                    .collect();
+                steps.sort_by(f64::total_cmp);
+                let want = (newest.len() >= 8 && steps.len() >= 4).then(|| steps[steps.len() / 2]);
+                assert_eq!(
+                    spread.send_spacing().map(f64::to_bits),
                     want.map(f64::to_bits),
                     "{k}"
                 );

@@ -579,6 +579,36 @@ impl RewindBroadPhase {
         self.track.centre(place, at)
     }
 
+    /// The characters whose body capsule at server time `time` (seconds), where the track
+    /// keeps it, lies farther than `distance` metres from `point`: none of their boxes'
+    /// bounding spheres comes that near (the capsule holds them with [`BODY_SLACK`] to spare,
+    /// which covers the rounding of this distance). Those off the track, or any at a time off
+    /// it, are not named.
+    pub(crate) fn bodies_beyond(
+        &self,
+        time: f64,
+        point: Vec3,
+        distance: f32,
+    ) -> bevy::ecs::entity::EntityHashSet {
+        let mut beyond = bevy::ecs::entity::EntityHashSet::default();
+        let Some(at) = self.track_at(time) else {
+            return beyond;
+        };
+        for (place, &character) in self.entities.iter().enumerate() {
+            let Some((centre, (h, r))) = self.track_centre(place, at) else {
+                continue;
+            };
+            // From the point to the capsule's axis, a segment `h` up and down the centre.
+            let offset = point - centre;
+            let along = offset.y.clamp(-h, h);
+            let to_axis = (offset - Vec3::Y * along).length();
+            if to_axis - r > distance {
+                beyond.insert(character);
+            }
+        }
+        beyond
+    }
+
     /// How many of its characters' body centres it keeps along the judged span (every
     /// character recorded in the plugin's ticks; see [`RewindBroadPhase::without_body_track`]).
     pub fn tracked(&self) -> usize {

@@ -568,6 +568,48 @@ impl<H: Histories> RewindScene<'_, H> {
         }
     }
 
+    /// Which of `characters` are within `radius` metres of `point` at server time `time`
+    /// (seconds), in their order, with their distance: see [`RewindQuery::within`]. A
+    /// character whose body capsule the broad phase's track puts farther away is passed over
+    /// without its history being read (every box's bounding sphere lies inside that capsule,
+    /// so none would be near: the answer is the same), and the boxes' positions alone are
+    /// looked up (their rotations do not matter to a sphere).
+    pub fn within(
+        &self,
+        characters: impl IntoIterator<Item = Entity>,
+        point: Vec3,
+        radius: f32,
+        time: f64,
+        exclude: &[Entity],
+    ) -> Result<Vec<(Entity, f32)>, RewindError> {
+        if !point.is_finite() || !radius.is_finite() || radius < 0.0 || !time.is_finite() {
+            return Err(RewindError::Invalid);
+        }
+        let beyond = self.broad.bodies_beyond(time, point, radius);
+        let mut near = Vec::new();
+        for character in characters {
+            if exclude.contains(&character) || beyond.contains(&character) {
+                continue;
+            }
+            let Some(history) = self.histories.history(character) else {
+                continue;
+            };
+            let Ok(pair) = history.poses().lookup(time) else {
+                continue;
+            };
+            let distance = history
+                .radii()
+                .iter()
+                .enumerate()
+                .map(|(k, r)| (history.poses().position(&pair, k).distance(point) - r).max(0.0))
+                .fold(f32::INFINITY, f32::min);
+            if distance <= radius {
+                near.push((character, distance));
+            }
+        }
+        Ok(near)
+    }
+
     /// The poses of `character`'s boxes at `time` (box poses, then the character's own).
     pub fn pose_at(&self, character: Entity, time: f64) -> Result<Vec<(Vec3, Quat)>, RewindError> {
         let history = self
@@ -753,31 +795,8 @@ impl RewindQuery<'_, '_> {
         time: f64,
         exclude: &[Entity],
     ) -> Result<Vec<(Entity, f32)>, RewindError> {
-        if !point.is_finite() || !radius.is_finite() || radius < 0.0 || !time.is_finite() {
-            return Err(RewindError::Invalid);
-        }
-        let scene = self.scene();
-        let mut near = Vec::new();
-        for character in &self.characters {
-            if exclude.contains(&character) {
-                continue;
-            }
-            let (Ok(poses), Ok(history)) = (
-                scene.pose_at(character, time),
-                self.histories.get(character),
-            ) else {
-                continue;
-            };
-            let distance = poses
-                .iter()
-                .zip(history.radii())
-                .map(|((p, _), r)| (p.distance(point) - r).max(0.0))
-                .fold(f32::INFINITY, f32::min);
-            if distance <= radius {
-                near.push((character, distance));
-            }
-        }
-        Ok(near)
+        self.scene()
+            .within(self.characters.iter(), point, radius, time, exclude)
     }
 
     /// The poses of `character`'s hit boxes at `time`: (hit-box entity, position, rotation).

@@ -672,9 +672,9 @@ fn send_states(
     ) in links
     {
         // The client's state messages whose frames it acknowledged in full.
-        let acknowledged = match (log.as_deref(), ledger) {
+        let acknowledged = match (log.as_deref_mut(), ledger) {
             (Some(log), Some(ledger)) if trails.settings.delta_states => {
-                Some(log.acknowledged(|f| ledger.0.frame_acknowledged(f).is_some()))
+                Some(log.acknowledged(&ledger.0))
             }
             _ => None,
         };
