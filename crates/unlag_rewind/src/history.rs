@@ -500,6 +500,13 @@ impl BodyTrack {
     }
 }
 
+/// How much farther than asked a body's capsule must lie for
+/// [`RewindBroadPhase::bodies_beyond`] to rule its character out, metres. The capsule holds
+/// every box's bounding sphere exactly where a box grew it (with [`BODY_SLACK`] to spare
+/// elsewhere), and a blended pose's boxes sit in it to within f32 rounding (micrometres at a
+/// kilometre from the origin): this covers that rounding, so the answer never changes.
+const BEYOND_MARGIN: f32 = 1e-3;
+
 /// Refits of the broad phase's tree between full rebuilds: characters move a few metres a
 /// second, so the tree's split stays good for a while (half a second at 60 Hz).
 const REFITS_PER_BUILD: u32 = 30;
@@ -580,10 +587,9 @@ impl RewindBroadPhase {
     }
 
     /// The characters whose body capsule at server time `time` (seconds), where the track
-    /// keeps it, lies farther than `distance` metres from `point`: none of their boxes'
-    /// bounding spheres comes that near (the capsule holds them with [`BODY_SLACK`] to spare,
-    /// which covers the rounding of this distance). Those off the track, or any at a time off
-    /// it, are not named.
+    /// keeps it, lies farther than `distance` metres from `point`, by more than
+    /// [`BEYOND_MARGIN`]: none of their boxes' bounding spheres comes that near. Those off
+    /// the track, or any at a time off it, are not named.
     pub(crate) fn bodies_beyond(
         &self,
         time: f64,
@@ -602,7 +608,7 @@ impl RewindBroadPhase {
             let offset = point - centre;
             let along = offset.y.clamp(-h, h);
             let to_axis = (offset - Vec3::Y * along).length();
-            if to_axis - r > distance {
+            if to_axis - r > distance + BEYOND_MARGIN {
                 beyond.insert(character);
             }
         }
