@@ -8,7 +8,8 @@ use lightyear::prelude::*;
 use std::sync::{Arc, Mutex};
 use unlag::net::{
     AckDelay, Authority, AutonomousProxy, HighPing, HighPingSettings, LinkConditions, LinkTraffic,
-    NetClock, NetConditions, NetProtocol, PingMonitor, RemoteClientClock, SimulatedProxy,
+    NetClock, NetConditions, NetProtocol, PingMonitor, RemoteClientClock, ReplicationPacing,
+    SimulatedProxy,
 };
 use unlag_testbed::{Testbed, TestbedConfig};
 
@@ -790,23 +791,33 @@ fn same_plugins_give_the_same_protocol_and_roles_follow_control() {
     );
 }
 
-/// Replication (replicon's pass over every replicated entity for every client) runs every
-/// `UnlagNetPlugin::replication_interval` (default 50 ms), not in every tick; a spawn still
-/// reaches a client within that interval and a one-way trip (and a frame or two). With the
-/// interval 0 it runs in every tick, lightyear's way.
+/// Replication (replicon's pass over every replicated entity for every client) is owed once
+/// every `UnlagNetPlugin::replication_interval` (default 50 ms), not in every tick, and runs
+/// only when it has something to send; a spawn still reaches a client within that interval
+/// and a one-way trip (and a frame or two). With the interval 0 a pass is owed in every tick,
+/// lightyear's way, and with `ReplicationPacing::skip_idle` off every owed pass runs.
 #[test]
 fn replication_runs_once_an_interval_and_spawns_arrive_within_it() {
     use bevy_replicon::server::server_tick::ServerTick;
 
     let mut tb = testbed(1, conditions(100, 0, 0.0));
     assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    tb.run_for(Duration::from_secs(1));
     let passes = |tb: &mut Testbed| {
         let before = tb.server_world().resource::<ServerTick>().get();
         tb.run_for(Duration::from_secs(2));
         tb.server_world().resource::<ServerTick>().get() - before
     };
+    // Nothing to send: no pass.
+    assert_eq!(passes(&mut tb), 0, "replication passes in 2 idle seconds");
+    fn pacing(tb: &mut Testbed) -> Mut<'_, ReplicationPacing> {
+        tb.server_world_mut().resource_mut::<ReplicationPacing>()
+    }
+    pacing(&mut tb).skip_idle = false;
     let n = passes(&mut tb);
     assert!((39..=41).contains(&n), "{n} replication passes in 2 s");
+    pacing(&mut tb).skip_idle = true;
+    tb.run_for(Duration::from_secs(1));
     // One spawn a frame over more than an interval (16 frames of 1/240 s): each arrives
     // within the interval, a one-way trip (50 ms) and two frames, and those spawned just
     // after a pass wait for the next (later than the trip and frames by up to the interval).
@@ -839,10 +850,183 @@ fn replication_runs_once_an_interval_and_spawns_arrive_within_it() {
     assert!(most <= 0.05 + 0.05 + 2.0 * frame + 1e-6, "{waits:?}");
     assert!(most - least >= 0.05 - 2.0 * frame, "{waits:?}");
     // Every tick, lightyear's way.
-    tb.server_world_mut()
-        .insert_resource(ReplicationMetadata::new(Duration::ZERO));
+    tb.run_for(Duration::from_secs(1));
+    pacing(&mut tb).interval = Duration::ZERO;
+    assert_eq!(passes(&mut tb), 0, "replication passes in 2 idle seconds");
+    pacing(&mut tb).skip_idle = false;
     let n = passes(&mut tb);
     assert!((119..=121).contains(&n), "{n} replication passes in 2 s");
+}
+
+/// A replicated component of the replication-pacing test: `id` tells the entities apart on
+/// every side.
+#[derive(Component, Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Tally {
+    id: u32,
+    count: u32,
+}
+
+/// Another, inserted and removed during the pacing test.
+#[derive(Component, Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Badge(u8);
+
+#[derive(Clone)]
+struct TallyPlugin;
+
+impl Plugin for TallyPlugin {
+    fn build(&self, app: &mut App) {
+        use bevy_replicon::prelude::AppRuleExt;
+        app.replicate::<Tally>().replicate::<Badge>();
+    }
+}
+
+/// What one side holds: its replicated tallies and badges by id, and how many replicated
+/// entities it has in all.
+type Held = (Vec<(u32, u32, Option<u8>)>, usize);
+
+fn held(world: &mut World, server: bool) -> Held {
+    let mut all: Vec<_> = world
+        .query::<(&Tally, Option<&Badge>)>()
+        .iter(world)
+        .map(|(t, b)| (t.id, t.count, b.map(|b| b.0)))
+        .collect();
+    all.sort_unstable();
+    let entities = if server {
+        world
+            .query_filtered::<(), With<bevy_replicon::prelude::Replicated>>()
+            .iter(world)
+            .count()
+    } else {
+        world
+            .query_filtered::<(), With<Replicated>>()
+            .iter(world)
+            .count()
+    };
+    (all, entities)
+}
+
+/// Plays a scripted stretch of replicated changes over links losing 10 % of packets, with the
+/// pacing's idle skip on or off, and checks after each, once a quiet spell long enough for it
+/// to arrive has passed, that every client holds what the server holds: counts changed,
+/// badges inserted and removed, a despawn, spawns (one of an entity with no replicated
+/// component), one client's visibility of an entity taken away and given back. Each change
+/// stands alone, so that one the pacing failed to notice would not ride out with a later
+/// one. Returns what the clients held after each change, and the passes run.
+fn play_replicated_changes(skip_idle: bool) -> (Vec<Vec<Held>>, u32) {
+    use bevy_replicon::server::server_tick::ServerTick;
+    use unlag::core::SplitMix64;
+
+    let mut tb = testbed(3, conditions(100, 10, 0.10));
+    tb.add_plugins(TallyPlugin);
+    tb.server_world_mut()
+        .resource_mut::<ReplicationPacing>()
+        .skip_idle = skip_idle;
+    assert!(tb.run_until(Duration::from_secs(4), |tb| tb.all_synced()));
+    let hidden_from = tb
+        .server_world()
+        .get::<lightyear::prelude::RemoteId>(tb.server_link(2).unwrap())
+        .unwrap()
+        .0;
+    let first_tick = tb.server_world().resource::<ServerTick>().get();
+    let mut rng = SplitMix64::new(29);
+    let mut entities: Vec<Entity> = (0..6)
+        .map(|id| {
+            tb.server_world_mut()
+                .spawn((
+                    Tally { id, count: 0 },
+                    Replicate::to_clients(NetworkTarget::All),
+                ))
+                .id()
+        })
+        .collect();
+    let mut hidden = None;
+    let mut after_each = Vec::new();
+    for step in 0..60 {
+        if step > 0 {
+            let world = tb.server_world_mut();
+            let pick = entities[(rng.next_u64() % entities.len() as u64) as usize];
+            match step {
+                15 => {
+                    let gone = entities.remove(1);
+                    world.despawn(gone);
+                }
+                25 => {
+                    let e = world
+                        .spawn((
+                            Tally { id: 6, count: 7 },
+                            Replicate::to_clients(NetworkTarget::All),
+                        ))
+                        .id();
+                    entities.push(e);
+                }
+                30 => {
+                    // replicon's own marker alone: no visibility filter to notice it by.
+                    world.spawn(bevy_replicon::prelude::Replicated);
+                }
+                35 => {
+                    world.entity_mut(entities[0]).insert(Replicate::to_clients(
+                        NetworkTarget::AllExceptSingle(hidden_from),
+                    ));
+                    hidden = Some(0);
+                }
+                45 => {
+                    world
+                        .entity_mut(entities[0])
+                        .insert(Replicate::to_clients(NetworkTarget::All));
+                    hidden = None;
+                }
+                _ => match rng.next_u64() % 4 {
+                    0 | 1 => world.get_mut::<Tally>(pick).unwrap().count += 1,
+                    2 => {
+                        world.entity_mut(pick).insert(Badge(step as u8));
+                    }
+                    _ => {
+                        world.entity_mut(pick).remove::<Badge>();
+                    }
+                },
+            }
+        }
+        // A quiet spell: 0.4 s and up to 0.2 s more.
+        let frames = 96 + rng.next_u64() % 48;
+        for _ in 0..frames {
+            tb.step();
+        }
+        let (server, count) = held(tb.server_world_mut(), true);
+        let clients: Vec<Held> = (0..3)
+            .map(|i| held(tb.client_world_mut(i), false))
+            .collect();
+        for (i, client) in clients.iter().enumerate() {
+            let hides = i == 2 && hidden.is_some();
+            let mut expected = server.clone();
+            expected.retain(|t| !hides || Some(t.0) != hidden);
+            assert_eq!(
+                client,
+                &(expected, count - usize::from(hides)),
+                "client {i} after change {step} (skip_idle {skip_idle})"
+            );
+        }
+        after_each.push(clients);
+    }
+    let passes = tb.server_world().resource::<ServerTick>().get() - first_tick;
+    (after_each, passes)
+}
+
+/// The replication pacing skips replicon's passes that would send nothing, and nothing a client
+/// receives changes for it: the same scripted changes (counts, badges inserted and removed, a
+/// despawn, spawns, visibility taken from one client and given back), each on its own and over
+/// links losing 10 % of packets (so mutations go missing and must be sent again), reach every
+/// client as the server holds them after each, with and without the skip, in far fewer passes
+/// with it.
+#[test]
+fn replication_skips_idle_passes_and_delivers_everything_as_every_pass_does() {
+    let (skipping, skipped_passes) = play_replicated_changes(true);
+    let (every, every_passes) = play_replicated_changes(false);
+    assert_eq!(skipping, every);
+    println!("replication passes: {skipped_passes} skipping idle ones, {every_passes} every one");
+    assert!(
+        skipped_passes * 2 < every_passes,
+        "{skipped_passes} passes skipping idle ones against {every_passes}"
+    );
 }
 
 #[test]

@@ -10,6 +10,7 @@ mod conditions;
 mod guard;
 mod interest;
 mod link;
+mod pacing;
 mod ping;
 mod protocol;
 mod roles;
@@ -52,6 +53,7 @@ pub use link::{
     PACK_AFTER, PACK_RUNS_BELOW, PeerLead, Riders, ServerAckDelay, ServerLinkStats, ServerPacking,
     plausible_netcode_datagram, release_riders, wire_size,
 };
+pub use pacing::ReplicationPacing;
 pub use ping::{HighPing, PingMonitor};
 pub use protocol::{
     CarriesEncoding, MessageEncodeError, MessageEncoder, MessageWriter, NetDirection,
@@ -220,13 +222,13 @@ pub struct UnlagNetPlugin {
     /// [`DEFAULT_REPLICATION_INTERVAL`], 0.05). unlag's own states and shots go in its own
     /// messages at their own rates; characters are replicated for their spawn, despawn and
     /// control alone. replicon's pass visits every replicated entity for every client each
-    /// time it runs (~5 ms at 256 players): run every 50 ms instead of every 60-Hz tick, it
-    /// costs about a third as much per tick on average (5.2 → 1.8 ms at 256 players; the tick
-    /// in which it runs still pays it whole). A spawn, despawn or replicated change reaches
-    /// clients up to this much later. 0 is lightyear's way: every frame in which a fixed tick
-    /// ran. This sets lightyear's `ReplicationMetadata` when the plugin is built (in every
-    /// App: a client replicates nothing of unlag's); a game that inserts its own afterwards
-    /// overrides it.
+    /// time it runs (~5 ms at 256 players): it runs once an interval at most, and only when
+    /// something it would send may have happened since the last one ([`ReplicationPacing`],
+    /// which a game can change at run time; `skip_idle: false` runs every interval's pass). A
+    /// spawn, despawn or replicated change reaches clients up to this much later. 0: a pass
+    /// in every frame in which a fixed tick ran, lightyear's way. The interval is also what
+    /// lightyear's handshake tells clients (its `ReplicationMetadata`, set when the plugin is
+    /// built); unlag's pacing replaces lightyear's own.
     pub replication_interval: f64,
 }
 
@@ -291,9 +293,10 @@ impl Plugin for UnlagNetPlugin {
             "invalid UnlagNetPlugin: replication_interval = {} (must be 0 to 1 s)",
             self.replication_interval
         );
-        app.insert_resource(ReplicationMetadata::new(
-            core::time::Duration::from_secs_f64(self.replication_interval),
-        ));
+        let replication_interval = core::time::Duration::from_secs_f64(self.replication_interval);
+        // lightyear tells clients the interval in its handshake; the pacing is unlag's.
+        app.insert_resource(ReplicationMetadata::new(replication_interval));
+        pacing::register(app, replication_interval);
         app.insert_resource(self.time_source)
             .init_resource::<NetConditions>()
             .init_resource::<NetClock>()
