@@ -3000,6 +3000,138 @@ fn projectile_broadcasts_encoded_once_go_on_the_wire_as_postcard_writes_them() {
     }
 }
 
+/// Others' shots go to every client encoded once (`CosmeticFires::encoded`): a batch's bytes
+/// on the wire are postcard's of a `Vec` of its shots, encoded ones first, whichever of the
+/// frame's shots it carries; it counts its own size; and a received batch (or one handed over
+/// unencoded, as lightyear does to a listen server's own client) reads back every shot.
+#[test]
+fn others_shots_encoded_once_go_on_the_wire_as_postcard_writes_them() {
+    use unlag::combat::{CosmeticFire, CosmeticFires};
+    use unlag::net::{EncodedRuns, MessageWriter};
+
+    let shot = |k: u32| CosmeticFire {
+        shooter: Entity::from_raw_u32(3 + k * 97).unwrap(),
+        weapon: (k % 3) as u8,
+        origin: Vec3::new(k as f32 * 1.25, 1.6, -0.5 * k as f32),
+        ends: (0..1 + k % 12)
+            .map(|p| Vec3::new(p as f32, 0.25, 40.0 - k as f32))
+            .collect::<Vec<_>>()
+            .into(),
+    };
+    let frame: Vec<CosmeticFire> = (0..40).map(shot).collect();
+    let encoded = EncodedRuns::encode(frame.iter());
+    let wire = |fires: &CosmeticFires| {
+        let mut writer = MessageWriter::with_capacity(16);
+        fires.write(&mut writer).unwrap();
+        writer.into_bytes().to_vec()
+    };
+    // Runs with gaps, the whole frame, none, and encoded shots followed by plain ones.
+    for (carried, plain) in [
+        (vec![0, 1, 2, 5, 6, 9, 30, 39], vec![]),
+        ((0..40).collect(), vec![]),
+        (vec![], vec![]),
+        (vec![7], vec![shot(50), shot(51)]),
+        (vec![], vec![shot(52)]),
+    ] {
+        let mut batch = encoded.none();
+        for &i in &carried {
+            batch.push(i);
+        }
+        let fires = CosmeticFires {
+            shots: plain.clone(),
+            encoded: batch,
+        };
+        let shots: Vec<CosmeticFire> = carried
+            .iter()
+            .map(|&i| frame[i].clone())
+            .chain(plain)
+            .collect();
+        let expected = postcard::to_stdvec(&shots).unwrap();
+        assert_eq!(wire(&fires), expected, "{carried:?}");
+        assert_eq!(fires.wire_size(), expected.len());
+        assert_eq!(fires.len(), shots.len());
+        let back: CosmeticFires = postcard::from_bytes(&expected).unwrap();
+        assert_eq!(back.shots, shots);
+        assert!(back.encoded.is_empty());
+        // A listen server's own client is handed the message itself.
+        let local: Vec<CosmeticFire> = fires.clone().into_shots().collect();
+        assert_eq!(local, shots);
+        // A clone (lightyear clones every message it maps) writes the same bytes.
+        assert_eq!(wire(&fires.clone()), expected);
+    }
+    // An index past the frame's shots is ignored.
+    let mut batch = encoded.none();
+    batch.push(40);
+    assert!(batch.is_empty());
+}
+
+/// An impact's hits are shared by every client's copy on the server, and lightyear maps each
+/// copy on its way out (a clone, then `map_entities`), where every entity maps to itself: the
+/// hits stay shared then (they were copied, bone names and all, for every client). A copy
+/// whose entities map elsewhere (a received one) gets them mapped, each once, and the
+/// original keeps its own.
+#[test]
+fn an_impacts_shared_hits_are_copied_only_when_they_map_elsewhere() {
+    use bevy::ecs::entity::{EntityHashMap, EntityMapper, MapEntities};
+    use std::sync::Arc;
+    use unlag::combat::{ConfirmedHit, ProjectileImpact};
+
+    let e = |i: u32| Entity::from_raw_u32(i).unwrap();
+    let hit = |k: u32| ConfirmedHit {
+        target: e(100 + k),
+        bone: "spine".into(),
+        headshot: false,
+        damage: 10.0,
+        pellets: 1,
+        killed: false,
+    };
+    let impact = ProjectileImpact {
+        shooter: e(7),
+        own: false,
+        weapon: 2,
+        fire_index: 3,
+        point: Vec3::ZERO,
+        exploded: true,
+        rewound: false,
+        hits: (0..4).map(hit).collect::<Vec<_>>().into(),
+        encoded: Default::default(),
+    };
+    // Counts the lookups, mapping as `map` says (the rest to themselves).
+    struct Counting(EntityHashMap<Entity>, usize);
+    impl EntityMapper for Counting {
+        fn get_mapped(&mut self, source: Entity) -> Entity {
+            self.1 += 1;
+            self.0.get_mapped(source)
+        }
+        fn set_mapped(&mut self, source: Entity, target: Entity) {
+            self.0.set_mapped(source, target);
+        }
+    }
+    // On the way out: nothing maps elsewhere.
+    let mut out = impact.clone();
+    let mut identity = Counting(EntityHashMap::default(), 0);
+    out.map_entities(&mut identity);
+    assert!(
+        Arc::ptr_eq(&out.hits, &impact.hits),
+        "copied though nothing changed"
+    );
+    assert_eq!(identity.1, 5, "the shooter and each hit looked up once");
+    assert_eq!(out, impact);
+    // On the way in: the third hit's target and the shooter map elsewhere.
+    let mut map = EntityHashMap::default();
+    map.insert(e(7), e(70));
+    map.insert(e(102), e(1020));
+    let mut into = impact.clone();
+    let mut mapper = Counting(map, 0);
+    into.map_entities(&mut mapper);
+    assert_eq!(mapper.1, 5, "the shooter and each hit looked up once");
+    assert!(!Arc::ptr_eq(&into.hits, &impact.hits));
+    assert_eq!(into.shooter, e(70));
+    let targets: Vec<_> = into.hits.iter().map(|h| h.target).collect();
+    assert_eq!(targets, vec![e(100), e(101), e(1020), e(103)]);
+    assert_eq!(impact.hits[2].target, e(102), "the original keeps its own");
+}
+
 /// A fire request on the wire (packed by hand, see `unlag_combat`'s `wire.rs`): every field
 /// reads back as sent, the times to the microsecond; an honest shot is a few dozen bytes; and
 /// no bytes whatever make the reader panic, while what it reads packs to bytes that read back

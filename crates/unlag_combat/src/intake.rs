@@ -19,7 +19,8 @@ use lightyear::prelude::*;
 use std::collections::VecDeque;
 use unlag_core::Seq16;
 use unlag_net::{
-    HeldShotsOldest, MoveTrail, NetClock, ProxyInterest, RemoteClientClock, RemoteClockAt, Riders,
+    EncodedRuns, HeldShotsOldest, MoveTrail, NetClock, ProxyInterest, RemoteClientClock,
+    RemoteClockAt, Riders,
 };
 
 /// Longest a shot waits beyond [`CombatSettings::max_shot_hold`] for the move of its shooter it
@@ -551,25 +552,33 @@ fn send_echoes(echoes: &[(Entity, CosmeticFire)], mut echo: EchoLinks, now: f64)
     if echoes.is_empty() {
         return;
     }
+    // Each shot encoded once: every client's batch copies the bytes of those it carries (it
+    // was encoded for each client twice, once to count its size).
+    let encoded = EncodedRuns::encode(echoes.iter().map(|(_, fire)| fire));
+    let hold = |riders: &mut Riders<CosmeticFires>, batch: EncodedRuns<CosmeticFire>| {
+        let fires = CosmeticFires {
+            shots: Vec::new(),
+            encoded: batch,
+        };
+        let bytes = fires.wire_size();
+        riders.hold_sized(fires, bytes, now);
+    };
     for (link, mut riders, interest) in &mut echo {
         let heard = |fire: &CosmeticFire| {
             interest.is_none_or(|i| i.hears(fire.shooter) || i.hears_at(fire.origin))
         };
-        let mut others = echoes
-            .iter()
-            .filter(|(from, fire)| *from != link && heard(fire))
-            .peekable();
-        while others.peek().is_some() {
-            // Sized for the batch at once: grown shot by shot (a filter's length is unknown),
-            // every client's batch was reallocated three or four times a frame.
-            let mut shots = Vec::with_capacity(COSMETIC_BATCH.min(echoes.len()));
-            shots.extend(
-                others
-                    .by_ref()
-                    .take(COSMETIC_BATCH)
-                    .map(|(_, fire)| fire.clone()),
-            );
-            riders.hold(CosmeticFires { shots }, now);
+        let mut batch = encoded.none();
+        for (index, (from, fire)) in echoes.iter().enumerate() {
+            if *from == link || !heard(fire) {
+                continue;
+            }
+            batch.push(index);
+            if batch.len() == COSMETIC_BATCH {
+                hold(&mut riders, core::mem::replace(&mut batch, encoded.none()));
+            }
+        }
+        if !batch.is_empty() {
+            hold(&mut riders, batch);
         }
     }
 }

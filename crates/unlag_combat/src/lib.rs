@@ -110,7 +110,10 @@ impl Plugin for CombatPlugin {
             .init_resource::<unlag_net::HeldShotsOldest>()
             .add_net_message_mapped_whole::<FireRequest>(NetDirection::ClientToServer)
             .add_net_message_mapped::<FireResult>(NetDirection::ServerToClient)
-            .add_net_message_mapped::<CosmeticFires>(NetDirection::ServerToClient)
+            .add_net_message_mapped_encoded::<CosmeticFires>(
+                NetDirection::ServerToClient,
+                CosmeticFires::write,
+            )
             // A projectile's launch and impact go to every client that sees or hears it: each
             // is encoded once, and every client's copy carries the bytes.
             .add_net_message_mapped_encoded::<ProjectileLaunched>(

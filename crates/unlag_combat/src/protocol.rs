@@ -292,12 +292,62 @@ pub const COSMETIC_BATCH: usize = 16;
 /// Server → every other client, unreliable: the shots others fired in one server frame (at most
 /// [`COSMETIC_BATCH`]), batched so a busy server sends each client one message a frame instead
 /// of one per shot.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+///
+/// On the wire a sequence of shots, as a `Vec` of them goes: the [`encoded`](Self::encoded)
+/// ones first, then [`shots`](Self::shots).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct CosmeticFires {
     /// The shots, in the order the server judged them. The combat plugin sends 1 to
     /// [`COSMETIC_BATCH`] accepted hitscan or shotgun shots, never the receiving client's own
-    /// (projectiles come as [`ProjectileLaunched`] instead).
+    /// (projectiles come as [`ProjectileLaunched`] instead), all [`encoded`](Self::encoded):
+    /// a received message holds them here.
     pub shots: Vec<CosmeticFire>,
+    /// Shots encoded once for every client the server sends them to, sent before those in
+    /// [`shots`](Self::shots) (the sender's side only: they arrive in `shots`, except on a
+    /// listen server's own client, which lightyear hands the message unencoded: read them
+    /// with [`into_shots`](Self::into_shots)). Their entities are not mapped on the way out.
+    #[serde(skip)]
+    pub encoded: unlag_net::EncodedRuns<CosmeticFire>,
+}
+
+impl CosmeticFires {
+    /// Every shot it carries, the encoded ones (decoded) first.
+    pub fn into_shots(self) -> impl Iterator<Item = CosmeticFire> {
+        let encoded: Vec<CosmeticFire> = self.encoded.decode().collect();
+        encoded.into_iter().chain(self.shots)
+    }
+
+    /// How many shots it carries.
+    pub fn len(&self) -> usize {
+        self.encoded.len() + self.shots.len()
+    }
+
+    /// Whether it carries none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes it into lightyear's buffer as postcard writes a `Vec` of its shots, copying the
+    /// encoded ones' bytes.
+    pub fn write(
+        &self,
+        writer: &mut unlag_net::MessageWriter,
+    ) -> Result<(), unlag_net::MessageEncodeError> {
+        unlag_net::write_postcard(&self.len(), writer)?;
+        self.encoded.write(writer);
+        for shot in &self.shots {
+            unlag_net::write_postcard(shot, writer)?;
+        }
+        Ok(())
+    }
+
+    /// Its size on the wire, bytes (what [`write`](Self::write) writes), without encoding
+    /// its encoded shots again.
+    pub fn wire_size(&self) -> usize {
+        unlag_net::wire_size(&self.len())
+            + self.encoded.byte_len()
+            + self.shots.iter().map(unlag_net::wire_size).sum::<usize>()
+    }
 }
 
 impl MapEntities for CosmeticFires {
@@ -431,8 +481,19 @@ impl unlag_net::CarriesEncoding for ProjectileImpact {
 impl MapEntities for ProjectileImpact {
     fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
         self.shooter = mapper.get_mapped(self.shooter);
-        // (A received message holds the only reference: nothing is copied.)
-        for h in std::sync::Arc::make_mut(&mut self.hits) {
+        // The hits are shared by every client's copy on the server, where lightyear maps each
+        // copy on its way out and every entity maps to itself: copied only from the first
+        // that maps elsewhere (a received message holds the only reference: not copied then
+        // either). Each is mapped once.
+        let Some((first, mapped)) = self.hits.iter().enumerate().find_map(|(i, h)| {
+            let mapped = mapper.get_mapped(h.target);
+            (mapped != h.target).then_some((i, mapped))
+        }) else {
+            return;
+        };
+        let hits = std::sync::Arc::make_mut(&mut self.hits);
+        hits[first].target = mapped;
+        for h in &mut hits[first + 1..] {
             h.target = mapper.get_mapped(h.target);
         }
     }

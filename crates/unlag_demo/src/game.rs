@@ -535,6 +535,7 @@ fn echo_bot_shots(
             &mut sender,
             CosmeticFires {
                 shots: fires.clone(),
+                ..default()
             },
         );
     }

@@ -7,6 +7,7 @@
 mod acks;
 mod clock;
 mod conditions;
+mod encoded;
 mod guard;
 mod interest;
 mod link;
@@ -40,6 +41,7 @@ pub use clock::{
     report_micros, server_time_now, server_time_of_world, unwrap_view_time,
 };
 pub use conditions::NetConditions;
+pub use encoded::EncodedRuns;
 pub use guard::{
     PacketGuardSettings, PacketMessage, PacketRefusal, PacketRefusals, ReliableWindows,
     channel_net_id, message_body_bytes, message_bytes, read_client_packet,

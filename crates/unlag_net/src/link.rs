@@ -448,8 +448,9 @@ pub(crate) fn decide_packing(
 /// Filled with [`Riders::hold`] and sent by [`release_riders`].
 #[derive(Component, Debug)]
 pub struct Riders<M> {
-    /// The messages held, oldest first.
-    held: Vec<M>,
+    /// The messages held, oldest first, each with its size on the wire when the holder knew
+    /// it (bytes).
+    held: Vec<(M, Option<usize>)>,
     /// When the oldest was held, seconds (real time).
     since: f64,
 }
@@ -466,10 +467,21 @@ impl<M> Default for Riders<M> {
 impl<M> Riders<M> {
     /// Holds `message` for the link's next packet with data; `now` is real time, seconds.
     pub fn hold(&mut self, message: M, now: f64) {
+        self.hold_any(message, None, now);
+    }
+
+    /// Like [`hold`](Self::hold), for a message whose size on the wire (`bytes`, as it is
+    /// encoded) the holder knows: it is counted as that, not measured again (see
+    /// [`LinkTraffic::send_counted_sized`]).
+    pub fn hold_sized(&mut self, message: M, bytes: usize, now: f64) {
+        self.hold_any(message, Some(bytes), now);
+    }
+
+    fn hold_any(&mut self, message: M, bytes: Option<usize>, now: f64) {
         if self.held.is_empty() {
             self.since = now;
         }
-        self.held.push(message);
+        self.held.push((message, bytes));
     }
 
     /// How many are held.
@@ -501,8 +513,11 @@ pub fn release_riders<C: Channel, M>(
         {
             continue;
         }
-        for message in riders.held.drain(..) {
-            traffic.send_counted::<C, M>(&mut sender, message);
+        for (message, bytes) in riders.held.drain(..) {
+            match bytes {
+                Some(bytes) => traffic.send_counted_sized::<C, M>(&mut sender, message, bytes),
+                None => traffic.send_counted::<C, M>(&mut sender, message),
+            }
         }
     }
 }

@@ -889,106 +889,11 @@ impl Serialize for ProxyUpdates {
     }
 }
 
-/// One tick's proxy states, encoded once, back to back.
-#[derive(Debug, Default, PartialEq)]
-struct StateEncoding {
-    /// postcard's bytes of every state.
-    bytes: Vec<u8>,
-    /// Where each state's bytes end.
-    ends: Vec<u32>,
-}
-
 /// Proxy states encoded once for every client that is sent them, and which of them one
 /// message carries ([`ProxyUpdates::encoded`]): a server sending a tick's states to hundreds
 /// of clients encodes each state once, and each client's message copies runs of those bytes,
 /// instead of encoding every state again for every client (and once more to count its size).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct EncodedStates {
-    /// The shared encoding.
-    shared: std::sync::Arc<StateEncoding>,
-    /// The byte ranges this message carries, in order.
-    runs: Vec<(u32, u32)>,
-    /// How many states they hold.
-    count: usize,
-}
-
-impl EncodedStates {
-    /// Encodes `states` once; a message then carries any of them by their index
-    /// ([`none`](Self::none), [`push`](Self::push)).
-    pub fn encode<'a>(states: impl IntoIterator<Item = &'a WireProxyState>) -> Self {
-        let mut encoding = StateEncoding::default();
-        for state in states {
-            encoding.bytes = postcard::to_extend(state, core::mem::take(&mut encoding.bytes))
-                .expect("a state always encodes");
-            encoding.ends.push(encoding.bytes.len() as u32);
-        }
-        Self {
-            shared: std::sync::Arc::new(encoding),
-            ..default()
-        }
-    }
-
-    /// None of the states of the same encoding (cheap: the encoding is shared).
-    pub fn none(&self) -> Self {
-        Self {
-            shared: self.shared.clone(),
-            runs: Vec::new(),
-            count: 0,
-        }
-    }
-
-    /// Carries the state at `index` of the encoding too (after those it carries); an index
-    /// past the encoding is ignored.
-    pub fn push(&mut self, index: usize) {
-        let Some(&end) = self.shared.ends.get(index) else {
-            return;
-        };
-        let start = index.checked_sub(1).map_or(0, |i| self.shared.ends[i]);
-        match self.runs.last_mut() {
-            Some(run) if run.1 == start => run.1 = end,
-            _ => self.runs.push((start, end)),
-        }
-        self.count += 1;
-    }
-
-    /// How many states it carries.
-    pub fn len(&self) -> usize {
-        self.count
-    }
-
-    /// Whether it carries none.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    /// The bytes of the states it carries.
-    pub fn byte_len(&self) -> usize {
-        self.runs.iter().map(|(a, b)| (b - a) as usize).sum()
-    }
-
-    /// The states it carries, decoded.
-    pub fn decode(&self) -> impl Iterator<Item = WireProxyState> + '_ {
-        self.runs
-            .iter()
-            .flat_map(|&(a, b)| decode_each(&self.shared.bytes[a as usize..b as usize]))
-    }
-
-    /// Appends the bytes of the states it carries to lightyear's buffer.
-    fn write(&self, writer: &mut MessageWriter) {
-        for &(a, b) in &self.runs {
-            writer.extend_from_slice(&self.shared.bytes[a as usize..b as usize]);
-        }
-    }
-}
-
-/// Each `T` postcard wrote back to back in `bytes`, up to the first that does not decode.
-fn decode_each<T: serde::de::DeserializeOwned>(mut bytes: &[u8]) -> impl Iterator<Item = T> + '_ {
-    core::iter::from_fn(move || {
-        let (value, rest) = postcard::take_from_bytes::<T>(bytes).ok()?;
-        bytes = rest;
-        Some(value)
-    })
-}
+pub type EncodedStates = unlag_net::EncodedRuns<WireProxyState>;
 
 /// Delta states encoded for one message ([`ProxyUpdates::encoded_deltas`]): each one's body
 /// (all but its entity) back to back, and its entity. A server encodes a proxy's difference

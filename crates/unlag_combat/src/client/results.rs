@@ -58,7 +58,7 @@ pub(crate) fn receive_results(
     }
     for mut receiver in &mut echoes {
         for batch in receiver.receive() {
-            remote.write_batch(batch.shots.into_iter().map(RemoteFire));
+            remote.write_batch(batch.into_shots().map(RemoteFire));
         }
     }
 }
