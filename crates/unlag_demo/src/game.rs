@@ -20,8 +20,8 @@ use unlag::combat::{
 use unlag::core::SplitMix64;
 use unlag::movement::{CharacterMovement, CharacterState, MovementPredictionPlugin, MovementState};
 use unlag::net::{
-    LinkTraffic, NetClock, NetDirection, NetMessageAppExt, ReliableChannel, SequencedChannel,
-    UnreliableChannel,
+    EncodedRuns, LinkTraffic, NetClock, NetDirection, NetMessageAppExt, ReliableChannel,
+    SequencedChannel, UnreliableChannel,
 };
 use unlag::rewind::{HitBoxLayout, RewindPlugin, RewindQuery, UseHitBoxLayout};
 use unlag::smoothing::{ProxySmoothing, ProxySmoothingPlugin, Teleported};
@@ -530,14 +530,18 @@ fn echo_bot_shots(
             ends: Arc::from([s.end]),
         })
         .collect();
+    // Encoded once for every client (as the combat plugin sends the players' shots), and
+    // counted at its known size rather than measured again per client.
+    let encoded = EncodedRuns::encode(fires.iter());
+    let mut all = encoded.none();
+    (0..fires.len()).for_each(|i| all.push(i));
+    let batch = CosmeticFires {
+        shots: Vec::new(),
+        encoded: all,
+    };
+    let bytes = batch.wire_size();
     for (mut sender, mut traffic) in &mut echo {
-        traffic.send_counted::<UnreliableChannel, _>(
-            &mut sender,
-            CosmeticFires {
-                shots: fires.clone(),
-                ..default()
-            },
-        );
+        traffic.send_counted_sized::<UnreliableChannel, _>(&mut sender, batch.clone(), bytes);
     }
 }
 
