@@ -16,7 +16,9 @@
 //!   posed at the view time and tested (seed 000's "move every hit box back, trace").
 //!
 //! Printed first, in one run: the mean µs per request of each, and how many requests hit the
-//! target they aimed at (every one must be accepted; the run fails if too few reach it).
+//! target they aimed at (every one must be accepted; the run fails if too few reach it). Then
+//! the cost of checking a claimed ease (`RewindQuery::ease_explained`): none, and offsets no
+//! jump explains (a magnet's: the whole search), up and level.
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
@@ -359,6 +361,41 @@ fn main() {
         assert!(
             on_target as f64 >= share * (rounds * requests.len()) as f64,
             "{on_target}"
+        );
+    }
+    println!();
+
+    // A claimed ease is checked against every jump smoothing could have eased from: an
+    // unexplained one (a magnet's) is the search's whole cost, every moment tried.
+    let rewind = rewind_state.get(&b.world).expect("rewind resources");
+    println!("claimed ease checks, {PLAYERS} targets at 20 Hz (µs per claim, mean)");
+    println!("{:>24} {:>10} {:>10}", "ease", "µs", "explained");
+    let magnets = [
+        ("none", Vec3::ZERO),
+        ("0.6 m up", Vec3::Y * 0.6),
+        ("0.6 m level", Vec3::X * 0.6),
+        ("0.15 m level", Vec3::Z * 0.15),
+    ];
+    for (name, ease) in magnets {
+        let claims: Vec<ClaimedView> = b
+            .rifle
+            .iter()
+            .map(|r| ClaimedView {
+                ease,
+                ..r.claims[0].view()
+            })
+            .collect();
+        let (mut explained, start) = (0, Instant::now());
+        for _ in 0..rounds {
+            for claim in &claims {
+                explained += usize::from(rewind.ease_explained(black_box(claim), VIEW));
+            }
+        }
+        let each = start.elapsed().as_secs_f64() * 1e6 / (rounds * claims.len()) as f64;
+        println!(
+            "{name:>24} {each:>10.2} {:>6} of {:>3}",
+            explained / rounds,
+            claims.len()
         );
     }
     println!();

@@ -910,11 +910,12 @@ fn the_server_rebuilds_exactly_what_the_client_drew(rate_hz: f32, stops: bool, s
 /// from it onto the curve through the late state. Those eases, decimetres where the walker
 /// stops, are ones the server explains (so a shot is judged where the proxy was drawn), as it
 /// explains the eases after starved frames: every claimed ease is, over seeds whose draws
-/// bring dozens of late eases beyond [`unlag::rewind::EASE_SLACK`].
+/// bring dozens of late eases beyond [`unlag::rewind::EASE_SLACK`] and holds that leave the
+/// proxy a metre behind its curve.
 #[test]
 fn a_late_states_ease_is_one_the_server_explains() {
-    let mut late_beyond_slack = 0;
-    for seed in [1, 2, 3] {
+    let (mut late_beyond_slack, mut longest_ease) = (0, 0.0f32);
+    for seed in 1..=10u64 {
         let mut tb = Testbed::new(TestbedConfig {
             clients: 1,
             conditions: LinkConditions::new(
@@ -968,6 +969,7 @@ fn a_late_states_ease_is_one_the_server_explains() {
                 continue;
             }
             eased += 1;
+            longest_ease = longest_ease.max(pose.ease.length());
             // Within the ease's 0.1 s of a late state (24 frames), and not starved since.
             if since_late < 24 && pose.kind == unlag::core::SampleKind::Interpolated {
                 late_beyond_slack += 1;
@@ -983,11 +985,14 @@ fn a_late_states_ease_is_one_the_server_explains() {
             assert!(explained, "seed {seed}: {pose:?}");
         }
         println!(
-            "seed {seed}: {} late eases, {eased} frames eased beyond the slack, {late_beyond_slack} after a late state so far",
+            "seed {seed}: {} late eases, {eased} frames eased beyond the slack, {late_beyond_slack} after a late state so far, longest {longest_ease}",
             late_eases(&tb)
         );
     }
     assert!(late_beyond_slack >= 30, "{late_beyond_slack}");
+    // Bursts that held the proxy past its extrapolation left eases of a metre and more, paced
+    // out over longer than the base 0.1 s (`unlag_core::catch_up_time`): explained all along.
+    assert!(longest_ease >= 1.0, "{longest_ease}");
 }
 
 /// The closed-form capsule cast used by rewind queries is exact: it lands on the surface (its

@@ -126,6 +126,24 @@ impl VisualOffset {
         true
     }
 
+    /// [`on_correction`](Self::on_correction), the ease lasting long enough that the offset
+    /// moves no faster than the catch-up speed of a proxy running at `speed` m/s
+    /// ([`catch_up_time`](crate::catch_up_time) of the offset left after the jump, with
+    /// `settings.smooth_time` as the least): a long offset is not swept at many times the
+    /// proxy's speed. Returns whether the jump was smoothed (false: it snapped).
+    pub fn on_correction_paced(
+        &mut self,
+        jump: Vec3,
+        settings: &CorrectionSmoothing,
+        speed: f32,
+    ) -> bool {
+        if !self.on_correction(jump, settings) {
+            return false;
+        }
+        self.duration = crate::catch_up_time(self.duration, self.start.length(), speed);
+        true
+    }
+
     /// The offset to add to the simulated position when drawing, metres.
     pub fn current(&self) -> Vec3 {
         if self.duration <= 0.0 || self.elapsed >= self.duration {
@@ -270,6 +288,35 @@ mod tests {
             last = now;
         }
         assert!(o.advance(0.01).length() < 1e-6, "zero at the smooth time");
+    }
+
+    #[test]
+    fn a_paced_offset_moves_no_faster_than_the_catch_up_speed() {
+        let s = CorrectionSmoothing::default();
+        // 2 m behind a proxy running at 5 m/s: 7.5 m/s at most, so over 2 × 2 / 7.5 s.
+        let mut o = VisualOffset::default();
+        assert!(o.on_correction_paced(Vec3::new(-2.0, 0.0, 0.0), &s, 5.0));
+        assert_eq!(o.current(), Vec3::new(2.0, 0.0, 0.0));
+        let dt = 1.0 / 240.0;
+        let (mut last, mut fastest, mut frames) = (o.current(), 0.0f32, 0);
+        while o.current() != Vec3::ZERO {
+            let now = o.advance(dt);
+            fastest = fastest.max((now - last).length() / dt);
+            last = now;
+            frames += 1;
+        }
+        assert!(fastest <= crate::CATCH_UP_SHARE * 5.0 + 1e-3, "{fastest}");
+        assert!(
+            (frames as f32 * dt - 4.0 / 7.5).abs() <= dt,
+            "{frames} frames"
+        );
+        // A short one keeps the smooth time; a teleport still snaps.
+        let mut o = VisualOffset::default();
+        assert!(o.on_correction_paced(Vec3::new(0.1, 0.0, 0.0), &s, 5.0));
+        o.advance(s.smooth_time);
+        assert_eq!(o.current(), Vec3::ZERO);
+        assert!(!o.on_correction_paced(Vec3::new(5.0, 0.0, 0.0), &s, 5.0));
+        assert_eq!(o.current(), Vec3::ZERO);
     }
 
     #[test]

@@ -48,9 +48,10 @@ pub use conditions::{ConditionsError, LinkConditions, MAX_BURST};
 pub use correction::SmoothingSettings;
 pub use correction::{CorrectionSmoothing, CorrectionThrottle, SpringOffset, VisualOffset};
 pub use delay::{
-    BRIDGE_RELEASE, BridgeLatch, DatagramLoss, DelayController, DelayPolicy, FrameOutages,
-    MAX_BRIDGED_STATES, MAX_COUNTED_GAP, MAX_EASE_INTERVAL, MAX_SEQUENCE_JUMP, MIN_DATAGRAM_RUNS,
-    MIN_RUNS, REORDER_WINDOW, STALENESS_BIN, STALENESS_MEMORY, StateLoss, StateStaleness,
+    BRIDGE_RELEASE, BridgeLatch, CATCH_UP_SHARE, DatagramLoss, DelayController, DelayPolicy,
+    FrameOutages, MAX_BRIDGED_STATES, MAX_CATCH_UP_TIME, MAX_COUNTED_GAP, MAX_EASE_INTERVAL,
+    MAX_SEQUENCE_JUMP, MIN_CATCH_UP_SPEED, MIN_DATAGRAM_RUNS, MIN_RUNS, REORDER_WINDOW,
+    STALENESS_BIN, STALENESS_MEMORY, StateLoss, StateStaleness, catch_up_speed, catch_up_time,
     continuation_over, continuation_per_datagram, ease_time, finite_non_negative, next_on_grid,
     redundancy_miss, repeat_after,
 };
@@ -72,7 +73,7 @@ pub use rng::SplitMix64;
 pub use seq::{ReceiveWindow, Seq16, SeqUnwrapper};
 pub use settings::{Fields, SettingsError, Validate};
 pub use smoothing::{
-    KINK_ACCELERATION, MAX_TANGENT_OVER_CHORD, ProxyState, Sample, SampleKind, SmoothingMode,
-    StateBuffer, StateRejected, StateShown, body_blend, evaluate, hermite, replay,
+    KINK_ACCELERATION, MAX_TANGENT_OVER_CHORD, ProxyState, Sample, SampleKind, Segment,
+    SmoothingMode, StateBuffer, StateRejected, StateShown, body_blend, evaluate, hermite, replay,
 };
 pub use stats::{Ewma, Summary, nth_smallest};

@@ -152,68 +152,114 @@ pub struct Sample {
 /// client renders with and the server replays with.
 pub fn evaluate(mode: SmoothingMode, a: &ProxyState, b: &ProxyState, alpha: f32) -> (Vec3, Quat) {
     let rotation = a.rotation.slerp(b.rotation, alpha.clamp(0.0, 1.0));
-    let position = match mode {
-        SmoothingMode::Snap => {
-            if alpha >= 1.0 {
-                b.position
-            } else {
-                a.position
+    (Segment::new(mode, a, b).position(alpha), rotation)
+}
+
+/// The path [`evaluate`] draws a position on between two states, set up once (the Hermite
+/// curve's tangents) and placed at any blend factor: the server tries the same pairs of states
+/// at many moments when it explains a claimed ease. Bit for bit [`evaluate`]'s position.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Segment(SegmentPath);
+
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum SegmentPath {
+    /// At the first until the blend reaches 1, then at the second.
+    Snap(Vec3, Vec3),
+    /// Straight from the first to the second.
+    Line(Vec3, Vec3),
+    /// A Hermite curve: start, its tangent, end, its tangent.
+    Curve(Vec3, Vec3, Vec3, Vec3),
+    /// From a place at a velocity, the blend in units of a time (seconds):
+    /// `position + velocity × (time × alpha)`.
+    Ray(Vec3, Vec3, f32),
+}
+
+impl Segment {
+    /// The path between `a` and `b` that [`evaluate`] draws with `mode`.
+    pub fn new(mode: SmoothingMode, a: &ProxyState, b: &ProxyState) -> Self {
+        Self(match mode {
+            SmoothingMode::Snap => SegmentPath::Snap(a.position, b.position),
+            SmoothingMode::Linear => SegmentPath::Line(a.position, b.position),
+            SmoothingMode::Hermite => {
+                let dt = (b.time - a.time) as f32;
+                if (b.velocity - a.velocity).length() > KINK_ACCELERATION * dt {
+                    SegmentPath::Line(a.position, b.position)
+                } else {
+                    // A tangent far longer than the chord overshoots it: a state's velocity is
+                    // the motion of one moment, and across a long interval (states lost, a slow
+                    // update rate) or a stop (a stalled player's track) the character did not
+                    // keep it. Up to twice the chord a Hermite curve still draws a uniform
+                    // acceleration or braking exactly; beyond, the tangent is shortened to
+                    // that. Height the same way on its own: a vertical speed lasts a jump or a
+                    // landing (gravity, then the floor), so across a second the curve would
+                    // dive under the floor or fly over the states; held to twice the height
+                    // between them, it stays between their heights.
+                    // Unless the states say the motion between them was a steady acceleration
+                    // (the chord is the mean of the two velocities over the interval, as in a
+                    // jump's arc or a uniform braking): the curve is then that motion exactly,
+                    // a parabola, and nothing is limited (an arc between two states at one
+                    // height would be flattened to nothing).
+                    let chord = b.position - a.position;
+                    let mean = (a.velocity + b.velocity) * (0.5 * dt);
+                    let steady = (chord - mean).length() <= STEADY_TOLERANCE;
+                    // (Heights within a share of the vertical speeds: a player's track runs at
+                    // the playout's pace, 0.8-1.5 times its own, which bends its arc a little.)
+                    let vertical = (a.velocity.y.abs() + b.velocity.y.abs()) * dt;
+                    let steady_height =
+                        (chord.y - mean.y).abs() <= STEADY_TOLERANCE + STEADY_SHARE * vertical;
+                    let limit = |m: Vec3| {
+                        if steady {
+                            return m;
+                        }
+                        let mut m = m.clamp_length_max(MAX_TANGENT_OVER_CHORD * chord.length());
+                        if !steady_height {
+                            let height = MAX_TANGENT_OVER_CHORD * chord.y.abs();
+                            m.y = m.y.clamp(-height, height);
+                        }
+                        m
+                    };
+                    SegmentPath::Curve(
+                        a.position,
+                        limit(a.velocity * dt),
+                        b.position,
+                        limit(b.velocity * dt),
+                    )
+                }
             }
-        }
-        SmoothingMode::Linear => a.position.lerp(b.position, alpha),
-        SmoothingMode::Hermite => {
-            let dt = (b.time - a.time) as f32;
-            if (b.velocity - a.velocity).length() > KINK_ACCELERATION * dt {
-                a.position.lerp(b.position, alpha)
-            } else {
-                // A tangent far longer than the chord overshoots it: a state's velocity is
-                // the motion of one moment, and across a long interval (states lost, a slow
-                // update rate) or a stop (a stalled player's track) the character did not
-                // keep it. Up to twice the chord a Hermite curve still draws a uniform
-                // acceleration or braking exactly; beyond, the tangent is shortened to that.
-                // Height the same way on its own: a vertical speed lasts a jump or a landing
-                // (gravity, then the floor), so across a second the curve would dive under
-                // the floor or fly over the states; held to twice the height between them, it
-                // stays between their heights.
-                // Unless the states say the motion between them was a steady acceleration
-                // (the chord is the mean of the two velocities over the interval, as in a
-                // jump's arc or a uniform braking): the curve is then that motion exactly, a
-                // parabola, and nothing is limited (an arc between two states at one height
-                // would be flattened to nothing).
-                let chord = b.position - a.position;
-                let mean = (a.velocity + b.velocity) * (0.5 * dt);
-                let steady = (chord - mean).length() <= STEADY_TOLERANCE;
-                // (Heights within a share of the vertical speeds: a player's track runs at the
-                // playout's pace, 0.8-1.5 times its own, which bends its arc a little.)
-                let vertical = (a.velocity.y.abs() + b.velocity.y.abs()) * dt;
-                let steady_height =
-                    (chord.y - mean.y).abs() <= STEADY_TOLERANCE + STEADY_SHARE * vertical;
-                let limit = |m: Vec3| {
-                    if steady {
-                        return m;
-                    }
-                    let mut m = m.clamp_length_max(MAX_TANGENT_OVER_CHORD * chord.length());
-                    if !steady_height {
-                        let height = MAX_TANGENT_OVER_CHORD * chord.y.abs();
-                        m.y = m.y.clamp(-height, height);
-                    }
-                    m
-                };
-                hermite(
-                    a.position,
-                    limit(a.velocity * dt),
-                    b.position,
-                    limit(b.velocity * dt),
-                    alpha,
-                )
+            SmoothingMode::Extrapolate => {
+                let dt = (b.time - a.time) as f32;
+                SegmentPath::Ray(a.position, a.velocity, dt)
             }
+        })
+    }
+
+    /// The path [`replay`] places a position on between `a` and `b` with `mode`.
+    pub fn replay(mode: SmoothingMode, a: &ProxyState, b: &ProxyState) -> Self {
+        if a.tick == b.tick {
+            return Self(SegmentPath::Ray(a.position, a.velocity, 1.0));
         }
-        SmoothingMode::Extrapolate => {
-            let dt = (b.time - a.time) as f32;
-            a.position + a.velocity * (dt * alpha)
+        let mode = match mode {
+            SmoothingMode::Extrapolate => SmoothingMode::Hermite,
+            m => m,
+        };
+        Self::new(mode, a, b)
+    }
+
+    /// The position at blend factor `alpha`, metres.
+    pub fn position(&self, alpha: f32) -> Vec3 {
+        match self.0 {
+            SegmentPath::Snap(a, b) => {
+                if alpha >= 1.0 {
+                    b
+                } else {
+                    a
+                }
+            }
+            SegmentPath::Line(a, b) => a.lerp(b, alpha),
+            SegmentPath::Curve(p0, m0, p1, m1) => hermite(p0, m0, p1, m1, alpha),
+            SegmentPath::Ray(p, v, time) => p + v * (time * alpha),
         }
-    };
-    (position, rotation)
+    }
 }
 
 /// The pose a [`StateBuffer::sample`] with `mode` showed, from what the [`Sample`] reports:
@@ -477,6 +523,40 @@ mod tests {
             flags: 0,
             teleport: false,
             off_grid: false,
+        }
+    }
+
+    #[test]
+    fn a_segment_places_positions_bit_for_bit_as_replay_and_evaluate_do() {
+        let mut rng = crate::SplitMix64::new(7);
+        let mut f = || (rng.next_f64() * 20.0 - 10.0) as f32;
+        let mut v = || Vec3::new(f(), f(), f());
+        for i in 0..200u32 {
+            let a = state(i, 1.0, v(), v());
+            let b = state(i + 3, 1.05 + f64::from(i % 7) * 0.1, v(), v() * 0.1);
+            for mode in [
+                SmoothingMode::Snap,
+                SmoothingMode::Linear,
+                SmoothingMode::Hermite,
+                SmoothingMode::Extrapolate,
+            ] {
+                for alpha in [0.0, 0.25, 0.999, 1.0, 1.7] {
+                    let segment = Segment::replay(mode, &a, &b);
+                    assert_eq!(segment.position(alpha), replay(mode, &a, &b, alpha).0);
+                    assert_eq!(
+                        Segment::new(mode, &a, &b).position(alpha),
+                        evaluate(mode, &a, &b, alpha).0
+                    );
+                    assert_eq!(
+                        Segment::replay(mode, &a, &a).position(alpha),
+                        a.position + a.velocity * alpha
+                    );
+                }
+            }
+            // Dead reckoning moves on by the velocity over the interval's share.
+            let dt = (b.time - a.time) as f32;
+            let e = Segment::new(SmoothingMode::Extrapolate, &a, &b).position(1.3);
+            assert_eq!(e, a.position + a.velocity * (dt * 1.3));
         }
     }
 

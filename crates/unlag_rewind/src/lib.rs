@@ -169,8 +169,9 @@ pub struct RewindSettings {
     pub max_claimed_ease: f32,
     /// How long a client takes to ease a proxy back onto its curve, seconds (default 0.1, the
     /// smoothing plugin's `extrapolation_smooth_time`), for fast proxies: slow ones take
-    /// longer, as [`unlag_core::ease_time`] says. Claimed eases are explained by jumps of the
-    /// last two such spans.
+    /// longer, as [`unlag_core::ease_time`] says, and long jumps longer still, paced by the
+    /// target's speed ([`unlag_core::catch_up_time`]). Claimed eases are explained by jumps of
+    /// the last two such spans.
     pub max_ease_time: f32,
     /// Longest extrapolation a claimed view may carry when it holds one state, seconds
     /// (default 0.25, the smoothing plugin's default).

@@ -27,6 +27,19 @@ const EASE_INTERVAL_WINDOW: f64 = 1.5;
 /// (the states lost between them and one interval), seconds.
 const EASE_PAIR_SLACK: f64 = 0.1;
 
+/// The curve from one sent state to a later one, as [`RewindQuery::ease_explained`] tries it.
+#[derive(Clone)]
+struct PairSegment {
+    /// Index of the later state.
+    to: usize,
+    /// Seconds between the two.
+    duration: f64,
+    /// The curve between them.
+    segment: unlag_core::Segment,
+    /// The faster one's speed, m/s.
+    speed: f32,
+}
+
 /// Why a rewind query has no answer.
 #[derive(Copy, Clone, Debug, PartialEq, thiserror::Error)]
 pub enum RewindError {
@@ -870,7 +883,9 @@ impl RewindQuery<'_, '_> {
     /// Whether a claimed view's ease (its offset from the curve) is one the smoothing plugin
     /// could have drawn at `view_time` (server seconds): within [`EASE_SLACK`] of nothing, or
     /// of a part (0–1, as the ease decays) of what extrapolating one sent state got wrong at a
-    /// moment of the last two [`RewindSettings::max_ease_time`]s. A client starved of states
+    /// moment within twice that jump's ease time before: [`RewindSettings::max_ease_time`], or
+    /// longer for a long jump, paced by the speed of the states it lies between
+    /// ([`unlag_core::catch_up_time`], as the client paces it). A client starved of states
     /// runs on the newest it has (extrapolated for up to
     /// [`RewindSettings::max_claimed_extrapolation`], then held); when newer ones arrive it
     /// eases from there back onto the curve. The states tried are those a client could have
@@ -917,7 +932,14 @@ impl RewindQuery<'_, '_> {
             })
             .1;
         let ease_time = unlag_core::ease_time(self.settings.max_ease_time, interval);
-        let span = 2.0 * f64::from(ease_time);
+        // A jump is tried back to twice its ease's time: longer for a long one, paced by the
+        // speed of the states it lies between as the client paces it (a hold of metres,
+        // eased in 0.1 s, swept at ten times the proxy's speed). The moments are tried back
+        // to twice the longest an ease can last.
+        let lasts = |jump: Vec3, speed: f32| {
+            2.0 * f64::from(unlag_core::catch_up_time(ease_time, jump.length(), speed))
+        };
+        let span = lasts(Vec3::X * self.settings.max_claimed_ease, 0.0);
         let reach = f64::from(self.settings.max_claimed_extrapolation.max(0.0));
         // The claim's own pair shows the client had none of the states between them: it may
         // have run on the older one for that long.
@@ -940,13 +962,21 @@ impl RewindQuery<'_, '_> {
                 .map_or(0.0, |o| (o.time - states[i].time).abs());
             reach.max(2.0 * interval).max(gap)
         };
-        let longest = (0..states.len()).map(held_for).fold(reach, f64::max);
+        let held_for: Vec<f64> = (0..states.len()).map(held_for).collect();
+        let longest = held_for.iter().copied().fold(reach, f64::max);
         // Where a client starved on `s` draws it at `t` (as the smoothing plugin does).
         let run_on = |s: &unlag_core::ProxyState, t: f64| {
             unlag_core::replay(view.mode, s, s, (t - s.time).clamp(0.0, reach) as f32).0
         };
-        let explains = |jump: Vec3| {
+        // A part of a jump shorter than the ease less the slack cannot be it.
+        let shortest = ease.length() - EASE_SLACK;
+        let explains = |jump: Vec3, age: f64, speed: f32| {
             let squared = jump.length_squared();
+            if squared < shortest * shortest
+                || (age > 2.0 * f64::from(ease_time) && age > lasts(jump, speed))
+            {
+                return false;
+            }
             let part = if squared > 1e-12 {
                 (ease.dot(jump) / squared).clamp(0.0, 1.0)
             } else {
@@ -954,18 +984,39 @@ impl RewindQuery<'_, '_> {
             };
             (ease - jump * part).length() <= EASE_SLACK
         };
+        // A jump a part of which is the ease reaches at least `shortest` along it (with the
+        // ease `part × jump + r`, `|r| ≤ EASE_SLACK`): positions whose spread along the ease is
+        // less than that hold no such jump between them, and are not tried pair by pair.
+        let along = ease.normalize_or_zero();
+        // (A millimetre's margin for the rounding of positions metres from the origin.)
+        let reaches = |spread: f32| spread >= shortest - 1e-3;
+        let spread = |curves: &[(usize, usize, Vec3, f32)]| {
+            curves
+                .iter()
+                .map(|c| c.2.dot(along))
+                .fold((f32::INFINITY, f32::NEG_INFINITY), |(low, high), x| {
+                    (low.min(x), high.max(x))
+                })
+        };
         let steps = (span / EASE_STEP).ceil() as usize;
-        for step in 0..=steps {
+        let mut curves: Vec<(usize, usize, Vec3, f32)> = Vec::with_capacity(32);
+        let mut segments: Vec<Option<Vec<PairSegment>>> = vec![None; states.len()];
+        // Newest first: an honest ease is most often young, and the search stops at it.
+        for step in (0..=steps).rev() {
             let t = view_time - span + span * step as f64 / steps.max(1) as f64;
+            let age = view_time - t;
             let next = states.partition_point(|s| s.time <= t);
             if next == 0 {
                 continue;
             }
             // Where the curve was at `t`, with the indices of its two states (one, twice, for
-            // `Extrapolate`'s dead reckoning).
-            let mut curves: Vec<(usize, usize, Vec3)> = Vec::with_capacity(16);
+            // `Extrapolate`'s dead reckoning) and the faster's speed.
+            curves.clear();
             if view.mode == SmoothingMode::Extrapolate {
-                curves.extend((next.saturating_sub(3)..next).map(|i| (i, i, run_on(states[i], t))));
+                curves.extend((next.saturating_sub(3)..next).map(|i| {
+                    let speed = unlag_core::catch_up_speed([states[i]]);
+                    (i, i, run_on(states[i], t), speed)
+                }));
             } else {
                 // The pair around `t` the client had: neighbours, or across states lost
                 // between them, as many as it may have been starved for.
@@ -973,38 +1024,60 @@ impl RewindQuery<'_, '_> {
                     if t - sa.time > longest {
                         break;
                     }
-                    for (ib, sb) in states.iter().enumerate().skip(next) {
-                        if sb.time - sa.time > longest + EASE_PAIR_SLACK {
-                            break;
-                        }
-                        if !sb.teleport && sb.time > sa.time {
-                            let alpha = ((t - sa.time) / (sb.time - sa.time)) as f32;
-                            curves.push((ia, ib, unlag_core::replay(view.mode, sa, sb, alpha).0));
-                        }
+                    // Its curves to every state after it, set up once: the same pairs are
+                    // tried at many moments.
+                    let from_a = segments[ia].get_or_insert_with(|| {
+                        states[ia + 1..]
+                            .iter()
+                            .enumerate()
+                            .take_while(|(_, sb)| sb.time - sa.time <= longest + EASE_PAIR_SLACK)
+                            .filter(|(_, sb)| !sb.teleport && sb.time > sa.time)
+                            .map(|(i, sb)| PairSegment {
+                                to: ia + 1 + i,
+                                duration: sb.time - sa.time,
+                                segment: unlag_core::Segment::replay(view.mode, sa, sb),
+                                speed: unlag_core::catch_up_speed([*sa, *sb]),
+                            })
+                            .collect()
+                    });
+                    for pair in from_a.iter().filter(|p| p.to >= next) {
+                        let alpha = ((t - sa.time) / pair.duration) as f32;
+                        curves.push((ia, pair.to, pair.segment.position(alpha), pair.speed));
                     }
                 }
-                // A state that came late, between the two the client was drawing between,
-                // moved the view onto the shorter curve inside them, eased from the longer.
-                if matches!(view.mode, SmoothingMode::Hermite | SmoothingMode::Linear)
-                    && curves.iter().any(|&(a0, b0, old)| {
-                        curves.iter().any(|&(a1, b1, new)| {
-                            a0 <= a1 && b1 <= b0 && (a0, b0) != (a1, b1) && explains(old - new)
+            }
+            let (low, high) = spread(&curves);
+            // A state that came late, between the two the client was drawing between,
+            // moved the view onto the shorter curve inside them, eased from the longer.
+            if matches!(view.mode, SmoothingMode::Hermite | SmoothingMode::Linear)
+                && reaches(high - low)
+                && curves.iter().any(|&(a0, b0, old, v0)| {
+                    reaches(old.dot(along) - low)
+                        && curves.iter().any(|&(a1, b1, new, v1)| {
+                            a0 <= a1
+                                && b1 <= b0
+                                && (a0, b0) != (a1, b1)
+                                && explains(old - new, age, v0.max(v1))
                         })
-                    })
-                {
-                    return true;
-                }
+                })
+            {
+                return true;
             }
             // Where a client starved on one of the states before `t` drew it.
             for (i, s) in states[..next].iter().enumerate().rev() {
                 if t - s.time > longest {
                     break;
                 }
-                if t - s.time > held_for(i) {
+                if t - s.time > held_for[i] {
                     continue;
                 }
                 let drawn = run_on(s, t);
-                if curves.iter().any(|&(_, _, c)| explains(drawn - c)) {
+                let speed = unlag_core::catch_up_speed([*s]);
+                if reaches(drawn.dot(along) - low)
+                    && curves
+                        .iter()
+                        .any(|&(_, _, c, v)| explains(drawn - c, age, speed.max(v)))
+                {
                     return true;
                 }
             }

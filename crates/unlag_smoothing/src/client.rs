@@ -1156,15 +1156,20 @@ impl ProxySmoothing {
                         .get(tick)
                         .map(|s| (run_on(s, present, settings.max_extrapolation), o))
                 });
+                // Paced by the faster of the two states (the new and the one run on before).
+                let old = self
+                    .blend
+                    .and_then(|(tick, _)| self.buffer.get(tick).copied());
+                let speed = unlag_core::catch_up_speed([&newest].into_iter().chain(&old));
                 let o = match (before, self.last_rendered) {
                     _ if newest.teleport => VisualOffset::default(),
                     (Some((was, mut o)), _) => {
-                        o.on_correction(sample.position - was, offsets);
+                        o.on_correction_paced(sample.position - was, offsets, speed);
                         o
                     }
                     (None, Some(shown)) => {
                         let mut o = VisualOffset::default();
-                        o.on_correction(sample.position - shown, offsets);
+                        o.on_correction_paced(sample.position - shown, offsets, speed);
                         o
                     }
                     (None, None) => VisualOffset::default(),
@@ -1220,20 +1225,27 @@ impl ProxySmoothing {
             // (As far as those frames ran on: one held at its state, a proxy's first on its
             // grid, is not run on now either. Run on, a first state falling from a jump drew
             // an ease 0.79 m under the floor.)
-            let starved_now = self.last_starved_on.and_then(|(tick, on)| {
+            let starved_on = self
+                .last_starved_on
+                .and_then(|(tick, on)| self.buffer.get(tick).map(|s| (*s, on)));
+            let starved_now = starved_on.map(|(s, on)| {
                 let reach = match on {
                     StarvedOn::RunOn => settings.max_extrapolation,
                     StarvedOn::HeldAt(reach) => reach,
                 };
-                self.buffer.get(tick).map(|s| run_on(s, view_time, reach))
+                run_on(&s, view_time, reach)
             });
+            // Paced by the fastest of the states it lies between: a long hold leaves metres
+            // to catch up, which a fixed time swept at many times the proxy's speed.
+            let speed = self.pair_speed(sample.from, sample.to, starved_on.map(|(s, _)| s));
             match (starved_now, self.last_rendered) {
                 (Some(was), _) => {
-                    self.ease.on_correction(position - was, spell);
+                    self.ease.on_correction_paced(position - was, spell, speed);
                 }
                 (None, Some(shown)) => {
                     self.ease = VisualOffset::default();
-                    self.ease.on_correction(position - shown, spell);
+                    self.ease
+                        .on_correction_paced(position - shown, spell, speed);
                 }
                 (None, None) => {}
             }
@@ -1248,15 +1260,26 @@ impl ProxySmoothing {
         if matches!(self.mode, SmoothingMode::Hermite | SmoothingMode::Linear)
             && !switched
             && sample.kind == SampleKind::Interpolated
-            && let Some(jump) = self
-                .last_pair
-                .zip(self.last_view)
-                .and_then(|(pair, then)| self.late_jump(pair, sample, then))
+            && let Some((pair, then)) = self.last_pair.zip(self.last_view)
+            && let Some(jump) = self.late_jump(pair, sample, then)
         {
-            self.ease.on_correction(jump, spell);
+            let speed = self.pair_speed(pair.0, pair.1, None).max(self.pair_speed(
+                sample.from,
+                sample.to,
+                None,
+            ));
+            self.ease.on_correction_paced(jump, spell, speed);
             self.eased_late = true;
         }
         position + self.ease.advance(dt)
+    }
+
+    /// The speed an ease onto the curve between the states of ticks `from` and `to` is paced
+    /// by ([`unlag_core::catch_up_time`]), with `also` (the state a starved spell ran on): the
+    /// fastest of their velocities, m/s, as the server reckons it for claims on the ease.
+    fn pair_speed(&self, from: u32, to: u32, also: Option<unlag_core::ProxyState>) -> f32 {
+        let pair = [from, to].map(|tick| self.buffer.get(tick).copied());
+        unlag_core::catch_up_speed(pair.iter().chain([&also]).flatten())
     }
 
     /// How far a state that came between the last frame's two states `(from, to)` moved the

@@ -71,7 +71,8 @@ pub struct SmoothingSettings {
     pub teleport_distance: f32,
     /// Seconds over which `Extrapolate` blends to each new state, and the other modes ease
     /// back onto the curve after starved frames (default 0.1; slow proxies' eases take longer,
-    /// [`unlag_core::ease_time`]).
+    /// [`unlag_core::ease_time`], and long offsets longer still, so that they move at most
+    /// 1.5 times the proxy's speed: [`unlag_core::catch_up_time`]).
     pub extrapolation_smooth_time: f32,
     /// How each proxy's interpolation delay follows its own update interval, the jitter and
     /// the loss.
