@@ -695,6 +695,49 @@ fn a_late_state_inside_the_drawn_curve_eases_without_a_pop() {
     }
 }
 
+/// A 1-Hz proxy whose state and repeat a burst of losses both took is held for a second or
+/// more: when states come again it is metres from its curve, further than the teleport
+/// distance. It snaps back in one frame, as a teleport does, and is counted
+/// (`SmoothingStats::snapped_back`); every other frame moves it no more than an eased one.
+#[test]
+fn a_proxy_held_beyond_the_teleport_distance_snaps_back_once_and_is_counted() {
+    let bound = 2.0 * f64::from(SPEED) / 240.0 * 1.5;
+    let mut snapped = 0;
+    for seed in 1..=8u64 {
+        let link = LinkConditions::new(Duration::from_millis(100), Duration::from_millis(10), 0.1);
+        let r = run_configured(
+            SmoothingSettings::default(),
+            Path::Circle,
+            SmoothingMode::Hermite,
+            (
+                1.0,
+                TestbedConfig {
+                    loss_burst: 8.0,
+                    ..one_client(link, seed)
+                },
+            ),
+            (None, Duration::from_secs(2)),
+            10,
+        );
+        let teleport = f64::from(SmoothingSettings::default().teleport_distance);
+        let snaps = r.jumps.iter().filter(|j| j.0 > teleport).count() as u64;
+        let others = r
+            .jumps
+            .iter()
+            .map(|j| j.0)
+            .filter(|&j| j <= teleport)
+            .fold(0.0, f64::max);
+        println!(
+            "seed {seed}: {snaps} frames jumped beyond {teleport} m, {} counted, largest other {others:.4} m",
+            r.stats.snapped_back
+        );
+        assert_eq!(snaps, r.stats.snapped_back, "seed {seed}");
+        assert!(others <= bound, "seed {seed}: {others}");
+        snapped += snaps;
+    }
+    assert!(snapped >= 1, "no seed held a proxy that long");
+}
+
 #[test]
 fn adaptive_delay_stays_short_and_rarely_starves() {
     for rate in [60.0, 20.0] {

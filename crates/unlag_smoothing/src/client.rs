@@ -44,6 +44,9 @@ pub struct ProxySmoothing {
     last_view: Option<f64>,
     /// This frame eased from the old curve after a late state (counted with the frame).
     eased_late: bool,
+    /// This frame came back from starved frames too far from the curve to ease, and snapped
+    /// (counted with the frame).
+    snapped_back: bool,
     last_rendered: Option<Vec3>,
     /// The mode changed since the last frame (see [`ProxySmoothing::set_mode`]).
     switched: bool,
@@ -91,6 +94,7 @@ impl ProxySmoothing {
             last_pair: None,
             last_view: None,
             eased_late: false,
+            snapped_back: false,
             last_rendered: None,
             switched: false,
             resumed: false,
@@ -249,6 +253,10 @@ pub struct SmoothingStats {
     /// Times a late state landed between the two a proxy was being drawn between, and the
     /// proxy was eased from the old curve onto the new one rather than jump.
     pub late_eases: u64,
+    /// Times a proxy came back from starved frames (held through a burst of losses) further
+    /// from its curve than [`SmoothingSettings::teleport_distance`](crate::SmoothingSettings)
+    /// and was snapped onto it in one frame, as a teleport is, rather than swept there.
+    pub snapped_back: u64,
     /// Times a proxy went dormant (the server stopped sending it: not relevant to this client).
     pub dormant: u64,
     /// Times a dormant proxy was shown again, snapped to its first new state.
@@ -1238,17 +1246,16 @@ impl ProxySmoothing {
             // Paced by the fastest of the states it lies between: a long hold leaves metres
             // to catch up, which a fixed time swept at many times the proxy's speed.
             let speed = self.pair_speed(sample.from, sample.to, starved_on.map(|(s, _)| s));
-            match (starved_now, self.last_rendered) {
-                (Some(was), _) => {
-                    self.ease.on_correction_paced(position - was, spell, speed);
-                }
+            let eased = match (starved_now, self.last_rendered) {
+                (Some(was), _) => self.ease.on_correction_paced(position - was, spell, speed),
                 (None, Some(shown)) => {
                     self.ease = VisualOffset::default();
                     self.ease
-                        .on_correction_paced(position - shown, spell, speed);
+                        .on_correction_paced(position - shown, spell, speed)
                 }
-                (None, None) => {}
-            }
+                (None, None) => true,
+            };
+            self.snapped_back = !eased;
         }
         // A late state landed inside the segment the last frame was drawn on (its neighbours
         // came before it: a burst of loss, a trail copy): the curve under the view is now
@@ -1320,6 +1327,9 @@ impl ProxySmoothing {
             (sample.kind == SampleKind::Interpolated).then_some((sample.from, sample.to));
         if core::mem::take(&mut self.eased_late) {
             stats.late_eases += 1;
+        }
+        if core::mem::take(&mut self.snapped_back) {
+            stats.snapped_back += 1;
         }
         self.last_rendered = Some(position);
         self.frames += 1;
