@@ -972,13 +972,24 @@ impl RewindQuery<'_, '_> {
         let shortest = ease.length() - EASE_SLACK;
         let explains = |jump: Vec3, age: f64, speed: f32| {
             let squared = jump.length_squared();
-            if squared < shortest * shortest
-                || (age > 2.0 * f64::from(ease_time) && age > lasts(jump, speed))
-            {
+            if squared < shortest * shortest {
                 return false;
             }
+            // Older than the base ease's two spans, only a long jump's paced ease is left, and
+            // only as much of it as eases out over twice its time: `(1 − age / (2 T))²`, where
+            // the client's is `(1 − age / T)²` (of the same jump, T its catch-up time). A
+            // magnet cannot lean on a long jump long past for any part it likes.
+            let most = if age > 2.0 * f64::from(ease_time) {
+                let left = 1.0 - age / lasts(jump, speed);
+                if left <= 0.0 {
+                    return false;
+                }
+                (left * left) as f32
+            } else {
+                1.0
+            };
             let part = if squared > 1e-12 {
-                (ease.dot(jump) / squared).clamp(0.0, 1.0)
+                (ease.dot(jump) / squared).clamp(0.0, most)
             } else {
                 0.0
             };
