@@ -271,14 +271,12 @@ impl Segment {
 /// moved on by its velocity for `alpha` seconds; otherwise it is [`evaluate`] with `mode`
 /// (`Extrapolate` proxies are sampled on the Hermite curve).
 pub fn replay(mode: SmoothingMode, a: &ProxyState, b: &ProxyState, alpha: f32) -> (Vec3, Quat) {
-    if a.tick == b.tick {
-        return (a.position + a.velocity * alpha, a.rotation);
-    }
-    let mode = match mode {
-        SmoothingMode::Extrapolate => SmoothingMode::Hermite,
-        m => m,
+    let rotation = if a.tick == b.tick {
+        a.rotation
+    } else {
+        a.rotation.slerp(b.rotation, alpha.clamp(0.0, 1.0))
     };
-    evaluate(mode, a, b, alpha)
+    (Segment::replay(mode, a, b).position(alpha), rotation)
 }
 
 /// The longest a Hermite tangent (a state's velocity times the interval) may be against the

@@ -40,6 +40,17 @@ struct PairSegment {
     speed: f32,
 }
 
+/// Where a curve (or a dead reckoning) drew a proxy at one moment, as
+/// [`RewindQuery::ease_explained`] tries it: the indices of its two states (one, twice, for a
+/// dead reckoning), the place, and the faster state's speed (m/s).
+#[derive(Copy, Clone)]
+struct Drawn {
+    from: usize,
+    to: usize,
+    at: Vec3,
+    speed: f32,
+}
+
 /// Why a rewind query has no answer.
 #[derive(Copy, Clone, Debug, PartialEq, thiserror::Error)]
 pub enum RewindError {
@@ -1001,16 +1012,16 @@ impl RewindQuery<'_, '_> {
         let along = ease.normalize_or_zero();
         // (A millimetre's margin for the rounding of positions metres from the origin.)
         let reaches = |spread: f32| spread >= shortest - 1e-3;
-        let spread = |curves: &[(usize, usize, Vec3, f32)]| {
+        let spread = |curves: &[Drawn]| {
             curves
                 .iter()
-                .map(|c| c.2.dot(along))
+                .map(|c| c.at.dot(along))
                 .fold((f32::INFINITY, f32::NEG_INFINITY), |(low, high), x| {
                     (low.min(x), high.max(x))
                 })
         };
         let steps = (span / EASE_STEP).ceil() as usize;
-        let mut curves: Vec<(usize, usize, Vec3, f32)> = Vec::with_capacity(32);
+        let mut curves: Vec<Drawn> = Vec::with_capacity(32);
         let mut segments: Vec<Option<Vec<PairSegment>>> = vec![None; states.len()];
         // Newest first: an honest ease is most often young, and the search stops at it.
         for step in (0..=steps).rev() {
@@ -1020,13 +1031,14 @@ impl RewindQuery<'_, '_> {
             if next == 0 {
                 continue;
             }
-            // Where the curve was at `t`, with the indices of its two states (one, twice, for
-            // `Extrapolate`'s dead reckoning) and the faster's speed.
+            // Where the curve was at `t` (`Extrapolate`: a dead reckoning).
             curves.clear();
             if view.mode == SmoothingMode::Extrapolate {
-                curves.extend((next.saturating_sub(3)..next).map(|i| {
-                    let speed = unlag_core::catch_up_speed([states[i]]);
-                    (i, i, run_on(states[i], t), speed)
+                curves.extend((next.saturating_sub(3)..next).map(|i| Drawn {
+                    from: i,
+                    to: i,
+                    at: run_on(states[i], t),
+                    speed: unlag_core::catch_up_speed([states[i]]),
                 }));
             } else {
                 // The pair around `t` the client had: neighbours, or across states lost
@@ -1053,7 +1065,12 @@ impl RewindQuery<'_, '_> {
                     });
                     for pair in from_a.iter().filter(|p| p.to >= next) {
                         let alpha = ((t - sa.time) / pair.duration) as f32;
-                        curves.push((ia, pair.to, pair.segment.position(alpha), pair.speed));
+                        curves.push(Drawn {
+                            from: ia,
+                            to: pair.to,
+                            at: pair.segment.position(alpha),
+                            speed: pair.speed,
+                        });
                     }
                 }
             }
@@ -1062,13 +1079,13 @@ impl RewindQuery<'_, '_> {
             // moved the view onto the shorter curve inside them, eased from the longer.
             if matches!(view.mode, SmoothingMode::Hermite | SmoothingMode::Linear)
                 && reaches(high - low)
-                && curves.iter().any(|&(a0, b0, old, v0)| {
-                    reaches(old.dot(along) - low)
-                        && curves.iter().any(|&(a1, b1, new, v1)| {
-                            a0 <= a1
-                                && b1 <= b0
-                                && (a0, b0) != (a1, b1)
-                                && explains(old - new, age, v0.max(v1))
+                && curves.iter().any(|old| {
+                    reaches(old.at.dot(along) - low)
+                        && curves.iter().any(|new| {
+                            old.from <= new.from
+                                && new.to <= old.to
+                                && (old.from, old.to) != (new.from, new.to)
+                                && explains(old.at - new.at, age, old.speed.max(new.speed))
                         })
                 })
             {
@@ -1087,7 +1104,7 @@ impl RewindQuery<'_, '_> {
                 if reaches(drawn.dot(along) - low)
                     && curves
                         .iter()
-                        .any(|&(_, _, c, v)| explains(drawn - c, age, speed.max(v)))
+                        .any(|c| explains(drawn - c.at, age, speed.max(c.speed)))
                 {
                     return true;
                 }
