@@ -388,7 +388,7 @@ fn main() {
         let (mut explained, start) = (0, Instant::now());
         for _ in 0..rounds {
             for claim in &claims {
-                explained += usize::from(rewind.ease_explained(black_box(claim), VIEW));
+                explained += usize::from(rewind.ease_explained(black_box(claim), VIEW, None));
             }
         }
         let each = start.elapsed().as_secs_f64() * 1e6 / (rounds * claims.len()) as f64;

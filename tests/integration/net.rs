@@ -2417,3 +2417,56 @@ fn acknowledged_state_messages_read_the_same_remembered_or_asked_afresh() {
     assert!(acknowledged_seen > 5000, "{acknowledged_seen} frames");
     assert!(forgotten_seen > 3000, "{forgotten_seen} frames");
 }
+
+/// The ticks of a client's state messages it acknowledged, as the ease check reads them: after
+/// a burst of losses (ticks 100-130, every packet lost) the first tick heard is that of a lost
+/// state's repeat acknowledged later (tick 120, sent at 135) else the first after the burst;
+/// nothing is heard after the newest acknowledged; and a tick whose later messages may have
+/// been forgotten ([`unlag::net::STATE_MESSAGES_KEPT`]) is not known.
+#[test]
+fn the_ticks_a_client_heard_show_its_bursts_of_losses() {
+    use unlag::core::AckLedger;
+    use unlag::net::StatesSentTo;
+    let (mut ledger, mut log) = (AckLedger::default(), StatesSentTo::default());
+    let kept = unlag::net::STATE_MESSAGES_KEPT as u32;
+    let last = kept + 88;
+    let mut send = |ledger: &mut AckLedger, tick: u32, frame: u64, id: u16, lost: bool| {
+        let now = frame as f64 / 60.0;
+        ledger.on_sent(id, now, frame, |_| {});
+        let message = log.begin();
+        log.end(message, tick, frame);
+        // Acknowledged at once, but for the burst and the newest ten (not yet).
+        if !lost && tick + 10 <= last {
+            ledger.on_header(id, 0, now, |_| {});
+        }
+    };
+    let mut id = 0u16;
+    for tick in 1..=last {
+        id += 1;
+        send(
+            &mut ledger,
+            tick,
+            u64::from(tick),
+            id,
+            (100..=130).contains(&tick),
+        );
+        if tick == 135 {
+            // A repeat of the burst's tick 120, in the same frame.
+            id += 1;
+            send(&mut ledger, 120, 135, id, false);
+        }
+    }
+    let heard = log.heard(&ledger);
+    assert_eq!(heard.first_after(99), Some(Some(120)));
+    assert_eq!(heard.first_after(120), Some(Some(131)));
+    assert_eq!(heard.first_after(200), Some(Some(201)));
+    assert_eq!(
+        heard.first_after(last - 10),
+        Some(None),
+        "not yet acknowledged"
+    );
+    // One message more than are kept was sent in ticks 1-89: those of 1-89 are forgotten.
+    assert_eq!(last + 1 - kept, 89);
+    assert_eq!(heard.first_after(88), None);
+    assert_eq!(heard.first_after(89), Some(Some(90)));
+}

@@ -79,7 +79,7 @@ pub use unlag_core::{
     ConditionsError, DelayPolicy, Fields, HighPingSettings, LinkConditions, SettingsError, Validate,
 };
 pub use view::{
-    AcknowledgedMessages, NetFrame, ProxyFlags, ProxySmoothingSystems, RenderedPose,
+    AcknowledgedMessages, HeardTicks, NetFrame, ProxyFlags, ProxySmoothingSystems, RenderedPose,
     SENT_STATES_SECONDS, STATE_MESSAGES_KEPT, SentMask, SentStates, StatesSentTo, Teleported,
     TeleportsSeen,
 };

@@ -199,9 +199,11 @@ pub(crate) fn count_frame(mut frame: ResMut<NetFrame>) {
     frame.0 += 1;
 }
 
-/// How many of a client's latest state messages [`StatesSentTo`] remembers (at 60 Hz, a
-/// second).
-pub const STATE_MESSAGES_KEPT: usize = 64;
+/// How many of a client's latest state messages [`StatesSentTo`] remembers: at 60 due messages
+/// a second and as many repeats, four seconds. [`StatesSentTo::heard`] reads the long spells
+/// a client went without any (a burst of losses it was held through, and eased out of for up
+/// to two seconds after) that far back; the masks reach the latest 64.
+pub const STATE_MESSAGES_KEPT: usize = 512;
 
 /// On a server's client link: the tick of each of its latest state messages and the frame it
 /// left in ([`NetFrame`]); which proxies' states each carried, the smoothing server keeps per
@@ -214,6 +216,34 @@ pub struct StatesSentTo {
     /// The latest [`STATE_MESSAGES_KEPT`] messages, oldest first.
     messages: std::collections::VecDeque<KeptMessage>,
     next: u32,
+    /// The newest tick of a message forgotten, if any was: every message of a later tick is
+    /// kept (a message leaves at its tick or, a repeat, after it).
+    forgotten: Option<u32>,
+}
+
+/// The ticks of a client's state messages it acknowledged, as far back as [`StatesSentTo`]
+/// keeps them ([`StatesSentTo::heard`]): a spell of ticks none of whose messages it
+/// acknowledged is one it heard nothing in, whatever proxy's states they carried (a burst of
+/// losses takes every datagram of a spell).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeardTicks {
+    /// Every message of a tick after this one is kept (none forgotten: `None`).
+    forgotten: Option<u32>,
+    /// The ticks of the messages acknowledged, ascending, each once.
+    heard: Vec<u32>,
+}
+
+impl HeardTicks {
+    /// The first tick after `tick` of a message the client acknowledged: `Some(None)` if none
+    /// is yet, `None` if a message of a tick after `tick` may have been forgotten (so not
+    /// known).
+    pub fn first_after(&self, tick: u32) -> Option<Option<u32>> {
+        if self.forgotten.is_some_and(|f| f > tick) {
+            return None;
+        }
+        let i = self.heard.partition_point(|&t| t <= tick);
+        Some(self.heard.get(i).copied())
+    }
 }
 
 /// One of a client's state messages, as [`StatesSentTo`] keeps it.
@@ -318,7 +348,33 @@ impl StatesSentTo {
             acknowledged: false,
         });
         while self.messages.len() > STATE_MESSAGES_KEPT {
-            self.messages.pop_front();
+            if let Some(gone) = self.messages.pop_front() {
+                self.forgotten = Some(self.forgotten.map_or(gone.tick, |f| f.max(gone.tick)));
+            }
+        }
+    }
+
+    /// The ticks of the kept messages the client acknowledged in full by the server's `ledger`
+    /// ([`unlag_core::AckLedger::frame_acknowledged`]; one still waiting counts as not heard).
+    /// For a judge that asks once in a while (a claimed ease): it reads every kept message.
+    pub fn heard(&self, ledger: &unlag_core::AckLedger) -> HeardTicks {
+        let mut asked: Option<(u64, bool)> = None;
+        let mut heard: Vec<u32> = Vec::new();
+        for message in &self.messages {
+            let acknowledged = match asked {
+                Some((frame, answer)) if frame == message.frame => answer,
+                _ => ledger.frame_acknowledged(message.frame).is_some(),
+            };
+            asked = Some((message.frame, acknowledged));
+            if acknowledged {
+                heard.push(message.tick);
+            }
+        }
+        heard.sort_unstable();
+        heard.dedup();
+        HeardTicks {
+            forgotten: self.forgotten,
+            heard,
         }
     }
 
@@ -337,7 +393,8 @@ impl StatesSentTo {
         // Newest first: the first acknowledged is the latest, the rest line up behind it.
         let mut latest = None;
         let mut asked: Option<(u64, bool)> = None;
-        for message in self.messages.iter_mut().rev() {
+        // (The masks reach the latest 64 messages.)
+        for message in self.messages.iter_mut().rev().take(64) {
             let frame = message.frame;
             let acknowledged = match asked {
                 _ if message.acknowledged && held_from.is_some_and(|f| frame >= f) => true,
@@ -370,8 +427,9 @@ impl StatesSentTo {
         after: u32,
         before: u32,
     ) -> impl Iterator<Item = (u32, u64)> + '_ {
+        // (The masks reach the latest 64 messages.)
         self.messages
-            .iter()
+            .range(self.messages.len().saturating_sub(64)..)
             .filter(move |m| m.tick > after && m.tick < before && sent.has(m.number))
             .map(|m| (m.tick, m.frame))
     }

@@ -23,6 +23,12 @@ const EASE_STEP: f64 = 0.004;
 /// interval from the gaps of its last states, up to a second and a half of 1-Hz ones.
 const EASE_INTERVAL_WINDOW: f64 = 1.5;
 
+/// The longest a claimed ease may follow a hold through a spell the client heard nothing in,
+/// seconds: a proxy held a second at a run is beyond the teleport distance from its curve and
+/// snaps back, with no ease (a cap on the search too: a client that holds back its
+/// acknowledgements cannot make it try every pair of a long history).
+const MAX_UNHEARD_HOLD: f64 = 1.0;
+
 /// How much longer than the longest starved spell a pair of states around a moment may span
 /// (the states lost between them and one interval), seconds.
 const EASE_PAIR_SLACK: f64 = 0.1;
@@ -902,18 +908,26 @@ impl RewindQuery<'_, '_> {
     /// eases from there back onto the curve. The states tried are those a client could have
     /// been starved on then: extrapolated at most that long, held through up to two of their
     /// intervals (a state lost between), or through the gap between the claim's own two states
-    /// (which shows the client had none between them). The curve is tried between any two
-    /// sent states around the moment that such a spell could leave a client with; in
-    /// `Extrapolate` mode, the dead reckoning of one of the three newest states. So an honest offset lies on one of a few lines fixed by how the target
-    /// really moved, and a client cannot pick its direction to pull a hit box onto its ray
-    /// (a magnet): the combat server judges an unexplained ease as none, on the curve.
+    /// (which shows the client had none between them); and, given what the client
+    /// acknowledged (`heard`: [`unlag_net::StatesSentTo::heard`]), through a spell in which it
+    /// acknowledged no state message at all (a burst of losses), up to a second. The curve is
+    /// tried between any two sent states around the moment that such a spell could leave a
+    /// client with; in `Extrapolate` mode, the dead reckoning of one of the three newest
+    /// states. So an honest offset lies on one of a few lines fixed by how the target really
+    /// moved, and a client cannot pick its direction to pull a hit box onto its ray (a
+    /// magnet): the combat server judges an unexplained ease as none, on the curve.
     /// In `Hermite` and `Linear` modes an ease is also explained by a part of the difference
     /// between two such curves at a moment, one between two states and one between two
     /// states inside those (a state between them came late: the client eases from the curve
     /// it drew onto the new one).
     /// (An ease left over from a mode switch, which the server does not see, or from two
-    /// starved spells within one ease, is judged as none too.)
-    pub fn ease_explained(&self, view: &ClaimedView, view_time: f64) -> bool {
+    /// starved spells or late states within one ease, is judged as none too.)
+    pub fn ease_explained(
+        &self,
+        view: &ClaimedView,
+        view_time: f64,
+        heard: Option<&unlag_net::HeardTicks>,
+    ) -> bool {
         let ease = view.ease;
         if ease.length() <= EASE_SLACK {
             return true;
@@ -965,16 +979,30 @@ impl RewindQuery<'_, '_> {
         // How long a state may have been run on: its extrapolation, two of its intervals, or
         // the claim's gap. (Its interval: to the next state on the grid, or from the one
         // before; one off the grid may be the newest a client had until the grid's next.)
+        // Or, with `heard`, through a spell it heard nothing in (a burst of losses took every
+        // datagram): until the first state of this character at or after the tick it heard
+        // again, and two of its intervals on (the state that ended the hold came late).
         let held_for = |i: usize| {
+            let s = states[i];
             let interval = states[i + 1..]
                 .iter()
                 .find(|o| !o.off_grid)
                 .or(states[..i].iter().rev().find(|o| !o.off_grid))
-                .map_or(0.0, |o| (o.time - states[i].time).abs());
-            reach.max(2.0 * interval).max(gap)
+                .map_or(0.0, |o| (o.time - s.time).abs());
+            let held = reach.max(2.0 * interval).max(gap);
+            // (Heard nothing since: still held, with no ease yet.)
+            let unheard = heard
+                .and_then(|h| h.first_after(s.tick).flatten())
+                .and_then(|tick| states[i + 1..].iter().find(|o| o.tick >= tick))
+                .map_or(0.0, |o| {
+                    (o.time - s.time + 2.0 * interval).min(MAX_UNHEARD_HOLD)
+                });
+            (held, unheard)
         };
-        let held_for: Vec<f64> = (0..states.len()).map(held_for).collect();
+        let (held_for, unheard): (Vec<f64>, Vec<f64>) = (0..states.len()).map(held_for).unzip();
         let longest = held_for.iter().copied().fold(reach, f64::max);
+        // The longest hold through an unheard spell, where longer than any other.
+        let longest_unheard = unheard.iter().copied().fold(longest, f64::max);
         // Where a client starved on `s` draws it at `t` (as the smoothing plugin does).
         let run_on = |s: &unlag_core::ProxyState, t: f64| {
             unlag_core::replay(view.mode, s, s, (t - s.time).clamp(0.0, reach) as f32).0
@@ -1044,8 +1072,12 @@ impl RewindQuery<'_, '_> {
                 // The pair around `t` the client had: neighbours, or across states lost
                 // between them, as many as it may have been starved for.
                 for (ia, sa) in states[..next].iter().enumerate().rev() {
-                    if t - sa.time > longest {
+                    if t - sa.time > longest_unheard {
                         break;
+                    }
+                    let reach_a = longest.max(unheard[ia]);
+                    if t - sa.time > reach_a {
+                        continue;
                     }
                     // Its curves to every state after it, set up once: the same pairs are
                     // tried at many moments.
@@ -1053,7 +1085,7 @@ impl RewindQuery<'_, '_> {
                         states[ia + 1..]
                             .iter()
                             .enumerate()
-                            .take_while(|(_, sb)| sb.time - sa.time <= longest + EASE_PAIR_SLACK)
+                            .take_while(|(_, sb)| sb.time - sa.time <= reach_a + EASE_PAIR_SLACK)
                             .filter(|(_, sb)| !sb.teleport && sb.time > sa.time)
                             .map(|(i, sb)| PairSegment {
                                 to: ia + 1 + i,
@@ -1093,10 +1125,10 @@ impl RewindQuery<'_, '_> {
             }
             // Where a client starved on one of the states before `t` drew it.
             for (i, s) in states[..next].iter().enumerate().rev() {
-                if t - s.time > longest {
+                if t - s.time > longest_unheard {
                     break;
                 }
-                if t - s.time > held_for[i] {
+                if t - s.time > held_for[i].max(unheard[i]) {
                     continue;
                 }
                 let drawn = run_on(s, t);

@@ -37,6 +37,7 @@ impl ShotContext<'_, '_, '_> {
             stale: Vec::new(),
         };
         let tolerance = crate::rules::shot_tolerance(self.settings, link, self.arrival.frame);
+        let mut heard: Option<Option<unlag_net::HeardTicks>> = None;
         for (k, c) in request.claims.iter().enumerate() {
             // One pose per target: a client drew each proxy once, so two claims on one target
             // would make its hit box the union of two chosen poses.
@@ -98,7 +99,11 @@ impl ShotContext<'_, '_, '_> {
             // otherwise it could be a magnet pulling the hit box onto the ray. Judged as none:
             // on the curve.
             let drawn_at = if c.from == c.to { centre } else { shown };
-            if !rewind.ease_explained(&claim, drawn_at) {
+            // What the client acknowledged, read once a shot and only for an ease to explain.
+            if claim.ease.length() > unlag_rewind::EASE_SLACK && heard.is_none() {
+                heard = Some(self.heard());
+            }
+            if !rewind.ease_explained(&claim, drawn_at, heard.as_ref().and_then(|h| h.as_ref())) {
                 claim.ease = Vec3::ZERO;
                 stats.unexplained_eases += 1;
             }
@@ -110,6 +115,13 @@ impl ShotContext<'_, '_, '_> {
             }
         }
         Ok(claims)
+    }
+
+    /// The ticks of the state messages the shooter's client acknowledged
+    /// ([`unlag_net::StatesSentTo::heard`]), if the server keeps them for its link.
+    fn heard(&self) -> Option<unlag_net::HeardTicks> {
+        let (_, log, ledger) = self.sent.get(self.link).ok()?;
+        Some(log.heard(&ledger.0))
     }
 
     /// Whether the shooter surely had a state of `target` with a tick strictly between `from`
