@@ -2418,11 +2418,12 @@ fn acknowledged_state_messages_read_the_same_remembered_or_asked_afresh() {
     assert!(forgotten_seen > 3000, "{forgotten_seen} frames");
 }
 
-/// The ticks of a client's state messages it acknowledged, as the ease check reads them: after
-/// a burst of losses (ticks 100-130, every packet lost) the first tick heard is that of a lost
-/// state's repeat acknowledged later (tick 120, sent at 135) else the first after the burst;
-/// nothing is heard after the newest acknowledged; and a tick whose later messages may have
-/// been forgotten ([`unlag::net::STATE_MESSAGES_KEPT`]) is not known.
+/// The ticks at which a client's state messages it acknowledged left, as the ease check reads
+/// them: after a burst of losses (ticks 100-140, every packet lost) the first heard is a lost
+/// state's repeat (of tick 120), at the tick it left (135), not its state's; after one of
+/// 150-170 the first after the burst; nothing is heard after the newest acknowledged; and a
+/// tick after which messages may have been forgotten ([`unlag::net::STATE_MESSAGES_KEPT`]) is
+/// not known.
 #[test]
 fn the_ticks_a_client_heard_show_its_bursts_of_losses() {
     use unlag::core::AckLedger;
@@ -2431,7 +2432,7 @@ fn the_ticks_a_client_heard_show_its_bursts_of_losses() {
     let kept = unlag::net::STATE_MESSAGES_KEPT as u32;
     let last = kept + 88;
     let mut send = |ledger: &mut AckLedger, tick: u32, frame: u64, id: u16, lost: bool| {
-        let now = frame as f64 / 60.0;
+        let now = frame as f64 / 120.0;
         ledger.on_sent(id, now, frame, |_| {});
         let message = log.begin();
         log.end(message, tick, frame);
@@ -2446,19 +2447,21 @@ fn the_ticks_a_client_heard_show_its_bursts_of_losses() {
         send(
             &mut ledger,
             tick,
-            u64::from(tick),
+            2 * u64::from(tick),
             id,
-            (100..=130).contains(&tick),
+            (100..=140).contains(&tick) || (150..=170).contains(&tick),
         );
         if tick == 135 {
-            // A repeat of the burst's tick 120, in the same frame.
+            // A repeat of the burst's tick 120, in a frame of its own that came through.
             id += 1;
-            send(&mut ledger, 120, 135, id, false);
+            send(&mut ledger, 120, 2 * 135 + 1, id, false);
         }
     }
     let heard = log.heard(&ledger);
-    assert_eq!(heard.first_after(99), Some(Some(120)));
-    assert_eq!(heard.first_after(120), Some(Some(131)));
+    assert_eq!(heard.first_after(99), Some(Some(135)));
+    assert_eq!(heard.first_after(120), Some(Some(135)));
+    assert_eq!(heard.first_after(135), Some(Some(141)));
+    assert_eq!(heard.first_after(149), Some(Some(171)));
     assert_eq!(heard.first_after(200), Some(Some(201)));
     assert_eq!(
         heard.first_after(last - 10),

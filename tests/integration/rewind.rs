@@ -909,125 +909,142 @@ fn the_server_rebuilds_exactly_what_the_client_drew(rate_hz: f32, stops: bool, s
 /// copy comes after the next state): the client was drawing a curve across the gap, and eases
 /// from it onto the curve through the late state. Those eases, decimetres where the walker
 /// stops, are ones the server explains (so a shot is judged where the proxy was drawn), as it
-/// explains the eases after starved frames: every claimed ease is, over seeds whose draws
-/// bring dozens of late eases beyond [`unlag::rewind::EASE_SLACK`] and holds that leave the
-/// proxy a metre behind its curve. A burst long enough to hold the proxy past its
-/// extrapolation and two of its intervals (seeds 25 and 36) is one the server reads from the
-/// client's acknowledgements (`unlag::net::StatesSentTo::heard`): each claim is judged half a
-/// second after it was drawn, as a shot's claims are once its datagram (with the client's
-/// acknowledgements) has come up the link.
+/// explains the eases after starved frames: every claimed ease is, in `Hermite` and `Linear`
+/// modes, over seeds whose draws bring dozens of late eases beyond
+/// [`unlag::rewind::EASE_SLACK`] and holds that leave the proxy a metre behind its curve. A
+/// burst long enough to hold the proxy past its extrapolation and two of its intervals is one
+/// the server reads from the client's acknowledgements (`unlag::net::StatesSentTo::heard`):
+/// each claim is judged half a second after it was drawn, as a shot's claims are once its
+/// datagram (with the client's acknowledgements) has come up the link. In `Extrapolate` mode,
+/// every new state's jump is eased: after a hold, the next one adds onto what is left of the
+/// long ease, two jumps the server does not try together (the stop of a walker a hold ago):
+/// such frames are judged on the curve, fewer than one in 500 (20 of 14 437 eased frames over
+/// seeds 1-20; 1 527 when a lost state's acknowledged repeat counted at its state's tick, not
+/// at the tick it left).
 #[test]
 fn a_late_states_ease_is_one_the_server_explains() {
     /// How long after it was drawn a claim is judged: the up-link's 50 ms, and the client's
     /// acknowledgements packed and sent after a burst of upstream losses.
     const JUDGED_AFTER: usize = 120;
     let (mut late_beyond_slack, mut longest_ease) = (0, 0.0f32);
-    let (mut judged, mut through_unheard_spells, mut compound_unexplained) = (0, 0, 0);
-    for seed in 1..=40u64 {
-        let mut tb = Testbed::new(TestbedConfig {
-            clients: 1,
-            conditions: LinkConditions::new(
-                Duration::from_millis(100),
-                Duration::from_millis(10),
-                0.1,
-            ),
-            loss_burst: 8.0,
-            seed,
-            ..default()
-        });
-        tb.add_plugins(unlag_testbed::RapierFixedPlugin::default())
-            .add_plugins(ProxySmoothingPlugin::default())
-            .add_plugins(RewindPlugin::default());
-        tb.server().add_systems(FixedUpdate, circle);
-        assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
-        let character = tb
-            .server_world_mut()
-            .spawn((
-                Circler { stops: true },
-                SmoothedProxy,
-                Replicate::to_clients(NetworkTarget::All),
-            ))
-            .id();
-        tb.run_for(Duration::from_secs(3));
-        let late_eases = |tb: &Testbed| {
-            tb.client_world(0)
-                .resource::<unlag::smoothing::SmoothingStats>()
-                .late_eases
-        };
-        let (mut eased, mut last_late, mut since_late) = (0, late_eases(&tb), u32::MAX);
-        let mut compound_until = 0;
-        // The claims drawn and not yet judged, each with the step it is judged at.
-        let mut waiting: std::collections::VecDeque<(usize, RenderedPose, bool)> = default();
-        let steps = 240 * 20;
-        for step in 0..steps + JUDGED_AFTER {
-            tb.step();
-            while let Some(&(due, pose, compound)) = waiting.front()
-                && due <= step
-            {
-                waiting.pop_front();
-                let view = ClaimedView::from_rendered(character, &pose);
-                let (explained, without_heard) = tb
-                    .server_world_mut()
-                    .run_system_once(
-                        move |q: RewindQuery,
-                              links: Query<(
-                            &unlag::net::StatesSentTo,
-                            &unlag::net::ClientAckLedger,
-                        )>| {
-                            let heard = links.single().ok().map(|(log, l)| log.heard(&l.0));
-                            let Ok(at) = q.claimed_time(&view) else {
-                                return (false, false);
-                            };
-                            (
-                                q.ease_explained(&view, at, heard.as_ref()),
-                                q.ease_explained(&view, at, None),
-                            )
-                        },
-                    )
-                    .unwrap();
-                assert!(explained || compound, "seed {seed}: {pose:?}");
-                compound_unexplained += usize::from(!explained);
-                judged += 1;
-                through_unheard_spells += usize::from(explained && !without_heard);
-            }
-            if step >= steps {
-                continue;
-            }
-            let late = late_eases(&tb);
-            if late > last_late {
-                // A late state while the last one's ease is under way (0.1 s: 24 frames): the
-                // two eases add up, which the server does not try (it tries one).
-                if since_late < 24 {
-                    compound_until = step + 24;
-                }
-                since_late = 0;
-            } else {
-                since_late = since_late.saturating_add(1);
-            }
-            last_late = late;
-            let Some(pose) = tb
-                .client_world_mut(0)
-                .query::<&RenderedPose>()
-                .iter(tb.client_world(0))
-                .next()
-                .copied()
-            else {
-                continue;
+    let mut through_unheard_spells = 0;
+    for (mode, seeds) in [
+        (SmoothingMode::Hermite, 40u64),
+        (SmoothingMode::Linear, 20),
+        (SmoothingMode::Extrapolate, 20),
+    ] {
+        let (mut judged, mut unexplained) = (0usize, 0usize);
+        for seed in 1..=seeds {
+            let mut tb = Testbed::new(TestbedConfig {
+                clients: 1,
+                conditions: LinkConditions::new(
+                    Duration::from_millis(100),
+                    Duration::from_millis(10),
+                    0.1,
+                ),
+                loss_burst: 8.0,
+                seed,
+                ..default()
+            });
+            tb.add_plugins(unlag_testbed::RapierFixedPlugin::default())
+                .add_plugins(ProxySmoothingPlugin::default())
+                .add_plugins(RewindPlugin::default());
+            tb.server().add_systems(FixedUpdate, circle);
+            assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+            // (Before the proxy comes: a mode switched on a proxy drawn eases from where the
+            // old mode drew it, which the server does not see.)
+            tb.client_world_mut(0)
+                .resource_mut::<unlag::smoothing::SmoothingSettings>()
+                .default_mode = mode;
+            let character = tb
+                .server_world_mut()
+                .spawn((
+                    Circler { stops: true },
+                    SmoothedProxy,
+                    Replicate::to_clients(NetworkTarget::All),
+                ))
+                .id();
+            tb.run_for(Duration::from_secs(3));
+            let late_eases = |tb: &Testbed| {
+                tb.client_world(0)
+                    .resource::<unlag::smoothing::SmoothingStats>()
+                    .late_eases
             };
-            if pose.ease.length() <= unlag::rewind::EASE_SLACK {
-                continue;
+            let (mut last_late, mut since_late) = (late_eases(&tb), u32::MAX);
+            // The claims drawn and not yet judged, each with the step it is judged at.
+            let mut waiting: std::collections::VecDeque<(usize, RenderedPose)> = default();
+            let steps = 240 * 20;
+            for step in 0..steps + JUDGED_AFTER {
+                tb.step();
+                while let Some(&(due, pose)) = waiting.front()
+                    && due <= step
+                {
+                    waiting.pop_front();
+                    let view = ClaimedView::from_rendered(character, &pose);
+                    let (explained, without_heard) = tb
+                        .server_world_mut()
+                        .run_system_once(
+                            move |q: RewindQuery,
+                                  links: Query<(
+                                &unlag::net::StatesSentTo,
+                                &unlag::net::ClientAckLedger,
+                            )>| {
+                                let heard = links.single().ok().map(|(log, l)| log.heard(&l.0));
+                                let Ok(at) = q.claimed_time(&view) else {
+                                    return (false, false);
+                                };
+                                (
+                                    q.ease_explained(&view, at, heard.as_ref()),
+                                    q.ease_explained(&view, at, None),
+                                )
+                            },
+                        )
+                        .unwrap();
+                    assert!(
+                        explained || mode == SmoothingMode::Extrapolate,
+                        "{mode:?}, seed {seed}: {pose:?}"
+                    );
+                    judged += 1;
+                    unexplained += usize::from(!explained);
+                    through_unheard_spells += usize::from(explained && !without_heard);
+                }
+                if step >= steps {
+                    continue;
+                }
+                let late = late_eases(&tb);
+                since_late = if late > last_late {
+                    0
+                } else {
+                    since_late.saturating_add(1)
+                };
+                last_late = late;
+                let Some(pose) = tb
+                    .client_world_mut(0)
+                    .query::<&RenderedPose>()
+                    .iter(tb.client_world(0))
+                    .next()
+                    .copied()
+                else {
+                    continue;
+                };
+                assert_eq!(pose.mode, mode);
+                if pose.ease.length() <= unlag::rewind::EASE_SLACK {
+                    continue;
+                }
+                longest_ease = longest_ease.max(pose.ease.length());
+                // Within the ease's 0.1 s of a late state (24 frames), and not starved since.
+                if since_late < 24 && pose.kind == unlag::core::SampleKind::Interpolated {
+                    late_beyond_slack += 1;
+                }
+                waiting.push_back((step + JUDGED_AFTER, pose));
             }
-            eased += 1;
-            longest_ease = longest_ease.max(pose.ease.length());
-            // Within the ease's 0.1 s of a late state (24 frames), and not starved since.
-            if since_late < 24 && pose.kind == unlag::core::SampleKind::Interpolated {
-                late_beyond_slack += 1;
-            }
-            waiting.push_back((step + JUDGED_AFTER, pose, step < compound_until));
         }
         println!(
-            "seed {seed}: {} late eases, {eased} frames eased beyond the slack, {late_beyond_slack} after a late state so far, longest {longest_ease}, {through_unheard_spells} of {judged} explained through unheard spells and {compound_unexplained} compound eases unexplained so far",
-            late_eases(&tb)
+            "{mode:?}: {judged} frames eased beyond the slack, {unexplained} unexplained; so far {late_beyond_slack} after a late state, longest {longest_ease} m, {through_unheard_spells} explained through spells the client heard nothing in"
+        );
+        assert!(
+            unexplained * 500 < judged,
+            "{mode:?}: {unexplained} of {judged}"
         );
     }
     assert!(late_beyond_slack >= 30, "{late_beyond_slack}");
@@ -1035,7 +1052,7 @@ fn a_late_states_ease_is_one_the_server_explains() {
     // out over longer than the base 0.1 s (`unlag_core::catch_up_time`): explained all along.
     assert!(longest_ease >= 1.0, "{longest_ease}");
     // Some only through the spells the client acknowledged nothing in.
-    assert!(through_unheard_spells >= 20, "{through_unheard_spells}");
+    assert!(through_unheard_spells >= 100, "{through_unheard_spells}");
 }
 
 /// The closed-form capsule cast used by rewind queries is exact: it lands on the surface (its

@@ -216,27 +216,30 @@ pub struct StatesSentTo {
     /// The latest [`STATE_MESSAGES_KEPT`] messages, oldest first.
     messages: std::collections::VecDeque<KeptMessage>,
     next: u32,
-    /// The newest tick of a message forgotten, if any was: every message of a later tick is
-    /// kept (a message leaves at its tick or, a repeat, after it).
+    /// The tick the newest message forgotten left at, if any was: every message that left
+    /// later is kept.
     forgotten: Option<u32>,
+    /// The tick the newest message noted left at.
+    newest_sent: u32,
 }
 
-/// The ticks of a client's state messages it acknowledged, as far back as [`StatesSentTo`]
-/// keeps them ([`StatesSentTo::heard`]): a spell of ticks none of whose messages it
-/// acknowledged is one it heard nothing in, whatever proxy's states they carried (a burst of
-/// losses takes every datagram of a spell).
+/// The ticks at which a client's state messages it acknowledged left, as far back as
+/// [`StatesSentTo`] keeps them ([`StatesSentTo::heard`]): a spell of ticks none of whose
+/// messages it acknowledged is one it heard nothing in, whatever proxy's states they carried
+/// (a burst of losses takes every datagram of a spell). A repeat of an older state counts at
+/// the tick it left: it ended the spell when it came, not at its state's tick.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HeardTicks {
-    /// Every message of a tick after this one is kept (none forgotten: `None`).
+    /// Every message that left after this tick is kept (none forgotten: `None`).
     forgotten: Option<u32>,
-    /// The ticks of the messages acknowledged, ascending, each once.
+    /// The ticks the messages acknowledged left at, ascending, each once.
     heard: Vec<u32>,
 }
 
 impl HeardTicks {
-    /// The first tick after `tick` of a message the client acknowledged: `Some(None)` if none
-    /// is yet, `None` if a message of a tick after `tick` may have been forgotten (so not
-    /// known).
+    /// The first tick after `tick` at which a message the client acknowledged left:
+    /// `Some(None)` if none is yet, `None` if a message that left after `tick` may have been
+    /// forgotten (so not known).
     pub fn first_after(&self, tick: u32) -> Option<Option<u32>> {
         if self.forgotten.is_some_and(|f| f > tick) {
             return None;
@@ -251,6 +254,9 @@ impl HeardTicks {
 struct KeptMessage {
     number: u32,
     tick: u32,
+    /// The tick it left at, as near as the log knows: its own, or the newest of a message
+    /// before it (a repeat, or an off-grid state sampled ticks before, leaves later).
+    sent: u32,
     /// The server's frame it left in.
     frame: u64,
     /// Whether the client's acknowledgement of that frame was found when last asked.
@@ -341,21 +347,24 @@ impl StatesSentTo {
     /// Notes that message `message`, of `tick`, left in frame `frame`; forgets the oldest
     /// beyond [`STATE_MESSAGES_KEPT`].
     pub fn end(&mut self, message: u32, tick: u32, frame: u64) {
+        self.newest_sent = self.newest_sent.max(tick);
         self.messages.push_back(KeptMessage {
             number: message,
             tick,
+            sent: self.newest_sent,
             frame,
             acknowledged: false,
         });
         while self.messages.len() > STATE_MESSAGES_KEPT {
             if let Some(gone) = self.messages.pop_front() {
-                self.forgotten = Some(self.forgotten.map_or(gone.tick, |f| f.max(gone.tick)));
+                self.forgotten = Some(self.forgotten.map_or(gone.sent, |f| f.max(gone.sent)));
             }
         }
     }
 
-    /// The ticks of the kept messages the client acknowledged in full by the server's `ledger`
-    /// ([`unlag_core::AckLedger::frame_acknowledged`]; one still waiting counts as not heard).
+    /// The ticks the kept messages the client acknowledged in full by the server's `ledger`
+    /// left at ([`unlag_core::AckLedger::frame_acknowledged`]; one still waiting counts as not
+    /// heard).
     /// For a judge that asks once in a while (a claimed ease): it reads every kept message.
     pub fn heard(&self, ledger: &unlag_core::AckLedger) -> HeardTicks {
         let mut asked: Option<(u64, bool)> = None;
@@ -367,7 +376,7 @@ impl StatesSentTo {
             };
             asked = Some((message.frame, acknowledged));
             if acknowledged {
-                heard.push(message.tick);
+                heard.push(message.sent);
             }
         }
         heard.sort_unstable();

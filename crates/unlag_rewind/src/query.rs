@@ -921,7 +921,8 @@ impl RewindQuery<'_, '_> {
     /// states inside those (a state between them came late: the client eases from the curve
     /// it drew onto the new one).
     /// (An ease left over from a mode switch, which the server does not see, or from two
-    /// starved spells or late states within one ease, is judged as none too.)
+    /// starved spells or late states within one ease, or, in `Extrapolate` mode, a new
+    /// state's jump on top of what is left of a long one, is judged as none too.)
     pub fn ease_explained(
         &self,
         view: &ClaimedView,
