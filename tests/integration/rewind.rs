@@ -918,9 +918,8 @@ fn the_server_rebuilds_exactly_what_the_client_drew(rate_hz: f32, stops: bool, s
 /// datagram (with the client's acknowledgements) has come up the link. In `Extrapolate` mode,
 /// every new state's jump is eased: after a hold, the next one adds onto what is left of the
 /// long ease, two jumps the server does not try together (the stop of a walker a hold ago):
-/// such frames are judged on the curve, fewer than one in 500 (20 of 14 437 eased frames over
-/// seeds 1-20; 1 527 when a lost state's acknowledged repeat counted at its state's tick, not
-/// at the tick it left).
+/// such frames are judged on the curve, fewer than one in 500 (25 of 14 437 eased frames over
+/// seeds 1-20).
 #[test]
 fn a_late_states_ease_is_one_the_server_explains() {
     /// How long after it was drawn a claim is judged: the up-link's 50 ms, and the client's

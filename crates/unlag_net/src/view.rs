@@ -247,6 +247,11 @@ impl HeardTicks {
         let i = self.heard.partition_point(|&t| t <= tick);
         Some(self.heard.get(i).copied())
     }
+
+    /// Whether a message that left at `tick` was acknowledged (as far as kept).
+    pub fn heard_at(&self, tick: u32) -> bool {
+        self.heard.binary_search(&tick).is_ok()
+    }
 }
 
 /// One of a client's state messages, as [`StatesSentTo`] keeps it.
@@ -375,12 +380,11 @@ impl StatesSentTo {
                 _ => ledger.frame_acknowledged(message.frame).is_some(),
             };
             asked = Some((message.frame, acknowledged));
-            if acknowledged {
+            // (In order: the ticks messages left at never go back.)
+            if acknowledged && heard.last() != Some(&message.sent) {
                 heard.push(message.sent);
             }
         }
-        heard.sort_unstable();
-        heard.dedup();
         HeardTicks {
             forgotten: self.forgotten,
             heard,

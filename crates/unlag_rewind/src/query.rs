@@ -909,8 +909,9 @@ impl RewindQuery<'_, '_> {
     /// been starved on then: extrapolated at most that long, held through up to two of their
     /// intervals (a state lost between), or through the gap between the claim's own two states
     /// (which shows the client had none between them); and, given what the client
-    /// acknowledged (`heard`: [`unlag_net::StatesSentTo::heard`]), through a spell in which it
-    /// acknowledged no state message at all (a burst of losses), up to a second. The curve is
+    /// acknowledged (`heard`: [`unlag_net::StatesSentTo::heard`]), the state it heard last
+    /// before a spell in which it acknowledged no state message at all (a burst of losses),
+    /// through that spell, up to a second. The curve is
     /// tried between any two sent states around the moment that such a spell could leave a
     /// client with; in `Extrapolate` mode, the dead reckoning of one of the three newest
     /// states. So an honest offset lies on one of a few lines fixed by how the target really
@@ -980,9 +981,10 @@ impl RewindQuery<'_, '_> {
         // How long a state may have been run on: its extrapolation, two of its intervals, or
         // the claim's gap. (Its interval: to the next state on the grid, or from the one
         // before; one off the grid may be the newest a client had until the grid's next.)
-        // Or, with `heard`, through a spell it heard nothing in (a burst of losses took every
-        // datagram): until the first state of this character at or after the tick it heard
-        // again, and two of its intervals on (the state that ended the hold came late).
+        // Or, with `heard`, one it heard, through a spell it heard nothing in after it (a
+        // burst of losses took every datagram): until the first state of this character at or
+        // after the tick it heard again, and two of its intervals on (the state that ended
+        // the hold came late).
         let held_for = |i: usize| {
             let s = states[i];
             let interval = states[i + 1..]
@@ -991,8 +993,11 @@ impl RewindQuery<'_, '_> {
                 .or(states[..i].iter().rev().find(|o| !o.off_grid))
                 .map_or(0.0, |o| (o.time - s.time).abs());
             let held = reach.max(2.0 * interval).max(gap);
+            // Only the state it heard last before the spell (one it did not hear it never ran
+            // on, and a search from every state of a long spell costs ten times more).
             // (Heard nothing since: still held, with no ease yet.)
             let unheard = heard
+                .filter(|h| h.heard_at(s.tick))
                 .and_then(|h| h.first_after(s.tick).flatten())
                 .and_then(|tick| states[i + 1..].iter().find(|o| o.tick >= tick))
                 .map_or(0.0, |o| {
