@@ -564,9 +564,8 @@ fn send_echoes(echoes: &[(Entity, CosmeticFire)], mut echo: EchoLinks, now: f64)
         riders.hold_sized(fires, bytes, now);
     };
     for (link, mut riders, interest) in &mut echo {
-        let heard = |fire: &CosmeticFire| {
-            interest.is_none_or(|i| i.hears(fire.shooter) || i.hears_at(fire.origin))
-        };
+        let heard =
+            |fire: &CosmeticFire| interest.is_none_or(|i| i.hears_fire(fire.shooter, fire.origin));
         let mut batch = encoded.none();
         for (index, (from, fire)) in echoes.iter().enumerate() {
             if *from == link || !heard(fire) {

@@ -248,6 +248,15 @@ impl ProxyInterest {
             .is_none_or(|p| p.relevance != Relevance::Dormant || p.audible)
     }
 
+    /// Whether the client sees or hears a shot of `shooter`'s from `point`:
+    /// [`hears_at`](Self::hears_at) the point or [`hears`](Self::hears) the shooter. The
+    /// distance first: a shot is sent to every link, and within hearing (most links, where
+    /// players meet) the pair is not looked up (a hash lookup per link and shot was 2 % of a
+    /// 256-player server's update).
+    pub fn hears_fire(&self, shooter: Entity, point: Vec3) -> bool {
+        self.hears_at(point) || self.hears(shooter)
+    }
+
     /// Whether the client hears something at `point`: within its hearing distance of its
     /// viewpoint, or the viewpoint is unknown.
     pub fn hears_at(&self, point: Vec3) -> bool {

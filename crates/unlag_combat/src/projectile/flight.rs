@@ -115,8 +115,8 @@ fn announce(projectile: &Projectile, links: &mut ProjectileLinks) {
         encoded: default(),
     });
     for (link, mut sender, _, mut traffic, interest) in links {
-        let heard = interest
-            .is_none_or(|i| i.hears(projectile.shooter) || i.hears_at(projectile.launch.position));
+        let heard =
+            interest.is_none_or(|i| i.hears_fire(projectile.shooter, projectile.launch.position));
         if link != projectile.link && !heard {
             continue;
         }
@@ -179,7 +179,7 @@ fn report_impact(
         encoded: default(),
     });
     for (link, _, mut sender, mut traffic, interest) in links {
-        let heard = interest.is_none_or(|i| i.hears(projectile.shooter) || i.hears_at(point));
+        let heard = interest.is_none_or(|i| i.hears_fire(projectile.shooter, point));
         if link != projectile.link && !heard {
             continue;
         }
