@@ -362,15 +362,16 @@ impl StatesSentTo {
         });
         while self.messages.len() > STATE_MESSAGES_KEPT {
             if let Some(gone) = self.messages.pop_front() {
-                self.forgotten = Some(self.forgotten.map_or(gone.sent, |f| f.max(gone.sent)));
+                // (The ticks messages left at never go back.)
+                self.forgotten = Some(gone.sent);
             }
         }
     }
 
     /// The ticks the kept messages the client acknowledged in full by the server's `ledger`
     /// left at ([`unlag_core::AckLedger::frame_acknowledged`]; one still waiting counts as not
-    /// heard).
-    /// For a judge that asks once in a while (a claimed ease): it reads every kept message.
+    /// heard). For a judge that asks once in a while (a claimed ease): it reads every kept
+    /// message.
     pub fn heard(&self, ledger: &unlag_core::AckLedger) -> HeardTicks {
         let mut asked: Option<(u64, bool)> = None;
         let mut heard: Vec<u32> = Vec::new();

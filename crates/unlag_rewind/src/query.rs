@@ -911,12 +911,12 @@ impl RewindQuery<'_, '_> {
     /// (which shows the client had none between them); and, given what the client
     /// acknowledged (`heard`: [`unlag_net::StatesSentTo::heard`]), the state it heard last
     /// before a spell in which it acknowledged no state message at all (a burst of losses),
-    /// through that spell, up to a second. The curve is
-    /// tried between any two sent states around the moment that such a spell could leave a
-    /// client with; in `Extrapolate` mode, the dead reckoning of one of the three newest
-    /// states. So an honest offset lies on one of a few lines fixed by how the target really
-    /// moved, and a client cannot pick its direction to pull a hit box onto its ray (a
-    /// magnet): the combat server judges an unexplained ease as none, on the curve.
+    /// through that spell, up to a second. The curve is tried between any two sent states
+    /// around the moment that such a spell could leave a client with; in `Extrapolate` mode,
+    /// the dead reckoning of one of the three newest states. So an honest offset lies on one
+    /// of a few lines fixed by how the target really moved, and a client cannot pick its
+    /// direction to pull a hit box onto its ray (a magnet): the combat server judges an
+    /// unexplained ease as none, on the curve.
     /// In `Hermite` and `Linear` modes an ease is also explained by a part of the difference
     /// between two such curves at a moment, one between two states and one between two
     /// states inside those (a state between them came late: the client eases from the curve
