@@ -37,7 +37,8 @@ impl ShotContext<'_, '_, '_> {
             stale: Vec::new(),
         };
         let tolerance = crate::rules::shot_tolerance(self.settings, link, self.arrival.frame);
-        let mut heard: Option<Option<unlag_net::HeardTicks>> = None;
+        // What the client acknowledged, read once a shot and only for an ease to explain.
+        let heard = core::cell::OnceCell::new();
         for (k, c) in request.claims.iter().enumerate() {
             // One pose per target: a client drew each proxy once, so two claims on one target
             // would make its hit box the union of two chosen poses.
@@ -99,11 +100,12 @@ impl ShotContext<'_, '_, '_> {
             // otherwise it could be a magnet pulling the hit box onto the ray. Judged as none:
             // on the curve.
             let drawn_at = if c.from == c.to { centre } else { shown };
-            // What the client acknowledged, read once a shot and only for an ease to explain.
-            if claim.ease.length() > unlag_rewind::EASE_SLACK && heard.is_none() {
-                heard = Some(self.heard());
-            }
-            if !rewind.ease_explained(&claim, drawn_at, heard.as_ref().and_then(|h| h.as_ref())) {
+            let heard = if claim.ease.length() > unlag_rewind::EASE_SLACK {
+                heard.get_or_init(|| self.heard()).as_ref()
+            } else {
+                None
+            };
+            if !rewind.ease_explained(&claim, drawn_at, heard) {
                 claim.ease = Vec3::ZERO;
                 stats.unexplained_eases += 1;
             }
