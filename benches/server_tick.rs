@@ -15,7 +15,9 @@
 //!   the transport, measured apart) — and the shots judged per tick; then the send's parts:
 //!   replicon's replication, typed messages, transport, netcode, link; and how many of the
 //!   server's links it packs (`unlag::net::ServerPacking`: every one, on these lossless links,
-//!   once their clients have reported for `PACK_AFTER`, which each run waits for); and the
+//!   once their clients have reported for `PACK_AFTER`, which each run waits for) and how
+//!   many datagrams it sent each client a second (each one netcode encrypts and the transport
+//!   hands to the socket on its own: a cost per datagram besides the bytes); and the
 //!   moves and the guess steps movement simulated per tick (a guess runs a late player's
 //!   track on, one character-controller step per tick, as a move does).
 //!
@@ -100,11 +102,13 @@ fn packed_links(tb: &Testbed) -> usize {
         .count()
 }
 
-/// Bytes the server has sent to all its clients, datagrams whole.
-fn bytes_sent(tb: &mut Testbed) -> u64 {
+/// Bytes the server has sent to all its clients, datagrams whole, and how many datagrams.
+fn bytes_sent(tb: &mut Testbed) -> (u64, u64) {
     let world = tb.server_world_mut();
     let mut links = world.query::<&unlag::net::LinkTraffic>();
-    links.iter(world).map(|t| t.bytes_sent).sum()
+    links
+        .iter(world)
+        .fold((0, 0), |(b, d), t| (b + t.bytes_sent, d + t.datagrams_sent))
 }
 
 fn main() {
@@ -159,7 +163,11 @@ fn main() {
         }
         let cost = server_cost(&tb);
         // Downstream per client on the wire (datagrams the server sent, headers included).
-        let down = (bytes_sent(&mut tb) - sent_before) as f64 / n as f64 / (ticks as f64 / 60.0);
+        let sent_after = bytes_sent(&mut tb);
+        let per_client_second =
+            |after: u64, before: u64| (after - before) as f64 / n as f64 / (ticks as f64 / 60.0);
+        let down = per_client_second(sent_after.0, sent_before.0);
+        let datagrams = per_client_second(sent_after.1, sent_before.1);
         let stats = tb.server_world().resource::<CombatStats>();
         let shots = (stats.accepted - accepted) as f64 / ticks as f64;
         // Honest players: nothing refused, no move rejected.
@@ -189,7 +197,7 @@ fn main() {
         let p = &cost.send_parts;
         println!(
             "{:>25}   send's parts: replication {}, messages {}, transport {}, netcode {}, link {}; \
-             links packed {} of {n}",
+             links packed {} of {n}; {datagrams:.1} datagrams a client a second",
             "",
             cell(&p.replication_us),
             cell(&p.messages_us),

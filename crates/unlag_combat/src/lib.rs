@@ -176,13 +176,20 @@ impl Plugin for CombatPlugin {
                     // (Its copies may make the frame's packet leave: a resync rides in it.)
                     .before(unlag_net::ProxySmoothingSystems::Resync),
             )
-            // A shot's answer and the others' shots ride with each client's proxy states.
+            // A shot's answer, the others' shots and the others' projectiles' news ride with
+            // each client's proxy states (a shooter hears of its own projectile at once).
             .register_required_components::<ClientOf, unlag_net::Riders<FireResult>>()
             .register_required_components::<ClientOf, unlag_net::Riders<CosmeticFires>>()
+            .register_required_components::<ClientOf, unlag_net::Riders<ProjectileLaunched>>()
+            .register_required_components::<ClientOf, unlag_net::Riders<ProjectileImpact>>()
             .add_systems(
                 PostUpdate,
-                // (Chained: one released makes the frame a data frame for the other.)
+                // (Chained: one released makes the frame a data frame for the others. On the
+                // ordered reliable channel, a projectile's launch goes before its impact and
+                // both before the shot's answer, as they did when the news went at once.)
                 (
+                    unlag_net::release_riders::<unlag_net::ReliableChannel, ProjectileLaunched>,
+                    unlag_net::release_riders::<unlag_net::ReliableChannel, ProjectileImpact>,
                     unlag_net::release_riders::<unlag_net::ReliableChannel, FireResult>,
                     unlag_net::release_riders::<unlag_net::UnreliableChannel, CosmeticFires>,
                 )
