@@ -2112,6 +2112,24 @@ fn launcher_match(
     settings: CombatSettings,
     ground: bool,
 ) -> (Flights, Vec<unlag::combat::ProjectileImpact>, CombatStats) {
+    let mut tb = launcher_testbed(rtt_ms, settings, ground);
+    let mut flights = Flights::default();
+    track(&mut tb, &mut flights, 240 * 14, 0);
+    tb.client(0).world_mut().remove_resource::<LauncherScript>();
+    track(&mut tb, &mut flights, 240 * 2, 240 * 14);
+    let impacts = tb
+        .client_world(0)
+        .resource::<Impacts>()
+        .0
+        .iter()
+        .map(|e| e.0.clone())
+        .collect();
+    let stats = tb.server_world().resource::<CombatStats>().clone();
+    (flights, impacts, stats)
+}
+
+/// [`launcher_match`]'s testbed, its walker walking and its shooter about to fire.
+fn launcher_testbed(rtt_ms: u64, settings: CombatSettings, ground: bool) -> Testbed {
     let conditions = LinkConditions {
         latency: Duration::from_millis(rtt_ms),
         jitter: Duration::ZERO,
@@ -2154,19 +2172,71 @@ fn launcher_match(
         last_x: None,
         ground,
     });
-    let mut flights = Flights::default();
-    track(&mut tb, &mut flights, 240 * 14, 0);
-    tb.client(0).world_mut().remove_resource::<LauncherScript>();
-    track(&mut tb, &mut flights, 240 * 2, 240 * 14);
-    let impacts = tb
-        .client_world(0)
-        .resource::<Impacts>()
-        .0
-        .iter()
-        .map(|e| e.0.clone())
-        .collect();
-    let stats = tb.server_world().resource::<CombatStats>().clone();
-    (flights, impacts, stats)
+    tb
+}
+
+/// On a link the server packs (`unlag::net::ServerPacking`), a projectile's launch and impact
+/// ride with the watcher's next proxy states (`unlag::net::Riders`): no datagram of their own
+/// between two state sends. The shooter's own client hears of its launch in the frame the
+/// server launched it (its fake projectile does not wait) and of its impact at once; every
+/// launch and impact reaches both.
+#[test]
+fn projectile_news_rides_with_the_watchers_states_and_reaches_the_shooter_at_once() {
+    use unlag::net::LinkTraffic;
+    let mut tb = launcher_testbed(100, default(), false);
+    let count = |t: &LinkTraffic, kind: &str| t.sent_by_kind.get(kind).map_or(0, |k| k.messages);
+    // Per server frame: the projectiles launched so far, and per link (by entity) its
+    // launches, impacts, proxy updates and shot answers sent so far, and whether it is packed.
+    let mut frames: Vec<(u64, Vec<(Entity, [u64; 4], bool)>)> = Vec::new();
+    for _ in 0..240 * 24 {
+        tb.run_for(Duration::from_micros(1_000_000 / 240));
+        let launched = tb.server_world().resource::<CombatStats>().projectiles;
+        let world = tb.server_world_mut();
+        let mut links: Vec<_> = world
+            .query::<(Entity, &LinkTraffic)>()
+            .iter(world)
+            .map(|(link, t)| {
+                let counts = ["ProjectileLaunched", "ProjectileImpact", "ProxyUpdates"]
+                    .map(|kind| count(t, kind));
+                let counts = [counts[0], counts[1], counts[2], count(t, "FireResult")];
+                (link, counts, t.packed)
+            })
+            .collect();
+        links.sort_by_key(|(link, ..)| *link);
+        frames.push((launched, links));
+    }
+    let last = &frames.last().unwrap().1;
+    assert_eq!(last.len(), 2);
+    // The shooter's link is the one its shots were answered on.
+    let (shooter, watcher) = if last[0].1[3] > 0 { (0, 1) } else { (1, 0) };
+    assert_eq!(last[watcher].1[3], 0, "{last:?}");
+    let launched = frames.last().unwrap().0;
+    assert!(launched >= 8, "{launched} projectiles");
+    // Everyone heard of every launch; of every impact but those still in flight.
+    assert_eq!(last[shooter].1[0], launched);
+    assert_eq!(last[watcher].1[0], launched);
+    assert!(last[watcher].1[1] + 2 >= launched && last[watcher].1[1] == last[shooter].1[1]);
+    let (mut riding, mut at_once) = (0, 0);
+    for pair in frames.windows(2) {
+        let ((launched_before, before), (launched_now, now)) = (&pair[0], &pair[1]);
+        let rose = |side: usize, what: usize| now[side].1[what] > before[side].1[what];
+        // The shooter: told in the very frame its projectile was launched.
+        assert_eq!(
+            now[shooter].1[0] - before[shooter].1[0],
+            launched_now - launched_before
+        );
+        if now[watcher].2 && (rose(watcher, 0) || rose(watcher, 1)) {
+            // The watcher, once packed: only in a frame that sends it states.
+            assert!(
+                rose(watcher, 2),
+                "news alone to a packed link: {before:?} → {now:?}"
+            );
+            riding += 1;
+        }
+        at_once += u64::from(rose(shooter, 0));
+    }
+    println!("{launched} projectiles: {riding} frames of news riding, {at_once} launches at once");
+    assert!(riding >= 8 && at_once >= 8);
 }
 
 #[test]

@@ -650,8 +650,9 @@ fn the_server_packs_a_calm_link_into_its_state_sends_and_leaves_a_bursty_one_be(
         before.bytes_up_per_sec,
         packed.bytes_up_per_sec
     );
-    // 20 state sends a second, the shots' results and echoes riding with them
-    // (`unlag::net::Riders`; alone they made it 25.9), and now and then a projectile's news.
+    // 20 state sends a second, the shots' results, echoes and the others' projectiles' news
+    // riding with them (`unlag::net::Riders`; alone the first two made it 25.9), and now and
+    // then a shooter's own projectile's news.
     assert!(
         packed.datagrams_down_per_sec < 0.5 * before.datagrams_down_per_sec
             && packed.datagrams_down_per_sec < 20.0 * 1.15,
