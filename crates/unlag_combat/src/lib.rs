@@ -185,8 +185,7 @@ impl Plugin for CombatPlugin {
             .add_systems(
                 PostUpdate,
                 // (Chained: one released makes the frame a data frame for the others. On the
-                // ordered reliable channel, a projectile's launch goes before its impact and
-                // both before the shot's answer, as they did when the news went at once.)
+                // ordered reliable channel a projectile's launch goes before its impact.)
                 (
                     unlag_net::release_riders::<unlag_net::ReliableChannel, ProjectileLaunched>,
                     unlag_net::release_riders::<unlag_net::ReliableChannel, ProjectileImpact>,

@@ -443,10 +443,10 @@ pub(crate) fn decide_packing(
 /// packet with data rather than in a datagram of their own, when the link is packed
 /// ([`LinkTraffic::packed`]): a shot's answer, the others' shots shown (judged between two
 /// state sends, each went alone: at 16 proxies about 5 of a client's 25 datagrams a second,
-/// each with some 50 bytes of netcode and lightyear headers), projectiles' launches and
-/// impacts (at 64 players firing, 0.72 datagrams a client a tick, 0.51 riding, the states
-/// alone needing 0.33). Held at most [`ServerAckDelay`],
-/// like the acknowledgements; on a link not packed, sent in the frame they were held in.
+/// each with some 50 bytes of netcode and lightyear headers), the others' projectiles'
+/// launches and impacts (at 64 players firing, 0.72 datagrams a client a tick, 0.59 with them
+/// riding, the states alone needing 0.33). Held at most [`ServerAckDelay`], like the
+/// acknowledgements; on a link not packed, sent in the frame they were held in.
 /// Filled with [`Riders::hold`] and sent by [`release_riders`].
 #[derive(Component, Debug)]
 pub struct Riders<M> {

@@ -15,10 +15,10 @@ use unlag_net::{CarriesEncoding, LinkTraffic, NetClock, ProxyInterest, ReliableC
 use unlag_rewind::{RewindHit, RewindQuery, RewindSettings};
 
 /// The links projectiles are announced and reported on. The news rides with each link's next
-/// proxy states ([`Riders`], released in that order before the shots' answers): on a busy
-/// server a projectile launched or landed in most frames, and each sent every client a
-/// datagram of its own between two state sends (at 64 players, 0.72 datagrams a client a
-/// tick where the states need 0.33). The shooter's own client is told at once, as before: its
+/// proxy states ([`Riders`]; a launch is released before an impact): on a busy server a
+/// projectile is launched or lands in most frames, and each sent every client a datagram of
+/// its own between two state sends (at 64 players, 0.72 datagrams a client a tick where the
+/// states need 0.33). The shooter's own client is told at once, as before: its
 /// fake projectile flies for twice the prediction time at most and then stands until the
 /// server's replaces it (at 30 ms of round trip, 30 ms: a launch held for the next states
 /// would leave it standing up to as long again), and the impact is its shot's answer.
