@@ -60,8 +60,8 @@ pub use ping::{HighPing, PingMonitor};
 pub use protocol::{
     CarriesEncoding, MessageEncodeError, MessageEncoder, MessageWriter, NetDirection,
     NetMessageAppExt, NetProtocol, PreEncoded, RELIABLE_RESEND_MIN, ReliableChannel,
-    SequencedChannel, UnreliableChannel, WholeBody, short_type_name, write_postcard,
-    write_pre_encoded,
+    SequencedChannel, UnreliableChannel, WRITER_CHUNK, WholeBody, make_room, short_type_name,
+    write_postcard, write_pre_encoded,
 };
 pub use roles::{
     Authority, AutonomousProxy, HeldShotsOldest, MoveTrail, SimulatedProxy, SimulatedVelocity,

@@ -807,6 +807,13 @@ impl ProxyUpdates {
     /// Appends what postcard writes for it to lightyear's buffer, copying the encoded states'
     /// bytes rather than encoding them again (the message's writer on the wire).
     pub fn write(&self, writer: &mut MessageWriter) -> Result<(), MessageEncodeError> {
+        // (Room for the bulk at once: grown write by write, the buffer was reallocated.)
+        unlag_net::make_room(
+            writer,
+            16 + self.encoded.byte_len()
+                + self.encoded_deltas.bytes.len()
+                + 2 * self.encoded_deltas.len(),
+        );
         write_postcard(&(self.tick, self.state_count()), writer)?;
         self.encoded.write(writer);
         for state in &self.states {
