@@ -333,6 +333,8 @@ impl CosmeticFires {
         &self,
         writer: &mut unlag_net::MessageWriter,
     ) -> Result<(), unlag_net::MessageEncodeError> {
+        // (Room for the encoded shots and their count at once, as a proxy update makes.)
+        unlag_net::make_room(writer, 5 + self.encoded.byte_len());
         unlag_net::write_postcard(&self.len(), writer)?;
         self.encoded.write(writer);
         for shot in &self.shots {

@@ -129,7 +129,9 @@ fn write_whole<M: WholeBody>(
     message: &M,
     writer: &mut MessageWriter,
 ) -> Result<(), MessageEncodeError> {
-    writer.extend_from_slice(&message.body());
+    let body = message.body();
+    make_room(writer, body.len());
+    writer.extend_from_slice(&body);
     Ok(())
 }
 

@@ -807,7 +807,8 @@ impl ProxyUpdates {
     /// Appends what postcard writes for it to lightyear's buffer, copying the encoded states'
     /// bytes rather than encoding them again (the message's writer on the wire).
     pub fn write(&self, writer: &mut MessageWriter) -> Result<(), MessageEncodeError> {
-        // (Room for the bulk at once: grown write by write, the buffer was reallocated.)
+        // (Room for the bulk at once: grown write by write, the buffer was reallocated. About
+        // 16 bytes of tick, counts and tail, and 2 for each delta's entity step.)
         unlag_net::make_room(
             writer,
             16 + self.encoded.byte_len()
