@@ -26,14 +26,17 @@
 //! of a client's sight beyond 30 m are not sent to it, nor their shots out of its hearing), on
 //! Bevy's single-threaded executor, and with it on again on Bevy's multi-threaded executor
 //! (`unlag_testbed::run_multi_threaded`: the server's systems handed to the compute pool's
-//! threads; its clients too, untimed). Under both, the per-client work inside systems runs
+//! threads; its clients too, untimed). Counts above `SmoothingSettings::spread_above` (96) are
+//! played a fourth time, on one thread with relevance on and every proxy's states on its
+//! rate's one grid (`spread_above` = `usize::MAX`, the way before proxies were spread over
+//! the ticks of their interval: the `grid` column, `spread` or `one`). Under both, the per-client work inside systems runs
 //! over the pool's threads (lightyear's per-link systems, the movement checks from 32
 //! characters up). The parts'
 //! timers measure from inside the systems; under the multi-threaded executor other systems may
 //! run beside them, so there the parts can add up to more than the whole.
 //! - criterion `server_tick/relevance off, one thread/N`, `server_tick/relevance on, one
-//!   thread/N` and `server_tick/relevance on, multi-threaded/N`: the whole server update per
-//!   tick.
+//!   thread/N`, `server_tick/relevance on, multi-threaded/N` and `server_tick/relevance on,
+//!   one thread, one grid/N`: the whole server update per tick.
 //!
 //! The goal: 256 players within 8 ms per tick (p99 12 ms) on the 2-core test machine.
 //! Run as a test (`cargo test`), it plays 8 players for a few ticks; `cargo bench --bench
@@ -48,7 +51,7 @@ use std::time::Duration;
 use unlag::combat::CombatStats;
 use unlag::movement::MovementStats;
 use unlag::net::PACK_AFTER;
-use unlag::smoothing::{InterestPolicy, InterestSettings, SmoothingMode};
+use unlag::smoothing::{InterestPolicy, InterestSettings, SmoothingMode, SmoothingSettings};
 use unlag_report::bench_args::{criterion_filter, filter_numbers};
 use unlag_report::{Pace, ReportOptions, reset_server_cost, server_cost, start_match};
 use unlag_testbed::Testbed;
@@ -57,8 +60,9 @@ use unlag_testbed::Testbed;
 const FIRE_EVERY: u64 = 10;
 
 /// A match of `n` players, with interest management on (the default policy) or off, its server
-/// on one thread or on the multi-threaded executor.
-fn players(n: usize, relevance: bool, multi_threaded: bool) -> Testbed {
+/// on one thread or on the multi-threaded executor, its proxies spread over the ticks of their
+/// interval (the default) or every one on its rate's one grid.
+fn players(n: usize, relevance: bool, multi_threaded: bool, spread: bool) -> Testbed {
     let options = ReportOptions {
         bots: 0,
         clients: n,
@@ -69,6 +73,11 @@ fn players(n: usize, relevance: bool, multi_threaded: bool) -> Testbed {
         smoothing: SmoothingMode::Hermite,
         seed: 1,
         multi_threaded,
+        spread_above: if spread {
+            SmoothingSettings::default().spread_above
+        } else {
+            usize::MAX
+        },
         ..Default::default()
     };
     let pace = Pace {
@@ -135,10 +144,11 @@ fn main() {
     println!();
     println!("server µs per tick (mean / p99 over {ticks} ticks; this machine, this build)");
     println!(
-        "{:>7} {:>9} {:>7} {:>15} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {:>7} {:>9}",
+        "{:>7} {:>9} {:>7} {:>6} {:>15} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {:>7} {:>9}",
         "players",
         "relevance",
         "threads",
+        "grid",
         "whole update",
         "movement",
         "recording",
@@ -149,11 +159,23 @@ fn main() {
         "shots/t",
         "down B/s"
     );
-    let runs = [(false, false), (true, false), (true, true)];
-    for (&n, (relevance, multi)) in counts.iter().flat_map(|n| runs.map(|r| (n, r))) {
-        let mut tb = players(n, relevance, multi);
+    // (relevance, multi-threaded, spread); the one-grid run only where spreading moves a proxy.
+    let runs = [
+        (false, false, true),
+        (true, false, true),
+        (true, true, true),
+        (true, false, false),
+    ];
+    let spreads = |n: usize| n > SmoothingSettings::default().spread_above;
+    let plays = counts
+        .iter()
+        .flat_map(|&n| runs.map(|r| (n, r)))
+        .filter(|&(n, (.., spread))| spread || spreads(n));
+    for (n, (relevance, multi, spread)) in plays {
+        let mut tb = players(n, relevance, multi, spread);
         let label = if relevance { "on" } else { "off" };
         let threads = if multi { "multi" } else { "one" };
+        let grid = if spread { "spread" } else { "one" };
         reset_server_cost(&mut tb);
         let sent_before = bytes_sent(&mut tb);
         let accepted = tb.server_world().resource::<CombatStats>().accepted;
@@ -185,7 +207,7 @@ fn main() {
         let taken = per_tick(moved.guessed_moves_taken, moved_before.guessed_moves_taken);
         let cell = |s: &unlag_report::Stat| format!("{:.0} / {:.0}", s.mean, s.p99);
         println!(
-            "{n:>7} {label:>9} {threads:>7} {:>15} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {shots:>7.1} {down:>9.0}",
+            "{n:>7} {label:>9} {threads:>7} {grid:>6} {:>15} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13} {shots:>7.1} {down:>9.0}",
             cell(&cost.total_us),
             cell(&cost.movement_us),
             cell(&cost.record_us),
@@ -196,7 +218,7 @@ fn main() {
         );
         let p = &cost.send_parts;
         println!(
-            "{:>25}   send's parts: replication {}, messages {}, transport {}, netcode {}, link {}; \
+            "{:>32}   send's parts: replication {}, messages {}, transport {}, netcode {}, link {}; \
              links packed {} of {n}; {datagrams:.1} datagrams a client a second",
             "",
             cell(&p.replication_us),
@@ -210,7 +232,7 @@ fn main() {
         // not simulated again), and the guesses' steps shown while moves are late (each a
         // whole character-controller step, like a move).
         println!(
-            "{:>25}   movement, per tick: {moves:.1} moves played ({taken:.1} of them taken from \
+            "{:>32}   movement, per tick: {moves:.1} moves played ({taken:.1} of them taken from \
              guesses), {guess_steps:.1} guess steps simulated",
             "",
         );
@@ -221,10 +243,10 @@ fn main() {
 
         let mut group = criterion.benchmark_group("server_tick");
         group.sampling_mode(SamplingMode::Flat);
-        let name = if multi {
-            format!("relevance {label}, multi-threaded")
-        } else {
-            format!("relevance {label}, one thread")
+        let name = match (multi, spread) {
+            (true, _) => format!("relevance {label}, multi-threaded"),
+            (false, true) => format!("relevance {label}, one thread"),
+            (false, false) => format!("relevance {label}, one thread, one grid"),
         };
         let id = BenchmarkId::new(name, n);
         group.bench_function(id, |b| {

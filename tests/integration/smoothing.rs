@@ -1942,3 +1942,139 @@ fn proxy_states_encoded_once_go_on_the_wire_as_postcard_writes_them() {
         }
     }
 }
+
+/// A proxy of [`spread_play`] on the server: it circles a centre of its own, `20 × lane` m
+/// along x (5 m around at 1 rad/s, as [`Path::Circle`]).
+#[derive(Component, Clone, Copy)]
+struct Lane(u32);
+
+/// Where lane `lane`'s proxy is at server time `t`, seconds.
+fn lane_position(lane: u32, t: f64) -> Vec3 {
+    Vec3::new(20.0 * lane as f32, 0.0, 0.0) + path_position(Path::Circle, t as f32)
+}
+
+/// Server, FixedUpdate: each lane's proxy along its circle.
+fn circle_lanes(
+    timeline: Res<LocalTimeline>,
+    tick: Res<lightyear::core::tick::TickDuration>,
+    mut proxies: Query<(&Lane, &mut Transform)>,
+) {
+    let t = f64::from(timeline.tick().0) * tick.0.as_secs_f64();
+    for (lane, mut transform) in &mut proxies {
+        transform.translation = lane_position(lane.0, t);
+    }
+}
+
+/// What the client drew of each lane's proxy (by lane): the ticks of the states it drew
+/// between, its error to the lane's circle at the view time, its largest move in a frame, and
+/// its starved frames.
+#[derive(Resource, Default)]
+struct LanesSeen {
+    ticks: std::collections::BTreeMap<u32, std::collections::BTreeSet<u32>>,
+    errors: Vec<f64>,
+    max_jump: f64,
+    last: std::collections::HashMap<Entity, Vec3>,
+    starved: u64,
+    frames: u64,
+}
+
+/// Client, Last: every proxy's pose this frame, told apart by its lane (the centres are 20 m
+/// apart and the circles 5 m around).
+fn measure_lanes(mut seen: ResMut<LanesSeen>, poses: Query<(Entity, &RenderedPose)>) {
+    for (entity, pose) in &poses {
+        let lane = (pose.position.x / 20.0).round().max(0.0) as u32;
+        let truth = lane_position(lane, pose.view_time);
+        seen.errors.push(f64::from(pose.position.distance(truth)));
+        if let Some(last) = seen.last.insert(entity, pose.position) {
+            seen.max_jump = seen.max_jump.max(f64::from(last.distance(pose.position)));
+        }
+        let ticks = seen.ticks.entry(lane).or_default();
+        ticks.insert(pose.from);
+        ticks.insert(pose.to);
+        seen.frames += 1;
+        if pose.kind != SampleKind::Interpolated {
+            seen.starved += 1;
+        }
+    }
+}
+
+/// Seven proxies at 20 Hz over 60-Hz ticks, a client on a clean 60-ms link, the server spreading
+/// its proxies over their interval's ticks above `spread_above` a tick: what the client drew
+/// over 4 s, after 2 s to settle.
+fn spread_play(spread_above: usize) -> LanesSeen {
+    let mut tb = Testbed::new(TestbedConfig {
+        clients: 1,
+        conditions: LinkConditions::new(Duration::from_millis(60), Duration::ZERO, 0.0),
+        ..default()
+    });
+    tb.add_plugins(ProxySmoothingPlugin {
+        settings: SmoothingSettings {
+            spread_above,
+            ..default()
+        },
+        ..default()
+    });
+    tb.server().add_systems(FixedUpdate, circle_lanes);
+    tb.client(0)
+        .init_resource::<LanesSeen>()
+        .add_systems(Last, measure_lanes);
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    for lane in 0..7 {
+        tb.server_world_mut().spawn((
+            SmoothedProxy,
+            Lane(lane),
+            NetUpdateFrequency(20.0),
+            Replicate::to_clients(NetworkTarget::All),
+        ));
+    }
+    tb.run_for(Duration::from_secs(2));
+    *tb.client_world_mut(0).resource_mut::<LanesSeen>() = LanesSeen::default();
+    tb.run_for(Duration::from_secs(4));
+    core::mem::take(&mut *tb.client_world_mut(0).resource_mut::<LanesSeen>())
+}
+
+/// A big server spreads its proxies' states over the ticks of their interval
+/// (`SmoothingSettings::spread_above`, here 2 a tick so that seven proxies show it): the
+/// first two stay on their rate's grid, the next two go a tick later, the next two two ticks
+/// later, the seventh on the least loaded; each proxy keeps its own grid (every third tick,
+/// none skipped), the client is sent states in every tick instead of one in three, and it
+/// draws every proxy as well as when all seven share one grid: no frame starved, no pop, as
+/// close to the circles.
+#[test]
+fn a_big_servers_proxies_go_on_the_ticks_of_their_interval_in_turn_and_draw_as_well() {
+    let no_pop = 2.0 * f64::from(SPEED) / 240.0;
+    let spread = spread_play(2);
+    let one_grid = spread_play(usize::MAX);
+    for (name, seen) in [("spread", &spread), ("one grid", &one_grid)] {
+        let error = Summary::of(&seen.errors);
+        println!(
+            "{name}: {} frames, {} starved, error rms {:.4} p99 {:.4} m, largest move {:.4} m",
+            seen.frames, seen.starved, error.rms, error.p99, seen.max_jump
+        );
+        assert_eq!(seen.ticks.len(), 7, "{name}: every lane drawn");
+        assert!(seen.frames > 6000, "{name}");
+        assert_eq!(seen.starved, 0, "{name}");
+        assert!(seen.max_jump <= no_pop, "{name}: {}", seen.max_jump);
+        // Each proxy's states every third tick, none missing.
+        for (lane, ticks) in &seen.ticks {
+            let ticks: Vec<u32> = ticks.iter().copied().collect();
+            assert!(
+                ticks.windows(2).all(|w| w[1] - w[0] == 3),
+                "{name}, lane {lane}: {ticks:?}"
+            );
+        }
+    }
+    let phase = |seen: &LanesSeen, lane: u32| seen.ticks[&lane].first().unwrap() % 3;
+    // Spread: lanes by spawn order, two a phase, the seventh on phase 0 (all three at two).
+    let phases: Vec<u32> = (0..7).map(|lane| phase(&spread, lane)).collect();
+    let base = phases[0];
+    let shifted: Vec<u32> = phases.iter().map(|p| (p + 3 - base) % 3).collect();
+    assert_eq!(shifted, [0, 0, 1, 1, 2, 2, 0], "{phases:?}");
+    // One grid: every proxy's states in the same ticks.
+    assert!((0..7).all(|lane| phase(&one_grid, lane) == phase(&one_grid, 0)));
+    // As close to the circles either way (the phase only moves where each curve's states
+    // fall on it).
+    let (a, b) = (Summary::of(&spread.errors), Summary::of(&one_grid.errors));
+    assert!(a.p99 <= b.p99 * 1.25 + 0.001, "{a:?} against {b:?}");
+    assert!(a.rms <= b.rms * 1.25 + 0.001, "{a:?} against {b:?}");
+}

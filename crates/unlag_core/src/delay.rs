@@ -102,7 +102,8 @@ pub fn catch_up_speed<'a>(states: impl IntoIterator<Item = &'a ProxyState>) -> f
 /// sent every proxy at the nominal rate in one packet per send interval, not in one packet per
 /// tick holding the proxies whose own grid fell on it (three packets per interval at 20 Hz over
 /// 60-Hz ticks, each with its headers). On ticks, not seconds: a tick's length is rounded to
-/// the nanosecond, and a grid of seconds would drift off the ticks it falls on.
+/// the nanosecond, and a grid of seconds would drift off the ticks it falls on. (A server with
+/// more proxies than a tick's share shifts the later ones' grids: [`next_on_phase`].)
 pub fn next_on_grid(tick: u32, interval: f64) -> u32 {
     let interval = if interval.is_finite() {
         interval.max(1.0)
@@ -111,6 +112,58 @@ pub fn next_on_grid(tick: u32, interval: f64) -> u32 {
     };
     let k = (f64::from(tick) / interval + 1e-6).floor() + 1.0;
     (k * interval - 1e-6).ceil().min(f64::from(u32::MAX)) as u32
+}
+
+/// The first tick after `tick` on the send grid of a rate whose interval is `interval` ticks,
+/// shifted `phase` ticks later: the ticks ⌈k × interval⌉ + `phase` for whole k ≥ 0
+/// ([`next_on_grid`]'s grid at phase 0). A server with many proxies spreads them over the
+/// phases of their interval ([`spread_phase`]), so that not every state of a 20-Hz grid
+/// leaves in one tick of three.
+pub fn next_on_phase(tick: u32, interval: f64, phase: u32) -> u32 {
+    match tick.checked_sub(phase) {
+        Some(shifted) => next_on_grid(shifted, interval).saturating_add(phase),
+        // (The grid's first tick, k = 0, is still ahead.)
+        None => phase,
+    }
+}
+
+/// The most phases [`spread_phase`] spreads proxies over, whatever their interval: three, a
+/// 20-Hz grid's over 60-Hz ticks. Each phase is a state message a client per interval, and a
+/// server remembers which proxies each of a client's latest 64 state messages carried (the
+/// baselines its deltas rest on, and which states it surely had when it drew a shot's view):
+/// at 20 Hz three phases make 60 messages a second, 64 a second's worth, as long as a delta's
+/// baseline may be old; a 1-Hz proxy spread over a second's 60 ticks would leave a client's
+/// 64 messages a second back, its states a second apart.
+pub const MAX_SPREAD_PHASES: u32 = 3;
+
+/// The phase (ticks after its rate's grid, [`next_on_phase`]) a new proxy's states go on, of
+/// an interval of `interval` ticks, given how many proxies are on each phase now (`loads`,
+/// by phase; missing phases carry none): the fullest phase that carries fewer than
+/// `spread_above` (phase 0 first, so that a small match keeps every state in one tick of its
+/// interval and one packet), and once every phase of the interval carries that many, the
+/// least loaded. An interval of `n` ticks has `n` phases (rounded down), at most
+/// [`MAX_SPREAD_PHASES`]; one shorter than two ticks has one.
+///
+/// Filling phases one after another, rather than dealing proxies round: a client is sent the
+/// states due in a tick in one message, each tick's with its own headers and datagrams, so a
+/// tick with a few states costs nearly as much as a tick with a datagram's worth, and the
+/// spread pays only once a tick's states fill datagrams of their own.
+pub fn spread_phase(loads: &[u32], interval: f64, spread_above: usize) -> u32 {
+    // (A tick's length is rounded to the nanosecond: 20 Hz over 60-Hz ticks is 2.99999994
+    // ticks, and has three phases.)
+    let interval = interval + 1e-6;
+    let phases = if interval.is_finite() && interval >= 2.0 {
+        (interval.floor() as u32).min(MAX_SPREAD_PHASES)
+    } else {
+        1
+    };
+    let load = |p: u32| u64::from(loads.get(p as usize).copied().unwrap_or(0));
+    let cap = spread_above as u64;
+    (0..phases)
+        .filter(|&p| load(p) < cap)
+        .max_by_key(|&p| (load(p), core::cmp::Reverse(p)))
+        .or_else(|| (0..phases).min_by_key(|&p| (load(p), p)))
+        .unwrap_or(0)
 }
 
 /// Share of [`DelayPolicy::bridge_loss_threshold`] the measured loss must fall below before a
@@ -1060,6 +1113,68 @@ mod tests {
         assert_eq!(next_on_grid(10, 0.5), 11);
         assert_eq!(next_on_grid(10, f64::NAN), 11);
         assert_eq!(next_on_grid(u32::MAX - 1, 3.0), u32::MAX);
+    }
+
+    #[test]
+    fn a_phase_shifts_the_grid_and_a_big_server_fills_its_phases_one_after_another() {
+        // 20 Hz over 60-Hz ticks at phase 1: ticks 1, 4, 7, ... whatever the start.
+        for start in 0..9 {
+            let mut at = start;
+            for _ in 0..20 {
+                let next = next_on_phase(at, 3.0, 1);
+                assert!(next > at && next - at <= 3, "{at} -> {next}");
+                assert_eq!(next % 3, 1);
+                at = next;
+            }
+        }
+        assert_eq!(next_on_phase(0, 3.0, 2), 2);
+        assert_eq!(next_on_phase(2, 3.0, 2), 5);
+        assert_eq!(next_on_phase(10, 3.0, 0), next_on_grid(10, 3.0));
+        assert_eq!(next_on_phase(u32::MAX - 1, 3.0, 2), u32::MAX);
+        // 25 Hz (2.4 ticks) at phase 1: the phase-0 grid (0, 3, 5, 8, ...) a tick later.
+        let mut at = 0;
+        let mut ticks = Vec::new();
+        for _ in 0..26 {
+            at = next_on_phase(at, 2.4, 1);
+            ticks.push(at);
+        }
+        assert_eq!(ticks[..4], [1, 4, 6, 9]);
+        assert_eq!(ticks[25], 61);
+        // Filling: 300 proxies at 20 Hz, a tick's share 96: phase 0 fills first, then 1,
+        // then 2, and once all carry 96 the least loaded takes the next.
+        let mut loads = vec![0u32; 3];
+        let mut order = Vec::new();
+        for _ in 0..300 {
+            let p = spread_phase(&loads, 3.0, 96);
+            loads[p as usize] += 1;
+            order.push(p);
+        }
+        assert!(order[..96].iter().all(|&p| p == 0));
+        assert!(order[96..192].iter().all(|&p| p == 1));
+        assert!(order[192..288].iter().all(|&p| p == 2));
+        assert_eq!(loads, [100, 100, 100]);
+        // A tick rounded to the nanosecond leaves 20 Hz a hair under three ticks: three.
+        let rounded = 0.05 / 0.016_666_667;
+        assert!(rounded < 3.0);
+        assert_eq!(spread_phase(&[96, 96], rounded, 96), 2);
+        // A small match: one phase; a fast rate or nonsense: one phase.
+        assert_eq!(spread_phase(&[95], 3.0, 96), 0);
+        assert_eq!(spread_phase(&[500], 1.0, 96), 0);
+        assert_eq!(spread_phase(&[500], 1.9, 96), 0);
+        assert_eq!(spread_phase(&[500], f64::NAN, 96), 0);
+        // A phase emptied by leavers is filled again before a new one is opened.
+        assert_eq!(spread_phase(&[96, 40, 0], 3.0, 96), 1);
+        assert_eq!(spread_phase(&[90, 96, 0], 3.0, 96), 0);
+        // Slow rates have as many phases, MAX_SPREAD_PHASES; a rate between, fewer.
+        let full = vec![96u32; 200];
+        assert_eq!(spread_phase(&full, 60.0, 96), 0);
+        let mut almost = vec![96u32; 200];
+        almost[70] = 0;
+        almost[2] = 5;
+        assert_eq!(spread_phase(&almost, 60.0, 96), 2);
+        assert_eq!(spread_phase(&[96, 96, 0], 2.0, 96), 0);
+        // No spreading at all: every proxy on phase 0.
+        assert_eq!(spread_phase(&[5000], 3.0, usize::MAX), 0);
     }
 
     #[test]

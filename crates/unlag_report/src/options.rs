@@ -78,6 +78,10 @@ pub struct ReportOptions {
     /// link loses few of them (`CombatSettings::copies_ride_below_loss`: the library's
     /// default, on), or each goes as it falls due (off: the old way).
     pub copies_ride: bool,
+    /// How many proxies' states may leave in one tick of their grid before the server puts
+    /// new proxies on a later tick of their interval (`SmoothingSettings::spread_above`;
+    /// default the library's, 96; `usize::MAX`: every proxy on its rate's one grid).
+    pub spread_above: usize,
 }
 
 impl Default for ReportOptions {
@@ -112,6 +116,7 @@ impl Default for ReportOptions {
             fire_interval: crate::setup::Pace::default().fire_interval,
             weapon: None,
             copies_ride: true,
+            spread_above: unlag::smoothing::SmoothingSettings::default().spread_above,
         }
     }
 }
@@ -152,6 +157,11 @@ usage: report [options]
   --deltas on|off    on: proxy states go as their differences from states the client
                      acknowledged (SmoothingSettings::delta_states; default, as the
                      library); off: every state in full (the old way)
+  --spread-above N|off
+                     with more than N proxies whose states leave in one tick of their
+                     grid, the server puts new ones on later ticks of their interval
+                     (SmoothingSettings::spread_above; default 96, as the library); off:
+                     every proxy on its rate's one grid (the old way)
   --fire-interval S  seconds between two shots of a scripted client, 0.05-10 (default
                      0.15; each weapon's fire rate and magazine still hold: 0.1 holds a
                      rifle's trigger down, 10 shots/s until it reloads)
@@ -345,6 +355,15 @@ impl ReportOptions {
                 }
             }
             "--deltas" => self.deltas = on_off(name, value)?,
+            "--spread-above" => {
+                self.spread_above = if value.eq_ignore_ascii_case("off") {
+                    usize::MAX
+                } else {
+                    value.parse::<usize>().map_err(|_| {
+                        OptionError(format!("{name}: {value:?} is not a whole number or off"))
+                    })?
+                }
+            }
             "--packing" => {
                 let value = value.to_ascii_lowercase();
                 // (`both`: what `on` means since the server packs too.)
@@ -395,6 +414,7 @@ impl ReportOptions {
                 0.0
             },
             delta_states: self.deltas,
+            spread_above: self.spread_above,
             ..library
         }
     }

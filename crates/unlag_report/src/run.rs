@@ -152,6 +152,14 @@ fn described(options: &ReportOptions) -> BTreeMap<&'static str, String> {
         ),
         ("deltas", if options.deltas { "on" } else { "off" }.into()),
         (
+            "spread_above",
+            if options.spread_above == usize::MAX {
+                "off".into()
+            } else {
+                options.spread_above.to_string()
+            },
+        ),
+        (
             "copies",
             if options.copies_ride {
                 "ride"

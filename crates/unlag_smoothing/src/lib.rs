@@ -14,7 +14,9 @@
 //!    state after that is flagged a teleport). A proxy sent at 10 Hz or slower is also sent a
 //!    state between its grid's where the curve through its states would stray from its track
 //!    ([`SmoothingSettings::off_grid_error`], [`StatesKind::OffGrid`]): where it started,
-//!    stopped, turned or jumped.
+//!    stopped, turned or jumped. A server with more proxies than a tick's share
+//!    ([`SmoothingSettings::spread_above`]) puts the later ones on the next ticks of their
+//!    interval, so that its state sends spread over the ticks.
 //! 2. **Client, `PreUpdate`**: states are checked and buffered per proxy ([`ProxySmoothing`]);
 //!    a proxy announced dormant gets [`ProxyDormant`] and is not drawn until its next state.
 //! 3. **Client, `PostUpdate`**: each proxy is placed at its view time with its
@@ -104,6 +106,15 @@ pub struct SmoothingSettings {
     /// full one takes 16.5, random-walking bots at 20 Hz and 150 ms; default true). Off: every
     /// state in full, as before.
     pub delta_states: bool,
+    /// Server side: how many proxies' states may leave in one tick of their grid before new
+    /// proxies go on a later tick of their interval (a phase: [`unlag_core::spread_phase`]),
+    /// so that a big server's state sends (and their encryption) spread over the ticks
+    /// rather than all leaving in one tick of three at 20 Hz over 60-Hz ticks (default 96:
+    /// about a datagram of delta states. At 256 players the server's tick that sent every
+    /// state took about twice the mean, all its p99; below the share a match keeps one
+    /// message of states a client per interval, as before. `usize::MAX`: every proxy on its
+    /// rate's one grid). A proxy keeps the phase it was given when its first state went.
+    pub spread_above: usize,
 }
 
 impl Default for SmoothingSettings {
@@ -118,6 +129,7 @@ impl Default for SmoothingSettings {
             trail_runs: 0.3,
             off_grid_error: 0.05,
             delta_states: true,
+            spread_above: 96,
         }
     }
 }

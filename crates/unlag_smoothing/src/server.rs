@@ -38,6 +38,9 @@ pub(crate) struct ProxySampler {
     teleport: bool,
     /// The tick its next state is due at (0: at once).
     next_tick: u32,
+    /// Its states' phase: ticks after its rate's grid ([`unlag_core::next_on_phase`]), given
+    /// when its first state is due ([`SmoothingSettings::spread_above`]).
+    phase: Option<u32>,
     /// The last state sent, its tick, and when it is sent again (slow proxies only).
     repeat: Option<Repeat>,
     /// The states it was sent off its grid since its last on the grid, by tick: they go again
@@ -129,6 +132,20 @@ pub(crate) fn sample_proxies(
     }
 }
 
+/// How many proxies' states go on each phase of their grid (by phase), as [`send_due`] last
+/// counted them: where it puts a new proxy's ([`unlag_core::spread_phase`]).
+#[derive(Default)]
+pub(crate) struct PhaseLoads(Vec<u32>);
+
+/// Counts a proxy on `phase` in `loads`.
+fn count_phase(loads: &mut Vec<u32>, phase: u32) {
+    let phase = phase as usize;
+    if loads.len() <= phase {
+        loads.resize(phase + 1, 0);
+    }
+    loads[phase] += 1;
+}
+
 /// The client links proxy states go out on, with what each is interested in and was sent.
 type StateLinks<'w, 's> = Query<
     'w,
@@ -172,10 +189,15 @@ pub(crate) fn send_due(
     mut links: StateLinks,
     work: Option<Res<unlag_net::ServerWork>>,
     frame: Res<unlag_net::NetFrame>,
+    mut spread: Local<PhaseLoads>,
 ) {
     let _work = work
         .as_deref()
         .map(|w| w.time(unlag_net::WorkPart::ProxyStates));
+    // Proxies by phase: as counted last tick with those given one since (`loads`), and as
+    // counted this tick (`counted`, next tick's; a proxy gone is no longer counted).
+    let mut loads = core::mem::take(&mut spread.0);
+    let mut counted: Vec<u32> = Vec::with_capacity(loads.len());
     let now_tick = timeline.tick().0;
     let now = f64::from(now_tick) * tick.0.as_secs_f64();
     let mut due: Vec<DueState> = Vec::new();
@@ -197,6 +219,13 @@ pub(crate) fn send_due(
         let rate = frequency
             .map_or(conditions.get().update_rate_hz, |f| f.0)
             .clamp(MIN_UPDATE_RATE_HZ, MAX_UPDATE_RATE_HZ);
+        let interval = f64::from(rate).recip() / tick.0.as_secs_f64();
+        let phase = *sampler.phase.get_or_insert_with(|| {
+            let phase = unlag_core::spread_phase(&loads, interval, settings.spread_above);
+            count_phase(&mut loads, phase);
+            phase
+        });
+        count_phase(&mut counted, phase);
         if settings.off_grid_error > 0.0 && f64::from(rate).recip() + 1e-9 >= OFF_GRID_MIN_INTERVAL
         {
             let mode = match settings.default_mode {
@@ -226,8 +255,8 @@ pub(crate) fn send_due(
         // next tick was drawn with a 0.46-s delay, starved half of each second until the short
         // gap left its buffer, and then its delay grew by half a second).
         if sampler.sent_wires.is_empty() && sampler.next_tick == 0 {
-            let interval = f64::from(rate).recip() / tick.0.as_secs_f64();
-            sampler.next_tick = unlag_core::next_on_grid(now_tick.saturating_sub(1), interval);
+            sampler.next_tick =
+                unlag_core::next_on_phase(now_tick.saturating_sub(1), interval, phase);
             if now_tick < sampler.next_tick {
                 continue;
             }
@@ -241,6 +270,7 @@ pub(crate) fn send_due(
         );
         due.push((wire, owner, f64::from(rate).recip() >= SLOW_TRAIL_INTERVAL));
     }
+    spread.0 = counted;
     send_repeats(repeats, &mut links);
     // (A copy may go in the tick its original does: once is enough.)
     off_grid.sort_by_key(|(tick, wire, _)| (*tick, wire.entity));
@@ -341,7 +371,8 @@ impl ProxySampler {
         sent: &mut SentStates,
     ) -> WireProxyState {
         let interval = 1.0 / f64::from(rate);
-        self.next_tick = unlag_core::next_on_grid(now_tick, interval / tick);
+        let phase = self.phase.unwrap_or(0);
+        self.next_tick = unlag_core::next_on_phase(now_tick, interval / tick, phase);
         let wire = self.wire(pose);
         let state = wire.to_state(now_tick, now);
         sent.push(state);
