@@ -221,6 +221,11 @@ pub struct StatesSentTo {
     forgotten: Option<u32>,
     /// The tick the newest message noted left at.
     newest_sent: u32,
+    /// The messages found acknowledged so far ([`StatesSentTo::acknowledged`]).
+    known: AcknowledgedMessages,
+    /// The number of the oldest message not found acknowledged when last asked whose frame
+    /// the ledger still held: asked about again from there.
+    unsure_from: u32,
 }
 
 /// The ticks at which a client's state messages it acknowledged left, as far back as
@@ -270,11 +275,12 @@ struct KeptMessage {
 
 /// Which of a client's kept state messages it acknowledged ([`StatesSentTo::acknowledged`]),
 /// and their ticks: per proxy, the newest it surely has is one line-up of masks.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct AcknowledgedMessages {
-    /// The acknowledged messages' numbers.
+    /// The acknowledged messages' numbers (bit `i`: message `mask.latest − i`).
     mask: SentMask,
-    /// The tick of message `mask.latest − i`, where acknowledged.
+    /// The tick of message `n` at `n % 64`, where `mask` marks it (a ring: a newer message
+    /// marked moves no other's).
     ticks: [u32; 64],
 }
 
@@ -287,13 +293,66 @@ impl Default for AcknowledgedMessages {
     }
 }
 
+impl PartialEq for AcknowledgedMessages {
+    /// The same messages marked, with the same ticks (however the masks are lined up).
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (self.mask.normalized(), other.mask.normalized());
+        a == b
+            && (0..64u32)
+                .filter(|back| a.bits & (1 << back) != 0)
+                .map(|back| (a.latest.wrapping_sub(back) % 64) as usize)
+                .all(|i| self.ticks[i] == other.ticks[i])
+    }
+}
+
+impl Eq for AcknowledgedMessages {}
+
 impl AcknowledgedMessages {
     /// The tick of the newest acknowledged message that `sent` marks (one that carried a
     /// state of the proxy whose messages it marks).
     pub fn newest_tick(&self, sent: &SentMask) -> Option<u32> {
         let n = self.mask.newest_common(sent)?;
+        Some(self.ticks[(n % 64) as usize])
+    }
+
+    /// Marks message `n` (of `tick`) acknowledged, newer or older than those marked (one more
+    /// than 63 before the newest is not kept).
+    fn mark(&mut self, n: u32, tick: u32) {
+        let newer = n.wrapping_sub(self.mask.latest);
+        if self.mask.bits == 0 || newer < 1 << 31 {
+            let shift = if self.mask.bits == 0 { 64 } else { newer };
+            self.mask.bits = if shift < 64 {
+                self.mask.bits << shift
+            } else {
+                0
+            } | 1;
+            self.mask.latest = n;
+        } else {
+            let back = self.mask.latest.wrapping_sub(n);
+            if back >= 64 {
+                return;
+            }
+            self.mask.bits |= 1 << back;
+        }
+        self.ticks[(n % 64) as usize] = tick;
+    }
+
+    /// Unmarks message `n`.
+    fn unmark(&mut self, n: u32) {
         let back = self.mask.latest.wrapping_sub(n);
-        (back < 64).then(|| self.ticks[back as usize])
+        if back < 64 {
+            self.mask.bits &= !(1 << back);
+        }
+    }
+
+    /// Unmarks every message older than `oldest`.
+    fn unmark_before(&mut self, oldest: u32) {
+        let reach = self.mask.latest.wrapping_sub(oldest);
+        if reach >= 1 << 31 {
+            self.mask.bits = 0;
+        } else if reach < 63 {
+            self.mask.bits &= (1 << (reach + 1)) - 1;
+        }
     }
 }
 
@@ -318,6 +377,18 @@ impl SentMask {
             _ => 1,
         };
         self.latest = message;
+    }
+
+    /// The same messages marked, lined up at the newest of them (all zero when none is).
+    fn normalized(&self) -> Self {
+        if self.bits == 0 {
+            return Self::default();
+        }
+        let newest = self.bits.trailing_zeros();
+        Self {
+            latest: self.latest.wrapping_sub(newest),
+            bits: self.bits >> newest,
+        }
     }
 
     /// Whether message `message` carried a state of the proxy (as far as 64 messages back).
@@ -397,38 +468,62 @@ impl StatesSentTo {
     /// before it), with their ticks.
     ///
     /// A message found acknowledged is not asked about again while the ledger holds its
-    /// frame (the answer cannot change then: [`unlag_core::AckLedger::oldest_frame`]), nor
-    /// one whose frame the message after it already asked about. The server asks for each of
-    /// its clients every tick: asking the ledger about all 64 messages each time was a cache
-    /// miss each, ~1 % of a 256-player server's update.
+    /// frame (the answer cannot change then: [`unlag_core::AckLedger::oldest_frame`]), and the
+    /// messages found so are kept marked from one call to the next: each call asks the ledger
+    /// only about the messages from the oldest not found acknowledged whose frame it still
+    /// holds (those in flight, or lost), and unmarks those it forgot or that fell out of the
+    /// latest 64. The server asks for each of its clients every tick it sends them states:
+    /// asking about all 64 messages each time was a cache miss each, ~1 % of a 256-player
+    /// server's update, and walking them all ~2 % with its states spread over three ticks of
+    /// their interval.
     pub fn acknowledged(&mut self, ledger: &unlag_core::AckLedger) -> AcknowledgedMessages {
-        let held_from = ledger.oldest_frame();
-        let mut known = AcknowledgedMessages::default();
-        // Newest first: the first acknowledged is the latest, the rest line up behind it.
-        let mut latest = None;
-        let mut asked: Option<(u64, bool)> = None;
+        let Some(held_from) = ledger.oldest_frame() else {
+            // (An empty ledger holds no acknowledgement.)
+            return AcknowledgedMessages::default();
+        };
+        let len = self.messages.len();
         // (The masks reach the latest 64 messages.)
-        for message in self.messages.iter_mut().rev().take(64) {
+        let reach = len.saturating_sub(64);
+        // (Numbers run on by one through the kept messages.)
+        let start = self.messages.front().map_or(len, |front| {
+            let offset = self.unsure_from.wrapping_sub(front.number);
+            if offset < 1 << 31 {
+                (offset as usize).min(len)
+            } else {
+                0
+            }
+        });
+        let mut asked: Option<(u64, bool)> = None;
+        let mut unsure = None;
+        for message in self.messages.range_mut(start.max(reach)..) {
+            if message.acknowledged {
+                continue;
+            }
             let frame = message.frame;
             let acknowledged = match asked {
-                _ if message.acknowledged && held_from.is_some_and(|f| frame >= f) => true,
                 Some((f, answer)) if f == frame => answer,
                 _ => ledger.frame_acknowledged(frame).is_some(),
             };
             asked = Some((frame, acknowledged));
-            message.acknowledged = acknowledged;
-            if !acknowledged {
-                continue;
+            if acknowledged {
+                message.acknowledged = true;
+                self.known.mark(message.number, message.tick);
+            } else if unsure.is_none() && frame >= held_from {
+                unsure = Some(message.number);
             }
-            let (n, tick) = (message.number, message.tick);
-            let latest = *latest.get_or_insert(n);
-            let back = latest.wrapping_sub(n);
-            if back >= 64 {
+        }
+        self.unsure_from = unsure.unwrap_or(self.next);
+        let mut known = self.known.clone();
+        if let Some(oldest) = self.messages.get(reach) {
+            known.unmark_before(oldest.number);
+        }
+        // Those whose frames the ledger forgot read unacknowledged (oldest first: frames
+        // never go back).
+        for message in self.messages.range(reach..) {
+            if message.frame >= held_from {
                 break;
             }
-            known.mask.latest = latest;
-            known.mask.bits |= 1 << back;
-            known.ticks[back as usize] = tick;
+            known.unmark(message.number);
         }
         known
     }
