@@ -600,6 +600,9 @@ enum Cheat {
     NoLead,
     /// No cheat: an honest shot at the weapon's full rate, naming every pellet as a hit.
     Honest,
+    /// Honest shots at the weapon's full rate ([`Cheat::Honest`]), each sent with two late
+    /// copies of the shot before it: one as it was, one whose claims' blends are not a number.
+    LateCopies,
     /// Honest, at the weapon's full rate, but names only its first pellet as a hit (as a
     /// client does whose other pellets missed or only grazed the target on its screen).
     FirstPelletOnly,
@@ -625,6 +628,8 @@ struct CheatScript {
     states: std::collections::BTreeMap<u32, unlag::core::ProxyState>,
     /// How far the pair magnet moved its claimed poses from those drawn, metres, per shot.
     magnet_offsets: Vec<f32>,
+    /// The shot sent before (the late copies' cheat sends it again).
+    last_request: Option<unlag::combat::FireRequest>,
 }
 
 fn run_cheat(
@@ -675,7 +680,7 @@ fn run_cheat(
         // The shotgun's full rate (0.8 s), two frames late.
         Cheat::SkipIndices(_) => 194,
         // The weapon's full rate on the view clock (below).
-        Cheat::Honest | Cheat::FirstPelletOnly => 1,
+        Cheat::Honest | Cheat::FirstPelletOnly | Cheat::LateCopies => 1,
         // The rifle's full rate (0.1 s).
         Cheat::EveryWeapon => 24,
         Cheat::PulsedHold(_) | Cheat::PulsedForged(_) => 240,
@@ -687,7 +692,10 @@ fn run_cheat(
     // An honest client keeps its fire rate on the view clock the server checks it on (the
     // interpolation delay may shrink between two shots, and the view time then runs faster
     // than the frames): the weapon's full rate there, two frames late.
-    if matches!(s.cheat, Cheat::Honest | Cheat::FirstPelletOnly) {
+    if matches!(
+        s.cheat,
+        Cheat::Honest | Cheat::FirstPelletOnly | Cheat::LateCopies
+    ) {
         let newest = s.history.back().unwrap().0;
         let interval = f64::from(s.spec.fire_interval) + 2.0 / 240.0;
         if s.last_fired_view.is_some_and(|t| newest - t < interval) {
@@ -872,7 +880,7 @@ fn run_cheat(
     let Ok(mut sender) = link.single_mut() else {
         return;
     };
-    sender.send::<unlag::net::UnreliableChannel>(unlag::combat::FireRequest {
+    let request = unlag::combat::FireRequest {
         weapon: s.weapon,
         fire_index,
         origin,
@@ -885,7 +893,18 @@ fn run_cheat(
         sent_view_time,
         sent_delay,
         claims: claims.clone(),
-    });
+    };
+    if s.cheat == Cheat::LateCopies
+        && let Some(before) = s.last_request.replace(request.clone())
+    {
+        sender.send::<unlag::net::UnreliableChannel>(before.clone());
+        let mut malformed = before;
+        for claim in &mut malformed.claims {
+            claim.alpha = f32::NAN;
+        }
+        sender.send::<unlag::net::UnreliableChannel>(malformed);
+    }
+    sender.send::<unlag::net::UnreliableChannel>(request);
     // A shotgun shot beside every fourth rifle shot, one fire index after it.
     if s.cheat == Cheat::EveryWeapon && s.sent % 4 == 1 {
         let spec = s.shotgun.clone();
@@ -1051,6 +1070,7 @@ fn cheat_run_rewound(
         last_fired_view: None,
         states: default(),
         magnet_offsets: Vec::new(),
+        last_request: None,
     });
     assert!(tb.run_until(Duration::from_secs(60), |tb| {
         tb.client_world(0).resource::<CheatScript>().sent >= shots
@@ -1137,6 +1157,31 @@ fn expect(
         stats.accepted
     );
     stats
+}
+
+/// Late copies of shots judged already (a client sends each shot two or three times) are
+/// counted as copies and dropped as they arrive, unanswered, before the server reads anything
+/// about their arrival; a malformed copy of a shot judged already is still refused as
+/// malformed, as the judge refuses it before it looks at its fire index (one of a shot still
+/// waiting is a copy of it, as before), and the honest shots all count. (A copy whose original
+/// was lost is judged as the shot, on the original's stamps, which it left a shot later with:
+/// refused as `BadViewTime` here, where an honest client's copies carry their own stamps.)
+#[test]
+fn late_copies_of_judged_shots_are_dropped_and_malformed_ones_refused() {
+    use unlag::combat::Rejection;
+    let s = cheat_run(Cheat::LateCopies, "rifle", 20);
+    let count = |reason| s.rejected.get(&reason).copied().unwrap_or(0);
+    let (malformed, stale) = (count(Rejection::Malformed), count(Rejection::BadViewTime));
+    println!(
+        "LateCopies: {} accepted, {} copies dropped, {malformed} malformed, refusals {:?}",
+        s.accepted, s.duplicates, s.rejected
+    );
+    // 20 shots and 19 pairs of copies over a link that loses 5 % of its packets.
+    assert!(s.accepted >= 16 && s.accepted <= 20, "{s:?}");
+    assert_eq!(s.rejected_total(), malformed + stale, "{s:?}");
+    assert!(stale <= 3, "{s:?}");
+    assert!((10..=19).contains(&malformed), "{s:?}");
+    assert!(s.duplicates >= 15, "{s:?}");
 }
 
 #[test]

@@ -179,6 +179,12 @@ impl ServerArmory {
         self.last_fire_index
     }
 
+    /// Whether a shot of `fire_index` would be refused as a copy of a recent shot judged
+    /// already ([`Rejection::Duplicate`] from [`take_fire_index`](Self::take_fire_index)).
+    pub(crate) fn is_copy(&self, fire_index: u32) -> bool {
+        fire_index <= self.last_fire_index && self.last_fire_index - fire_index < DUPLICATE_WINDOW
+    }
+
     /// Takes a shot's fire index, the newest so far, and returns the newest before it. The
     /// indices between the two never arrived (yet: one that arrives later is a copy): they owe
     /// fire rate at the next shot through the gate, whatever becomes of this one. The first
@@ -188,7 +194,7 @@ impl ServerArmory {
     pub(crate) fn take_fire_index(&mut self, fire_index: u32) -> Result<u32, Rejection> {
         let previous = self.last_fire_index;
         if fire_index <= previous {
-            return Err(if previous - fire_index < DUPLICATE_WINDOW {
+            return Err(if self.is_copy(fire_index) {
                 Rejection::Duplicate
             } else {
                 Rejection::StaleFireIndex

@@ -191,6 +191,21 @@ impl ShotJudge<'_, '_> {
     }
 }
 
+/// Whether [`ShotJudge::judge_arrived`] would refuse `request` as a copy of a shot judged
+/// already ([`Rejection::Duplicate`]) before reading anything about its arrival: well formed,
+/// of a weapon of the server's `table`, its fire index among the `armory`'s recent ones.
+pub(crate) fn copy_of_judged(
+    table: Option<&WeaponTable>,
+    request: &FireRequest,
+    armory: &ServerArmory,
+) -> bool {
+    table.is_some_and(|table| {
+        shape::well_formed(request).is_ok()
+            && weapon(table, request).is_ok()
+            && armory.is_copy(request.fire_index)
+    })
+}
+
 /// The weapon a request names, from the server's own table.
 fn weapon<'a>(table: &'a WeaponTable, request: &FireRequest) -> Result<&'a WeaponSpec, Rejection> {
     table.get(request.weapon).ok_or(Rejection::UnknownWeapon)
