@@ -113,7 +113,8 @@ pub struct SmoothingSettings {
     /// about a datagram of delta states. At 256 players the server's tick that sent every
     /// state took about twice the mean, all its p99; below the share a match keeps one
     /// message of states a client per interval, as before. `usize::MAX`: every proxy on its
-    /// rate's one grid). A proxy keeps the phase it was given when its first state went.
+    /// rate's one grid). A proxy keeps the phase it is given the first tick the server
+    /// samples it, whatever this becomes later.
     pub spread_above: usize,
 }
 

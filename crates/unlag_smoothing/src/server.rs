@@ -39,7 +39,7 @@ pub(crate) struct ProxySampler {
     /// The tick its next state is due at (0: at once).
     next_tick: u32,
     /// Its states' phase: ticks after its rate's grid ([`unlag_core::next_on_phase`]), given
-    /// when its first state is due ([`SmoothingSettings::spread_above`]).
+    /// the first tick [`send_due`] sees it ([`SmoothingSettings::spread_above`]).
     phase: Option<u32>,
     /// The last state sent, its tick, and when it is sent again (slow proxies only).
     repeat: Option<Repeat>,
