@@ -2348,7 +2348,7 @@ fn the_reports_median_is_held_to_the_rtt_over_their_window() {
 /// ledger's frames (it forgets them, and then they read unacknowledged again), several in one
 /// frame at times; and again with a message in every frame (the latest 64 well inside the
 /// ledger's frames, dozens in flight at once, as a server spreading its proxies' states over
-/// the ticks sends them).
+/// the ticks sends them). Both read, message by message, what the ledger answers of each.
 #[test]
 fn acknowledged_state_messages_read_the_same_remembered_or_asked_afresh() {
     let (acknowledged_seen, forgotten_seen) = acknowledged_remembered_or_asked(30);
@@ -2372,6 +2372,8 @@ fn acknowledged_remembered_or_asked(every: u64) -> (usize, usize) {
     let (mut id, mut received): (u16, Vec<u16>) = (0, Vec::new());
     let (mut acknowledged_seen, mut forgotten_seen, mut tick) = (0usize, 0usize, 0u32);
     let mut newest = 0;
+    // Every message sent: (number, tick, frame).
+    let mut sent: Vec<(u32, u32, u64)> = Vec::new();
     for frame in 0..6000u64 {
         let now = frame as f64 / 60.0;
         for _ in 0..1 + rng.next_u64() % 2 {
@@ -2406,11 +2408,28 @@ fn acknowledged_remembered_or_asked(every: u64) -> (usize, usize) {
                     newest = log.begin();
                     log.end(newest, tick, frame);
                 }
+                sent.push((newest, tick, frame));
             }
         }
         let got = remembered.acknowledged(&ledger);
         let want = never_asked.clone().acknowledged(&ledger);
         assert_eq!(got, want, "frame {frame}");
+        // And as the ledger answers each of the latest 64 messages (within 64 of the newest
+        // it acknowledged), one message at a time.
+        let latest = &sent[sent.len().saturating_sub(64)..];
+        let heard = |&(_, _, f): &(u32, u32, u64)| ledger.frame_acknowledged(f).is_some();
+        if let Some(&(newest_heard, ..)) = latest.iter().rev().find(|m| heard(m)) {
+            for m in latest.iter().filter(|m| m.0 + 63 >= newest_heard) {
+                let alone = unlag::net::SentMask {
+                    latest: m.0,
+                    bits: 1,
+                };
+                let expected = heard(m).then_some(m.1);
+                assert_eq!(got.newest_tick(&alone), expected, "frame {frame}, {m:?}");
+            }
+        } else {
+            assert_eq!(got, Default::default(), "frame {frame}");
+        }
         acknowledged_seen += usize::from(got != Default::default());
         // A kept message older than every frame the ledger holds.
         let every = unlag::net::SentMask {

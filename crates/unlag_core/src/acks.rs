@@ -68,6 +68,8 @@ pub struct AckLedger {
     order: std::collections::VecDeque<u16>,
     /// The frames the packets held left in, oldest first.
     frames: std::collections::VecDeque<FrameAcks>,
+    /// The newest of the sender's frames a packet of which was acknowledged.
+    newest_acknowledged: Option<u64>,
 }
 
 impl Default for AckLedger {
@@ -76,6 +78,7 @@ impl Default for AckLedger {
             slots: vec![Slot::default(); LEDGER_PACKETS],
             order: std::collections::VecDeque::with_capacity(LEDGER_PACKETS),
             frames: std::collections::VecDeque::new(),
+            newest_acknowledged: None,
         }
     }
 }
@@ -128,6 +131,13 @@ impl AckLedger {
     /// acknowledged: none of them can be given up after).
     pub fn oldest_frame(&self) -> Option<u64> {
         self.frames.front().map(|f| f.frame)
+    }
+
+    /// The newest of the sender's frames any packet of which was acknowledged, if any: no
+    /// frame after it is acknowledged in full ([`AckLedger::frame_acknowledged`]), so a
+    /// sender asking about its frames newest last can stop there (those still in flight).
+    pub fn newest_acknowledged_frame(&self) -> Option<u64> {
+        self.newest_acknowledged
     }
 
     /// Where the ledger holds the sender's frame `frame` (`frames` is in frame order).
@@ -206,6 +216,7 @@ impl AckLedger {
             slot.waiting = false;
             let trip = (now - slot.sent_at).max(0.0);
             let frame = slot.frame;
+            self.newest_acknowledged = self.newest_acknowledged.max(Some(frame));
             self.frame_mut(frame, |f| {
                 f.acknowledged += 1;
                 f.last = f.last.max(now);
@@ -359,6 +370,28 @@ mod tests {
         });
         assert_eq!(got, vec![PacketFate::Acknowledged(1.7 - 1.1)]);
         assert_eq!(l.waiting(), 0);
+    }
+
+    #[test]
+    fn no_frame_after_the_newest_with_an_acknowledgement_is_acknowledged_in_full() {
+        let mut l = AckLedger::default();
+        assert_eq!(l.newest_acknowledged_frame(), None);
+        // Frames 1, 2 (two packets) and 3.
+        for (id, frame) in [(1, 1), (2, 2), (3, 2), (4, 3)] {
+            l.on_sent(id, 0.0, frame, |_| {});
+        }
+        // Packet 2 (half of frame 2), then packet 1 (frame 1) late.
+        l.on_header(2, 0, 0.1, |_| {});
+        assert_eq!(l.newest_acknowledged_frame(), Some(2));
+        assert_eq!(l.frame_acknowledged(2), None);
+        l.on_header(1, 0, 0.2, |_| {});
+        assert_eq!(l.newest_acknowledged_frame(), Some(2));
+        assert_eq!(l.frame_acknowledged(1), Some(0.2));
+        assert_eq!(l.frame_acknowledged(3), None);
+        // Frame 3 in full: the newest moves on.
+        l.on_header(4, 0, 0.3, |_| {});
+        assert_eq!(l.newest_acknowledged_frame(), Some(3));
+        assert_eq!(l.frame_acknowledged(3), Some(0.3));
     }
 
     #[test]

@@ -471,7 +471,8 @@ impl StatesSentTo {
     /// frame (the answer cannot change then: [`unlag_core::AckLedger::oldest_frame`]), and the
     /// messages found so are kept marked from one call to the next: each call asks the ledger
     /// only about the messages from the oldest not found acknowledged whose frame it still
-    /// holds (those in flight, or lost), and unmarks those it forgot or that fell out of the
+    /// holds (those lost, or acknowledged in part) up to the first in flight (after the newest
+    /// frame it has any acknowledgement of), and unmarks those it forgot or that fell out of the
     /// latest 64. The server asks for each of its clients every tick it sends them states:
     /// asking about all 64 messages each time was a cache miss each, ~1 % of a 256-player
     /// server's update, and walking them all ~2 % with its states spread over three ticks of
@@ -493,6 +494,9 @@ impl StatesSentTo {
                 0
             }
         });
+        // (No frame after the newest any packet of which was acknowledged is acknowledged in
+        // full: the messages in flight are not asked about, each a cache miss.)
+        let in_flight_after = ledger.newest_acknowledged_frame();
         let mut asked: Option<(u64, bool)> = None;
         let mut unsure = None;
         for message in self.messages.range_mut(start.max(reach)..) {
@@ -500,6 +504,11 @@ impl StatesSentTo {
                 continue;
             }
             let frame = message.frame;
+            if in_flight_after.is_none_or(|newest| frame > newest) {
+                // (Frames never go back: every later message is in flight too.)
+                unsure = unsure.or(Some(message.number));
+                break;
+            }
             let acknowledged = match asked {
                 Some((f, answer)) if f == frame => answer,
                 _ => ledger.frame_acknowledged(frame).is_some(),
