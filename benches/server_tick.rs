@@ -29,10 +29,9 @@
 //! threads; its clients too, untimed). Counts above `SmoothingSettings::spread_above` (96) are
 //! played a fourth time, on one thread with relevance on and every proxy's states on its
 //! rate's one grid (`spread_above` = `usize::MAX`, the way before proxies were spread over
-//! the ticks of their interval: the `grid` column, `spread` or `one`). Under both, the per-client work inside systems runs
-//! over the pool's threads (lightyear's per-link systems, the movement checks from 32
-//! characters up). The parts'
-//! timers measure from inside the systems; under the multi-threaded executor other systems may
+//! the ticks of their interval: the `grid` column, `spread` or `one`). Under both, the
+//! per-client work inside systems runs over the pool's threads (lightyear's per-link systems,
+//! the movement checks from 32 characters up). The parts' timers measure from inside the systems; under the multi-threaded executor other systems may
 //! run beside them, so there the parts can add up to more than the whole.
 //! - criterion `server_tick/relevance off, one thread/N`, `server_tick/relevance on, one
 //!   thread/N`, `server_tick/relevance on, multi-threaded/N` and `server_tick/relevance on,

@@ -112,6 +112,12 @@ fn bad_options_are_refused_naming_the_option_and_its_range() {
     assert!(error(&["--seconds"]).contains("needs a value"));
     assert!(error(&["--frobnicate", "1"]).contains("unknown option --frobnicate"));
     assert!(error(&["--help"]).contains("usage"));
+    assert!(error(&["--spread-above", "-3"]).contains("--spread-above"));
+    assert_eq!(
+        parse(&["--spread-above", "off"]).unwrap().spread_above,
+        usize::MAX
+    );
+    assert_eq!(parse(&["--spread-above", "3"]).unwrap().spread_above, 3);
     let ok = parse(&[
         "--rtt",
         "150",
