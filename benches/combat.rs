@@ -196,6 +196,7 @@ fn setup() -> Bench {
                         mode: c.mode,
                         ease: c.ease,
                         pellets: unlag::combat::EVERY_PELLET,
+                        behind: 0.0,
                     }],
                 }
             })

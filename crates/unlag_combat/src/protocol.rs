@@ -47,6 +47,14 @@ pub struct WireClaim {
     /// client drew it missing by less than its trace's margin (a tenth of a millimetre) is a
     /// miss on both sides, and a client can only claim fewer hits than it saw, never more.
     pub pellets: u64,
+    /// How much earlier than the shot's [`judged_time`](FireRequest::judged_time) the target
+    /// is judged, seconds (0 or more): a client draws a proxy sent more slowly than the others
+    /// (at a reduced rate, or of a slower rate of its own) with a longer delay, so further in
+    /// the past. The server compensates that longer delay as far as the rate it sent the proxy
+    /// at explains ([`unlag_net::claim_delay_cap`]); beyond, the client judges the claim later
+    /// by the rest, as the server does. 0 for a proxy drawn with the shot's own delay, and for
+    /// an `Extrapolate` one (drawn at the present the client knows, whatever its delay).
+    pub behind: f64,
 }
 
 impl WireClaim {
@@ -63,6 +71,7 @@ impl WireClaim {
             mode: pose.mode,
             ease: pose.ease,
             pellets,
+            behind: 0.0,
         }
     }
 

@@ -46,6 +46,12 @@ pub struct CombatStats {
     /// Claims on a pose held on one state past its extrapolation (not at the moment drawn):
     /// what they show is older than the view, so they never count as hits.
     pub stale_claims: u64,
+    /// Shots refused (`BadClaim`) for a claim judged earlier than the shot by more than the
+    /// server compensates its target's delay ([`WireClaim::behind`](crate::WireClaim::behind)).
+    pub claims_too_far_behind: u64,
+    /// Claims taken judged earlier than their shot ([`WireClaim::behind`](crate::WireClaim::behind)
+    /// above 0): on proxies the client drew with a longer delay than the shot's (slower ones).
+    pub claims_behind: u64,
     /// Claims whose offset from the curve no starved frames explain, judged on the curve
     /// instead ([`RewindQuery::ease_explained`](unlag_rewind::RewindQuery::ease_explained)):
     /// a magnet pulling a hit box onto the ray, or a mode switch the server did not see.

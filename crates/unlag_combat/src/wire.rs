@@ -15,7 +15,7 @@
 //! | the shot's view time before it, its judged time after it, the rewind cap (µs) | 1–3 each |
 //! | the copy's delay: tens of µs when it is whole tens (as the client rounds it, with its delay reports), else µs | 2–3 |
 //! | the newest move | 2 |
-//! | claims: count, then per claim the target (`unlag_core::ByteWriter::entity`: 2 bytes), `from` (varint), `to − from`, alpha (`f32`), mode and flags, the ease only when not zero, the pellets that hit it only when more than the first alone (varint) | 1 + about 9 each |
+//! | claims: count, then per claim the target (`unlag_core::ByteWriter::entity`: 2 bytes), `from` (varint), `to − from`, alpha (`f32`), mode and flags, the ease only when not zero, the pellets that hit it only when more than the first alone (varint), how much earlier than the shot it is judged only when not zero (µs, zigzag varint) | 1 + about 9 each |
 //!
 //! A rifle shot with one claim, ten minutes into a match, comes to 41 bytes (112 in serde's
 //! derived form), a shotgun's the same (244). Times go as whole microseconds: a character at
@@ -59,7 +59,9 @@ const CLAIM_PELLETS: u8 = 4;
 const CLAIM_EASE: u8 = 8;
 /// The mask is the first pellet alone (a rifle's hit): no bytes follow for it.
 const CLAIM_FIRST_PELLET: u8 = 16;
-const CLAIM_FLAGS: u8 = CLAIM_MODE | CLAIM_PELLETS | CLAIM_EASE | CLAIM_FIRST_PELLET;
+/// How much earlier than the shot the target is judged follows (µs, zigzag varint, not 0).
+const CLAIM_BEHIND: u8 = 32;
+const CLAIM_FLAGS: u8 = CLAIM_MODE | CLAIM_PELLETS | CLAIM_EASE | CLAIM_FIRST_PELLET | CLAIM_BEHIND;
 
 /// Seconds as whole microseconds, held to ±[`MAX_MICROS`] (a non-finite time goes as the
 /// largest: the server's timing checks refuse it).
@@ -202,12 +204,19 @@ fn pack(request: &FireRequest) -> Vec<u8> {
             1 => CLAIM_FIRST_PELLET,
             _ => CLAIM_PELLETS,
         };
-        w.u8(mode_code(c.mode) | pellets | (u8::from(eased) * CLAIM_EASE));
+        let behind = micros(c.behind);
+        w.u8(mode_code(c.mode)
+            | pellets
+            | (u8::from(eased) * CLAIM_EASE)
+            | (u8::from(behind != 0) * CLAIM_BEHIND));
         if eased {
             write_vec3(&mut w, c.ease);
         }
         if pellets == CLAIM_PELLETS {
             w.varint(c.pellets);
+        }
+        if behind != 0 {
+            w.zigzag64(behind);
         }
     }
     w.into_bytes()
@@ -328,6 +337,15 @@ fn unpack(bytes: &[u8]) -> Result<FireRequest, DecodeError> {
             },
             (true, true) => return Err(DecodeError::Invalid),
         };
+        let behind = if code & CLAIM_BEHIND != 0 {
+            // Written only when not zero: one encoding per request.
+            match r.zigzag64()? {
+                0 => return Err(DecodeError::Invalid),
+                micros => seconds(micros)?,
+            }
+        } else {
+            0.0
+        };
         claims.push(WireClaim {
             target,
             from,
@@ -336,6 +354,7 @@ fn unpack(bytes: &[u8]) -> Result<FireRequest, DecodeError> {
             mode: mode_of(code),
             ease,
             pellets,
+            behind,
         });
     }
     r.finish()?;

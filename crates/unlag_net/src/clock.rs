@@ -90,6 +90,27 @@ pub fn plausible_delay(update_interval: f64, spread: f64, server_frame: f64) -> 
         .min(MAX_REPORTED_DELAY)
 }
 
+/// The longest delay the server compensates for one proxy sent every `interval` seconds, when
+/// it compensates `cap` seconds for the proxies sent every `nominal` seconds (the server's
+/// update interval: [`RemoteClientClock::delay_cap`]), from a server whose frames last
+/// `server_frame` seconds: `cap` and what [`plausible_delay`] grants more for the longer
+/// interval (its interval and the state bridging a loss; never less than `cap`), at most
+/// [`MAX_REPORTED_DELAY`]. Non-finite or negative inputs count as zero.
+///
+/// A client draws a slower proxy (one sent at a reduced rate, or of a slower rate of its own)
+/// with a longer delay than the others, and a shot claims it drawn that much earlier; the
+/// server compensates that delay up to here, and judges a claim drawn with a longer one
+/// later by the rest, as it does a whole shot beyond `cap` ([`delay_shortfall`]). Both sides
+/// apply it: the client with the interval it reads from the proxy's states, the server with
+/// the longest it sent them at lately (never shorter), so the server never compensates less
+/// than the client counted on.
+pub fn claim_delay_cap(cap: f64, interval: f64, nominal: f64, server_frame: f64) -> f64 {
+    let clean = unlag_core::finite_non_negative;
+    let more =
+        plausible_delay(interval, 0.0, server_frame) - plausible_delay(nominal, 0.0, server_frame);
+    (clean(cap) + clean(more)).min(MAX_REPORTED_DELAY)
+}
+
 /// How much later than usual a client's packets may arrive, as the server measures it,
 /// seconds: twice the pings' jitter, or the spread of its move stream above the median
 /// ([`RemoteClientClock::uplink_spread`]), whichever is larger (the pings' jitter reads a
@@ -331,6 +352,13 @@ pub struct RemoteClientClock {
     /// delay are judged later than drawn by the rest ([`delay_shortfall`]). Announced to the
     /// client in every [`NetBeat`].
     pub delay_cap: f64,
+    /// The proxy update interval [`RemoteClientClock::delay_cap`] was set for at the last
+    /// report (the server's), seconds: a slower proxy's claims are compensated more
+    /// ([`claim_delay_cap`]).
+    pub cap_interval: f64,
+    /// The server frame [`RemoteClientClock::delay_cap`] allowed for at the last report
+    /// (its long frame, or its usual one when longer), seconds.
+    pub cap_frame: f64,
     /// Reports of a delay longer than [`RemoteClientClock::delay_cap`] (the client's shots are
     /// then compensated only up to the cap).
     pub reports_above_cap: u64,
@@ -413,6 +441,10 @@ pub struct RemoteClockAt {
     pub client_frame_known: bool,
     /// [`RemoteClientClock::delay_cap`] then, seconds.
     pub delay_cap: f64,
+    /// [`RemoteClientClock::cap_interval`] then, seconds.
+    pub cap_interval: f64,
+    /// [`RemoteClientClock::cap_frame`] then, seconds.
+    pub cap_frame: f64,
     /// Whether the client had reported its delay.
     pub reported: bool,
     /// [`RemoteClientClock::view_lag_range`] then: (least, most) lag of the view reports,
@@ -1188,6 +1220,8 @@ impl RemoteClientClock {
             recent_client_frame: self.recent_client_frame(),
             client_frame_known: self.client_frame_known(),
             delay_cap: self.delay_cap,
+            cap_interval: self.cap_interval,
+            cap_frame: self.cap_frame,
             reported: self.reported,
             view_lag_range: summary.map(|(least, most, _)| (least, most)),
             view_lag_median: summary.map(|(.., median)| median),
@@ -2274,6 +2308,8 @@ impl ReportState {
         }
         remote.interpolation_delay = delay;
         remote.delay_cap = most;
+        remote.cap_interval = at.interval;
+        remote.cap_frame = frame;
         remote.reported = true;
         remote.server_frame = at.frame;
         // (Plausible: checked above with this delay.)

@@ -55,11 +55,11 @@ pub struct InterestSettings {
     ///
     /// A reduced ring (`full_within` < `reduced_within`) sends far proxies at
     /// `reduced_rate_hz`. A client draws each proxy with a delay that follows that proxy's own
-    /// interval, so a slower proxy is drawn further in the past, and a shot is stamped with the
-    /// moment its first target was drawn. Shots whose targets all come at one rate are judged
-    /// exactly; a shot fired within the fire interval of one at a proxy of another rate, or
-    /// claiming proxies of two rates, is refused today (`TooFast`, `BadViewTime`): the claims
-    /// do not carry their own delay yet. Hence off by default.
+    /// interval, so a slower proxy is drawn further in the past (a whole interval more at half
+    /// the rate), and a shot's claim on it says so; the server judges each claim at the moment
+    /// its target was drawn (shots at near and far targets in turn, and a shotgun's pellets
+    /// across both, alike). Off by default: a far proxy at a reduced rate is shown further in
+    /// the past.
     pub full_within: f32,
     /// Within this distance (beyond `full_within`) a proxy is sent at `reduced_rate_hz`;
     /// beyond it, not at all, metres (default 200).

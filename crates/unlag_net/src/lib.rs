@@ -37,8 +37,8 @@ pub use clock::{
     NetClock, PLAUSIBLE_DELAY_DECAY, PLAUSIBLE_DELAY_SLACK, RECENT_RTT_SPAN, REPORT_ALONE_AFTER,
     REPORT_BURST, REPORT_INTERVAL, RemoteClientClock, RemoteClockAt, ReportContext, ReportRefusal,
     ReportState, UNSEEN_TAIL_STEPS, VIEW_LAG_CENTER_SLACK, VIEW_LAG_JITTER_FACTOR, VIEW_LAG_MEMORY,
-    VIEW_LAG_SLACK, VIEW_LAG_WINDOW, VIEW_TIME_WRAP, delay_shortfall, plausible_delay,
-    report_micros, server_time_now, server_time_of_world, unwrap_view_time,
+    VIEW_LAG_SLACK, VIEW_LAG_WINDOW, VIEW_TIME_WRAP, claim_delay_cap, delay_shortfall,
+    plausible_delay, report_micros, server_time_now, server_time_of_world, unwrap_view_time,
 };
 pub use conditions::NetConditions;
 pub use encoded::EncodedRuns;

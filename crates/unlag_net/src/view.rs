@@ -537,6 +537,15 @@ impl StatesSentTo {
         known
     }
 
+    /// The ticks of the kept messages that `sent` marks (those that carried a state of one
+    /// proxy, as far back as the mask reaches: the latest 64), oldest first.
+    pub fn ticks_of(&self, sent: SentMask) -> impl Iterator<Item = u32> + '_ {
+        self.messages
+            .range(self.messages.len().saturating_sub(64)..)
+            .filter(move |m| sent.has(m.number))
+            .map(|m| m.tick)
+    }
+
     /// The (tick, frame) of each kept message that carried a state of the proxy whose messages
     /// `sent` marks with a tick strictly between `after` and `before`.
     pub fn frames_between(

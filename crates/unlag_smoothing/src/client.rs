@@ -56,7 +56,7 @@ pub struct ProxySmoothing {
     /// three, its interval may still be unknown and nothing has been drawn from a curve that
     /// could jump. (Not the buffer's length: pruning shortens that later on.)
     taken: u32,
-    /// Its update interval as last read ([`ProxySmoothing::interval`]), seconds: a starved
+    /// Its update interval as last read ([`ProxySmoothing::update_interval`]), seconds: a starved
     /// spell's ease lasts longer for slow proxies ([`unlag_core::ease_time`]).
     interval: f64,
     /// States off the grid whose state on the grid before them has not come (oldest first, at
@@ -102,6 +102,12 @@ impl ProxySmoothing {
             interval: 0.0,
             parked: Vec::new(),
         }
+    }
+
+    /// Its update interval as last read, seconds: its own rate's, or the server's nominal one
+    /// while its own is not known yet or within a quarter of it; 0 before it was drawn.
+    pub fn update_interval(&self) -> f64 {
+        self.interval
     }
 
     /// Renders the proxy in `mode` from the next frame on, easing from where it is drawn now

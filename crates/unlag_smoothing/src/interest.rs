@@ -68,6 +68,29 @@ impl InterestSchedule {
             .map(|p| p.sent)
             .filter(|s| s.bits != 0)
     }
+
+    /// The longest time between two states of `proxy` on its grid that this client was sent
+    /// in a row lately (in its current spell of being sent them, within the latest 64 state
+    /// messages `log` keeps), seconds of `tick_seconds` ticks; `None` before two were. A
+    /// client reads a proxy's interval from the gaps between the states it gets (the least of
+    /// its last few), so a longer one than this only where losses took every other state of
+    /// several in a row.
+    pub fn longest_sent_interval(
+        &self,
+        proxy: Entity,
+        log: &unlag_net::StatesSentTo,
+        tick_seconds: f64,
+    ) -> Option<f64> {
+        let pair = self.pairs.get(&proxy).filter(|p| p.awake)?;
+        let ticks = log
+            .ticks_of(pair.due_sent)
+            .filter(|&t| t >= pair.awake_since);
+        let (_, longest) = ticks.fold((None, None), |(last, longest), t| {
+            let gap = last.map(|l: u32| t.wrapping_sub(l));
+            (Some(t), longest.max(gap))
+        });
+        longest.map(|ticks| f64::from(ticks) * tick_seconds)
+    }
 }
 
 /// FixedPostUpdate, first: every connected link gets its interest and schedule.

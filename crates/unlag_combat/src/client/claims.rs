@@ -6,15 +6,14 @@ use crate::protocol::{MAX_CLAIMS, WireClaim};
 use bevy::prelude::*;
 
 /// The shot's claims, hits first, then the near misses (one per proxy, at most
-/// [`MAX_CLAIMS`]), and the view time the first was drawn at (server seconds): the moment the
-/// shot shows; `None` without a target.
+/// [`MAX_CLAIMS`]), each judged as much earlier than the shot as its target was drawn with a
+/// longer delay ([`WireClaim::behind`]).
 pub(super) fn claims(
     hits: &[Option<Pellet>],
     near: &[Entity],
     targets: &[Target],
-) -> (Vec<WireClaim>, Option<f64>) {
+) -> Vec<WireClaim> {
     let mut claims: Vec<WireClaim> = Vec::new();
-    let mut view_time = None;
     // Which pellets hit each target (bit i: the i-th direction's pellet).
     let pellets_on = |target: Entity| {
         hits.iter()
@@ -29,7 +28,6 @@ pub(super) fn claims(
             continue;
         }
         if let Some(t) = targets.iter().find(|t| t.proxy == target) {
-            view_time.get_or_insert(t.drawn_at);
             // A hit is claimed only where one is promised: not on a pose that shows the past
             // (held past its extrapolation, or before its first state). The server tells such
             // a pose by its time, and a hold that began within its slack of the view passed
@@ -37,8 +35,11 @@ pub(super) fn claims(
             // report's 20 %-loss, 10-fps corner).
             let promised = hit && !t.pose.kind.is_stale();
             let pellets = if promised { pellets_on(target) } else { 0 };
-            claims.push(WireClaim::drawn(target, &t.pose, pellets));
+            claims.push(WireClaim {
+                behind: t.behind,
+                ..WireClaim::drawn(target, &t.pose, pellets)
+            });
         }
     }
-    (claims, view_time)
+    claims
 }

@@ -193,9 +193,10 @@ pub(crate) fn fire(
     // takes for backtracking. Shots and copies wait for a frame that is not hitched, for
     // proxies drawn now (the commands held till then: `playable_commands`).
     let commands = super::playable_commands(clock.frame_hitched, &mut held, &mut commands);
-    // The fire rate is kept on the view clock the server checks it on (the shots' view times).
-    // It is the view time on screen, the one every proxy of the server's default rate is drawn
-    // at (a shot that hits a proxy takes that proxy's).
+    // A shot's view time is the view time on screen: the one the proxies drawn with the
+    // shortest delay (those of the server's rate) show. The fire rate is kept on it, as the
+    // server checks it; a slower proxy, drawn with a longer delay, is claimed that much
+    // earlier (`WireClaim::behind`), whatever the shot before it hit.
     let now = clock.drawn_view_time();
     for command in commands {
         let (Some(spec), Some(aim)) = (table.get(command.weapon), command.aim.try_normalize())
@@ -216,7 +217,9 @@ pub(crate) fn fire(
         let origin = unlag_core::quantize::round_to_millimetres(command.origin);
         let directions = shot_directions(spec, fire_index, aim);
         let lead = shot_lead(&settings, &clock);
-        let targets = scene.targets(lead);
+        let targets = scene.targets(now, lead, |delay, interval| {
+            claim_lead(&settings, &clock, delay, interval)
+        });
         // A projectile hits nothing yet: the server judges its flight.
         let (hits, near) = if matches!(spec.kind, WeaponKind::Projectile { .. }) {
             let (weapon, direction) = (command.weapon, directions[0]);
@@ -233,9 +236,8 @@ pub(crate) fn fire(
             let near = near_misses(origin, &directions, &hits, spec, &targets);
             (hits, near)
         };
-        let (claims, view_time) = claims(&hits, &near, &targets);
-        // Without a target, the view time on screen.
-        let view_time = view_time.unwrap_or(now);
+        let claims = claims(&hits, &near, &targets);
+        let view_time = now;
         link.send(FireRequest {
             weapon: command.weapon,
             fire_index,
@@ -261,6 +263,20 @@ pub(crate) fn fire(
             view_time,
         });
     }
+}
+
+/// How much later than drawn the server judges a claim on a proxy drawn with `delay` seconds
+/// whose states come every `interval` seconds (its own, as the client reads it), seconds: the
+/// shot's lead for that delay, against the delay the server compensates for a proxy of that
+/// interval ([`unlag_net::claim_delay_cap`], from the cap its beats announce). An interval not
+/// read yet (0) counts as the server's.
+fn claim_lead(settings: &CombatSettings, clock: &NetClock, delay: f64, interval: f64) -> f64 {
+    let nominal = clock.send_interval;
+    let frame = clock.server_frame.max(clock.server_long_frame);
+    let cap = clock
+        .server_delay_cap
+        .map(|cap| unlag_net::claim_delay_cap(cap, interval.max(nominal), nominal, frame));
+    settings.shot_lead(clock.server_rtt.unwrap_or(clock.rtt), delay, cap)
 }
 
 /// How much later than drawn the server judges a shot fired now, seconds: above the rewind cap,

@@ -20,8 +20,9 @@ pub const NEAR_MISS_MARGIN: f32 = 0.25;
 /// there (position, rotation).
 pub(super) struct Target<'a> {
     pub(super) proxy: Entity,
-    /// The view time the proxy was drawn at this frame, server seconds.
-    pub(super) drawn_at: f64,
+    /// How much earlier than the shot the server judges it, seconds (its claim's
+    /// [`WireClaim::behind`](crate::WireClaim::behind)): 0 when drawn with the shot's delay.
+    pub(super) behind: f64,
     pub(super) pose: RenderedPose,
     pub(super) boxes: Vec<(&'a HitBox, Vec3, Quat)>,
 }
@@ -73,10 +74,18 @@ impl ProxyScene<'_, '_> {
         !self.own.is_empty()
     }
 
-    /// Every proxy with its hit boxes: as drawn this frame, or, when the server judges the
-    /// shot `lead` seconds later than drawn (above the rewind cap), where its curve has it
-    /// then, so a hit marker promises what the server grants.
-    pub(super) fn targets(&self, lead: f64) -> Vec<Target<'_>> {
+    /// Every proxy with its hit boxes: as drawn this frame, or, when the server judges its
+    /// claim later than drawn (above the rewind cap, or its delay beyond what the server
+    /// compensates), where its curve has it then, so a hit marker promises what the server
+    /// grants. `now` is the view time on screen (the shot's), `lead` how much later the server
+    /// judges the shot; `claim_lead` how much later it judges a claim on a proxy drawn with a
+    /// delay (seconds) whose states come every so many seconds (see [`Target::behind`]).
+    pub(super) fn targets(
+        &self,
+        now: f64,
+        lead: f64,
+        claim_lead: impl Fn(f64, f64) -> f64,
+    ) -> Vec<Target<'_>> {
         let max_extrapolation = self
             .smoothing
             .as_ref()
@@ -85,10 +94,23 @@ impl ProxyScene<'_, '_> {
             .iter()
             .filter_map(|(proxy, drawn, children, smoothed)| {
                 let boxes = children.iter().filter_map(|c| self.boxes.get(c).ok());
+                // A proxy drawn with the shot's delay is judged with the shot; a slower one,
+                // drawn with a longer delay, earlier, unless the server compensates only part
+                // of its delay (then later than drawn by the rest, as the shot is beyond the
+                // cap). An `Extrapolate` one is drawn at the present, whatever its delay.
+                let (lead, behind) = if drawn.view_time >= now
+                    || drawn.mode == unlag_core::SmoothingMode::Extrapolate
+                {
+                    (lead, 0.0)
+                } else {
+                    let interval = smoothed.map_or(0.0, |s| s.update_interval());
+                    let own = claim_lead(drawn.delay, interval);
+                    (own, ((now + lead) - (drawn.view_time + own)).max(0.0))
+                };
                 if lead <= 0.0 {
                     return Some(Target {
                         proxy,
-                        drawn_at: drawn.view_time,
+                        behind,
                         pose: *drawn,
                         boxes: boxes
                             .map(|(hit_box, global, ..)| {
@@ -105,7 +127,7 @@ impl ProxyScene<'_, '_> {
                 let w = pose.body_blend();
                 Some(Target {
                     proxy,
-                    drawn_at: drawn.view_time,
+                    behind,
                     boxes: boxes
                         .map(|(hit_box, _, local, bone)| {
                             let local = bone.map_or(*local, |bone| {

@@ -7,9 +7,15 @@ use crate::stats::CombatStats;
 use bevy::prelude::*;
 use unlag_rewind::{ClaimedView, RewindError, RewindHit};
 
-/// How far the first claim's shown time may be from the shot's view time, seconds: rounding
-/// (the blend travels as an `f32`) and the delay report's microseconds.
-const FIRST_CLAIM_SLACK: f64 = 0.002;
+/// How far a claim's shown time may be from the moment it claims (the shot's judged time, less
+/// the claim's [`behind`](crate::WireClaim::behind)), seconds: rounding (the blend travels as
+/// an `f32`) and the delay report's microseconds.
+const CLAIM_SLACK: f64 = 0.002;
+
+/// Slack of a claim's [`behind`](crate::WireClaim::behind) over what the server compensates,
+/// seconds: the server frame the client reads from the beats may lag the one the cap was set
+/// for by a beat.
+const BEHIND_SLACK: f64 = 0.002;
 
 /// A shot's claims, as the server takes them.
 pub(super) struct Claims {
@@ -24,11 +30,13 @@ pub(super) struct Claims {
 }
 
 impl ShotContext<'_, '_, '_> {
-    /// Takes the shot's claims, one per target, each showing the moment the shot shows
-    /// ([`Rejection::BadClaim`] otherwise); a claim on a target the server no longer has is
-    /// left out (counted in [`CombatStats::gone_targets`]). Counts, per claim and
-    /// even when a later claim refuses, eases that starved frames do not explain and claims on
-    /// stale poses.
+    /// Takes the shot's claims, one per target, each showing the moment the shot shows, or as
+    /// much earlier as it says its target was drawn with a longer delay, no more than the
+    /// server compensates ([`Rejection::BadClaim`] otherwise, counted in
+    /// [`CombatStats::claims_too_far_behind`] for the latter); a claim on a target the server
+    /// no longer has is left out (counted in [`CombatStats::gone_targets`]). Counts, per claim
+    /// and even when a later claim refuses, eases that starved frames do not explain and
+    /// claims on stale poses.
     pub(super) fn claims(&self, stats: &mut CombatStats) -> Result<Claims, Rejection> {
         let (request, rewind, link) = (self.request, self.rewind, &self.arrival.link);
         let mut claims = Claims {
@@ -36,7 +44,6 @@ impl ShotContext<'_, '_, '_> {
             hits: Vec::with_capacity(request.claims.len()),
             stale: Vec::new(),
         };
-        let tolerance = crate::rules::shot_tolerance(self.settings, link, self.arrival.frame);
         // What the client acknowledged, read once a shot and only for an ease to explain.
         let heard = core::cell::OnceCell::new();
         for (k, c) in request.claims.iter().enumerate() {
@@ -46,9 +53,9 @@ impl ShotContext<'_, '_, '_> {
                 return Err(Rejection::BadClaim);
             }
             let mut claim = c.view();
-            // A claim shows one moment: the shot's view time (Extrapolate proxies are drawn at
-            // the present the client knows, one delay later), whether it blends two states or
-            // runs on past the newest one.
+            // A claim shows one moment: the shot's judged time, less its `behind` (Extrapolate
+            // proxies are drawn at the present the client knows, one delay later), whether it
+            // blends two states or runs on past the newest one.
             // A target the server no longer has left (or was despawned) while the shot was on
             // its way: its client still drew it for a trip. Nothing is judged against it (a
             // miss on it), and the shot is not refused for it: an entity that never was a
@@ -61,6 +68,12 @@ impl ShotContext<'_, '_, '_> {
                 }
                 Err(_) => return Err(Rejection::BadClaim),
             };
+            // A claim on a proxy drawn with a longer delay than the shot's (a slower one) is
+            // judged that much earlier, as far as the server compensates that delay.
+            if c.behind > BEHIND_SLACK && c.behind > self.most_behind(c.target) + BEHIND_SLACK {
+                stats.claims_too_far_behind += 1;
+                return Err(Rejection::BadClaim);
+            }
             // An `Extrapolate` proxy is drawn at the present the client knows, one delay after
             // the view time: its window moves there rather than widening to cover both.
             let shift = if c.mode == unlag_core::SmoothingMode::Extrapolate {
@@ -68,19 +81,17 @@ impl ShotContext<'_, '_, '_> {
             } else {
                 0.0
             };
-            let centre = request.judged_time + shift;
-            // The first claim is the one whose view time the shot carries: it was drawn at
-            // exactly that moment (an `Extrapolate` one a delay later, as closely as the
-            // reported delay follows the drawn one while it changes). Others may be proxies at
-            // other rates, drawn with their own delays.
-            let window = match (k, shift > 0.0) {
-                (0, false) => FIRST_CLAIM_SLACK,
-                (0, true) => FIRST_CLAIM_SLACK.max(
+            let centre = request.judged_time - c.behind + shift;
+            // Each claim was drawn at exactly that moment (an `Extrapolate` one a delay later,
+            // as closely as the reported delay follows the drawn one while it changes).
+            let window = if shift > 0.0 {
+                CLAIM_SLACK.max(
                     unlag_net::PLAUSIBLE_DELAY_DECAY
                         * (link.rtt / 2.0 + unlag_net::MIN_REPORT_GAP + link.client_frame)
-                        + FIRST_CLAIM_SLACK,
-                ),
-                _ => tolerance,
+                        + CLAIM_SLACK,
+                )
+            } else {
+                CLAIM_SLACK
             };
             let off_time = (shown - centre).abs() > window;
             if c.from != c.to && (off_time || self.skips_a_state_it_had(c.target, c.from, c.to)) {
@@ -110,6 +121,7 @@ impl ShotContext<'_, '_, '_> {
                 stats.unexplained_eases += 1;
             }
             claims.views.push(claim);
+            stats.claims_behind += u64::from(c.behind > 0.0);
             claims.hits.push(c.hit() && !self.dead(c.target) && !stale);
             if stale {
                 claims.stale.push(c.target);

@@ -180,6 +180,7 @@ impl ShotJudge<'_, '_> {
             settings: &self.settings,
             arrival,
             present: self.clock.server_time,
+            tick: self.clock.tick_duration,
             shooter,
             link,
             position,
@@ -224,6 +225,8 @@ pub(crate) struct ShotContext<'a, 'w, 's> {
     arrival: Arrival,
     /// The server's time now, seconds (later than the arrival for a shot held for moves).
     present: f64,
+    /// The server's tick, seconds.
+    tick: f64,
     /// The shooting character.
     shooter: Entity,
     /// The shooter's client link.

@@ -19,10 +19,11 @@ pub(super) fn well_formed(request: &FireRequest) -> Result<(), Rejection> {
         && request.directions.len() <= MAX_DIRECTIONS
         && request.claims.len() <= MAX_CLAIMS
         && request.directions.iter().all(|d| d.is_finite())
-        && request
-            .claims
-            .iter()
-            .all(|c| c.alpha.is_finite() && c.ease.is_finite());
+        && request.claims.iter().all(|c| {
+            c.alpha.is_finite()
+                && c.ease.is_finite()
+                && (0.0..=unlag_net::MAX_REPORTED_DELAY).contains(&c.behind)
+        });
     if !finite {
         return Err(Rejection::Malformed);
     }

@@ -163,6 +163,37 @@ impl ShotContext<'_, '_, '_> {
         Ok(())
     }
 
+    /// How much earlier than the shot a claim on `target` may be judged
+    /// ([`WireClaim::behind`](crate::WireClaim::behind)), seconds: the delay the server
+    /// compensates for the target ([`unlag_net::claim_delay_cap`], for the longest interval it
+    /// sent the target to this client at lately, never below its update interval's) less the
+    /// shot's own delay as far as that is compensated (as short as the copy's delay and the
+    /// copy's age allow).
+    ///
+    /// What a client gains by claiming more than it drew is what it gains by reporting a
+    /// longer delay than it draws with (the lag check holds the copies to its reports either
+    /// way): up to the cap, which the server sets from its own evidence of the link, and for
+    /// a slower target up to the more the longer interval it was sent at calls for. A target
+    /// sent at the server's rate is drawn with the shot's delay by an honest client, unless it
+    /// draws a faster one too (the shot's delay is the shortest), or a loss pattern had it read
+    /// the target's rate as slower for a moment: so it is not held to none.
+    pub(super) fn most_behind(&self, target: bevy::prelude::Entity) -> f64 {
+        let (link, request) = (&self.arrival.link, self.request);
+        let nominal = link.cap_interval;
+        let interval = self
+            .sent
+            .get(self.link)
+            .ok()
+            .and_then(|(schedule, log, _)| schedule.longest_sent_interval(target, log, self.tick));
+        let interval = interval.map_or(nominal, |i| i.max(nominal));
+        let cap = self.delay_cap().unwrap_or(link.delay_cap);
+        let age = unlag_core::finite_non_negative(request.sent_view_time - request.view_time);
+        let (grown, _) = delay_movement(age);
+        let shot_delay = unlag_core::finite_non_negative(request.sent_delay - grown).min(cap);
+        let claim_cap = unlag_net::claim_delay_cap(cap, interval, nominal, link.cap_frame);
+        (claim_cap - shot_delay).max(0.0)
+    }
+
     /// Tighter, and free of the clock estimates: the copy may not arrive later after the view
     /// time it stamps than the client's view reports do (nor ahead of them by more than a
     /// frame or two). A client that has reported for a whole window and no longer does is
