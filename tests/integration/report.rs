@@ -118,6 +118,12 @@ fn bad_options_are_refused_naming_the_option_and_its_range() {
         usize::MAX
     );
     assert_eq!(parse(&["--spread-above", "3"]).unwrap().spread_above, 3);
+    assert!(error(&["--full-within", "0"]).contains("--full-within"));
+    assert_eq!(parse(&["--full-within", "off"]).unwrap().full_within, None);
+    assert_eq!(
+        parse(&["--full-within", "20"]).unwrap().full_within,
+        Some(20.0)
+    );
     let ok = parse(&[
         "--rtt",
         "150",
@@ -1800,6 +1806,40 @@ fn a_multi_threaded_server_plays_the_same_match_to_the_bit() {
 /// listen host and heavy jitter, every cell passes the grid's acceptance in full (no shot
 /// refused, every seen hit confirmed, no correction, no pop, no starving beyond the bound).
 /// The client is sent a state message in every tick at 20 Hz, three an interval.
+/// A reduced interest ring in the report's arena (proxies farther than 15 m from a client sent
+/// to it at 10 Hz, nearer ones at 20 Hz): the grid's hard cells pass the full acceptance, every
+/// honest shot at targets of either rate judged as drawn, and some claims were judged earlier
+/// than their shot (on the slower proxies).
+#[test]
+fn a_reduced_interest_ring_passes_the_grids_hard_cells() {
+    use unlag_report::grid::accept;
+    let mut failures = Vec::new();
+    for name in [
+        "loss=10 burst=8",
+        "listen fps=10",
+        "jitter=60 rtt=240",
+        "corner: loss=20/10 × listen",
+    ] {
+        let mut options = grid_options(name, 1);
+        options.full_within = Some(15.0);
+        let report = run(&options, &mut |_| {}).unwrap();
+        let a = accept(&options, &report);
+        println!(
+            "{name}: {} claims judged behind their shot, {} refused; {a:?}",
+            report.claims_behind,
+            report.rejected.values().sum::<u64>()
+        );
+        if !a.pass() {
+            failures.push(format!("{name}: {:?}", a.failures));
+        }
+        assert!(
+            report.claims_behind > 0,
+            "{name}: no claim on a slower proxy"
+        );
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
 #[test]
 fn a_server_spreading_its_proxies_over_their_ticks_passes_the_grids_hard_cells() {
     use unlag_report::grid::accept;

@@ -212,6 +212,9 @@ pub struct Report {
     pub stale_claims: u64,
     /// Claims whose ease no starved frame explains (judged as none), every shooter's.
     pub unexplained_eases: u64,
+    /// Claims judged earlier than their shot, on proxies drawn with a longer delay than the
+    /// shot's (sent more slowly: `--full-within`), every shooter's.
+    pub claims_behind: u64,
     /// Speed hacks the server flagged.
     pub speed_hacks_flagged: u64,
     /// What happened before the measured span (every other figure starts after it).

@@ -82,6 +82,10 @@ pub struct ReportOptions {
     /// new proxies on a later tick of their interval (`SmoothingSettings::spread_above`;
     /// default the library's, 96; `usize::MAX`: every proxy on its rate's one grid).
     pub spread_above: usize,
+    /// Within how many metres of a client a proxy is sent at its own rate, beyond it at the
+    /// reduced ring's (`InterestSettings::full_within`, the ring's rate the library's 10 Hz;
+    /// `None`: the library's default, no reduced ring in an arena this size).
+    pub full_within: Option<f32>,
 }
 
 impl Default for ReportOptions {
@@ -117,6 +121,7 @@ impl Default for ReportOptions {
             weapon: None,
             copies_ride: true,
             spread_above: unlag::smoothing::SmoothingSettings::default().spread_above,
+            full_within: None,
         }
     }
 }
@@ -162,6 +167,10 @@ usage: report [options]
                      grid, the server puts new ones on later ticks of their interval
                      (SmoothingSettings::spread_above; default 96, as the library); off:
                      every proxy on its rate's one grid (the old way)
+  --full-within M|off
+                     proxies farther than M metres (1-200) from a client are sent to it at
+                     the reduced ring's 10 Hz (InterestSettings::full_within); off: the
+                     library's default, 200 m, no reduced ring in this arena
   --fire-interval S  seconds between two shots of a scripted client, 0.05-10 (default
                      0.15; each weapon's fire rate and magazine still hold: 0.1 holds a
                      rifle's trigger down, 10 shots/s until it reloads)
@@ -355,6 +364,13 @@ impl ReportOptions {
                 }
             }
             "--deltas" => self.deltas = on_off(name, value)?,
+            "--full-within" => {
+                self.full_within = if value.eq_ignore_ascii_case("off") {
+                    None
+                } else {
+                    Some(number(1.0, 200.0, " m")? as f32)
+                }
+            }
             "--spread-above" => {
                 self.spread_above = if value.eq_ignore_ascii_case("off") {
                     usize::MAX
@@ -415,6 +431,16 @@ impl ReportOptions {
             },
             delta_states: self.deltas,
             spread_above: self.spread_above,
+            ..library
+        }
+    }
+
+    /// The server's interest settings for the match: the library's, with a reduced ring from
+    /// [`full_within`](Self::full_within) when asked for.
+    pub fn interest_settings(&self) -> unlag::smoothing::InterestSettings {
+        let library = unlag::smoothing::InterestSettings::default();
+        unlag::smoothing::InterestSettings {
+            full_within: self.full_within.unwrap_or(library.full_within),
             ..library
         }
     }

@@ -160,6 +160,12 @@ fn described(options: &ReportOptions) -> BTreeMap<&'static str, String> {
             },
         ),
         (
+            "full_within",
+            options
+                .full_within
+                .map_or("off".into(), |m| format!("{m} m")),
+        ),
+        (
             "copies",
             if options.copies_ride {
                 "ride"
@@ -241,6 +247,7 @@ fn add_combat(report: &mut Report, tb: &Testbed, options: &ReportOptions) {
     }
     let stats = tb.server_world().resource::<CombatStats>();
     report.stale_claims = stats.stale_claims;
+    report.claims_behind = stats.claims_behind;
     report.unexplained_eases = stats.unexplained_eases;
     report.projectiles.launched = stats.projectiles;
     for i in 0..options.clients {

@@ -132,7 +132,7 @@ pub fn start_match_with(
         ))
         .add_plugins(ProxySmoothingPlugin {
             settings: options.smoothing_settings(),
-            ..default()
+            interest: options.interest_settings(),
         })
         .add_plugins(RewindPlugin::default())
         .add_plugins(CombatPlugin {

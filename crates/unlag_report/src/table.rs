@@ -191,6 +191,13 @@ impl Report {
             ),
         );
         row(
+            "claims on slower proxies",
+            format!(
+                "{} judged earlier than their shot, as drawn with a longer delay",
+                self.claims_behind
+            ),
+        );
+        row(
             "rejected moves, speed hacks flagged",
             format!("{}, {}", self.movement_rejected, self.speed_hacks_flagged),
         );

@@ -70,8 +70,9 @@ impl InterestSchedule {
     }
 
     /// The longest time between two states of `proxy` on its grid that this client was sent
-    /// in a row lately (in its current spell of being sent them, within the latest 64 state
-    /// messages `log` keeps), seconds of `tick_seconds` ticks; `None` before two were. A
+    /// in a row lately (in its latest spell of being sent them, which a shot drawn before the
+    /// client heard it ended may claim; within the latest 64 state messages `log` keeps),
+    /// seconds of `tick_seconds` ticks; `None` before two were. A
     /// client reads a proxy's interval from the gaps between the states it gets (the least of
     /// its last few), so a longer one than this only where losses took every other state of
     /// several in a row.
@@ -81,7 +82,7 @@ impl InterestSchedule {
         log: &unlag_net::StatesSentTo,
         tick_seconds: f64,
     ) -> Option<f64> {
-        let pair = self.pairs.get(&proxy).filter(|p| p.awake)?;
+        let pair = self.pairs.get(&proxy)?;
         let ticks = log
             .ticks_of(pair.due_sent)
             .filter(|&t| t >= pair.awake_since);
