@@ -1809,7 +1809,10 @@ fn a_multi_threaded_server_plays_the_same_match_to_the_bit() {
 /// A reduced interest ring in the report's arena (proxies farther than 15 m from a client sent
 /// to it at 10 Hz, nearer ones at 20 Hz): the grid's hard cells pass the full acceptance, every
 /// honest shot at targets of either rate judged as drawn, and some claims were judged earlier
-/// than their shot (on the slower proxies).
+/// than their shot (on the slower proxies). Among them, shots drawn before their client heard
+/// that a far target had gone dormant (jitter=60 rtt=240), or had gone dormant and woken again
+/// (rtt=500 × loss=10, jitter=rtt/4 × listen): the server reads the interval it sent the
+/// target at in the spell the claimed states belong to.
 #[test]
 fn a_reduced_interest_ring_passes_the_grids_hard_cells() {
     use unlag_report::grid::accept;
@@ -1818,6 +1821,8 @@ fn a_reduced_interest_ring_passes_the_grids_hard_cells() {
         "loss=10 burst=8",
         "listen fps=10",
         "jitter=60 rtt=240",
+        "rtt=500 × loss=10",
+        "corner: jitter=rtt/4 × listen",
         "corner: loss=20/10 × listen",
     ] {
         let mut options = grid_options(name, 1);

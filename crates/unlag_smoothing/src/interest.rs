@@ -46,6 +46,9 @@ pub(crate) struct PairSchedule {
     /// The tick of the first state of its current awake spell: no trail copy older goes to
     /// it (the client starts the proxy afresh there).
     pub(crate) awake_since: u32,
+    /// The first and last ticks of its states in the spell before that one, if it had one: a
+    /// shot its client drew before it heard that spell end still claims them.
+    pub(crate) previous_spell: Option<(u32, u32)>,
     /// Whether that first state came back from a dormant spell (flagged a teleport, the
     /// client told it woke): its repeat is flagged and told the same.
     pub(crate) woke: bool,
@@ -70,22 +73,28 @@ impl InterestSchedule {
     }
 
     /// The longest time between two states of `proxy` on its grid that this client was sent
-    /// in a row lately (in its latest spell of being sent them, which a shot drawn before the
-    /// client heard it ended may claim; within the latest 64 state messages `log` keeps),
-    /// seconds of `tick_seconds` ticks; `None` before two were. A
-    /// client reads a proxy's interval from the gaps between the states it gets (the least of
-    /// its last few), so a longer one than this only where losses took every other state of
+    /// in a row lately, in the spell of being sent them that the state of tick `around` belongs
+    /// to (the latest, whether or not it has ended, or the one before it: a shot drawn before
+    /// its client heard of a dormant spell claims the spell before), within the latest 64 state
+    /// messages `log` keeps; seconds of `tick_seconds` ticks, `None` before two were. A client
+    /// reads a proxy's interval from the gaps between the states it gets (the least of its
+    /// last few), so a longer one than this only where losses took every other state of
     /// several in a row.
     pub fn longest_sent_interval(
         &self,
         proxy: Entity,
         log: &unlag_net::StatesSentTo,
         tick_seconds: f64,
+        around: u32,
     ) -> Option<f64> {
         let pair = self.pairs.get(&proxy)?;
+        let (first, last) = match pair.previous_spell {
+            Some((first, last)) if (first..pair.awake_since).contains(&around) => (first, last),
+            _ => (pair.awake_since, u32::MAX),
+        };
         let ticks = log
             .ticks_of(pair.due_sent)
-            .filter(|&t| t >= pair.awake_since);
+            .filter(|&t| (first..=last).contains(&t));
         let (_, longest) = ticks.fold((None, None), |(last, longest), t| {
             let gap = last.map(|l: u32| t.wrapping_sub(l));
             (Some(t), longest.max(gap))

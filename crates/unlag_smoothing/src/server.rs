@@ -808,6 +808,9 @@ fn send_states(
                 }
             }
             if !pair.awake {
+                if woke {
+                    pair.previous_spell = pair.last_tick.map(|last| (pair.awake_since, last));
+                }
                 pair.awake_since = now_tick;
                 pair.woke = woke;
                 // Back from a dormant spell the client has the entity (dormancy keeps it): the

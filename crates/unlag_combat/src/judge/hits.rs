@@ -70,7 +70,7 @@ impl ShotContext<'_, '_, '_> {
             };
             // A claim on a proxy drawn with a longer delay than the shot's (a slower one) is
             // judged that much earlier, as far as the server compensates that delay.
-            if c.behind > BEHIND_SLACK && c.behind > self.most_behind(c.target) + BEHIND_SLACK {
+            if c.behind > BEHIND_SLACK && c.behind > self.most_behind(c) + BEHIND_SLACK {
                 stats.claims_too_far_behind += 1;
                 return Err(Rejection::BadClaim);
             }

@@ -163,10 +163,11 @@ impl ShotContext<'_, '_, '_> {
         Ok(())
     }
 
-    /// How much earlier than the shot a claim on `target` may be judged
+    /// How much earlier than the shot `claim` may be judged
     /// ([`WireClaim::behind`](crate::WireClaim::behind)), seconds: the delay the server
-    /// compensates for the target ([`unlag_net::claim_delay_cap`], for the longest interval it
-    /// sent the target to this client at lately, never below its update interval's) less the
+    /// compensates for its target ([`unlag_net::claim_delay_cap`], for the longest interval it
+    /// sent the target to this client at lately, in the spell of the states the claim shows,
+    /// never below its update interval's) less the
     /// shot's own delay as far as that is compensated (as short as the copy's delay and the
     /// copy's age allow).
     ///
@@ -177,14 +178,16 @@ impl ShotContext<'_, '_, '_> {
     /// sent at the server's rate is drawn with the shot's delay by an honest client, unless it
     /// draws a faster one too (the shot's delay is the shortest), or a loss pattern had it read
     /// the target's rate as slower for a moment: so it is not held to none.
-    pub(super) fn most_behind(&self, target: bevy::prelude::Entity) -> f64 {
+    pub(super) fn most_behind(&self, claim: &crate::WireClaim) -> f64 {
         let (link, request) = (&self.arrival.link, self.request);
         let nominal = link.cap_interval;
         let interval = self
             .sent
             .get(self.link)
             .ok()
-            .and_then(|(schedule, log, _)| schedule.longest_sent_interval(target, log, self.tick));
+            .and_then(|(schedule, log, _)| {
+                schedule.longest_sent_interval(claim.target, log, self.tick, claim.from)
+            });
         let interval = interval.map_or(nominal, |i| i.max(nominal));
         let cap = self.delay_cap().unwrap_or(link.delay_cap);
         let age = unlag_core::finite_non_negative(request.sent_view_time - request.view_time);
