@@ -29,13 +29,18 @@
 //! threads; its clients too, untimed). Counts above `SmoothingSettings::spread_above` (96) are
 //! played a fourth time, on one thread with relevance on and every proxy's states on its
 //! rate's one grid (`spread_above` = `usize::MAX`, the way before proxies were spread over
-//! the ticks of their interval: the `grid` column, `spread` or `one`). Under both, the
-//! per-client work inside systems runs over the pool's threads (lightyear's per-link systems,
-//! the movement checks from 32 characters up). The parts' timers measure from inside the systems; under the multi-threaded executor other systems may
-//! run beside them, so there the parts can add up to more than the whole.
+//! the ticks of their interval: the `grid` column, `spread` or `one`). Every count is played
+//! last with a reduced interest ring (relevance `ring`: proxies farther than [`RING`], 8 m,
+//! from a client sent to it at the ring's 10 Hz, what a game turns on with
+//! `InterestSettings::full_within`; two pairs in three here), on one thread. Under both
+//! executors, the per-client work inside systems runs over the pool's threads (lightyear's
+//! per-link systems, the movement checks from 32 characters up). The parts' timers measure
+//! from inside the systems; under the multi-threaded executor other systems may run beside
+//! them, so there the parts can add up to more than the whole.
 //! - criterion `server_tick/relevance off, one thread/N`, `server_tick/relevance on, one
-//!   thread/N`, `server_tick/relevance on, multi-threaded/N` and `server_tick/relevance on,
-//!   one thread, one grid/N`: the whole server update per tick.
+//!   thread/N`, `server_tick/relevance on, multi-threaded/N`, `server_tick/relevance on,
+//!   one thread, one grid/N` and `server_tick/relevance ring, one thread/N`: the whole server
+//!   update per tick.
 //!
 //! The goal: 256 players within 8 ms per tick (p99 12 ms) on the 2-core test machine.
 //! Run as a test (`cargo test`), it plays 8 players for a few ticks; `cargo bench --bench
@@ -58,10 +63,37 @@ use unlag_testbed::Testbed;
 /// Ticks between two shots of one player.
 const FIRE_EVERY: u64 = 10;
 
+/// Which proxies each client is sent.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Interest {
+    /// Every proxy to every client (`InterestPolicy::Everyone`): relevance off.
+    Everyone,
+    /// The default `Distance` policy: relevance on.
+    Distance,
+    /// The `Distance` policy with a reduced ring from [`RING`] metres on (at its 10 Hz).
+    Ring,
+}
+
+impl Interest {
+    /// The table's `relevance` column.
+    fn label(self) -> &'static str {
+        match self {
+            Self::Everyone => "off",
+            Self::Distance => "on",
+            Self::Ring => "ring",
+        }
+    }
+}
+
+/// Beyond this distance from a client the `ring` rows send proxies at the reduced ring's rate,
+/// metres: the scripted players start on a circle of 8 m and walk the same path, so two pairs
+/// in three stay farther apart than this.
+const RING: f32 = 8.0;
+
 /// A match of `n` players, with interest management on (the default policy) or off, its server
 /// on one thread or on the multi-threaded executor, its proxies spread over the ticks of their
 /// interval (the default) or every one on its rate's one grid.
-fn players(n: usize, relevance: bool, multi_threaded: bool, spread: bool) -> Testbed {
+fn players(n: usize, interest: Interest, multi_threaded: bool, spread: bool) -> Testbed {
     let options = ReportOptions {
         bots: 0,
         clients: n,
@@ -77,6 +109,7 @@ fn players(n: usize, relevance: bool, multi_threaded: bool, spread: bool) -> Tes
         } else {
             usize::MAX
         },
+        full_within: (interest == Interest::Ring).then_some(RING),
         ..Default::default()
     };
     let pace = Pace {
@@ -84,7 +117,7 @@ fn players(n: usize, relevance: bool, multi_threaded: bool, spread: bool) -> Tes
         fire_interval: FIRE_EVERY as f64 / 60.0,
     };
     let mut tb = start_match(&options, pace).unwrap_or_else(|e| panic!("{n} players: {e}"));
-    if !relevance {
+    if interest == Interest::Everyone {
         tb.server_world_mut().insert_resource(InterestSettings {
             policy: InterestPolicy::Everyone,
             ..Default::default()
@@ -108,6 +141,25 @@ fn packed_links(tb: &Testbed) -> usize {
                 .is_some_and(|t| t.packed)
         })
         .count()
+}
+
+/// How many (client, proxy) pairs the server's interest has sent in full, at a reduced rate
+/// and not at all (those it decided on: a pair it has not is sent in full).
+fn pairs_by_relevance(tb: &Testbed) -> [usize; 3] {
+    let mut counts = [0; 3];
+    for link in (0..tb.client_count()).filter_map(|i| tb.server_link(i)) {
+        let Some(interest) = tb.server_world().get::<unlag::net::ProxyInterest>(link) else {
+            continue;
+        };
+        for (_, pair) in interest.pairs() {
+            counts[match pair.relevance {
+                unlag::net::Relevance::Full => 0,
+                unlag::net::Relevance::Reduced(_) => 1,
+                unlag::net::Relevance::Dormant => 2,
+            }] += 1;
+        }
+    }
+    counts
 }
 
 /// Bytes the server has sent to all its clients, datagrams whole, and how many datagrams.
@@ -158,21 +210,22 @@ fn main() {
         "shots/t",
         "down B/s"
     );
-    // (relevance, multi-threaded, spread); the one-grid run only where spreading moves a proxy.
+    // (interest, multi-threaded, spread); the one-grid run only where spreading moves a proxy.
     let runs = [
-        (false, false, true),
-        (true, false, true),
-        (true, true, true),
-        (true, false, false),
+        (Interest::Everyone, false, true),
+        (Interest::Distance, false, true),
+        (Interest::Distance, true, true),
+        (Interest::Distance, false, false),
+        (Interest::Ring, false, true),
     ];
     let spreads = |n: usize| n > SmoothingSettings::default().spread_above;
     let plays = counts
         .iter()
         .flat_map(|&n| runs.map(|r| (n, r)))
         .filter(|&(n, (.., spread))| spread || spreads(n));
-    for (n, (relevance, multi, spread)) in plays {
-        let mut tb = players(n, relevance, multi, spread);
-        let label = if relevance { "on" } else { "off" };
+    for (n, (interest, multi, spread)) in plays {
+        let mut tb = players(n, interest, multi, spread);
+        let label = interest.label();
         let threads = if multi { "multi" } else { "one" };
         let grid = if spread { "spread" } else { "one" };
         reset_server_cost(&mut tb);
@@ -226,6 +279,12 @@ fn main() {
             cell(&p.netcode_us),
             cell(&p.link_us),
             packed_links(&tb),
+        );
+        let [full, reduced, dormant] = pairs_by_relevance(&tb);
+        println!(
+            "{:>32}   interest at the end: {full} pairs in full, {reduced} at a reduced rate, \
+             {dormant} dormant",
+            "",
         );
         // Movement's simulations: the moves played (those a guess had simulated already are
         // not simulated again), and the guesses' steps shown while moves are late (each a
