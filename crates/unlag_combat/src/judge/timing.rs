@@ -167,9 +167,8 @@ impl ShotContext<'_, '_, '_> {
     /// ([`WireClaim::behind`](crate::WireClaim::behind)), seconds: the delay the server
     /// compensates for its target ([`unlag_net::claim_delay_cap`], for the longest interval it
     /// sent the target to this client at lately, in the spell of the states the claim shows,
-    /// never below its update interval's) less the
-    /// shot's own delay as far as that is compensated (as short as the copy's delay and the
-    /// copy's age allow).
+    /// never below its update interval's) less the shot's own delay as far as that is
+    /// compensated (as short as the copy's delay and the copy's age allow).
     ///
     /// What a client gains by claiming more than it drew is what it gains by reporting a
     /// longer delay than it draws with (the lag check holds the copies to its reports either
