@@ -168,6 +168,27 @@ fn the_compensated_delay_is_announced_and_a_longer_one_falls_short() {
         PLAUSIBLE_DELAY_SLACK
     );
     assert_eq!(plausible_delay(5.0, 0.0, 0.0), MAX_REPORTED_DELAY);
+    // A proxy sent more slowly is drawn with a longer delay, compensated up to the cap and
+    // what plausible_delay grants more for its interval (`claim_delay_cap`): nothing more at
+    // the server's rate or faster, a quarter interval's repeat and the interval's difference
+    // at 10 and 5 Hz, nothing more for a 10-fps host whose frame covers both, at most the
+    // reported delay's ceiling; garbage counts as zero.
+    use unlag::net::claim_delay_cap;
+    let cap = remote.delay_cap;
+    assert_eq!(remote.cap_interval, 0.05, "{remote:?}");
+    assert!(
+        remote.cap_frame > 0.0 && remote.cap_frame < 0.05,
+        "{remote:?}"
+    );
+    let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    assert!(near(claim_delay_cap(cap, 0.05, 0.05, 0.0), cap));
+    assert!(near(claim_delay_cap(cap, 0.02, 0.05, 0.0), cap));
+    assert!(near(claim_delay_cap(cap, 0.1, 0.05, 0.0), cap + 0.025));
+    assert!(near(claim_delay_cap(cap, 0.2, 0.05, 0.0), cap + 0.15));
+    assert!(near(claim_delay_cap(cap, 0.1, 0.05, 0.1), cap));
+    assert_eq!(claim_delay_cap(2.9, 1.0, 0.05, 0.0), MAX_REPORTED_DELAY);
+    assert!(near(claim_delay_cap(cap, f64::NAN, 0.05, 0.0), cap));
+    assert_eq!(claim_delay_cap(f64::NAN, 0.05, 0.05, 0.0), 0.0);
     // The client heard the cap (to the microsecond the beat carries), and the server
     // remembers announcing it.
     let heard = clock.server_delay_cap.expect("a beat announced the cap");
