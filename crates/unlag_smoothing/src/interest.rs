@@ -95,8 +95,8 @@ impl InterestSchedule {
         let ticks = log
             .ticks_of(pair.due_sent)
             .filter(|&t| (first..=last).contains(&t));
-        let (_, longest) = ticks.fold((None, None), |(last, longest), t| {
-            let gap = last.map(|l: u32| t.wrapping_sub(l));
+        let (_, longest) = ticks.fold((None, None), |(previous, longest), t| {
+            let gap = previous.map(|p: u32| t.wrapping_sub(p));
             (Some(t), longest.max(gap))
         });
         longest.map(|ticks| f64::from(ticks) * tick_seconds)
