@@ -1798,14 +1798,29 @@ fn a_multi_threaded_server_plays_the_same_match_to_the_bit() {
     );
 }
 
-/// A server that spreads its proxies over the ticks of their interval
-/// (`SmoothingSettings::spread_above`, here 3 so that a grid match's 13 proxies show it: at
-/// 20 Hz over three phases, at 1 Hz over three of a second's ticks) is as fair and as smooth as
-/// one that sends every state in one tick: through bursts of losses (trail copies and deltas
-/// on each phase), a 1-Hz rate (states off the grid and repeats on their phases), a 10-fps
-/// listen host and heavy jitter, every cell passes the grid's acceptance in full (no shot
-/// refused, every seen hit confirmed, no correction, no pop, no starving beyond the bound).
-/// The client is sent a state message in every tick at 20 Hz, three an interval.
+/// Plays each grid cell of `names` (seed 1) with its options changed by `change`, hands the
+/// report to `check` (the test's own assertions), and asserts that every cell passed the grid's
+/// acceptance in full, naming the cells that did not.
+fn grid_cells_pass(
+    names: &[&str],
+    change: impl Fn(&mut ReportOptions),
+    mut check: impl FnMut(&str, &ReportOptions, &unlag_report::Report),
+) {
+    let mut failures = Vec::new();
+    for &name in names {
+        let mut options = grid_options(name, 1);
+        change(&mut options);
+        let report = run(&options, &mut |_| {}).unwrap();
+        let a = unlag_report::grid::accept(&options, &report);
+        println!("{name}: {a:?}");
+        if !a.pass() {
+            failures.push(format!("{name}: {:?}", a.failures));
+        }
+        check(name, &options, &report);
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
 /// A reduced interest ring in the report's arena (proxies farther than 15 m from a client sent
 /// to it at 10 Hz, nearer ones at 20 Hz): the grid's hard cells pass the full acceptance, every
 /// honest shot at targets of either rate judged as drawn, and some claims were judged earlier
@@ -1815,60 +1830,59 @@ fn a_multi_threaded_server_plays_the_same_match_to_the_bit() {
 /// target at in the spell the claimed states belong to.
 #[test]
 fn a_reduced_interest_ring_passes_the_grids_hard_cells() {
-    use unlag_report::grid::accept;
-    let mut failures = Vec::new();
-    for name in [
+    let cells = [
         "loss=10 burst=8",
         "listen fps=10",
         "jitter=60 rtt=240",
         "rtt=500 × loss=10",
         "corner: jitter=rtt/4 × listen",
         "corner: loss=20/10 × listen",
-    ] {
-        let mut options = grid_options(name, 1);
-        options.full_within = Some(15.0);
-        let report = run(&options, &mut |_| {}).unwrap();
-        let a = accept(&options, &report);
-        println!(
-            "{name}: {} claims judged behind their shot, {} refused; {a:?}",
-            report.claims_behind,
-            report.rejected.values().sum::<u64>()
-        );
-        if !a.pass() {
-            failures.push(format!("{name}: {:?}", a.failures));
-        }
-        assert!(
-            report.claims_behind > 0,
-            "{name}: no claim on a slower proxy"
-        );
-    }
-    assert!(failures.is_empty(), "{failures:#?}");
+    ];
+    grid_cells_pass(
+        &cells,
+        |options| options.full_within = Some(15.0),
+        |name, _, report| {
+            println!(
+                "{name}: {} claims judged behind their shot, {} refused",
+                report.claims_behind,
+                report.rejected.values().sum::<u64>()
+            );
+            assert!(
+                report.claims_behind > 0,
+                "{name}: no claim on a slower proxy"
+            );
+        },
+    );
 }
 
+/// A server that spreads its proxies over the ticks of their interval
+/// (`SmoothingSettings::spread_above`, here 3 so that a grid match's 13 proxies show it: at
+/// 20 Hz over three phases, at 1 Hz over three of a second's ticks) is as fair and as smooth as
+/// one that sends every state in one tick: through bursts of losses (trail copies and deltas
+/// on each phase), a 1-Hz rate (states off the grid and repeats on their phases), a 10-fps
+/// listen host and heavy jitter, every cell passes the grid's acceptance in full (no shot
+/// refused, every seen hit confirmed, no correction, no pop, no starving beyond the bound).
+/// The client is sent a state message in every tick at 20 Hz, three an interval.
 #[test]
 fn a_server_spreading_its_proxies_over_their_ticks_passes_the_grids_hard_cells() {
-    use unlag_report::grid::accept;
-    let mut failures = Vec::new();
-    for name in [
+    let cells = [
         "loss=10 burst=8",
         "update=1",
         "listen fps=10",
         "jitter=60 rtt=240",
         "corner: loss=20/10 × listen",
-    ] {
-        let mut options = grid_options(name, 1);
-        options.spread_above = 3;
-        let report = run(&options, &mut |_| {}).unwrap();
-        let a = accept(&options, &report);
-        let due = report.down_messages_by_kind["ProxyUpdates"];
-        println!("{name}: {due:.1} state messages/s; {a:?}");
-        if !a.pass() {
-            failures.push(format!("{name}: {:?}", a.failures));
-        }
-        if options.update_rate_hz == 20.0 {
-            // Three phases of 20 Hz: 60 `Due` messages a second (and repeats, on bursty links).
-            assert!(due >= 55.0, "{name}: {due} state messages a second");
-        }
-    }
-    assert!(failures.is_empty(), "{failures:#?}");
+    ];
+    grid_cells_pass(
+        &cells,
+        |options| options.spread_above = 3,
+        |name, options, report| {
+            let due = report.down_messages_by_kind["ProxyUpdates"];
+            println!("{name}: {due:.1} state messages/s");
+            if options.update_rate_hz == 20.0 {
+                // Three phases of 20 Hz: 60 `Due` messages a second (and repeats, on bursty
+                // links).
+                assert!(due >= 55.0, "{name}: {due} state messages a second");
+            }
+        },
+    );
 }
