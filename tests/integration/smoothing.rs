@@ -1608,6 +1608,62 @@ fn proxy_states_send_entities_and_upright_rotations_in_two_bytes_each() {
     }
 }
 
+/// A `ProxyUpdates`' kind and lists go as one head byte (the kind in its low bits, a bit for
+/// each list that follows) and the lists it flags: a message with none of them pays the byte
+/// alone, where the kind and two empty lists took three. A rate told goes as its entity, the
+/// ticks back to its first state and its interval in ticks. A head with unknown bits or the
+/// kind 3, a flagged list missing, or a rate told from before tick 0 fail to decode.
+#[test]
+fn a_proxy_updates_head_byte_flags_its_lists_and_forged_heads_fail() {
+    use unlag::smoothing::{ProxyRate, ProxyUpdates, StatesKind};
+    let bare = ProxyUpdates {
+        tick: 1000,
+        ..default()
+    };
+    // Tick (2), no states (1), head (1), no deltas (1).
+    let bytes = postcard::to_stdvec(&bare).unwrap();
+    assert_eq!(bytes, [0xE8, 0x07, 0, 0x00, 0]);
+    assert_eq!(bare.wire_size(), 5);
+    let proxy = Entity::from_raw_u32(274).unwrap();
+    let told = ProxyUpdates {
+        kind: StatesKind::Due,
+        rates: vec![ProxyRate {
+            entity: proxy,
+            since: 997,
+            interval_ticks: 30,
+        }],
+        ..bare.clone()
+    };
+    // The head flags the rates: a count, the entity (2), 3 ticks back, 30 ticks.
+    let bytes = postcard::to_stdvec(&told).unwrap();
+    assert_eq!(&bytes[3..], [0x10, 1, 0xA4, 0x04, 3, 30, 0]);
+    assert_eq!(told.wire_size(), bytes.len());
+    assert_eq!(postcard::from_bytes::<ProxyUpdates>(&bytes).unwrap(), told);
+    let mut writer = unlag::net::MessageWriter::with_capacity(16);
+    told.write(&mut writer).unwrap();
+    assert_eq!(writer.into_bytes().as_ref(), &bytes[..]);
+    for kind in [StatesKind::Repeat, StatesKind::OffGrid] {
+        let every = ProxyUpdates {
+            kind,
+            woken: vec![proxy],
+            asleep: vec![(proxy, 990)],
+            ..told.clone()
+        };
+        let bytes = postcard::to_stdvec(&every).unwrap();
+        assert_eq!(bytes[3] & 0x1C, 0x1C, "{kind:?}: every list flagged");
+        assert_eq!(postcard::from_bytes::<ProxyUpdates>(&bytes).unwrap(), every);
+    }
+    let decode = |bytes: &[u8]| postcard::from_bytes::<ProxyUpdates>(bytes);
+    // Unknown bits, the kind 3, a flagged list missing (the deltas' count read as a list's,
+    // then nothing), a rate 1001 ticks back from tick 1000.
+    for head in [0x20, 0x80, 0x03] {
+        assert!(decode(&[0xE8, 0x07, 0, head, 0]).is_err(), "{head:#x}");
+    }
+    assert!(decode(&[0xE8, 0x07, 0, 0x04, 0]).is_err());
+    assert!(decode(&[0xE8, 0x07, 0, 0x10, 1, 0xA4, 0x04, 0xE9, 0x07, 30, 0]).is_err());
+    assert!(decode(&[0xE8, 0x07, 0, 0x10, 1, 0xA4, 0x04, 0xE8, 0x07, 30, 0]).is_ok());
+}
+
 /// The wire size in bytes of a `ProxyUpdates` at tick 1000 holding `deltas` alone, after
 /// checking that it decodes to itself and that its counted size is what postcard wrote.
 fn deltas_on_the_wire(deltas: Vec<unlag::smoothing::DeltaProxyState>) -> usize {
@@ -1900,6 +1956,23 @@ fn proxy_states_encoded_once_go_on_the_wire_as_postcard_writes_them() {
                 },
                 woken: extra.iter().map(|s| s.entity).collect(),
                 asleep: vec![(Entity::from_raw_u32(3).unwrap(), 99)],
+                // A rate told a while ago, and one back to the nominal from this tick.
+                rates: if extra.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![
+                        unlag::smoothing::ProxyRate {
+                            entity: Entity::from_raw_u32(4).unwrap(),
+                            since: 123_400,
+                            interval_ticks: 30,
+                        },
+                        unlag::smoothing::ProxyRate {
+                            entity: Entity::from_raw_u32(300).unwrap(),
+                            since: 123_456,
+                            interval_ticks: 0,
+                        },
+                    ]
+                },
                 encoded,
                 // Some deltas encoded once, the rest built for this message.
                 encoded_deltas: {
@@ -2077,4 +2150,170 @@ fn a_big_servers_proxies_go_on_the_ticks_of_their_interval_in_turn_and_draw_as_w
     let (a, b) = (Summary::of(&spread.errors), Summary::of(&one_grid.errors));
     assert!(a.p99 <= b.p99 * 1.25 + 0.001, "{a:?} against {b:?}");
     assert!(a.rms <= b.rms * 1.25 + 0.001, "{a:?} against {b:?}");
+}
+
+/// How [`rate_fall_play`] lowers the third lane's rate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum RateFall {
+    /// A rate of its own (`NetUpdateFrequency`), 20 → 2 Hz and back.
+    Own,
+    /// The client's interest: its view point moved away, the lane beyond the full ring
+    /// (reduced to 2 Hz), and back.
+    Interest,
+}
+
+/// Every proxy's delay and sample kind, frame by frame: (client time, lane, delay, kind).
+#[derive(Resource, Default)]
+struct DelaysSeen(Vec<(f64, u32, f64, SampleKind)>);
+
+/// Client, Last: records [`DelaysSeen`].
+fn record_delays(
+    time: Res<Time>,
+    mut seen: ResMut<DelaysSeen>,
+    poses: Query<&RenderedPose, With<ProxySmoothing>>,
+) {
+    let now = time.elapsed_secs_f64();
+    for pose in &poses {
+        let lane = (pose.position.x / 20.0).round().max(0.0) as u32;
+        seen.0.push((now, lane, pose.delay, pose.kind));
+    }
+}
+
+/// Three proxies at 20 Hz on [`circle_lanes`], a client on a 150-ms link with 20 ms of jitter
+/// and 2 % loss (away from the loss at which the delay covers two states lost in a row),
+/// settled for 12 s (its losses seen: the first bridges a lost state); then the third lane's rate falls to 2 Hz (`how`) for 8 s and
+/// comes back for 6 s. What the client drew, and the client time of the fall and of the rise.
+fn rate_fall_play(how: RateFall, seed: u64) -> (Vec<(f64, u32, f64, SampleKind)>, f64, f64) {
+    use unlag::smoothing::{InterestSettings, ViewPoint};
+    let interest = InterestSettings {
+        full_within: 30.0,
+        reduced_within: 1000.0,
+        reduced_rate_hz: 2.0,
+        hysteresis: 2.0,
+        line_of_sight: false,
+        ..default()
+    };
+    let mut tb = Testbed::new(one_client(
+        LinkConditions::new(Duration::from_millis(150), Duration::from_millis(20), 0.02),
+        seed,
+    ));
+    tb.add_plugins(ProxySmoothingPlugin {
+        interest,
+        ..default()
+    });
+    tb.server().add_systems(FixedUpdate, circle_lanes);
+    tb.client(0)
+        .init_resource::<DelaysSeen>()
+        .add_systems(Last, record_delays);
+    assert!(tb.run_until(Duration::from_secs(3), |tb| tb.all_synced()));
+    // From x = 20 every lane is within 25 m: all in full.
+    let link = tb.server_link(0).unwrap();
+    tb.server_world_mut()
+        .entity_mut(link)
+        .insert(ViewPoint(Vec3::new(20.0, 0.0, 0.0)));
+    let mut third = Entity::PLACEHOLDER;
+    for lane in 0..3 {
+        third = tb
+            .server_world_mut()
+            .spawn((
+                SmoothedProxy,
+                Lane(lane),
+                Replicate::to_clients(NetworkTarget::All),
+            ))
+            .id();
+    }
+    tb.run_for(Duration::from_secs(12));
+    let client_time = |tb: &Testbed| tb.client_world(0).resource::<Time>().elapsed_secs_f64();
+    let set = |tb: &mut Testbed, slow: bool| match how {
+        RateFall::Own => {
+            let hz = if slow { 2.0 } else { 20.0 };
+            tb.server_world_mut()
+                .entity_mut(third)
+                .insert(NetUpdateFrequency(hz));
+        }
+        RateFall::Interest => {
+            // From x = -5 the third lane is 40-50 m away, the second within 30 m.
+            let x = if slow { -5.0 } else { 20.0 };
+            tb.server_world_mut()
+                .entity_mut(link)
+                .insert(ViewPoint(Vec3::new(x, 0.0, 0.0)));
+        }
+    };
+    set(&mut tb, true);
+    let fall = client_time(&tb);
+    tb.run_for(Duration::from_secs(8));
+    set(&mut tb, false);
+    let rise = client_time(&tb);
+    tb.run_for(Duration::from_secs(6));
+    let seen = core::mem::take(&mut tb.client_world_mut(0).resource_mut::<DelaysSeen>().0);
+    (seen, fall, rise)
+}
+
+/// A proxy whose rate falls (its own, or the client's interest in it) is told the client by
+/// the server (`ProxyRate`), so the client draws it at its new rate's delay from its first
+/// gap, and no other proxy's delay grows: read from the gaps alone, the fallen rate's first
+/// gaps looked like lost states and late ones for seconds, and the delay every proxy shares
+/// grew to cover them (20 → 2 Hz beside two 20-Hz proxies on this link: 0.15 → 0.48 s,
+/// decaying over 35 s). When the rate comes back, the proxy follows the shared delay again.
+#[test]
+fn a_proxys_rate_falling_leaves_the_other_proxies_delay_alone() {
+    for how in [RateFall::Interest, RateFall::Own] {
+        let (seen, fall, rise) = rate_fall_play(how, 3);
+        let others = |from: f64, to: f64| {
+            seen.iter()
+                .filter(|(t, lane, ..)| *lane < 2 && (from..to).contains(t))
+                .map(|(_, _, d, _)| *d)
+                .collect::<Vec<f64>>()
+        };
+        let before = Summary::of(&others(fall - 3.0, fall));
+        let during = Summary::of(&others(fall, rise));
+        let after = Summary::of(&others(rise, f64::INFINITY));
+        let third = |from: f64, to: f64| {
+            seen.iter()
+                .filter(|(t, lane, ..)| *lane == 2 && (from..to).contains(t))
+                .collect::<Vec<_>>()
+        };
+        let slow = third(fall + 2.0, rise);
+        let slow_delay = Summary::of(&slow.iter().map(|s| s.2).collect::<Vec<_>>());
+        let slow_starved = slow
+            .iter()
+            .filter(|s| s.3 != SampleKind::Interpolated)
+            .count() as f64
+            / slow.len().max(1) as f64;
+        println!(
+            "{how:?}: the 20-Hz proxies' delay before {:.3} (max {:.3}), while the third is at \
+             2 Hz max {:.3}, after max {:.3} s; the third's delay {:.3}…{:.3} s, starved {:.3}",
+            before.mean,
+            before.max,
+            during.max,
+            after.max,
+            slow_delay.min,
+            slow_delay.max,
+            slow_starved
+        );
+        assert!(before.mean < 0.25, "{how:?}: {before:?}");
+        // The others' delay as before, give or take what the link's losses do to it anyway
+        // (a run of them bridges an interval more for a moment).
+        for (name, window) in [("while at 2 Hz", &during), ("after", &after)] {
+            assert!(
+                window.mean < before.mean + 0.01 && window.max < before.max + 0.06,
+                "{how:?}: the others' delay {name} {window:?}, before {before:?}"
+            );
+        }
+        // Drawn at its own rate's delay once it settled, and rarely starved.
+        assert!(slow_delay.min > 0.5, "{how:?}: {slow_delay:?}");
+        assert!(slow_starved < 0.05, "{how:?}: starved {slow_starved}");
+        // Back at 20 Hz: one delay for all three again.
+        let last = third(rise + 3.0, f64::INFINITY);
+        let shared = others(rise + 3.0, f64::INFINITY);
+        assert!(!last.is_empty());
+        let (a, b) = (
+            Summary::of(&last.iter().map(|s| s.2).collect::<Vec<_>>()),
+            Summary::of(&shared),
+        );
+        assert!(
+            (a.mean - b.mean).abs() < 1e-3,
+            "{how:?}: {a:?} against {b:?}"
+        );
+    }
 }

@@ -1017,6 +1017,16 @@ impl DelayController {
         self.current = self.target;
     }
 
+    /// Raises the delay in effect at once to `delay` seconds, or to the target if that is
+    /// lower; never lowers it. For a view that would pass everything there is to draw (a
+    /// proxy held at its newest state anyway): growing the delay that far shows nothing
+    /// moving back.
+    pub fn raise_toward(&mut self, delay: f64) {
+        if delay.is_finite() {
+            self.current = self.current.max(delay.min(self.target));
+        }
+    }
+
     /// Advances by `dt` seconds of real time and returns the delay in effect.
     pub fn update(&mut self, dt: f64) -> f64 {
         if !(dt.is_finite() && dt > 0.0) {
@@ -1035,6 +1045,24 @@ impl DelayController {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn raising_toward_a_delay_stops_at_the_target_and_never_lowers() {
+        let p = DelayPolicy::default();
+        let mut d = DelayController::new(p, 0.1);
+        d.set_target(0.6);
+        d.raise_toward(0.4);
+        assert!((d.current() - 0.4).abs() < 1e-12);
+        d.raise_toward(0.3);
+        assert!((d.current() - 0.4).abs() < 1e-12, "never lowered");
+        d.raise_toward(0.9);
+        assert!(
+            (d.current() - 0.6).abs() < 1e-12,
+            "no further than the target"
+        );
+        d.raise_toward(f64::NAN);
+        assert!((d.current() - 0.6).abs() < 1e-12);
+    }
 
     #[test]
     fn the_bridge_latches_on_above_the_threshold_and_lets_go_below_half_of_it() {

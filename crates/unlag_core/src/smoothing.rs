@@ -362,7 +362,20 @@ impl StateBuffer {
     /// gaps between buffered states on the proxy's grid (lost states make some gaps longer,
     /// never shorter; [`ProxyState::off_grid`] ones are passed over).
     pub fn recent_interval(&self) -> Option<f64> {
-        let mut grid = self.grid_states().rev().take(5).map(|s| s.time);
+        self.recent_interval_from(0)
+    }
+
+    /// [`recent_interval`](Self::recent_interval) read from the states on the grid of tick
+    /// `since` and later only: the gaps of a rate the proxy was sent at before `since` are
+    /// passed over (a proxy whose rate fell at `since` showed its old, shorter gaps for four
+    /// more of the new ones).
+    pub fn recent_interval_from(&self, since: u32) -> Option<f64> {
+        let mut grid = self
+            .grid_states()
+            .rev()
+            .take_while(|s| s.tick >= since)
+            .take(5)
+            .map(|s| s.time);
         let mut later = grid.next()?;
         grid.map(|t| core::mem::replace(&mut later, t) - t)
             .filter(|gap| *gap > 0.0)
@@ -788,6 +801,23 @@ mod tests {
                 .unwrap();
         }
         assert!((buffer.recent_interval().unwrap() - 0.05).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_interval_from_a_rate_change_passes_over_the_old_rates_gaps() {
+        // 20 Hz over 60-Hz ticks until tick 9, then 2 Hz.
+        let mut buffer = StateBuffer::new(16);
+        for tick in [0, 3, 6, 9, 39, 69] {
+            let time = f64::from(tick) / 60.0;
+            buffer
+                .push(state(tick, time, Vec3::ZERO, Vec3::ZERO), 5.0)
+                .unwrap();
+        }
+        assert!((buffer.recent_interval().unwrap() - 0.05).abs() < 1e-9);
+        assert!((buffer.recent_interval_from(9).unwrap() - 0.5).abs() < 1e-9);
+        // None before the new rate's first gap; the whole buffer from tick 0.
+        assert_eq!(buffer.recent_interval_from(69), None);
+        assert_eq!(buffer.recent_interval_from(0), buffer.recent_interval());
     }
 
     #[test]

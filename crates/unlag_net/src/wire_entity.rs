@@ -76,8 +76,9 @@ pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Entity,
     deserializer.deserialize_tuple(2, Compact)
 }
 
-/// One entity in its compact form, for the collections below.
-struct Compact(Entity);
+/// One entity in its compact form (see the module), for the collections below and for
+/// hand-written `Serialize` and `Deserialize` impls.
+pub struct Compact(pub Entity);
 
 impl Serialize for Compact {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

@@ -2,7 +2,7 @@
 
 use crate::SmoothingSettings;
 use crate::protocol::{
-    BASELINE_KEPT, ProxyDormancy, ProxyResync, ProxyUpdates, StatesKind, TELEPORT_BIT,
+    BASELINE_KEPT, ProxyDormancy, ProxyRate, ProxyResync, ProxyUpdates, StatesKind, TELEPORT_BIT,
     WireProxyState,
 };
 use bevy::prelude::*;
@@ -63,6 +63,23 @@ pub struct ProxySmoothing {
     /// most [`MAX_PARKED`]): buffered once it comes or one on the grid after them does
     /// ([`ProxySmoothing::take_state`]).
     parked: Vec<ProxyState>,
+    /// The rate the server last told it is sent at ([`ProxyRate`]), kept through dormant
+    /// spells (the server tells only changes).
+    told: Option<ToldRate>,
+}
+
+/// A proxy's rate as the server told it ([`ProxyRate`]).
+#[derive(Copy, Clone, Debug)]
+struct ToldRate {
+    /// The tick of its first state at this rate. The gap after it may be shorter than the
+    /// rate's (a proxy's own rate puts its next state on the new rate's grid, as near as it
+    /// comes); those after the next are the rate's.
+    since: u32,
+    /// Its interval, seconds; `None`: the server's nominal one.
+    interval: Option<f64>,
+    /// Its states on the grid after `since`, taken in (saturating): once more than
+    /// [`MIN_GAPS_FOR_INTERVAL`] came, the rate is read from their gaps as any other's.
+    taken: u32,
 }
 
 /// How a starved frame drew the proxy from the state it was starved on.
@@ -101,11 +118,13 @@ impl ProxySmoothing {
             taken: 0,
             interval: 0.0,
             parked: Vec::new(),
+            told: None,
         }
     }
 
-    /// Its update interval as last read, seconds: its own rate's, or the server's nominal one
-    /// while its own is not known yet or within a quarter of it; 0 before it was drawn.
+    /// Its update interval as last read, seconds: its own rate's (as the server told it, or as
+    /// its states' gaps show it), or the server's nominal one while its own is not known yet or
+    /// within a quarter of it; 0 before it was drawn.
     pub fn update_interval(&self) -> f64 {
         self.interval
     }
@@ -632,6 +651,19 @@ pub(crate) fn receive_states(
             };
             count_state(&mut stats, result, clock.synced);
         }
+        // Rates told, after the states they came with: a state's gap from the one before it
+        // is the old rate's.
+        if update.kind == StatesKind::Due {
+            for rate in &update.rates {
+                if let Ok((Some(mut smoothing), _)) = proxies.get_mut(rate.entity) {
+                    smoothing.tell_rate(rate, tick);
+                } else if let Some((_, smoothing)) =
+                    fresh.iter_mut().find(|(e, _)| *e == rate.entity)
+                {
+                    smoothing.tell_rate(rate, tick);
+                }
+            }
+        }
     }
     for (entity, smoothing) in fresh.drain(..) {
         commands
@@ -671,10 +703,15 @@ impl ProxySmoothing {
     /// second's when the second state on the grid told it, and it grew there over seconds,
     /// starved all along).
     fn push(&mut self, state: ProxyState, server_time: f64) -> Result<(), StateRejected> {
-        let off_grid = state.off_grid;
+        let (off_grid, tick) = (state.off_grid, state.tick);
         let result = self.buffer.push(state, server_time);
         if result.is_ok() && !off_grid {
             self.taken = self.taken.saturating_add(1);
+            if let Some(told) = &mut self.told
+                && tick > told.since
+            {
+                told.taken = told.taken.saturating_add(1);
+            }
         }
         result
     }
@@ -713,7 +750,7 @@ impl ProxySmoothing {
     ) -> Result<(), StateRejected> {
         let (time, off_grid) = (state.time, state.off_grid);
         let newest = self.buffer.newest_on_grid().map(|s| s.time);
-        let interval = self.buffer.recent_interval().map(|i| i.max(send_interval));
+        let interval = self.known_interval(send_interval);
         if off_grid && !self.placed(&state, self.grid_interval(send_interval), tick) {
             return self.park(state);
         }
@@ -737,10 +774,53 @@ impl ProxySmoothing {
     /// 1-Hz bot's state off the grid was drawn towards from the state two seconds before it,
     /// and when the grid's state between came the curve under the view jumped 0.43 m).
     fn grid_interval(&self, send_interval: f64) -> Option<f64> {
-        self.buffer
-            .recent_interval()
-            .map(|i| i.max(send_interval))
+        self.known_interval(send_interval)
             .or((self.interval > 0.0).then_some(self.interval))
+    }
+
+    /// The interval its states on the grid come at, seconds (at least the server's
+    /// `send_interval`): as the server told it while few states at it came, else as the gaps
+    /// since then show it ([`StateBuffer::recent_interval_from`]: after the rate fell, the
+    /// old rate's gaps are not the new one's, nor are the new one's losses).
+    fn known_interval(&self, send_interval: f64) -> Option<f64> {
+        self.fresh_told(send_interval)
+            .or_else(|| self.buffer.recent_interval_from(self.told_since()))
+            .map(|i| i.max(send_interval))
+    }
+
+    /// The interval the server told, seconds (`nominal` for the nominal rate), while no more
+    /// than [`MIN_GAPS_FOR_INTERVAL`] states at it came: fewer gaps than the rate is read from.
+    fn fresh_told(&self, nominal: f64) -> Option<f64> {
+        self.told
+            .filter(|t| t.taken <= MIN_GAPS_FOR_INTERVAL as u32)
+            .map(|t| t.interval.unwrap_or(nominal))
+    }
+
+    /// The tick from which the proxy's gaps tell its rate: after its last rate told's first
+    /// state (the gap after that one may be shorter, see [`ToldRate::since`]).
+    fn told_since(&self) -> u32 {
+        self.told.map_or(0, |t| t.since.saturating_add(1))
+    }
+
+    /// Takes the rate the server told (`rate`; a tick is `tick` seconds) unless one told
+    /// since a later tick was taken: the repeats of a notice, or one older than the last,
+    /// change nothing. An interval beyond [`SLOWEST_INTERVAL`] is taken as that.
+    fn tell_rate(&mut self, rate: &ProxyRate, tick: f64) {
+        if self.told.is_some_and(|t| rate.since <= t.since) || !(tick > 0.0 && tick.is_finite()) {
+            return;
+        }
+        let interval = (rate.interval_ticks > 0)
+            .then(|| (f64::from(rate.interval_ticks) * tick).min(SLOWEST_INTERVAL));
+        let taken = self
+            .buffer
+            .grid_states()
+            .filter(|s| s.tick > rate.since)
+            .count() as u32;
+        self.told = Some(ToldRate {
+            since: rate.since,
+            interval,
+            taken,
+        });
     }
 
     /// Whether the buffer holds the state on the grid before `state` (off the grid): the
@@ -1065,14 +1145,29 @@ impl ProxySmoothing {
         // with the shared one, and was refused (a respawned bot at 10 % loss: 90 ms). Until a
         // few gaps agree, such a proxy is taken at the nominal interval; a much slower one
         // (a 1-Hz proxy beside 20-Hz ones) is read from its first gap.
+        //
+        // A rate the server told is taken at once, until a few gaps at it came; they are then
+        // read from the gaps since it (a rate that fell showed the old rate's shorter gaps for
+        // four more of the new one's, and until then every state looked late by the
+        // difference: the delay of every proxy grew to cover it).
         let nominal = clock.send_interval;
-        let interval = self
-            .buffer
-            .recent_interval()
-            .filter(|&i| {
-                self.buffer.grid_states().count() > MIN_GAPS_FOR_INTERVAL
+        let since = self.told_since();
+        let read = || {
+            self.buffer.recent_interval_from(since).filter(|&i| {
+                self.buffer
+                    .grid_states()
+                    .rev()
+                    .take_while(|s| s.tick >= since)
+                    .count()
+                    > MIN_GAPS_FOR_INTERVAL
                     || i > (MAX_BRIDGED_GAP + 0.5) * nominal
             })
+        };
+        let told = self.told.map(|t| t.interval.unwrap_or(nominal));
+        let interval = self
+            .fresh_told(nominal)
+            .or_else(read)
+            .or(told)
             .map(|i| {
                 let near = |n: f64| (i - n).abs() < 0.25 * n;
                 if near(nominal) || inputs.previous_nominal.is_some_and(near) {
@@ -1132,6 +1227,15 @@ impl ProxySmoothing {
             }
         } else {
             self.resumed = false;
+        }
+        // Its rate fell lately (told, few states at it yet): as far as the view would pass its
+        // newest state, the delay grows at once, and the proxy is drawn held there once rather
+        // than run on and held every interval while the delay creeps up at the policy's rate
+        // (20 → 2 Hz: starved in a tenth of its frames for 5 s).
+        if self.fresh_told(clock.send_interval).is_some()
+            && let Some(newest) = self.buffer.newest_on_grid()
+        {
+            self.delay.raise_toward(clock.present() - newest.time);
         }
         self.delay.update(dt)
     }

@@ -19,6 +19,9 @@ pub struct InterestSchedule {
     /// Proxies that went dormant to this client lately: (proxy, the tick it went dormant at,
     /// how many state messages have told it so far). See [`ASLEEP_REPEATS`].
     pub(crate) asleep: Vec<(Entity, u32, u8)>,
+    /// Proxies whose rate to this client changed lately, as told, and how many state messages
+    /// have told it so far. See [`RATE_REPEATS`].
+    pub(crate) rates: Vec<(crate::ProxyRate, u8)>,
     /// The oldest tick a delta state to this client may rest on: the tick after the client
     /// last said it lacked a baseline ([`ProxyResync`](crate::ProxyResync)), so that its
     /// deltas rest only on states sent afterwards (full ones first).
@@ -31,6 +34,13 @@ pub struct InterestSchedule {
 /// its staleness lengthens every proxy's delay (at 500 ms and 5 % loss, for half a second).
 /// Five messages all go missing once in 3 million at 5 % loss.
 pub(crate) const ASLEEP_REPEATS: u8 = 5;
+
+/// How many of a client's `Due` state messages tell a proxy's changed rate
+/// ([`ProxyRate`](crate::ProxyRate)), the first with the first state at that rate: the client
+/// needs it before the rate's first gap runs out, and the messages come several an interval.
+/// Five all go missing once in 3 million at 5 % loss; a client that missed them reads the rate
+/// from the gaps, as before.
+pub(crate) const RATE_REPEATS: u8 = 5;
 
 /// What one client was sent of one proxy.
 #[derive(Default)]
@@ -60,6 +70,9 @@ pub(crate) struct PairSchedule {
     /// Which of the client's [`StatesKind::Due`](crate::StatesKind::Due) messages carried one
     /// of its states: the client keeps those to decode delta states against.
     pub(crate) due_sent: unlag_net::SentMask,
+    /// The interval it is sent at, in ticks, as the client was last told
+    /// ([`ProxyRate`](crate::ProxyRate)); `None`: the nominal one.
+    pub(crate) rate: Option<u16>,
 }
 
 impl InterestSchedule {
@@ -76,10 +89,12 @@ impl InterestSchedule {
     /// in a row lately, in the spell of being sent them that the state of tick `around` belongs
     /// to (the latest, whether or not it has ended, or the one before it: a shot drawn before
     /// its client heard of a dormant spell claims the spell before), within the latest 64 state
-    /// messages `log` keeps; seconds of `tick_seconds` ticks, `None` before two were. A client
+    /// messages `log` keeps, or the interval the client was told it is sent at if that is
+    /// longer (it draws the proxy at it before the first gap of a fallen rate has run out);
+    /// seconds of `tick_seconds` ticks, `None` before two were sent and none was told. A client
     /// reads a proxy's interval from the gaps between the states it gets (the least of its
-    /// last few), so a longer one than this only where losses took every other state of
-    /// several in a row.
+    /// last few) or as told, so a longer one than this only where losses took every other
+    /// state of several in a row.
     pub fn longest_sent_interval(
         &self,
         proxy: Entity,
@@ -99,7 +114,10 @@ impl InterestSchedule {
             let gap = previous.map(|p: u32| t.wrapping_sub(p));
             (Some(t), longest.max(gap))
         });
-        longest.map(|ticks| f64::from(ticks) * tick_seconds)
+        let told = pair.rate.map(u32::from);
+        longest
+            .max(told)
+            .map(|ticks| f64::from(ticks) * tick_seconds)
     }
 }
 

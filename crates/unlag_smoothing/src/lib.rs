@@ -37,7 +37,7 @@ pub use client::{ArrivalLateness, ProxySmoothing, SmoothingStats};
 
 pub use protocol::{
     BASELINE_KEPT, DeltaProxyState, DeltaRotation, EncodedDeltas, EncodedStates, MAX_BASELINE_AGE,
-    ProxyDormancy, ProxyResync, ProxyUpdates, StatesKind, WireProxyState,
+    ProxyDormancy, ProxyRate, ProxyResync, ProxyUpdates, StatesKind, WireProxyState,
 };
 pub use server::{NetUpdateFrequency, OFF_GRID_MIN_GAP, OFF_GRID_MIN_INTERVAL, SmoothedProxy};
 pub use unlag_net::Teleported;

@@ -702,8 +702,8 @@ fn read_deltas<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<DeltaProxyS
     d.deserialize_seq(Deltas)
 }
 
-/// What the states of one [`ProxyUpdates`] are. On the wire one byte (0, 1, 2: the first two
-/// as the `bool` that told a repeat before).
+/// What the states of one [`ProxyUpdates`] are. On the wire the low two bits of the message's
+/// head byte (0, 1, 2), whose higher bits say which of its lists follow.
 #[derive(Serialize, Deserialize, Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub enum StatesKind {
     /// Due on their proxies' grids (their update rates').
@@ -721,12 +721,33 @@ pub enum StatesKind {
     OffGrid,
 }
 
+/// Server → client, with a `Due` message's states: from tick `since` on, the server sends this
+/// client `entity`'s states every `interval_ticks` ticks (on its grid), not at its nominal
+/// rate; 0: at the nominal rate again ([`unlag_net::NetClock::send_interval`]). Told once
+/// when it changes (a proxy's own rate, or the client's interest in it lowered or restored)
+/// and repeated in the next few messages: a client that read the new rate only from the gaps
+/// between states took a fallen rate's first gaps for lost states, and drew every proxy with
+/// a delay long enough to cover them for seconds.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ProxyRate {
+    /// The proxy (mapped to the client's on arrival).
+    pub entity: Entity,
+    /// The tick of the first state sent at this rate: the gap after it is the first of it.
+    /// On the wire as the ticks back from the message's.
+    pub since: u32,
+    /// Ticks between its states from `since` on (the whole ticks of the interval, rounded
+    /// down), or 0 for the server's nominal rate.
+    pub interval_ticks: u16,
+}
+
 /// Server → client: the states of the proxies due at server tick `tick`.
 ///
-/// On the wire it is postcard's encoding of the struct (what the client decodes), whether its
-/// states come from [`states`](Self::states) or were [`encoded`](Self::encoded) once for
-/// every client: those go first, and arrive in `states`.
-#[derive(Deserialize, Clone, Debug, PartialEq, Default)]
+/// On the wire it is postcard's encoding of the struct's fields in order (what the client
+/// decodes), whether its states come from [`states`](Self::states) or were
+/// [`encoded`](Self::encoded) once for every client: those go first, and arrive in `states`.
+/// `kind`, `woken`, `asleep` and `rates` go after the states as one head byte (the kind, and a
+/// bit for each list that is not empty) and the lists it flags: usually the byte alone.
+#[derive(Clone, Debug, PartialEq, Default)]
 pub struct ProxyUpdates {
     /// The server tick the states were sampled at.
     pub tick: u32,
@@ -738,27 +759,25 @@ pub struct ProxyUpdates {
     /// The proxies whose state here is the first since they were dormant to this client
     /// (flagged a teleport too): the client starts them afresh from it, hidden until its time,
     /// even if the (reliable) notice of their going dormant has not come yet. Usually empty.
-    #[serde(with = "unlag_net::wire_entity::vec")]
     pub woken: Vec<Entity>,
     /// The proxies the client stopped being sent lately, each with the tick it went dormant
     /// at: what the reliable [`ProxyDormancy`] says, repeated in the next few messages, so the
     /// client stops drawing a proxy whose states stopped as soon as they would have come
     /// rather than a resend later. Usually empty.
-    #[serde(with = "unlag_net::wire_entity::with_tick")]
     pub asleep: Vec<(Entity, u32)>,
+    /// The proxies whose rate to this client changed lately ([`ProxyRate`]; only in
+    /// [`StatesKind::Due`] messages). Usually empty.
+    pub rates: Vec<ProxyRate>,
     /// States as their differences from older ones the client has (only in
     /// [`StatesKind::Due`] messages): the client decodes each against its copy of the
     /// proxy's state `back` ticks before this message's, which came in an earlier `Due`
     /// message. Usually most of a message's states, once the client acknowledged some.
-    #[serde(deserialize_with = "read_deltas")]
     pub deltas: Vec<DeltaProxyState>,
     /// States encoded once for every client (the sender's side only: they arrive in
     /// `states`), sent before those in `states`. Their entities are not mapped on the way out.
-    #[serde(skip)]
     pub encoded: EncodedStates,
     /// Delta states already encoded (the sender's side only: they arrive in `deltas`), sent
     /// before those in `deltas`. Their entities are not mapped on the way out.
-    #[serde(skip)]
     pub encoded_deltas: EncodedDeltas,
 }
 
@@ -799,9 +818,9 @@ impl ProxyUpdates {
         self.encoded_deltas.len() + self.deltas.len()
     }
 
-    /// What follows the states on the wire: `kind`, `woken`, `asleep`.
-    fn tail(&self) -> (StatesKind, Entities<'_>, EntityTicks<'_>) {
-        (self.kind, Entities(&self.woken), EntityTicks(&self.asleep))
+    /// What follows the states on the wire: `kind`, `woken`, `asleep`, `rates`.
+    fn tail(&self) -> Tail<'_> {
+        Tail(self)
     }
 
     /// Appends what postcard writes for it to lightyear's buffer, copying the encoded states'
@@ -886,14 +905,231 @@ impl Serialize for ProxyUpdates {
                 seq.end()
             }
         }
-        let mut fields = serializer.serialize_struct("ProxyUpdates", 6)?;
+        let mut fields = serializer.serialize_struct("ProxyUpdates", 4)?;
         fields.serialize_field("tick", &self.tick)?;
         fields.serialize_field("states", &States(self))?;
-        fields.serialize_field("kind", &self.kind)?;
-        fields.serialize_field("woken", &Entities(&self.woken))?;
-        fields.serialize_field("asleep", &EntityTicks(&self.asleep))?;
+        fields.serialize_field("tail", &self.tail())?;
         fields.serialize_field("deltas", &Deltas(self))?;
         fields.end()
+    }
+}
+
+/// Bits of the head byte of a [`ProxyUpdates`]' tail: the kind's two, then one for each list
+/// that follows (in this order).
+const HEAD_KIND: u8 = 0x03;
+const HEAD_WOKEN: u8 = 0x04;
+const HEAD_ASLEEP: u8 = 0x08;
+const HEAD_RATES: u8 = 0x10;
+
+/// What follows a [`ProxyUpdates`]' states on the wire: a head byte (the kind and which lists
+/// follow), then `woken`, `asleep` and `rates`, each only when not empty.
+struct Tail<'a>(&'a ProxyUpdates);
+
+/// A [`ProxyRate`] of a message at a tick on the wire: its entity, the ticks back from the
+/// message's tick to its `since`, its interval in ticks.
+struct RateOnWire<'a>(&'a ProxyRate, u32);
+
+impl Serialize for RateOnWire<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        let mut tuple = serializer.serialize_tuple(3)?;
+        tuple.serialize_element(&unlag_net::wire_entity::Compact(self.0.entity))?;
+        tuple.serialize_element(&self.1.wrapping_sub(self.0.since))?;
+        tuple.serialize_element(&self.0.interval_ticks)?;
+        tuple.end()
+    }
+}
+
+/// The rates of a message at a tick, as a sequence of [`RateOnWire`].
+struct RatesOnWire<'a>(&'a [ProxyRate], u32);
+
+impl Serialize for RatesOnWire<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|r| RateOnWire(r, self.1)))
+    }
+}
+
+impl Serialize for Tail<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        let u = self.0;
+        let kind = match u.kind {
+            StatesKind::Due => 0,
+            StatesKind::Repeat => 1,
+            StatesKind::OffGrid => 2,
+        };
+        let flag = |bit: u8, on: bool| if on { bit } else { 0 };
+        let head = kind
+            | flag(HEAD_WOKEN, !u.woken.is_empty())
+            | flag(HEAD_ASLEEP, !u.asleep.is_empty())
+            | flag(HEAD_RATES, !u.rates.is_empty());
+        let mut tuple = serializer.serialize_tuple(4)?;
+        tuple.serialize_element(&head)?;
+        if !u.woken.is_empty() {
+            tuple.serialize_element(&Entities(&u.woken))?;
+        }
+        if !u.asleep.is_empty() {
+            tuple.serialize_element(&EntityTicks(&u.asleep))?;
+        }
+        if !u.rates.is_empty() {
+            tuple.serialize_element(&RatesOnWire(&u.rates, u.tick))?;
+        }
+        tuple.end()
+    }
+}
+
+/// The tail read back: kind, woken, asleep, and the rates with their ticks back.
+type TailRead = (
+    StatesKind,
+    Vec<Entity>,
+    Vec<(Entity, u32)>,
+    Vec<(Entity, u32, u16)>,
+);
+
+/// Reads a [`Tail`].
+struct TailSeed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for TailSeed {
+    type Value = TailRead;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<TailRead, D::Error> {
+        use serde::de::{Error, SeqAccess, Visitor};
+        /// The tuple's visitor.
+        struct Read;
+        impl<'de> Visitor<'de> for Read {
+            type Value = TailRead;
+
+            fn expecting(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+                f.write_str("a proxy update's head byte and the lists it flags")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TailRead, A::Error> {
+                let head: u8 = seq
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(0, &self))?;
+                if head & !(HEAD_KIND | HEAD_WOKEN | HEAD_ASLEEP | HEAD_RATES) != 0 {
+                    return Err(A::Error::custom(format_args!(
+                        "proxy update head {head:#04x}: unknown bits"
+                    )));
+                }
+                let kind = match head & HEAD_KIND {
+                    0 => StatesKind::Due,
+                    1 => StatesKind::Repeat,
+                    2 => StatesKind::OffGrid,
+                    _ => return Err(A::Error::custom("proxy update head: kind 3 is none")),
+                };
+                let missing = || A::Error::custom("proxy update head: a flagged list is missing");
+                let woken = if head & HEAD_WOKEN != 0 {
+                    seq.next_element::<WokenRead>()?.ok_or_else(missing)?.0
+                } else {
+                    Vec::new()
+                };
+                let asleep = if head & HEAD_ASLEEP != 0 {
+                    seq.next_element::<AsleepRead>()?.ok_or_else(missing)?.0
+                } else {
+                    Vec::new()
+                };
+                let rates = if head & HEAD_RATES != 0 {
+                    seq.next_element::<RatesRead>()?.ok_or_else(missing)?.0
+                } else {
+                    Vec::new()
+                };
+                Ok((kind, woken, asleep, rates))
+            }
+        }
+        d.deserialize_tuple(4, Read)
+    }
+}
+
+/// `woken` read as [`unlag_net::wire_entity::vec`] writes it.
+struct WokenRead(Vec<Entity>);
+
+impl<'de> Deserialize<'de> for WokenRead {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        unlag_net::wire_entity::vec::deserialize(d).map(WokenRead)
+    }
+}
+
+/// `asleep` read as [`unlag_net::wire_entity::with_tick`] writes it.
+struct AsleepRead(Vec<(Entity, u32)>);
+
+impl<'de> Deserialize<'de> for AsleepRead {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        unlag_net::wire_entity::with_tick::deserialize(d).map(AsleepRead)
+    }
+}
+
+/// `rates` read as [`RatesOnWire`] writes them: (entity, ticks back, interval ticks).
+struct RatesRead(Vec<(Entity, u32, u16)>);
+
+impl<'de> Deserialize<'de> for RatesRead {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let rates = Vec::<(unlag_net::wire_entity::Compact, u32, u16)>::deserialize(d)?;
+        Ok(RatesRead(
+            rates
+                .into_iter()
+                .map(|(e, back, i)| (e.0, back, i))
+                .collect(),
+        ))
+    }
+}
+
+/// `deltas` read by [`read_deltas`].
+struct DeltasRead(Vec<DeltaProxyState>);
+
+impl<'de> Deserialize<'de> for DeltasRead {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        read_deltas(d).map(DeltasRead)
+    }
+}
+
+impl<'de> Deserialize<'de> for ProxyUpdates {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, SeqAccess, Visitor};
+        /// The struct's visitor: its fields in order.
+        struct Read;
+        impl<'de> Visitor<'de> for Read {
+            type Value = ProxyUpdates;
+
+            fn expecting(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+                f.write_str("a proxy update")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ProxyUpdates, A::Error> {
+                let short = |i| A::Error::invalid_length(i, &"a proxy update's four fields");
+                let tick: u32 = seq.next_element()?.ok_or_else(|| short(0))?;
+                let states: Vec<WireProxyState> = seq.next_element()?.ok_or_else(|| short(1))?;
+                let (kind, woken, asleep, rates) =
+                    seq.next_element_seed(TailSeed)?.ok_or_else(|| short(2))?;
+                let DeltasRead(deltas) = seq.next_element()?.ok_or_else(|| short(3))?;
+                let rates = rates
+                    .into_iter()
+                    .map(|(entity, back, interval_ticks)| {
+                        let since = tick.checked_sub(back).ok_or_else(|| {
+                            A::Error::custom(format_args!(
+                                "proxy rate {back} ticks back from tick {tick}"
+                            ))
+                        })?;
+                        Ok(ProxyRate {
+                            entity,
+                            since,
+                            interval_ticks,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, A::Error>>()?;
+                Ok(ProxyUpdates {
+                    tick,
+                    states,
+                    kind,
+                    woken,
+                    asleep,
+                    rates,
+                    deltas,
+                    ..Default::default()
+                })
+            }
+        }
+        d.deserialize_struct("ProxyUpdates", &["tick", "states", "tail", "deltas"], Read)
     }
 }
 
@@ -997,6 +1233,9 @@ impl MapEntities for ProxyUpdates {
         }
         for (e, _) in &mut self.asleep {
             *e = mapper.get_mapped(*e);
+        }
+        for r in &mut self.rates {
+            r.entity = mapper.get_mapped(r.entity);
         }
         for d in &mut self.deltas {
             d.entity = mapper.get_mapped(d.entity);

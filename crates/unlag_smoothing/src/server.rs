@@ -1,10 +1,10 @@
 //! The server side: sample proxies after each tick and send the due ones.
 
 use crate::SmoothingSettings;
-use crate::interest::{ASLEEP_REPEATS, InterestSchedule};
+use crate::interest::{ASLEEP_REPEATS, InterestSchedule, RATE_REPEATS};
 use crate::protocol::{
-    DeltaProxyState, EncodedDeltas, EncodedStates, MAX_BASELINE_AGE, ProxyDormancy, ProxyResync,
-    ProxyUpdates, StatesKind, TELEPORT_BIT, WireProxyState,
+    DeltaProxyState, EncodedDeltas, EncodedStates, MAX_BASELINE_AGE, ProxyDormancy, ProxyRate,
+    ProxyResync, ProxyUpdates, StatesKind, TELEPORT_BIT, WireProxyState,
 };
 use bevy::prelude::*;
 use lightyear::core::tick::TickDuration;
@@ -166,7 +166,7 @@ type StateLinks<'w, 's> = Query<
 
 /// A proxy state due to every client but its owner's (the one that controls it, if any), and
 /// whether the proxy is sent [`SLOW_TRAIL_INTERVAL`] apart or further.
-type DueState = (WireProxyState, Option<Entity>, bool);
+type DueState = (WireProxyState, Option<Entity>, bool, Option<f64>);
 
 /// FixedPostUpdate: one [`ProxyUpdates`] per client with every proxy that is due, except the
 /// one the client controls (it predicts that one itself).
@@ -268,7 +268,14 @@ pub(crate) fn send_due(
             (now_tick, now),
             &mut sent,
         );
-        due.push((wire, owner, f64::from(rate).recip() >= SLOW_TRAIL_INTERVAL));
+        // (Its own interval, seconds, if it has a rate of its own: the clients are told it.)
+        let own = frequency.map(|_| f64::from(rate).recip());
+        due.push((
+            wire,
+            owner,
+            f64::from(rate).recip() >= SLOW_TRAIL_INTERVAL,
+            own,
+        ));
     }
     spread.0 = counted;
     send_repeats(repeats, &mut links);
@@ -288,9 +295,14 @@ pub(crate) fn send_due(
             .ok()
             .and_then(|p| p.3.sent_at(tick).cloned())
     };
+    let nominal = conditions
+        .get()
+        .update_rate_hz
+        .clamp(MIN_UPDATE_RATE_HZ, MAX_UPDATE_RATE_HZ);
     let trails = Trails {
         settings: &settings,
         tick: tick.0.as_secs_f64(),
+        nominal: f64::from(nominal).recip(),
         of: &trail_of,
         baseline: &baseline_of,
     };
@@ -345,6 +357,9 @@ struct Trails<'a> {
     settings: &'a SmoothingSettings,
     /// A tick's length, seconds.
     tick: f64,
+    /// The server's nominal update interval, seconds (its proxies' without a rate of their
+    /// own).
+    nominal: f64,
     /// The state a proxy was sent at or before a tick and before its newest, byte for byte,
     /// and its tick.
     of: &'a dyn Fn(Entity, u32) -> Option<(u32, WireProxyState)>,
@@ -650,6 +665,31 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
     }
 }
 
+/// The interval a client is sent a proxy's states at, in whole ticks of `tick` seconds
+/// (rounded down, at least 1), when it is not the server's nominal one: the proxy's `own`
+/// interval (seconds; `own_rate`: it has a rate of its own, [`NetUpdateFrequency`]) or its
+/// reduced rate's at `relevance`, whichever is longer (a reduced rate takes every state due
+/// that is at least its interval after the last). `None`: the nominal interval, as every
+/// proxy without a rate of its own that is relevant in full.
+fn pair_rate(own: f64, own_rate: bool, relevance: Relevance, tick: f64) -> Option<u16> {
+    let reduced = match relevance {
+        Relevance::Reduced(hz) => Some(1.0 / f64::from(hz.clamp(1.0, 60.0))),
+        Relevance::Full | Relevance::Dormant => None,
+    };
+    if !own_rate && reduced.is_none() {
+        return None;
+    }
+    let interval = own.max(reduced.unwrap_or(0.0));
+    // (A thousandth of a tick's slack: a tick's `Duration` is rounded to the nanosecond, and
+    // 1 s over a 16 666 667-ns tick is 59.999 998 ticks, not the 60 its states are apart.)
+    let ticks = if tick > 0.0 {
+        (interval / tick + 1e-3).floor()
+    } else {
+        1.0
+    };
+    Some(ticks.clamp(1.0, f64::from(u16::MAX)) as u16)
+}
+
 /// Sends every client, in one message, the states `due` at tick `now_tick` (server time `now`,
 /// seconds) that its interest lets through: not its own; a reduced proxy's on its reduced
 /// rate's grid; none of a dormant one, whose going dormant the client is told once (reliably),
@@ -732,7 +772,7 @@ fn send_states(
             EncodedDeltas::with_capacity(due.len(), due.len() * DELTA_BYTES_GUESS);
         let mut states = Vec::new();
         let mut woken = Vec::new();
-        for (index, (wire, owner, slow)) in due.iter().enumerate() {
+        for (index, (wire, owner, slow, own)) in due.iter().enumerate() {
             if *owner == Some(link) {
                 continue;
             }
@@ -764,6 +804,23 @@ fn send_states(
                     schedule.asleep.push((wire.entity, now_tick, 0));
                 }
                 continue;
+            }
+            // A rate other than the nominal one, or back to it: told the client from this state.
+            let rate = pair_rate(
+                own.unwrap_or(trails.nominal),
+                own.is_some(),
+                relevance,
+                trails.tick,
+            );
+            if rate != pair.rate {
+                pair.rate = rate;
+                schedule.rates.retain(|(r, _)| r.entity != wire.entity);
+                let told = ProxyRate {
+                    entity: wire.entity,
+                    since: now_tick,
+                    interval_ticks: rate.unwrap_or(0),
+                };
+                schedule.rates.push((told, 0));
             }
             let woke = !pair.awake && pair.sent_before;
             if woke {
@@ -834,8 +891,9 @@ fn send_states(
             // have missed it and would sweep across the spell (it is sent no states of it).
             trail.extend(trail_at(pair.awake_since));
         }
-        // Those gone dormant lately ride along, a few messages each.
+        // Those gone dormant lately ride along, a few messages each, and so do rates changed.
         let mut told = Vec::new();
+        let mut rates = Vec::new();
         if let Some(schedule) = schedule.as_deref_mut() {
             for (entity, since, times) in &mut schedule.asleep {
                 told.push((*entity, *since));
@@ -844,6 +902,11 @@ fn send_states(
             schedule
                 .asleep
                 .retain(|(.., times)| *times < ASLEEP_REPEATS);
+            for (rate, times) in &mut schedule.rates {
+                rates.push(*rate);
+                *times += 1;
+            }
+            schedule.rates.retain(|(_, times)| *times < RATE_REPEATS);
         }
         let carried = !states.is_empty() || !encoded.is_empty() || !encoded_deltas.is_empty();
         if let (Some(log), Some(message)) = (log.as_deref_mut(), message)
@@ -851,13 +914,14 @@ fn send_states(
         {
             log.end(message, now_tick, frame);
         }
-        if carried || !told.is_empty() {
+        if carried || !told.is_empty() || !rates.is_empty() {
             let update = ProxyUpdates {
                 tick: now_tick,
                 states,
                 kind: StatesKind::Due,
                 woken,
                 asleep: told,
+                rates,
                 deltas: Vec::new(),
                 encoded,
                 encoded_deltas,
@@ -905,4 +969,37 @@ fn send_states(
         }
     }
     (sent_trails, sent_deltas)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pairs_rate_is_told_in_whole_ticks_and_only_off_the_nominal_one() {
+        // A tick as lightyear keeps 60 Hz: 16 666 667 ns.
+        let tick = core::time::Duration::from_secs_f64(1.0 / 60.0).as_secs_f64();
+        // The nominal rate, relevant in full: nothing to tell.
+        assert_eq!(pair_rate(0.05, false, Relevance::Full, tick), None);
+        // A rate of its own: 1 Hz is 60 ticks (not 59 for the tick's rounding), 20 Hz 3.
+        assert_eq!(pair_rate(1.0, true, Relevance::Full, tick), Some(60));
+        assert_eq!(pair_rate(0.05, true, Relevance::Full, tick), Some(3));
+        // Reduced: the longer of its own and the reduced rate's; 7 Hz's 8.57 ticks as 8.
+        assert_eq!(
+            pair_rate(0.05, false, Relevance::Reduced(10.0), tick),
+            Some(6)
+        );
+        assert_eq!(
+            pair_rate(0.5, true, Relevance::Reduced(10.0), tick),
+            Some(30)
+        );
+        assert_eq!(pair_rate(1.0 / 7.0, true, Relevance::Full, tick), Some(8));
+        // A reduced rate out of range is held to 1–60 Hz, as the schedule holds it.
+        assert_eq!(
+            pair_rate(0.05, false, Relevance::Reduced(0.1), tick),
+            Some(60)
+        );
+        // No tick length: one tick.
+        assert_eq!(pair_rate(1.0, true, Relevance::Full, 0.0), Some(1));
+    }
 }
