@@ -1827,10 +1827,17 @@ fn grid_cells_pass(
 /// than their shot (on the slower proxies). Among them, shots drawn before their client heard
 /// that a far target had gone dormant (jitter=60 rtt=240), or had gone dormant and woken again
 /// (rtt=500 × loss=10, jitter=rtt/4 × listen): the server reads the interval it sent the
-/// target at in the spell the claimed states belong to.
+/// target at in the spell the claimed states belong to. And at 20 % loss, where the gaps
+/// after a ring crossing all held losses: a client reads a told rate no longer than told. And
+/// where the reduced proxies starved most (5 % loss at RTT 0; 60 Hz with 10-fps clients): a
+/// reduced proxy's states are not repeated, and its delay bridges a loss with the next.
 #[test]
 fn a_reduced_interest_ring_passes_the_grids_hard_cells() {
     let cells = [
+        "loss=20",
+        "rtt=250 × loss=20",
+        "rtt=0 × loss=5",
+        "update=60 × fps=10",
         "loss=10 burst=8",
         "listen fps=10",
         "jitter=60 rtt=240",

@@ -1631,12 +1631,14 @@ fn a_proxy_updates_head_byte_flags_its_lists_and_forged_heads_fail() {
             entity: proxy,
             since: 997,
             interval_ticks: 30,
+            repeated: true,
         }],
         ..bare.clone()
     };
-    // The head flags the rates: a count, the entity (2), 3 ticks back, 30 ticks.
+    // The head flags the rates: a count, the entity (2), 3 ticks back, 30 ticks and the
+    // repeat bit.
     let bytes = postcard::to_stdvec(&told).unwrap();
-    assert_eq!(&bytes[3..], [0x10, 1, 0xA4, 0x04, 3, 30, 0]);
+    assert_eq!(&bytes[3..], [0x10, 1, 0xA4, 0x04, 3, 61, 0]);
     assert_eq!(told.wire_size(), bytes.len());
     assert_eq!(postcard::from_bytes::<ProxyUpdates>(&bytes).unwrap(), told);
     let mut writer = unlag::net::MessageWriter::with_capacity(16);
@@ -1662,6 +1664,9 @@ fn a_proxy_updates_head_byte_flags_its_lists_and_forged_heads_fail() {
     assert!(decode(&[0xE8, 0x07, 0, 0x04, 0]).is_err());
     assert!(decode(&[0xE8, 0x07, 0, 0x10, 1, 0xA4, 0x04, 0xE9, 0x07, 30, 0]).is_err());
     assert!(decode(&[0xE8, 0x07, 0, 0x10, 1, 0xA4, 0x04, 0xE8, 0x07, 30, 0]).is_ok());
+    // An interval beyond 65 535 ticks.
+    let wide = [0xE8, 0x07, 0, 0x10, 1, 0xA4, 0x04, 3, 0x80, 0x80, 0x08, 0];
+    assert!(decode(&wide).is_err());
 }
 
 /// The wire size in bytes of a `ProxyUpdates` at tick 1000 holding `deltas` alone, after
@@ -1965,11 +1970,13 @@ fn proxy_states_encoded_once_go_on_the_wire_as_postcard_writes_them() {
                             entity: Entity::from_raw_u32(4).unwrap(),
                             since: 123_400,
                             interval_ticks: 30,
+                            repeated: true,
                         },
                         unlag::smoothing::ProxyRate {
                             entity: Entity::from_raw_u32(300).unwrap(),
                             since: 123_456,
                             interval_ticks: 0,
+                            repeated: false,
                         },
                     ]
                 },

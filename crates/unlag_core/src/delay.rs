@@ -38,6 +38,42 @@ pub fn repeat_after(send_interval: f64) -> Option<f64> {
         .then_some(REPEAT_SHARE * send_interval)
 }
 
+/// How a proxy's states are sent, for the delay rules: every `interval` seconds, and whether
+/// each goes again [`repeat_after`] it. From an interval alone (`Sent::from(0.5)`), repeated
+/// as a proxy of that rate of its own is; a client's reduced interest in a faster proxy lowers
+/// its rate but sends no repeats ([`Sent::unrepeated`]).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Sent {
+    /// Seconds between its states.
+    pub interval: f64,
+    /// Whether a slow one's states are sent twice.
+    pub repeated: bool,
+}
+
+impl Sent {
+    /// States every `interval` seconds, never sent twice.
+    pub fn unrepeated(interval: f64) -> Self {
+        Self {
+            interval,
+            repeated: false,
+        }
+    }
+
+    /// How long after a state its repeat comes, seconds, if it comes ([`repeat_after`]).
+    pub fn repeat_after(&self) -> Option<f64> {
+        repeat_after(self.interval).filter(|_| self.repeated)
+    }
+}
+
+impl From<f64> for Sent {
+    fn from(interval: f64) -> Self {
+        Self {
+            interval,
+            repeated: true,
+        }
+    }
+}
+
 /// The longest update interval [`ease_time`] lengthens an ease for, seconds (the slowest rate
 /// the demo's panel offers, 1 Hz): a proxy not sent for longer is not eased over longer.
 pub const MAX_EASE_INTERVAL: f64 = 1.0;
@@ -314,15 +350,16 @@ impl DelayPolicy {
     pub fn target(&self, send_interval: f64, jitter: f64, loss: f64) -> f64 {
         let clean = finite_non_negative;
         let (send_interval, jitter, loss) = (clean(send_interval), clean(jitter), clean(loss));
-        (send_interval + self.bridge(send_interval, loss) + self.jitter_multiplier * jitter)
+        (send_interval + self.bridge(send_interval.into(), loss) + self.jitter_multiplier * jitter)
             .clamp(self.lowest(), self.highest())
     }
 
     /// What bridges a lost state, seconds: nothing on a clean link; else the state's repeat
-    /// ([`repeat_after`]) or, for proxies sent too often to be repeated, the next state.
-    fn bridge(&self, send_interval: f64, loss: f64) -> f64 {
+    /// ([`repeat_after`]) or, for proxies sent too often to be repeated (or not repeated:
+    /// [`Sent::repeated`]), the next state.
+    fn bridge(&self, sent: Sent, loss: f64) -> f64 {
         if loss > self.bridge_loss_threshold {
-            repeat_after(send_interval).unwrap_or(send_interval)
+            sent.repeat_after().unwrap_or(sent.interval)
         } else {
             0.0
         }
@@ -360,17 +397,19 @@ impl DelayPolicy {
     /// takes [`DelayPolicy::lost_in_a_row`] states together (`continuation` as there),
     /// seconds: a covering for [`DelayPolicy::target_covering`] before one has been measured.
     /// `None` where the bridge ([`DelayPolicy::target_with_margin`]) already covers it: one
-    /// lost state, or a proxy whose states are repeated ([`repeat_after`]).
+    /// lost state, or a proxy whose states are repeated ([`Sent::repeat_after`]). A bare
+    /// interval is repeated as its rate calls for ([`Sent`]).
     pub fn covering_lost_in_a_row(
         &self,
-        send_interval: f64,
+        send_interval: impl Into<Sent>,
         margin: f64,
         loss: f64,
         continuation: Option<f64>,
     ) -> Option<f64> {
+        let sent = send_interval.into();
         let in_a_row = self.lost_in_a_row(loss, continuation);
-        (in_a_row > 1 && repeat_after(send_interval).is_none()).then(|| {
-            f64::from(in_a_row) * finite_non_negative(send_interval) + finite_non_negative(margin)
+        (in_a_row > 1 && sent.repeat_after().is_none()).then(|| {
+            f64::from(in_a_row) * finite_non_negative(sent.interval) + finite_non_negative(margin)
         })
     }
 }
@@ -378,11 +417,21 @@ impl DelayPolicy {
 impl DelayPolicy {
     /// The target interpolation delay, seconds, for states sent every `send_interval` seconds
     /// that arrive up to `margin` seconds later than expected (e.g. the 99th percentile of
-    /// measured lateness), over a link losing `loss` (0–1) of its packets.
-    pub fn target_with_margin(&self, send_interval: f64, margin: f64, loss: f64) -> f64 {
+    /// measured lateness), over a link losing `loss` (0–1) of its packets. A bare interval is
+    /// repeated as its rate calls for ([`Sent`]).
+    pub fn target_with_margin(
+        &self,
+        send_interval: impl Into<Sent>,
+        margin: f64,
+        loss: f64,
+    ) -> f64 {
         let clean = finite_non_negative;
-        let send_interval = clean(send_interval);
-        (send_interval + self.bridge(send_interval, clean(loss)) + clean(margin))
+        let sent = send_interval.into();
+        let sent = Sent {
+            interval: clean(sent.interval),
+            ..sent
+        };
+        (sent.interval + self.bridge(sent, clean(loss)) + clean(margin))
             .clamp(self.lowest(), self.highest())
     }
 
@@ -395,12 +444,14 @@ impl DelayPolicy {
     /// it, whatever the proxy's rate.
     pub fn target_covering(
         &self,
-        send_interval: f64,
+        send_interval: impl Into<Sent>,
         margin: f64,
         loss: f64,
         covering: Option<f64>,
     ) -> f64 {
-        let own = self.target_with_margin(send_interval, margin, loss);
+        let sent = send_interval.into();
+        let own = self.target_with_margin(sent, margin, loss);
+        let send_interval = sent.interval;
         let needed = covering
             .filter(|c| c.is_finite() && send_interval.is_finite())
             .map_or(0.0, |c| send_interval.max(0.0) + c);
@@ -1045,6 +1096,24 @@ impl DelayController {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_unrepeated_slow_proxy_bridges_a_loss_with_its_next_state() {
+        let p = DelayPolicy::default();
+        // 10 Hz, 2 % loss: a proxy of that rate of its own has its states repeated a quarter
+        // interval later; one sent at 10 Hz to a client whose interest reduced it has not.
+        let repeated = p.target_with_margin(0.1, 0.0, 0.02);
+        let unrepeated = p.target_with_margin(Sent::unrepeated(0.1), 0.0, 0.02);
+        assert!((repeated - 0.125).abs() < 1e-12, "{repeated}");
+        assert!((unrepeated - 0.2).abs() < 1e-12, "{unrepeated}");
+        assert_eq!(Sent::from(0.1).repeat_after(), Some(0.025));
+        assert_eq!(Sent::unrepeated(0.1).repeat_after(), None);
+        // Two in a row at 10 % loss: covered for the unrepeated one only (the repeat's
+        // proxies are left to the measured covering).
+        assert_eq!(p.covering_lost_in_a_row(0.1, 0.01, 0.1, None), None);
+        let two = p.covering_lost_in_a_row(Sent::unrepeated(0.1), 0.01, 0.1, None);
+        assert!(two.is_some_and(|c| (c - 0.21).abs() < 1e-12), "{two:?}");
+    }
 
     #[test]
     fn raising_toward_a_delay_stops_at_the_target_and_never_lowers() {

@@ -51,9 +51,9 @@ pub use delay::{
     BRIDGE_RELEASE, BridgeLatch, CATCH_UP_SHARE, DatagramLoss, DelayController, DelayPolicy,
     FrameOutages, MAX_BRIDGED_STATES, MAX_CATCH_UP_TIME, MAX_COUNTED_GAP, MAX_EASE_INTERVAL,
     MAX_SEQUENCE_JUMP, MAX_SPREAD_PHASES, MIN_CATCH_UP_SPEED, MIN_DATAGRAM_RUNS, MIN_RUNS,
-    REORDER_WINDOW, STALENESS_BIN, STALENESS_MEMORY, StateLoss, StateStaleness, catch_up_speed,
-    catch_up_time, continuation_over, continuation_per_datagram, ease_time, finite_non_negative,
-    next_on_grid, next_on_phase, redundancy_miss, repeat_after, spread_phase,
+    REORDER_WINDOW, STALENESS_BIN, STALENESS_MEMORY, Sent, StateLoss, StateStaleness,
+    catch_up_speed, catch_up_time, continuation_over, continuation_per_datagram, ease_time,
+    finite_non_negative, next_on_grid, next_on_phase, redundancy_miss, repeat_after, spread_phase,
 };
 pub use discrepancy::{
     JITTER_RANGE, MAX_JITTER_SLACK, MoveTime, TimeDiscrepancy, TimeDiscrepancySettings,

@@ -8,7 +8,7 @@ use crate::protocol::{
 use bevy::prelude::*;
 use lightyear::prelude::*;
 use unlag_core::{
-    CorrectionSmoothing, DelayController, ProxyState, Sample, SampleKind, SmoothingMode,
+    CorrectionSmoothing, DelayController, ProxyState, Sample, SampleKind, Sent, SmoothingMode,
     StateBuffer, StateLoss, StateRejected, StateShown, StateStaleness, VisualOffset,
 };
 use unlag_net::{AutonomousProxy, NetClock};
@@ -77,9 +77,11 @@ struct ToldRate {
     since: u32,
     /// Its interval, seconds; `None`: the server's nominal one.
     interval: Option<f64>,
-    /// Its states on the grid after `since`, taken in (saturating): once more than
-    /// [`MIN_GAPS_FOR_INTERVAL`] came, the rate is read from their gaps as any other's.
-    taken: u32,
+    /// Whether its delay has reached its target since (until then it may rise at once as far
+    /// as the view would pass the newest state: see `ProxySmoothing::next_delay`).
+    settled: bool,
+    /// Whether its states are sent twice ([`ProxyRate::repeated`]).
+    repeated: bool,
 }
 
 /// How a starved frame drew the proxy from the state it was starved on.
@@ -703,15 +705,10 @@ impl ProxySmoothing {
     /// second's when the second state on the grid told it, and it grew there over seconds,
     /// starved all along).
     fn push(&mut self, state: ProxyState, server_time: f64) -> Result<(), StateRejected> {
-        let (off_grid, tick) = (state.off_grid, state.tick);
+        let off_grid = state.off_grid;
         let result = self.buffer.push(state, server_time);
         if result.is_ok() && !off_grid {
             self.taken = self.taken.saturating_add(1);
-            if let Some(told) = &mut self.told
-                && tick > told.since
-            {
-                told.taken = told.taken.saturating_add(1);
-            }
         }
         result
     }
@@ -779,21 +776,29 @@ impl ProxySmoothing {
     }
 
     /// The interval its states on the grid come at, seconds (at least the server's
-    /// `send_interval`): as the server told it while few states at it came, else as the gaps
-    /// since then show it ([`StateBuffer::recent_interval_from`]: after the rate fell, the
-    /// old rate's gaps are not the new one's, nor are the new one's losses).
+    /// `send_interval`): as the server told it ([`ProxySmoothing::told_interval`]: after the
+    /// rate fell, the old rate's gaps are not the new one's, nor are the new one's losses),
+    /// else as its gaps show it.
     fn known_interval(&self, send_interval: f64) -> Option<f64> {
-        self.fresh_told(send_interval)
-            .or_else(|| self.buffer.recent_interval_from(self.told_since()))
-            .map(|i| i.max(send_interval))
+        match self.told {
+            Some(_) => self.told_interval(send_interval),
+            None => self.buffer.recent_interval(),
+        }
+        .map(|i| i.max(send_interval))
     }
 
-    /// The interval the server told, seconds (`nominal` for the nominal rate), while no more
-    /// than [`MIN_GAPS_FOR_INTERVAL`] states at it came: fewer gaps than the rate is read from.
-    fn fresh_told(&self, nominal: f64) -> Option<f64> {
-        self.told
-            .filter(|t| t.taken <= MIN_GAPS_FOR_INTERVAL as u32)
-            .map(|t| t.interval.unwrap_or(nominal))
+    /// The interval of a proxy whose rate the server told, seconds (`nominal` for the nominal
+    /// rate; `None` if none was told): as told, or as the gaps after the told state show it
+    /// where they are shorter (a faster rate whose notice was lost: losses only lengthen
+    /// gaps). Never longer than told: at 20 % loss three gaps after the told state all held
+    /// losses, and a 10-Hz proxy read as a 5-Hz one was drawn 0.15 s further back than the
+    /// server compensates (it tells every change, five times). A slower rate whose notices
+    /// were all lost is drawn at the told one: starved more, never refused.
+    fn told_interval(&self, nominal: f64) -> Option<f64> {
+        let told = self.told?;
+        let interval = told.interval.unwrap_or(nominal);
+        let read = self.buffer.recent_interval_from(self.told_since());
+        Some(read.map_or(interval, |r| r.min(interval)))
     }
 
     /// The tick from which the proxy's gaps tell its rate: after its last rate told's first
@@ -811,15 +816,11 @@ impl ProxySmoothing {
         }
         let interval = (rate.interval_ticks > 0)
             .then(|| (f64::from(rate.interval_ticks) * tick).min(SLOWEST_INTERVAL));
-        let taken = self
-            .buffer
-            .grid_states()
-            .filter(|s| s.tick > rate.since)
-            .count() as u32;
         self.told = Some(ToldRate {
             since: rate.since,
             interval,
-            taken,
+            settled: false,
+            repeated: rate.repeated,
         });
     }
 
@@ -986,7 +987,7 @@ pub(crate) fn place_proxies(
     };
     let (dt, dt64) = (time.delta_secs(), time.delta_secs_f64());
     // The delay every proxy at the nominal interval follows.
-    let nominal = delay_target(clock.send_interval, &clock, &settings, &inputs);
+    let nominal = delay_target(clock.send_interval.into(), &clock, &settings, &inputs);
     let shared = shared.get_or_insert_with(|| {
         let mut d = DelayController::new(settings.delay_policy, nominal);
         d.snap_to_target();
@@ -999,12 +1000,22 @@ pub(crate) fn place_proxies(
     for (entity, mut proxy, mut transform, pose, dormant) in &mut proxies {
         let proxy = &mut *proxy;
         // A dormant proxy follows the shared delay, so that it comes back drawn at the same
-        // view time as its peers: a shot at it shows the moment the client reports.
-        let delay = if dormant.is_some() {
-            proxy.delay = shared.clone();
-            shared.current()
-        } else {
-            proxy.next_delay(&clock, &settings, (&mut lateness, &inputs), (shared, dt64))
+        // view time as its peers: a shot at it shows the moment the client reports. Once its
+        // first new state came, one whose rate the server told takes that rate's delay at once
+        // while still hidden (nothing shown can jump): back at a reduced rate, it crept from
+        // the shared delay to its own at the policy's rate, starved all along (a 60-Hz match
+        // with a 10-Hz ring at 10 fps: 1.2 % of every proxy frame).
+        let delay = match dormant {
+            Some(d) if d.wakes_at.is_none() || proxy.told.is_none() => {
+                proxy.delay = shared.clone();
+                shared.current()
+            }
+            _ => {
+                if dormant.is_some() {
+                    proxy.resumed = false;
+                }
+                proxy.next_delay(&clock, &settings, (&mut lateness, &inputs), (shared, dt64))
+            }
         };
         let view_time = clock.present() - delay;
         if let Some(dormant) = dormant {
@@ -1055,11 +1066,12 @@ pub(crate) fn place_proxies(
 /// The delay a proxy at `interval` seconds should have, seconds: its interval plus the margin
 /// the states' lateness, loss and the outages of recent frames ask for.
 fn delay_target(
-    interval: f64,
+    sent: Sent,
     clock: &NetClock,
     settings: &SmoothingSettings,
     inputs: &DelayInputs,
 ) -> f64 {
+    let interval = sent.interval;
     // The measured lateness of states once there is enough of it, else a margin from the
     // jitter; and long enough for the outages the recent frames met.
     let policy = &settings.delay_policy;
@@ -1097,13 +1109,13 @@ fn delay_target(
         .into_iter()
         .flatten()
         .reduce(f64::max);
-    let expected = policy.covering_lost_in_a_row(interval, margin, loss, continuation);
+    let expected = policy.covering_lost_in_a_row(sent, margin, loss, continuation);
     // The delay covers the longest of them and of the covering measured.
     let covering = [inputs.covering, paired, long, expected]
         .into_iter()
         .flatten()
         .reduce(f64::max);
-    policy.target_covering(interval, margin, inputs.loss, covering)
+    policy.target_covering(sent, margin, inputs.loss, covering)
 }
 
 /// Gaps between a proxy's states needed before an interval up to [`MAX_BRIDGED_GAP`] nominal
@@ -1146,41 +1158,33 @@ impl ProxySmoothing {
         // few gaps agree, such a proxy is taken at the nominal interval; a much slower one
         // (a 1-Hz proxy beside 20-Hz ones) is read from its first gap.
         //
-        // A rate the server told is taken at once, until a few gaps at it came; they are then
-        // read from the gaps since it (a rate that fell showed the old rate's shorter gaps for
-        // four more of the new one's, and until then every state looked late by the
-        // difference: the delay of every proxy grew to cover it).
+        // A rate the server told is taken as told (see `told_interval`): a rate that fell showed
+        // the old rate's shorter gaps for four more of the new one's, and until then every
+        // state looked late by the difference: the delay of every proxy grew to cover it.
         let nominal = clock.send_interval;
-        let since = self.told_since();
         let read = || {
-            self.buffer.recent_interval_from(since).filter(|&i| {
-                self.buffer
-                    .grid_states()
-                    .rev()
-                    .take_while(|s| s.tick >= since)
-                    .count()
-                    > MIN_GAPS_FOR_INTERVAL
+            self.buffer.recent_interval().filter(|&i| {
+                self.buffer.grid_states().count() > MIN_GAPS_FOR_INTERVAL
                     || i > (MAX_BRIDGED_GAP + 0.5) * nominal
             })
         };
-        let told = self.told.map(|t| t.interval.unwrap_or(nominal));
-        let interval = self
-            .fresh_told(nominal)
-            .or_else(read)
-            .or(told)
-            .map(|i| {
-                let near = |n: f64| (i - n).abs() < 0.25 * n;
-                if near(nominal) || inputs.previous_nominal.is_some_and(near) {
-                    nominal
-                } else {
-                    // No proxy is sent slower than the slowest rate: a longer gap is states
-                    // lost (a 1-Hz proxy's buffer pruned down to the two states either side of
-                    // a 5-s burst read as a 5-s interval, and its own delay grew away from its
-                    // peers': shots claiming it were refused as drawn at another moment).
-                    i.min(SLOWEST_INTERVAL)
-                }
-            })
-            .unwrap_or(nominal);
+        let interval = match self.told {
+            Some(_) => self.told_interval(nominal),
+            None => read(),
+        }
+        .map(|i| {
+            let near = |n: f64| (i - n).abs() < 0.25 * n;
+            if near(nominal) || inputs.previous_nominal.is_some_and(near) {
+                nominal
+            } else {
+                // No proxy is sent slower than the slowest rate: a longer gap is states
+                // lost (a 1-Hz proxy's buffer pruned down to the two states either side of
+                // a 5-s burst read as a 5-s interval, and its own delay grew away from its
+                // peers': shots claiming it were refused as drawn at another moment).
+                i.min(SLOWEST_INTERVAL)
+            }
+        })
+        .unwrap_or(nominal);
         // How stale its newest state is this frame, beyond its interval: a frame drawn with a
         // delay shorter than the interval plus that starves.
         // (Its newest on the grid: a state off it comes only where the motion bent.)
@@ -1214,8 +1218,14 @@ impl ProxySmoothing {
             self.resumed = false;
             return shared.current();
         }
+        // (A proxy the client's interest reduced is not repeated, whatever its interval: a lost
+        // state is bridged by the next, where a repeat's quarter interval starved it.)
+        let sent = match self.told {
+            Some(told) if !told.repeated => Sent::unrepeated(interval),
+            _ => Sent::from(interval),
+        };
         self.delay
-            .set_target(delay_target(interval, clock, settings, inputs));
+            .set_target(delay_target(sent, clock, settings, inputs));
         // Until its interval is known nothing has been shown that could jump. (A proxy back from
         // a dormant spell keeps the delay it followed meanwhile.) Counted as taken in, not as
         // buffered: a 1-Hz proxy's buffer falls to two states as old ones are pruned, and its
@@ -1228,14 +1238,17 @@ impl ProxySmoothing {
         } else {
             self.resumed = false;
         }
-        // Its rate fell lately (told, few states at it yet): as far as the view would pass its
-        // newest state, the delay grows at once, and the proxy is drawn held there once rather
-        // than run on and held every interval while the delay creeps up at the policy's rate
-        // (20 → 2 Hz: starved in a tenth of its frames for 5 s).
-        if self.fresh_told(clock.send_interval).is_some()
-            && let Some(newest) = self.buffer.newest_on_grid()
+        // Its rate fell lately (told, and its delay short of the new rate's since): as far as
+        // the view would pass its newest state, the delay grows at once, and the proxy is drawn
+        // held there once rather than run on and held every interval while the delay creeps up
+        // at the policy's rate (20 → 2 Hz: starved in a tenth of its frames for 5 s).
+        if let Some(told) = &mut self.told
+            && !told.settled
         {
-            self.delay.raise_toward(clock.present() - newest.time);
+            if let Some(newest) = self.buffer.newest_on_grid() {
+                self.delay.raise_toward(clock.present() - newest.time);
+            }
+            told.settled = self.delay.current() >= self.delay.target() - 1e-6;
         }
         self.delay.update(dt)
     }

@@ -738,6 +738,10 @@ pub struct ProxyRate {
     /// Ticks between its states from `since` on (the whole ticks of the interval, rounded
     /// down), or 0 for the server's nominal rate.
     pub interval_ticks: u16,
+    /// Whether its states are sent twice ([`unlag_core::repeat_after`]: a proxy of a slow rate
+    /// of its own); a fast proxy the client's interest reduced is not, and the client bridges
+    /// a lost state with the next. On the wire the low bit of the interval's varint.
+    pub repeated: bool,
 }
 
 /// Server → client: the states of the proxies due at server tick `tick`.
@@ -935,7 +939,9 @@ impl Serialize for RateOnWire<'_> {
         let mut tuple = serializer.serialize_tuple(3)?;
         tuple.serialize_element(&unlag_net::wire_entity::Compact(self.0.entity))?;
         tuple.serialize_element(&self.1.wrapping_sub(self.0.since))?;
-        tuple.serialize_element(&self.0.interval_ticks)?;
+        tuple.serialize_element(
+            &(u32::from(self.0.interval_ticks) << 1 | u32::from(self.0.repeated)),
+        )?;
         tuple.end()
     }
 }
@@ -978,12 +984,13 @@ impl Serialize for Tail<'_> {
     }
 }
 
-/// The tail read back: kind, woken, asleep, and the rates with their ticks back.
+/// The tail read back: kind, woken, asleep, and the rates with their ticks back and their
+/// interval and repeat bit as on the wire.
 type TailRead = (
     StatesKind,
     Vec<Entity>,
     Vec<(Entity, u32)>,
-    Vec<(Entity, u32, u16)>,
+    Vec<(Entity, u32, u32)>,
 );
 
 /// Reads a [`Tail`].
@@ -1059,12 +1066,13 @@ impl<'de> Deserialize<'de> for AsleepRead {
     }
 }
 
-/// `rates` read as [`RatesOnWire`] writes them: (entity, ticks back, interval ticks).
-struct RatesRead(Vec<(Entity, u32, u16)>);
+/// `rates` read as [`RatesOnWire`] writes them: (entity, ticks back, interval ticks and the
+/// repeat bit).
+struct RatesRead(Vec<(Entity, u32, u32)>);
 
 impl<'de> Deserialize<'de> for RatesRead {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let rates = Vec::<(unlag_net::wire_entity::Compact, u32, u16)>::deserialize(d)?;
+        let rates = Vec::<(unlag_net::wire_entity::Compact, u32, u32)>::deserialize(d)?;
         Ok(RatesRead(
             rates
                 .into_iter()
@@ -1104,16 +1112,20 @@ impl<'de> Deserialize<'de> for ProxyUpdates {
                 let DeltasRead(deltas) = seq.next_element()?.ok_or_else(|| short(3))?;
                 let rates = rates
                     .into_iter()
-                    .map(|(entity, back, interval_ticks)| {
+                    .map(|(entity, back, interval)| {
                         let since = tick.checked_sub(back).ok_or_else(|| {
                             A::Error::custom(format_args!(
                                 "proxy rate {back} ticks back from tick {tick}"
                             ))
                         })?;
+                        let interval_ticks = u16::try_from(interval >> 1).map_err(|_| {
+                            A::Error::custom(format_args!("proxy rate of {} ticks", interval >> 1))
+                        })?;
                         Ok(ProxyRate {
                             entity,
                             since,
                             interval_ticks,
+                            repeated: interval & 1 == 1,
                         })
                     })
                     .collect::<Result<Vec<_>, A::Error>>()?;

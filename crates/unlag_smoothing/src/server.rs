@@ -819,6 +819,8 @@ fn send_states(
                     entity: wire.entity,
                     since: now_tick,
                     interval_ticks: rate.unwrap_or(0),
+                    // (Its own rate's states go twice to every client sent the original.)
+                    repeated: unlag_core::repeat_after(own.unwrap_or(trails.nominal)).is_some(),
                 };
                 schedule.rates.push((told, 0));
             }
