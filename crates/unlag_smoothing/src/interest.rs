@@ -38,8 +38,9 @@ pub(crate) const ASLEEP_REPEATS: u8 = 5;
 /// How many of a client's `Due` state messages tell a proxy's changed rate
 /// ([`ProxyRate`](crate::ProxyRate)), the first with the first state at that rate: the client
 /// needs it before the rate's first gap runs out, and the messages come several an interval.
-/// Five all go missing once in 3 million at 5 % loss; a client that missed them reads the rate
-/// from the gaps, as before.
+/// Five all go missing once in 3 million at 5 % loss; a client that missed them draws the proxy
+/// at the rate it knew (a faster one shows in the gaps; a slower one starves it, never refuses
+/// a shot: the server compensates the longer).
 pub(crate) const RATE_REPEATS: u8 = 5;
 
 /// What one client was sent of one proxy.

@@ -164,8 +164,9 @@ type StateLinks<'w, 's> = Query<
     (With<ClientOf>, With<Connected>),
 >;
 
-/// A proxy state due to every client but its owner's (the one that controls it, if any), and
-/// whether the proxy is sent [`SLOW_TRAIL_INTERVAL`] apart or further.
+/// A proxy state due to every client but its owner's (the one that controls it, if any),
+/// whether the proxy is sent [`SLOW_TRAIL_INTERVAL`] apart or further, and its own interval
+/// (seconds) if it has a rate of its own ([`NetUpdateFrequency`]).
 type DueState = (WireProxyState, Option<Entity>, bool, Option<f64>);
 
 /// FixedPostUpdate: one [`ProxyUpdates`] per client with every proxy that is due, except the
