@@ -52,6 +52,9 @@ pub struct ProxySmoothing {
     switched: bool,
     /// Back from a dormant spell and not yet three states in: its delay is kept, not snapped.
     resumed: bool,
+    /// Back at the server's nominal rate from a slower one, and its delay still longer than
+    /// the shared one: it catches up at [`CATCH_UP_RATE`] rather than jump.
+    catching_up: bool,
     /// States on the grid taken in since it started afresh (saturating): while fewer than
     /// three, its interval may still be unknown and nothing has been drawn from a curve that
     /// could jump. (Not the buffer's length: pruning shortens that later on.)
@@ -117,6 +120,7 @@ impl ProxySmoothing {
             last_rendered: None,
             switched: false,
             resumed: false,
+            catching_up: false,
             taken: 0,
             interval: 0.0,
             parked: Vec::new(),
@@ -695,6 +699,7 @@ impl ProxySmoothing {
         self.last_view = None;
         self.last_rendered = None;
         self.resumed = self.frames > 0;
+        self.catching_up = false;
         self.taken = 0;
         self.parked.clear();
     }
@@ -1118,6 +1123,13 @@ fn delay_target(
     policy.target_covering(sent, margin, inputs.loss, covering)
 }
 
+/// How fast a proxy back at the server's nominal rate from a slower one brings its longer
+/// delay down to the shared one, seconds a second: its view runs half again as fast as real
+/// time (it moves at 1.5 times its speed, as an ease may: [`unlag_core::CATCH_UP_SHARE`]),
+/// where the policy's `max_decrease_rate` (0.05 s/s) would take ten seconds over half a
+/// second's difference.
+const CATCH_UP_RATE: f64 = 0.5;
+
 /// Gaps between a proxy's states needed before an interval up to [`MAX_BRIDGED_GAP`] nominal
 /// ones is read from them (the smallest of its last four): with fewer, a lost state could pass
 /// for a slower rate. At 10 % loss three gaps all hold a loss one time in a thousand.
@@ -1211,11 +1223,28 @@ impl ProxySmoothing {
         (lateness, inputs): (&mut ArrivalLateness, &DelayInputs),
         (shared, dt): (&DelayController, f64),
     ) -> f64 {
+        let was = self.interval;
         let interval = self.interval(clock, lateness, inputs);
         self.interval = interval;
         if interval == clock.send_interval {
-            self.delay = shared.clone();
             self.resumed = false;
+            // Back from a slower rate, drawn at that rate's longer delay last frame: its view
+            // runs faster than real time until it meets the shared one. Snapped, it jumped
+            // ahead by the difference (20 → 2 → 20 Hz: 0.53 s of its motion, 2.6 m at a run
+            // in one frame). A shot at it meanwhile claims it behind the shot, as drawn, and the
+            // server compensates that as for a proxy of this rate or more.
+            let own = self.delay.current();
+            let to = shared.current();
+            self.catching_up = (self.catching_up || was > 1.25 * interval)
+                && self.last_rendered.is_some()
+                && own > to + 1e-6;
+            if self.catching_up {
+                let delay = (own - CATCH_UP_RATE * dt).max(to);
+                self.delay.set_target(delay);
+                self.delay.snap_to_target();
+                return self.delay.current();
+            }
+            self.delay = shared.clone();
             return shared.current();
         }
         // (A proxy the client's interest reduced is not repeated, whatever its interval: a lost
