@@ -993,13 +993,11 @@ type TailRead = (
     Vec<(Entity, u32, u32)>,
 );
 
-/// Reads a [`Tail`].
-struct TailSeed;
+/// A [`Tail`] read back.
+struct TailIn(TailRead);
 
-impl<'de> serde::de::DeserializeSeed<'de> for TailSeed {
-    type Value = TailRead;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<TailRead, D::Error> {
+impl<'de> Deserialize<'de> for TailIn {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::{Error, SeqAccess, Visitor};
         /// The tuple's visitor.
         struct Read;
@@ -1044,7 +1042,7 @@ impl<'de> serde::de::DeserializeSeed<'de> for TailSeed {
                 Ok((kind, woken, asleep, rates))
             }
         }
-        d.deserialize_tuple(4, Read)
+        d.deserialize_tuple(4, Read).map(TailIn)
     }
 }
 
@@ -1107,8 +1105,8 @@ impl<'de> Deserialize<'de> for ProxyUpdates {
                 let short = |i| A::Error::invalid_length(i, &"a proxy update's four fields");
                 let tick: u32 = seq.next_element()?.ok_or_else(|| short(0))?;
                 let states: Vec<WireProxyState> = seq.next_element()?.ok_or_else(|| short(1))?;
-                let (kind, woken, asleep, rates) =
-                    seq.next_element_seed(TailSeed)?.ok_or_else(|| short(2))?;
+                let TailIn((kind, woken, asleep, rates)) =
+                    seq.next_element()?.ok_or_else(|| short(2))?;
                 let DeltasRead(deltas) = seq.next_element()?.ok_or_else(|| short(3))?;
                 let rates = rates
                     .into_iter()

@@ -674,7 +674,7 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
 /// proxy without a rate of its own that is relevant in full.
 fn pair_rate(own: f64, own_rate: bool, relevance: Relevance, tick: f64) -> Option<u16> {
     let reduced = match relevance {
-        Relevance::Reduced(hz) => Some(1.0 / f64::from(hz.clamp(1.0, 60.0))),
+        Relevance::Reduced(hz) => Some(crate::interest::reduced_interval(hz)),
         Relevance::Full | Relevance::Dormant => None,
     };
     if !own_rate && reduced.is_none() {
