@@ -74,6 +74,30 @@ impl From<f64> for Sent {
     }
 }
 
+/// The interval a reduced send rate of `hz` sends at, seconds: the rate held to 1–60 Hz (a
+/// rate outside it, or not a number, is the nearer end: NaN is 1 Hz).
+pub fn reduced_interval(hz: f32) -> f64 {
+    let hz = if hz.is_nan() {
+        1.0
+    } else {
+        hz.clamp(1.0, 60.0)
+    };
+    1.0 / f64::from(hz)
+}
+
+/// `interval` seconds in whole ticks of `tick` seconds: rounded down, at least 1, at most
+/// `u16::MAX` (1 without a tick length). A thousandth of a tick's slack: a tick's `Duration`
+/// is rounded to the nanosecond, and 1 s over a 16 666 667-ns tick is 59.999 998 ticks, not
+/// the 60 a 1-Hz proxy's states are apart.
+pub fn whole_ticks(interval: f64, tick: f64) -> u16 {
+    let ticks = if tick > 0.0 && interval.is_finite() {
+        (interval / tick + 1e-3).floor()
+    } else {
+        1.0
+    };
+    ticks.clamp(1.0, f64::from(u16::MAX)) as u16
+}
+
 /// The longest update interval [`ease_time`] lengthens an ease for, seconds (the slowest rate
 /// the demo's panel offers, 1 Hz): a proxy not sent for longer is not eased over longer.
 pub const MAX_EASE_INTERVAL: f64 = 1.0;
@@ -1096,6 +1120,26 @@ impl DelayController {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_interval_is_told_in_whole_ticks_and_a_reduced_rate_held_to_1_to_60_hz() {
+        // A tick as lightyear keeps 60 Hz: 16 666 667 ns.
+        let tick = core::time::Duration::from_secs_f64(1.0 / 60.0).as_secs_f64();
+        // 1 Hz is 60 ticks (not 59 for the tick's rounding), 20 Hz 3, 7 Hz's 8.57 ticks 8.
+        assert_eq!(whole_ticks(1.0, tick), 60);
+        assert_eq!(whole_ticks(0.05, tick), 3);
+        assert_eq!(whole_ticks(1.0 / 7.0, tick), 8);
+        assert_eq!(whole_ticks(reduced_interval(10.0), tick), 6);
+        // Never 0 ticks, never past 16 bits, one tick without a tick length or an interval.
+        assert_eq!(whole_ticks(0.001, tick), 1);
+        assert_eq!(whole_ticks(1e9, tick), u16::MAX);
+        assert_eq!(whole_ticks(1.0, 0.0), 1);
+        assert_eq!(whole_ticks(f64::NAN, tick), 1);
+        // A reduced rate out of range is held to 1–60 Hz.
+        assert_eq!(reduced_interval(0.1), 1.0);
+        assert_eq!(reduced_interval(f32::NAN), 1.0);
+        assert_eq!(reduced_interval(1000.0), 1.0 / 60.0);
+        assert_eq!(whole_ticks(reduced_interval(0.1), tick), 60);
+    }
 
     #[test]
     fn an_unrepeated_slow_proxy_bridges_a_loss_with_its_next_state() {

@@ -53,7 +53,8 @@ pub use delay::{
     MAX_SEQUENCE_JUMP, MAX_SPREAD_PHASES, MIN_CATCH_UP_SPEED, MIN_DATAGRAM_RUNS, MIN_RUNS,
     REORDER_WINDOW, STALENESS_BIN, STALENESS_MEMORY, Sent, StateLoss, StateStaleness,
     catch_up_speed, catch_up_time, continuation_over, continuation_per_datagram, ease_time,
-    finite_non_negative, next_on_grid, next_on_phase, redundancy_miss, repeat_after, spread_phase,
+    finite_non_negative, next_on_grid, next_on_phase, reduced_interval, redundancy_miss,
+    repeat_after, spread_phase, whole_ticks,
 };
 pub use discrepancy::{
     JITTER_RANGE, MAX_JITTER_SLACK, MoveTime, TimeDiscrepancy, TimeDiscrepancySettings,

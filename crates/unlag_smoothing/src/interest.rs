@@ -262,13 +262,6 @@ fn tier(s: &InterestSettings, was: Relevance, distance: f32) -> Relevance {
     }
 }
 
-/// The interval a reduced rate of `hz` sends at, seconds: the rate held to 1–60 Hz, as every
-/// pair's schedule ([`PairSchedule::take`]) and the rate told the client
-/// ([`ProxyRate`](crate::ProxyRate)) take it.
-pub(crate) fn reduced_interval(hz: f32) -> f64 {
-    1.0 / f64::from(hz.clamp(1.0, 60.0))
-}
-
 impl PairSchedule {
     /// Whether a state due at `now` (server seconds) goes to this client at `relevance`, and
     /// if so its next time at a reduced rate, on that rate's grid.
@@ -280,7 +273,7 @@ impl PairSchedule {
                 if now + 1e-9 < self.next_send {
                     return false;
                 }
-                let interval = reduced_interval(hz);
+                let interval = unlag_core::reduced_interval(hz);
                 self.next_send = if now - self.next_send < interval {
                     self.next_send + interval
                 } else {

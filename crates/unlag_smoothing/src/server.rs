@@ -674,21 +674,16 @@ fn send_repeats(mut repeats: Vec<(u32, WireProxyState, Option<Entity>)>, links: 
 /// proxy without a rate of its own that is relevant in full.
 fn pair_rate(own: f64, own_rate: bool, relevance: Relevance, tick: f64) -> Option<u16> {
     let reduced = match relevance {
-        Relevance::Reduced(hz) => Some(crate::interest::reduced_interval(hz)),
+        Relevance::Reduced(hz) => Some(unlag_core::reduced_interval(hz)),
         Relevance::Full | Relevance::Dormant => None,
     };
     if !own_rate && reduced.is_none() {
         return None;
     }
-    let interval = own.max(reduced.unwrap_or(0.0));
-    // (A thousandth of a tick's slack: a tick's `Duration` is rounded to the nanosecond, and
-    // 1 s over a 16 666 667-ns tick is 59.999 998 ticks, not the 60 its states are apart.)
-    let ticks = if tick > 0.0 {
-        (interval / tick + 1e-3).floor()
-    } else {
-        1.0
-    };
-    Some(ticks.clamp(1.0, f64::from(u16::MAX)) as u16)
+    Some(unlag_core::whole_ticks(
+        own.max(reduced.unwrap_or(0.0)),
+        tick,
+    ))
 }
 
 /// Sends every client, in one message, the states `due` at tick `now_tick` (server time `now`,
@@ -972,37 +967,4 @@ fn send_states(
         }
     }
     (sent_trails, sent_deltas)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_pairs_rate_is_told_in_whole_ticks_and_only_off_the_nominal_one() {
-        // A tick as lightyear keeps 60 Hz: 16 666 667 ns.
-        let tick = core::time::Duration::from_secs_f64(1.0 / 60.0).as_secs_f64();
-        // The nominal rate, relevant in full: nothing to tell.
-        assert_eq!(pair_rate(0.05, false, Relevance::Full, tick), None);
-        // A rate of its own: 1 Hz is 60 ticks (not 59 for the tick's rounding), 20 Hz 3.
-        assert_eq!(pair_rate(1.0, true, Relevance::Full, tick), Some(60));
-        assert_eq!(pair_rate(0.05, true, Relevance::Full, tick), Some(3));
-        // Reduced: the longer of its own and the reduced rate's; 7 Hz's 8.57 ticks as 8.
-        assert_eq!(
-            pair_rate(0.05, false, Relevance::Reduced(10.0), tick),
-            Some(6)
-        );
-        assert_eq!(
-            pair_rate(0.5, true, Relevance::Reduced(10.0), tick),
-            Some(30)
-        );
-        assert_eq!(pair_rate(1.0 / 7.0, true, Relevance::Full, tick), Some(8));
-        // A reduced rate out of range is held to 1–60 Hz, as the schedule holds it.
-        assert_eq!(
-            pair_rate(0.05, false, Relevance::Reduced(0.1), tick),
-            Some(60)
-        );
-        // No tick length: one tick.
-        assert_eq!(pair_rate(1.0, true, Relevance::Full, 0.0), Some(1));
-    }
 }
