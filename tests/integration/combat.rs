@@ -3224,14 +3224,18 @@ fn others_shots_encoded_once_go_on_the_wire_as_postcard_writes_them() {
     use unlag::combat::{CosmeticFire, CosmeticFires};
     use unlag::net::{EncodedRuns, MessageWriter};
 
-    let shot = |k: u32| CosmeticFire {
-        shooter: Entity::from_raw_u32(3 + k * 97).unwrap(),
-        weapon: (k % 3) as u8,
-        origin: Vec3::new(k as f32 * 1.25, 1.6, -0.5 * k as f32),
-        ends: (0..1 + k % 12)
-            .map(|p| Vec3::new(p as f32, 0.25, 40.0 - k as f32))
-            .collect::<Vec<_>>()
-            .into(),
+    // As the server sends them ([`CosmeticFire::as_sent`]): each reads back bit for bit.
+    let shot = |k: u32| {
+        CosmeticFire {
+            shooter: Entity::from_raw_u32(3 + k * 97).unwrap(),
+            weapon: (k % 3) as u8,
+            origin: Vec3::new(k as f32 * 1.25, 1.6, -0.5 * k as f32),
+            ends: (0..1 + k % 12)
+                .map(|p| Vec3::new(p as f32 * 0.731, 0.25, 40.0 - k as f32 * 1.003))
+                .collect::<Vec<_>>()
+                .into(),
+        }
+        .as_sent()
     };
     let frame: Vec<CosmeticFire> = (0..40).map(shot).collect();
     let encoded = EncodedRuns::encode(frame.iter());
@@ -3278,6 +3282,69 @@ fn others_shots_encoded_once_go_on_the_wire_as_postcard_writes_them() {
     let mut batch = encoded.none();
     batch.push(40);
     assert!(batch.is_empty());
+}
+
+/// Others' shots go with their origin in whole millimetres and each pellet's end in whole
+/// centimetres from it: in an arena 200 m across, a rifle shot in at most 19 bytes and a
+/// 12-pellet shotgun shot in at most 85 (shooter 2, weapon 1, origin up to 9, a count, 6 an
+/// end; their `f32` points took 28 and 160); what a client reads is the shot as sent
+/// (`CosmeticFire::as_sent`: the origin within half a millimetre an axis, each end within
+/// half a centimetre), which goes again to the same bytes; and no bytes read back as a point
+/// that is not finite.
+#[test]
+fn others_shots_go_in_millimetres_and_centimetres_and_read_back_as_sent() {
+    use unlag::combat::CosmeticFire;
+    use unlag::core::SplitMix64;
+
+    let mut rng = SplitMix64::new(7);
+    let mut coordinate = |scale: f64| ((rng.next_f64() - 0.5) * 2.0 * scale) as f32;
+    let (mut rifle_bytes, mut shotgun_bytes) = (0, 0);
+    for k in 0..2000 {
+        let pellets = if k % 2 == 0 { 1 } else { 12 };
+        // In an arena 200 m across, shots reaching up to 100 m.
+        let origin = Vec3::new(coordinate(100.0), 1.6 + coordinate(3.0), coordinate(100.0));
+        let ends: Vec<Vec3> = (0..pellets)
+            .map(|_| origin + Vec3::new(coordinate(70.0), coordinate(10.0), coordinate(70.0)))
+            .collect();
+        let fire = CosmeticFire {
+            shooter: Entity::from_raw_u32(100 + k).unwrap(),
+            weapon: (k % 3) as u8,
+            origin,
+            ends: ends.clone().into(),
+        };
+        let bytes = postcard::to_stdvec(&fire).unwrap();
+        let largest = if pellets == 1 {
+            &mut rifle_bytes
+        } else {
+            &mut shotgun_bytes
+        };
+        *largest = (*largest).max(bytes.len());
+        let back: CosmeticFire = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(back, fire.as_sent());
+        assert_eq!((back.shooter, back.weapon), (fire.shooter, fire.weapon));
+        assert!((back.origin - origin).abs().max_element() <= 0.0005 + 1e-5);
+        assert_eq!(back.ends.len(), ends.len());
+        for (got, sent) in back.ends.iter().zip(&ends) {
+            assert!(
+                (*got - *sent).abs().max_element() <= 0.005 + 1e-5,
+                "{got} {sent}"
+            );
+        }
+        // Sent again, the same bytes.
+        assert_eq!(postcard::to_stdvec(&back).unwrap(), bytes);
+    }
+    println!("largest rifle shot {rifle_bytes} bytes, 12-pellet shot {shotgun_bytes}");
+    assert!(rifle_bytes <= 19, "{rifle_bytes}");
+    assert!(shotgun_bytes <= 85, "{shotgun_bytes}");
+    // Bytes from anywhere: refused, or finite points.
+    for k in 0..20_000u64 {
+        let len = (k % 60) as usize;
+        let bytes: Vec<u8> = (0..len).map(|_| (rng.next_u64() & 0xff) as u8).collect();
+        if let Ok(fire) = postcard::from_bytes::<CosmeticFire>(&bytes) {
+            assert!(fire.origin.is_finite());
+            assert!(fire.ends.iter().all(|e| e.is_finite()));
+        }
+    }
 }
 
 /// An impact's hits are shared by every client's copy on the server, and lightyear maps each

@@ -536,7 +536,8 @@ fn confirm(
 }
 
 /// What everyone but the shooter is shown of an accepted shot (effects only): where its pellets
-/// stopped.
+/// stopped, as the wire carries it ([`CosmeticFire::as_sent`]: a listen server's own client
+/// draws what the others do).
 fn cosmetic(shooter: Entity, request: &FireRequest, ends: Vec<Vec3>) -> CosmeticFire {
     CosmeticFire {
         shooter,
@@ -544,6 +545,7 @@ fn cosmetic(shooter: Entity, request: &FireRequest, ends: Vec<Vec3>) -> Cosmetic
         origin: request.origin,
         ends: ends.into(),
     }
+    .as_sent()
 }
 
 /// The oldest time, server seconds, a shot left waiting may be judged at: the rewind's window

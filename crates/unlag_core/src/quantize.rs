@@ -402,6 +402,44 @@ pub fn round_to_millimetres(v: Vec3) -> Vec3 {
     Vec3::new(r(v.x), r(v.y), r(v.z))
 }
 
+/// `v` in whole millimetres, each coordinate rounded to the nearest and held to ±2 147 483 m
+/// (one that is not a number is 0): a point carried where a millimetre is close enough, as
+/// a cosmetic shot's origin; [`dequantize_millimetres`] reads it back. A point
+/// [`round_to_millimetres`] rounded comes back bit for bit.
+pub fn saturating_millimetres(v: Vec3) -> [i32; 3] {
+    v.to_array().map(|x| {
+        let mm = (f64::from(x) * 1000.0).round();
+        if mm.is_nan() {
+            0
+        } else {
+            mm.clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i32
+        }
+    })
+}
+
+/// Where `end` lies from `origin`, in whole centimetres per axis (rounded to the nearest, held
+/// to `i32`; not a number is 0): a far point carried as its few bytes from a near one, as a
+/// cosmetic shot's pellet ends from its origin. [`from_offset_centimetres`] reads it back.
+pub fn offset_centimetres(origin: Vec3, end: Vec3) -> [i32; 3] {
+    core::array::from_fn(|i| {
+        let cm = ((f64::from(end[i]) - f64::from(origin[i])) * 100.0).round();
+        if cm.is_nan() {
+            0
+        } else {
+            cm.clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i32
+        }
+    })
+}
+
+/// The point `cm` whole centimetres from `origin`, metres (always finite for a finite
+/// origin). Within 40 km of the world's origin, an `end` read back so gives the very same
+/// centimetres again ([`offset_centimetres`]), so rounding twice changes no bit.
+pub fn from_offset_centimetres(origin: Vec3, cm: [i32; 3]) -> Vec3 {
+    Vec3::from_array(core::array::from_fn(|i| {
+        (f64::from(origin[i]) + f64::from(cm[i]) / 100.0) as f32
+    }))
+}
+
 /// A tick's length in whole microseconds, what [`run_on_mm`] counts in (both ends round the
 /// same length the same way); 0 for a length that is not finite and positive, up to 1 s.
 pub fn tick_micros(tick_seconds: f64) -> u32 {
@@ -436,6 +474,50 @@ pub fn run_on_mm(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_point_goes_in_millimetres_and_a_far_one_in_centimetres_from_it() {
+        let mut rng = crate::rng::SplitMix64::new(11);
+        for i in 0..20_000 {
+            let scale = [1.0, 100.0, 8_000.0, 30_000.0][i % 4];
+            let mut c = || ((rng.next_f64() - 0.5) * 2.0 * scale) as f32;
+            let origin = Vec3::new(c(), c(), c());
+            let end = Vec3::new(c(), c(), c());
+            // The origin to the millimetre, a rounded one exactly.
+            let mm = saturating_millimetres(origin);
+            let back = dequantize_millimetres(mm);
+            assert!(
+                (back - origin).abs().max_element() <= 0.0005 + origin.abs().max_element() * 1e-7
+            );
+            let rounded = round_to_millimetres(origin);
+            assert_eq!(
+                dequantize_millimetres(saturating_millimetres(rounded)),
+                rounded
+            );
+            // The end within half a centimetre an axis, and read back so, it is the same
+            // centimetres again (rounding twice changes no bit).
+            let cm = offset_centimetres(back, end);
+            let end_back = from_offset_centimetres(back, cm);
+            let slack = 0.005 + end.abs().max_element().max(back.abs().max_element()) * 2e-7;
+            assert!(
+                (end_back - end).abs().max_element() <= slack,
+                "{end} {end_back}"
+            );
+            assert_eq!(offset_centimetres(back, end_back), cm, "{back} {end}");
+            assert_eq!(
+                from_offset_centimetres(back, cm)
+                    .to_array()
+                    .map(f32::to_bits),
+                end_back.to_array().map(f32::to_bits)
+            );
+        }
+        // Nothing that is not a number, and nothing beyond i32.
+        let nan = Vec3::new(f32::NAN, f32::INFINITY, -f32::INFINITY);
+        assert_eq!(saturating_millimetres(nan), [0, i32::MAX, i32::MIN]);
+        assert_eq!(offset_centimetres(Vec3::ZERO, nan), [0, i32::MAX, i32::MIN]);
+        let far = from_offset_centimetres(Vec3::splat(1e6), [i32::MAX, i32::MIN, 0]);
+        assert!(far.is_finite());
+    }
+
     use super::*;
 
     /// A point rounded to whole millimetres is carried exactly, and rounding it again changes

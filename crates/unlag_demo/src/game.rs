@@ -523,11 +523,14 @@ fn echo_bot_shots(
 ) {
     let fires: Vec<CosmeticFire> = shots
         .iter()
-        .map(|s| CosmeticFire {
-            shooter: s.bot,
-            weapon: 0,
-            origin: s.origin,
-            ends: Arc::from([s.end]),
+        .map(|s| {
+            CosmeticFire {
+                shooter: s.bot,
+                weapon: 0,
+                origin: s.origin,
+                ends: Arc::from([s.end]),
+            }
+            .as_sent()
         })
         .collect();
     // Encoded once for every client (as the combat plugin sends the players' shots), and
