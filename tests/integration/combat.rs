@@ -2384,6 +2384,70 @@ fn projectile_news_rides_with_the_watchers_states_and_reaches_the_shooter_at_onc
     assert!(riding >= 8 && at_once >= 8);
 }
 
+/// A projectile's hits are its shooter's verdict: the shooter's impact lists them, every other
+/// client's lists none (as a hitscan shot's echo names none), and is the smaller on the wire;
+/// each client hears of every impact, at the same point, exploded alike.
+#[test]
+fn a_projectiles_hits_go_to_its_shooter_and_its_impact_alone_to_the_others() {
+    use unlag::net::LinkTraffic;
+    let mut tb = launcher_testbed(100, default(), false);
+    tb.client(1).init_resource::<Impacts>().add_systems(
+        Update,
+        hear_impacts.after(unlag::combat::CombatSystems::Client),
+    );
+    tb.run_for(Duration::from_secs(24));
+    tb.client(0).world_mut().remove_resource::<LauncherScript>();
+    tb.run_for(Duration::from_secs(2));
+    let heard = |tb: &Testbed, i: usize| -> Vec<unlag::combat::ProjectileImpact> {
+        let impacts = &tb.client_world(i).resource::<Impacts>().0;
+        impacts.iter().map(|e| e.0.clone()).collect()
+    };
+    let (shooter, watcher) = (heard(&tb, 0), heard(&tb, 1));
+    let launched = tb.server_world().resource::<CombatStats>().projectiles;
+    let hitting = shooter.iter().filter(|i| !i.hits.is_empty()).count();
+    println!(
+        "{launched} launched; the shooter heard {} impacts ({hitting} with hits), the watcher {}",
+        shooter.len(),
+        watcher.len()
+    );
+    assert!(launched >= 8, "{launched}");
+    assert_eq!(shooter.len() as u64, launched);
+    assert_eq!(watcher.len(), shooter.len());
+    assert!(shooter.iter().all(|i| i.own) && watcher.iter().all(|i| !i.own));
+    assert!(
+        hitting * 10 >= shooter.len() * 9,
+        "{hitting} of {}",
+        shooter.len()
+    );
+    assert!(watcher.iter().all(|i| i.hits.is_empty()));
+    for (mine, theirs) in shooter.iter().zip(&watcher) {
+        assert_eq!(mine.fire_index, theirs.fire_index);
+        assert_eq!((mine.point, mine.exploded), (theirs.point, theirs.exploded));
+    }
+    // On the server's links: the watcher's impacts counted at their own, smaller size.
+    let world = tb.server_world_mut();
+    let mut sizes: Vec<(u64, u64, u64)> = world
+        .query::<&LinkTraffic>()
+        .iter(world)
+        .map(|t| {
+            let kind = |k: &str| {
+                t.sent_by_kind
+                    .get(k)
+                    .map_or((0, 0), |k| (k.messages, k.bytes))
+            };
+            let (answers, _) = kind("FireResult");
+            let (impacts, bytes) = kind("ProjectileImpact");
+            (answers, impacts, bytes)
+        })
+        .collect();
+    sizes.sort();
+    let [(0, n_watch, b_watch), (_, n_shoot, b_shoot)] = sizes[..] else {
+        panic!("{sizes:?}");
+    };
+    assert_eq!(n_watch, n_shoot);
+    assert!(b_watch < b_shoot, "{b_watch} against {b_shoot} bytes");
+}
+
 #[test]
 fn projectiles_agree_with_the_fake_and_hit_by_rewind() {
     let (flights, impacts, stats) = launcher_match(200, default(), false);

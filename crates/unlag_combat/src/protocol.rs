@@ -535,10 +535,11 @@ pub struct ProjectileImpact {
     pub exploded: bool,
     /// Whether it was judged against the past (see [`FireResult::rewound`]).
     pub rewound: bool,
-    /// What it damaged: the character it hit directly (if any) first, then the splash. Shared,
-    /// not copied, by every client's copy of the message on the server (a launcher's splash
-    /// may list dozens of hits, sent to hundreds of clients); on the wire a sequence, as a
-    /// `Vec` goes.
+    /// What it damaged, in the shooter's copy (its verdict, as a hitscan shot's
+    /// [`FireResult`]): the character it hit directly (if any) first, then the splash. Every
+    /// other client's copy lists none, as a hitscan shot's [`CosmeticFire`] names none (what
+    /// a character took reaches its own client and the others through the game's health).
+    /// On the wire a sequence, as a `Vec` goes.
     pub hits: std::sync::Arc<[ConfirmedHit]>,
     /// This very message's bytes, encoded once for every client the server sends it to (not
     /// on the wire; empty on a client).
@@ -559,9 +560,9 @@ impl unlag_net::CarriesEncoding for ProjectileImpact {
 impl MapEntities for ProjectileImpact {
     fn map_entities<E: EntityMapper>(&mut self, mapper: &mut E) {
         self.shooter = mapper.get_mapped(self.shooter);
-        // The hits are shared by every client's copy on the server, where lightyear maps each
-        // copy on its way out and every entity maps to itself: copied only from the first
-        // that maps elsewhere (a received message holds the only reference: not copied then
+        // The hits (the shooter's copy's) are shared with the copy the server built, and
+        // lightyear maps a clone on its way out where every entity maps to itself: copied
+        // only from the first that maps elsewhere (a received message holds the only reference: not copied then
         // either). Each is mapped once.
         let Some((first, mapped)) = self.hits.iter().enumerate().find_map(|(i, h)| {
             let mapped = mapper.get_mapped(h.target);

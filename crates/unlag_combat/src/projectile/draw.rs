@@ -109,7 +109,7 @@ impl OwnProjectiles {
 }
 
 /// Combat → game (client): a projectile's flight ended (for the explosion's effects; for our
-/// own shots `own` is set and `hits` are the server-confirmed hits).
+/// own shots `own` is set and `hits` are the server-confirmed hits; others' list none).
 #[derive(Message, Clone, Debug, PartialEq)]
 pub struct ProjectileExploded(pub ProjectileImpact);
 

@@ -134,14 +134,15 @@ fn announce(projectile: &Projectile, links: &mut ProjectileLinks, now: f64) {
     });
     for (link, (mut sender, _, mut traffic), mut riders, _, interest) in links {
         if link == projectile.link {
-            let message = copies.for_link(true);
-            traffic.send_counted_sized::<ReliableChannel, _>(&mut sender, message, copies.size);
+            let (message, size) = copies.for_link(true);
+            traffic.send_counted_sized::<ReliableChannel, _>(&mut sender, message, size);
             continue;
         }
         let heard =
             interest.is_none_or(|i| i.hears_fire(projectile.shooter, projectile.launch.position));
         if heard {
-            riders.hold_sized(copies.for_link(false), copies.size, now);
+            let (message, size) = copies.for_link(false);
+            riders.hold_sized(message, size, now);
         }
     }
 }
@@ -151,42 +152,48 @@ fn announce(projectile: &Projectile, links: &mut ProjectileLinks, now: f64) {
 struct Copies<M> {
     own: M,
     others: M,
-    /// Their size on the wire, bytes (the same: `own` is a byte either way).
-    size: usize,
+    /// Their sizes on the wire, bytes: the shooter's, the others'.
+    size: (usize, usize),
 }
 
 impl<M: CarriesEncoding + Clone> Copies<M> {
     /// The copies `make(own)` builds.
     fn new(make: impl Fn(bool) -> M) -> Self {
-        let others = make(false).with_own_encoding();
+        let (own, others) = (
+            make(true).with_own_encoding(),
+            make(false).with_own_encoding(),
+        );
+        let size = |m: &M| m.pre_encoded().bytes().map_or(0, <[u8]>::len);
         Self {
-            own: make(true).with_own_encoding(),
-            size: others.pre_encoded().bytes().map_or(0, <[u8]>::len),
+            size: (size(&own), size(&others)),
+            own,
             others,
         }
     }
 
-    /// The copy for the shooter's client (`shooters`) or another.
-    fn for_link(&self, shooters: bool) -> M {
+    /// The copy for the shooter's client (`shooters`) or another, and its size on the wire.
+    fn for_link(&self, shooters: bool) -> (M, usize) {
         if shooters {
-            self.own.clone()
+            (self.own.clone(), self.size.0)
         } else {
-            self.others.clone()
+            (self.others.clone(), self.size.1)
         }
     }
 }
 
-/// Tells every client that can see or hear it where a projectile's flight ended, whether it
-/// exploded and what it hit: the shooter's, those the shooter is not dormant to, and those
-/// within hearing of the impact (whoever it hit or splashed is). `now`: real time, seconds.
+/// Tells every client that can see or hear it where a projectile's flight ended and whether it
+/// exploded: the shooter's, those the shooter is not dormant to, and those within hearing of
+/// the impact (whoever it hit or splashed is); the shooter's also what it hit (its verdict,
+/// as a hitscan shot's [`FireResult`](crate::FireResult); the others' copy lists none, as a
+/// hitscan shot's echo names none: a splash's list of hits went to every client that heard
+/// it, most of an impact's bytes in a crowd). `now`: real time, seconds.
 fn report_impact(
     projectile: &Projectile,
     (point, exploded, hits): (Vec3, bool, &[ConfirmedHit]),
     links: &mut ProjectileLinks,
     now: f64,
 ) {
-    // (A launcher's splash may list dozens of hits, and a big server sends it to hundreds of
-    // clients: every client's copy shares them.)
+    // (A launcher's splash may list dozens of hits: the shooter's copy shares them.)
     let copies = Copies::new(|own| ProjectileImpact {
         shooter: projectile.shooter,
         own,
@@ -195,17 +202,18 @@ fn report_impact(
         point,
         exploded,
         rewound: projectile.seen_from.is_some(),
-        hits: hits.into(),
+        hits: if own { hits.into() } else { [].into() },
         encoded: default(),
     });
     for (link, (_, mut sender, mut traffic), _, mut riders, interest) in links {
         if link == projectile.link {
-            let message = copies.for_link(true);
-            traffic.send_counted_sized::<ReliableChannel, _>(&mut sender, message, copies.size);
+            let (message, size) = copies.for_link(true);
+            traffic.send_counted_sized::<ReliableChannel, _>(&mut sender, message, size);
             continue;
         }
         if interest.is_none_or(|i| i.hears_fire(projectile.shooter, point)) {
-            riders.hold_sized(copies.for_link(false), copies.size, now);
+            let (message, size) = copies.for_link(false);
+            riders.hold_sized(message, size, now);
         }
     }
 }
