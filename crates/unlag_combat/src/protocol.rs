@@ -277,10 +277,9 @@ impl MapEntities for FireResult {
 /// shot goes to everyone who hears it), the origin goes in whole millimetres and each pellet's
 /// end in whole centimetres from it, a zigzag varint a coordinate: in an arena 200 m across, a
 /// rifle shot in at most 19 bytes where its `f32` points took 28, a 12-pellet shotgun shot in
-/// at most 85 (160). A
-/// client draws the origin within half a millimetre an axis (an honest client's own origin,
-/// which it rounds so before it traces, exactly) and each end within half a centimetre:
-/// [`as_sent`](Self::as_sent) gives the shot as it arrives.
+/// at most 85 (160). A client draws the origin within half a millimetre an axis (an honest
+/// client's own origin, which it rounds so before it traces, exactly) and each end within half
+/// a centimetre: [`as_sent`](Self::as_sent) gives the shot as it arrives.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(into = "CosmeticFireWire", from = "CosmeticFireWire")]
 pub struct CosmeticFire {
@@ -562,8 +561,8 @@ impl MapEntities for ProjectileImpact {
         self.shooter = mapper.get_mapped(self.shooter);
         // The hits (the shooter's copy's) are shared with the copy the server built, and
         // lightyear maps a clone on its way out where every entity maps to itself: copied
-        // only from the first that maps elsewhere (a received message holds the only reference: not copied then
-        // either). Each is mapped once.
+        // only from the first that maps elsewhere (a received message holds the only
+        // reference: not copied then either). Each is mapped once.
         let Some((first, mapped)) = self.hits.iter().enumerate().find_map(|(i, h)| {
             let mapped = mapper.get_mapped(h.target);
             (mapped != h.target).then_some((i, mapped))

@@ -1120,6 +1120,8 @@ impl DelayController {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn an_interval_is_told_in_whole_ticks_and_a_reduced_rate_held_to_1_to_60_hz() {
         // A tick as lightyear keeps 60 Hz: 16 666 667 ns.
@@ -1219,7 +1221,6 @@ mod tests {
         assert!((redundancy_miss(0.1, Some(f64::NAN), 2) - 1e-3).abs() < 1e-12);
         assert_eq!(redundancy_miss(2.0, None, 3), 1.0);
     }
-    use super::*;
 
     #[test]
     fn the_send_grid_is_one_per_rate_whatever_tick_a_proxy_starts_on() {

@@ -474,6 +474,8 @@ pub fn run_on_mm(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_point_goes_in_millimetres_and_a_far_one_in_centimetres_from_it() {
         let mut rng = crate::rng::SplitMix64::new(11);
@@ -517,8 +519,6 @@ mod tests {
         let far = from_offset_centimetres(Vec3::splat(1e6), [i32::MAX, i32::MIN, 0]);
         assert!(far.is_finite());
     }
-
-    use super::*;
 
     /// A point rounded to whole millimetres is carried exactly, and rounding it again changes
     /// no bit; points off the millimetres, not finite or too far are not carried so.
