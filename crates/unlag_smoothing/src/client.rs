@@ -785,11 +785,9 @@ impl ProxySmoothing {
     /// rate fell, the old rate's gaps are not the new one's, nor are the new one's losses),
     /// else as its gaps show it.
     fn known_interval(&self, send_interval: f64) -> Option<f64> {
-        match self.told {
-            Some(_) => self.told_interval(send_interval),
-            None => self.buffer.recent_interval(),
-        }
-        .map(|i| i.max(send_interval))
+        self.told_interval(send_interval)
+            .or_else(|| self.buffer.recent_interval())
+            .map(|i| i.max(send_interval))
     }
 
     /// The interval of a proxy whose rate the server told, seconds (`nominal` for the nominal
@@ -1180,23 +1178,22 @@ impl ProxySmoothing {
                     || i > (MAX_BRIDGED_GAP + 0.5) * nominal
             })
         };
-        let interval = match self.told {
-            Some(_) => self.told_interval(nominal),
-            None => read(),
-        }
-        .map(|i| {
-            let near = |n: f64| (i - n).abs() < 0.25 * n;
-            if near(nominal) || inputs.previous_nominal.is_some_and(near) {
-                nominal
-            } else {
-                // No proxy is sent slower than the slowest rate: a longer gap is states
-                // lost (a 1-Hz proxy's buffer pruned down to the two states either side of
-                // a 5-s burst read as a 5-s interval, and its own delay grew away from its
-                // peers': shots claiming it were refused as drawn at another moment).
-                i.min(SLOWEST_INTERVAL)
-            }
-        })
-        .unwrap_or(nominal);
+        let interval = self
+            .told_interval(nominal)
+            .or_else(read)
+            .map(|i| {
+                let near = |n: f64| (i - n).abs() < 0.25 * n;
+                if near(nominal) || inputs.previous_nominal.is_some_and(near) {
+                    nominal
+                } else {
+                    // No proxy is sent slower than the slowest rate: a longer gap is states
+                    // lost (a 1-Hz proxy's buffer pruned down to the two states either side of
+                    // a 5-s burst read as a 5-s interval, and its own delay grew away from its
+                    // peers': shots claiming it were refused as drawn at another moment).
+                    i.min(SLOWEST_INTERVAL)
+                }
+            })
+            .unwrap_or(nominal);
         // How stale its newest state is this frame, beyond its interval: a frame drawn with a
         // delay shorter than the interval plus that starves.
         // (Its newest on the grid: a state off it comes only where the motion bent.)
