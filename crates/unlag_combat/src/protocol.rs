@@ -474,7 +474,15 @@ pub struct ReloadDone {
 /// Server → every client, reliable: a projectile was launched. Its flight is ballistic, so
 /// this one message lets every client draw it for its whole life
 /// ([`ClientProjectile`](crate::ClientProjectile)).
+///
+/// On the wire (every client that sees or hears a launch is sent it), the origin goes in whole
+/// millimetres, the velocity in whole mm/s and the launch time in whole microseconds, zigzag
+/// varints: in an arena 200 m across, a launch at 40 m/s an hour into a match in at most
+/// 31 bytes where its `f32` points and `f64` time took 38 to 42. A client draws a flight
+/// within half a millimetre of its origin and drifting at most 0.9 mm/s (under a centimetre
+/// over 10 s of flight); [`as_sent`](Self::as_sent) gives the launch as it arrives.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(into = "ProjectileLaunchedWire", from = "ProjectileLaunchedWire")]
 pub struct ProjectileLaunched {
     /// The shooter (mapped to the client's entity on the way).
     #[serde(with = "unlag_net::wire_entity")]
@@ -497,6 +505,64 @@ pub struct ProjectileLaunched {
     /// on the wire; empty on a client).
     #[serde(skip)]
     pub encoded: unlag_net::PreEncoded,
+}
+
+impl ProjectileLaunched {
+    /// The launch as a client reads it from the wire: origin and velocity at their
+    /// thousandths, the launch time at its microsecond. Sending it again changes no bit, so a
+    /// server that sends this draws every client the same flight, a listen server's own
+    /// (handed the message unencoded) too.
+    pub fn as_sent(&self) -> Self {
+        ProjectileLaunchedWire::from(self.clone()).into()
+    }
+}
+
+/// [`ProjectileLaunched`]'s form on the wire.
+#[derive(Serialize, Deserialize)]
+struct ProjectileLaunchedWire {
+    #[serde(with = "unlag_net::wire_entity")]
+    shooter: Entity,
+    own: bool,
+    weapon: u8,
+    fire_index: u32,
+    /// The origin in whole millimetres.
+    origin: [i32; 3],
+    /// The velocity in whole mm/s.
+    velocity: [i32; 3],
+    /// The launch time in whole microseconds.
+    launch_time: u64,
+}
+
+impl From<ProjectileLaunched> for ProjectileLaunchedWire {
+    fn from(launch: ProjectileLaunched) -> Self {
+        use unlag_core::quantize::{saturating_micros, saturating_millimetres};
+        Self {
+            shooter: launch.shooter,
+            own: launch.own,
+            weapon: launch.weapon,
+            fire_index: launch.fire_index,
+            origin: saturating_millimetres(launch.origin),
+            // (Thousandths of a metre a second, as millimetres of a point.)
+            velocity: saturating_millimetres(launch.velocity),
+            launch_time: saturating_micros(launch.launch_time),
+        }
+    }
+}
+
+impl From<ProjectileLaunchedWire> for ProjectileLaunched {
+    fn from(wire: ProjectileLaunchedWire) -> Self {
+        use unlag_core::quantize::{dequantize_millimetres, from_micros};
+        Self {
+            shooter: wire.shooter,
+            own: wire.own,
+            weapon: wire.weapon,
+            fire_index: wire.fire_index,
+            origin: dequantize_millimetres(wire.origin),
+            velocity: dequantize_millimetres(wire.velocity),
+            launch_time: from_micros(wire.launch_time),
+            encoded: unlag_net::PreEncoded::default(),
+        }
+    }
 }
 
 impl unlag_net::CarriesEncoding for ProjectileLaunched {

@@ -122,15 +122,19 @@ pub(crate) fn fly_projectiles(
 /// it is its own): the shooter is not dormant to it, or the launch is within its hearing.
 /// `now`: real time, seconds.
 fn announce(projectile: &Projectile, links: &mut ProjectileLinks, now: f64) {
-    let copies = Copies::new(|own| ProjectileLaunched {
-        shooter: projectile.shooter,
-        own,
-        weapon: projectile.weapon,
-        fire_index: projectile.fire_index,
-        origin: projectile.launch.position,
-        velocity: projectile.launch.velocity,
-        launch_time: projectile.launch_time,
-        encoded: default(),
+    let copies = Copies::new(|own| {
+        ProjectileLaunched {
+            shooter: projectile.shooter,
+            own,
+            weapon: projectile.weapon,
+            fire_index: projectile.fire_index,
+            origin: projectile.launch.position,
+            velocity: projectile.launch.velocity,
+            launch_time: projectile.launch_time,
+            encoded: default(),
+        }
+        // (As the wire carries it, so a listen server's own client draws what the others do.)
+        .as_sent()
     });
     for (link, (mut sender, _, mut traffic), mut riders, _, interest) in links {
         if link == projectile.link {
