@@ -666,7 +666,10 @@ pub(crate) fn process_moves<M: MovementModel>(
     mut hacks: MessageWriter<SpeedHackDetected>,
     mut links: MoveLinks<M>,
     mut characters: MovedCharacters<M>,
-    work: Option<Res<unlag_net::ServerWork>>,
+    (work, shares): (
+        Option<Res<unlag_net::ServerWork>>,
+        Option<Res<unlag_net::WorkShares>>,
+    ),
 ) {
     let _work = work
         .as_deref()
@@ -701,21 +704,23 @@ pub(crate) fn process_moves<M: MovementModel>(
         .collect();
     let context = crate::world::rapier_context(&rapier);
     let (context, empty, model, set) = (context.as_ref(), &*empty, &*model, &*settings);
-    let counts = unlag_net::for_each_in_shares(&mut jobs, |job, counts: &mut SimCounts| {
-        let filter = set.query_filter(job.collider);
-        job.flagged = with_world_of(context, empty, filter, |world| {
-            simulate_ready(
-                model,
-                set,
-                (now, job.gap_wait),
-                &mut job.state.0,
-                &mut job.server,
-                job.trail.as_deref_mut(),
-                world,
-                counts,
-            )
+    let shares = shares.as_deref().copied();
+    let counts =
+        unlag_net::for_each_in_shares_at_most(shares, &mut jobs, |job, counts: &mut SimCounts| {
+            let filter = set.query_filter(job.collider);
+            job.flagged = with_world_of(context, empty, filter, |world| {
+                simulate_ready(
+                    model,
+                    set,
+                    (now, job.gap_wait),
+                    &mut job.state.0,
+                    &mut job.server,
+                    job.trail.as_deref_mut(),
+                    world,
+                    counts,
+                )
+            });
         });
-    });
     for c in counts {
         c.add_to(&mut stats);
     }

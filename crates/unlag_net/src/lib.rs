@@ -83,7 +83,10 @@ pub use view::{
     SENT_STATES_SECONDS, STATE_MESSAGES_KEPT, SentMask, SentStates, StatesSentTo, Teleported,
     TeleportsSeen,
 };
-pub use work::{MIN_ITEMS_TO_SHARE, ServerWork, WorkPart, WorkTimer, for_each_in_shares};
+pub use work::{
+    MIN_ITEMS_TO_SHARE, ServerWork, WorkPart, WorkShares, WorkTimer, for_each_in_shares,
+    for_each_in_shares_at_most,
+};
 
 use bevy::ecs::schedule::common_conditions::any_with_component;
 use bevy::prelude::*;

@@ -78,6 +78,13 @@ impl Drop for WorkTimer<'_> {
 /// Fewest items worth spreading over threads: below it the hand-over costs more than it saves.
 pub const MIN_ITEMS_TO_SHARE: usize = 32;
 
+/// The most shares a server's per-client work goes in (a resource; without it, one a core:
+/// [`for_each_in_shares`]). `WorkShares(1)` runs every item on the system's own thread, in
+/// order, as a one-core machine does: a match plays the same to the bit either way (what a
+/// test compares).
+#[derive(Resource, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkShares(pub usize);
+
 /// The machine's cores, asked once per process: std asks the kernel (and reads the cgroup's
 /// CPU quota files) on every call, which at 64 players cost 2.6 % of the server's update
 /// (several calls a tick).
@@ -101,9 +108,18 @@ pub fn for_each_in_shares<T: Send, A: Default + Send + 'static>(
     items: &mut [T],
     f: impl Fn(&mut T, &mut A) + Sync,
 ) -> Vec<A> {
+    for_each_in_shares_at_most(None, items, f)
+}
+
+/// [`for_each_in_shares`] in at most `limit`'s shares (`None`: no more than it would).
+pub fn for_each_in_shares_at_most<T: Send, A: Default + Send + 'static>(
+    limit: Option<WorkShares>,
+    items: &mut [T],
+    f: impl Fn(&mut T, &mut A) + Sync,
+) -> Vec<A> {
     // By the cores, not the pool's threads: Bevy's default pools leave a 2-core machine one
     // compute thread, and the shares cost little more on one thread than the items alone.
-    let threads = cores();
+    let threads = cores().min(limit.map_or(usize::MAX, |l| l.0.max(1)));
     let shares =
         if items.len() < MIN_ITEMS_TO_SHARE || bevy::tasks::ComputeTaskPool::try_get().is_none() {
             1

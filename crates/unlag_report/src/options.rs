@@ -67,6 +67,10 @@ pub struct ReportOptions {
     /// (default off: the single-threaded one; the per-client work inside a server's systems
     /// runs over the compute pool either way). A listen server stays on its host's thread.
     pub multi_threaded: bool,
+    /// At most how many shares a dedicated server's per-client work goes in
+    /// (`unlag::net::WorkShares`; default `None`: one a core). `Some(1)` runs it all on the
+    /// system's own thread, in order, as on a one-core machine. Not on the command line.
+    pub work_shares: Option<usize>,
     /// Seconds between two shots of one scripted client (0.05–10; default 0.15, the report's
     /// [`Pace`](crate::setup::Pace)). The weapon's own fire rate and magazine still hold: a
     /// rifle (0.1 s) held down fires 10 shots a second until it reloads.
@@ -117,6 +121,7 @@ impl Default for ReportOptions {
             off_grid: true,
             deltas: true,
             multi_threaded: false,
+            work_shares: None,
             fire_interval: crate::setup::Pace::default().fire_interval,
             weapon: None,
             copies_ride: true,

@@ -165,6 +165,9 @@ pub fn start_match_with(
     if options.multi_threaded {
         multi_threaded(&mut tb, options.listen);
     }
+    if let Some(shares) = options.work_shares {
+        tb.server().insert_resource(unlag::net::WorkShares(shares));
+    }
     tb.server().add_systems(FixedUpdate, drive_bots);
     add_stopwatch(tb.server());
     if options.compare_validation {

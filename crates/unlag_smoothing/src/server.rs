@@ -188,7 +188,10 @@ pub(crate) fn send_due(
         Option<&ControlledBy>,
     )>,
     mut links: StateLinks,
-    work: Option<Res<unlag_net::ServerWork>>,
+    (work, shares): (
+        Option<Res<unlag_net::ServerWork>>,
+        Option<Res<unlag_net::WorkShares>>,
+    ),
     frame: Res<unlag_net::NetFrame>,
     mut spread: Local<PhaseLoads>,
 ) {
@@ -307,8 +310,12 @@ pub(crate) fn send_due(
         of: &trail_of,
         baseline: &baseline_of,
     };
-    let (trail_states, delta_states) =
-        send_states(&due, (now_tick, now, frame.0), &mut links, &trails);
+    let (trail_states, delta_states) = send_states(
+        &due,
+        (now_tick, now, frame.0),
+        (&mut links, shares.as_deref().copied()),
+        &trails,
+    );
     stats.trail_states_sent += trail_states;
     stats.delta_states_sent += delta_states;
 }
@@ -363,9 +370,9 @@ struct Trails<'a> {
     nominal: f64,
     /// The state a proxy was sent at or before a tick and before its newest, byte for byte,
     /// and its tick.
-    of: &'a dyn Fn(Entity, u32) -> Option<(u32, WireProxyState)>,
+    of: &'a (dyn Fn(Entity, u32) -> Option<(u32, WireProxyState)> + Sync),
     /// The state a proxy was sent at a tick on its grid, byte for byte: a delta's baseline.
-    baseline: &'a dyn Fn(Entity, u32) -> Option<WireProxyState>,
+    baseline: &'a (dyn Fn(Entity, u32) -> Option<WireProxyState> + Sync),
 }
 
 impl ProxySampler {
@@ -706,265 +713,296 @@ fn pair_rate(own: f64, own_rate: bool, relevance: Relevance, tick: f64) -> Optio
 fn send_states(
     due: &[DueState],
     (now_tick, now, frame): (u32, f64, u64),
-    links: &mut StateLinks,
+    (links, shares): (&mut StateLinks, Option<unlag_net::WorkShares>),
     trails: &Trails,
 ) -> (u64, u64) {
     if due.is_empty() {
         return (0, 0);
     }
-    let mut sent_trails = 0;
-    let mut sent_deltas = 0;
     let tick_us = unlag_core::quantize::tick_micros(trails.tick);
     let max_back = (MAX_BASELINE_AGE / trails.tick).floor() as u32;
-    // Each (proxy, baseline tick)'s delta encoded once, into `delta_bytes` (`None`: only a
-    // full state will do).
-    let mut delta_bytes: Vec<u8> = Vec::new();
-    // By due state: (baseline tick, its delta's bytes), a few each (the baselines the clients
-    // acknowledged differ by their round trips).
-    let mut delta_at: Vec<Vec<(u32, Option<(u32, u32)>)>> = vec![Vec::new(); due.len()];
-    let mut asleep: Vec<Entity> = Vec::new();
     // Every due state encoded once: each client's update copies the bytes of those it gets
     // (a big server sends the same few hundred states to every client).
     let encoding = EncodedStates::encode(due.iter().map(|(wire, ..)| wire));
-    for (
-        link,
-        mut sender,
-        mut dormancy,
-        mut traffic,
-        interest,
-        mut schedule,
-        remote,
-        mut log,
-        ledger,
-    ) in links
-    {
-        // The client's state messages whose frames it acknowledged in full.
-        let acknowledged = match (log.as_deref_mut(), ledger) {
-            (Some(log), Some(ledger)) if trails.settings.delta_states => {
-                Some(log.acknowledged(&ledger.0))
-            }
-            _ => None,
-        };
-        let baselines_from = schedule.as_ref().map_or(0, |s| s.baselines_from);
-        // How long after a pair's first state (or its first after a dormant spell) its states
-        // go in full, ticks: the client maps a proxy's entity only once lightyear replicates
-        // its spawn, which comes after its first states (two ticks after, on the testbed), or
-        // a reliable resend later when lost; a state that came before is kept under no
-        // entity, and a delta on it could not be decoded.
-        let spawn_ticks = {
-            let rtt = remote.map_or(0.0, |r| unlag_core::finite_non_negative(r.rtt));
-            ((SPAWN_MARGIN + 2.0 * rtt.min(1.0)) / trails.tick).ceil() as u32
-        };
-        // This update's number among the client's state messages (`unlag_net::StatesSentTo`):
-        // each proxy's pair notes it.
-        let message = log.as_deref_mut().map(|log| log.begin());
-        let lag = trail_lag(remote, trails.settings, trails.tick);
-        let reported = remote.is_some_and(|r| r.reported);
-        // (tick, state, whether it is the first of a proxy's awake spell).
-        let mut trail: Vec<((u32, WireProxyState), bool)> = Vec::new();
-        // The states sent as they were encoded, and those changed for this client.
-        let mut encoded = encoding.none();
-        let mut encoded_deltas =
-            EncodedDeltas::with_capacity(due.len(), due.len() * DELTA_BYTES_GUESS);
-        let mut states = Vec::new();
-        let mut woken = Vec::new();
-        for (index, (wire, owner, slow, own)) in due.iter().enumerate() {
-            if *owner == Some(link) {
-                continue;
-            }
-            // The state it will be drawing when this arrives, if the client's losses run; of a
-            // proxy woken since (at `since`), its first state after the spell, a teleport.
-            let trail_at = |since: u32| {
-                // (One tick back: the newest state before this one.)
-                let lag = if *slow && reported { 1 } else { lag? };
-                let trail = (trails.of)(wire.entity, now_tick.saturating_sub(lag))?;
-                if trail.0 >= since {
-                    return Some((trail, false));
+    // Each client's update is its own work (its link's components; the due states and the
+    // proxies only read): a big server's clients go in shares over the compute pool's threads
+    // (`unlag_net::for_each_in_shares`), each share with its own cache of deltas. What a
+    // client is sent does not depend on which thread built it (a share's cache holds what
+    // any would encode), so a server's matches are the same to the bit on one thread.
+    let mut items: Vec<_> = links.iter_mut().collect();
+    let shares =
+        unlag_net::for_each_in_shares_at_most(shares, &mut items, |item, work: &mut LinkWork| {
+            let (link, sender, dormancy, traffic, interest, schedule, remote, log, ledger) = item;
+            let (link, interest, remote, ledger) = (*link, *interest, *remote, *ledger);
+            work.cache.fit(due.len());
+            let DeltaCache {
+                bytes: delta_bytes,
+                at: delta_at,
+            } = &mut work.cache;
+            let mut asleep: Vec<Entity> = Vec::new();
+            let (mut trails_sent, mut deltas) = (0u64, 0u64);
+            // The client's state messages whose frames it acknowledged in full.
+            let acknowledged = match (log.as_deref_mut(), ledger) {
+                (Some(log), Some(ledger)) if trails.settings.delta_states => {
+                    Some(log.acknowledged(&ledger.0))
                 }
-                let (tick, mut first) = (trails.of)(wire.entity, since)?;
-                first.flags |= TELEPORT_BIT;
-                (tick == since).then_some(((tick, first), true))
+                _ => None,
             };
-            let Some(schedule) = schedule.as_deref_mut() else {
-                encoded.push(index);
-                trail.extend(trail_at(0));
-                continue;
+            let baselines_from = schedule.as_ref().map_or(0, |s| s.baselines_from);
+            // How long after a pair's first state (or its first after a dormant spell) its states
+            // go in full, ticks: the client maps a proxy's entity only once lightyear replicates
+            // its spawn, which comes after its first states (two ticks after, on the testbed), or
+            // a reliable resend later when lost; a state that came before is kept under no
+            // entity, and a delta on it could not be decoded.
+            let spawn_ticks = {
+                let rtt = remote.map_or(0.0, |r| unlag_core::finite_non_negative(r.rtt));
+                ((SPAWN_MARGIN + 2.0 * rtt.min(1.0)) / trails.tick).ceil() as u32
             };
-            let relevance = interest.map_or(Relevance::Full, |i| i.relevance(wire.entity));
-            let pair = schedule.pairs.entry(wire.entity).or_default();
-            if !pair.take(relevance, now) {
-                if relevance == Relevance::Dormant && pair.awake {
-                    pair.awake = false;
-                    asleep.push(wire.entity);
-                    schedule.asleep.retain(|(e, ..)| *e != wire.entity);
-                    schedule.asleep.push((wire.entity, now_tick, 0));
+            // This update's number among the client's state messages (`unlag_net::StatesSentTo`):
+            // each proxy's pair notes it.
+            let message = log.as_deref_mut().map(|log| log.begin());
+            let lag = trail_lag(remote, trails.settings, trails.tick);
+            let reported = remote.is_some_and(|r| r.reported);
+            // (tick, state, whether it is the first of a proxy's awake spell).
+            let mut trail: Vec<((u32, WireProxyState), bool)> = Vec::new();
+            // The states sent as they were encoded, and those changed for this client.
+            let mut encoded = encoding.none();
+            let mut encoded_deltas =
+                EncodedDeltas::with_capacity(due.len(), due.len() * DELTA_BYTES_GUESS);
+            let mut states = Vec::new();
+            let mut woken = Vec::new();
+            for (index, (wire, owner, slow, own)) in due.iter().enumerate() {
+                if *owner == Some(link) {
+                    continue;
                 }
-                continue;
-            }
-            // A rate other than the nominal one, or back to it: told the client from this state.
-            let rate = pair_rate(
-                own.unwrap_or(trails.nominal),
-                own.is_some(),
-                relevance,
-                trails.tick,
-            );
-            if rate != pair.rate {
-                pair.rate = rate;
-                schedule.rates.retain(|(r, _)| r.entity != wire.entity);
-                let told = ProxyRate {
-                    entity: wire.entity,
-                    since: now_tick,
-                    interval_ticks: rate.unwrap_or(0),
-                    // (Its own rate's states go twice to every client sent the original.)
-                    repeated: unlag_core::repeat_after(own.unwrap_or(trails.nominal)).is_some(),
+                // The state it will be drawing when this arrives, if the client's losses run; of a
+                // proxy woken since (at `since`), its first state after the spell, a teleport.
+                let trail_at = |since: u32| {
+                    // (One tick back: the newest state before this one.)
+                    let lag = if *slow && reported { 1 } else { lag? };
+                    let trail = (trails.of)(wire.entity, now_tick.saturating_sub(lag))?;
+                    if trail.0 >= since {
+                        return Some((trail, false));
+                    }
+                    let (tick, mut first) = (trails.of)(wire.entity, since)?;
+                    first.flags |= TELEPORT_BIT;
+                    (tick == since).then_some(((tick, first), true))
                 };
-                schedule.rates.push((told, 0));
-            }
-            let woke = !pair.awake && pair.sent_before;
-            if woke {
-                let mut wire = wire.clone();
-                wire.flags |= TELEPORT_BIT;
-                woken.push(wire.entity);
-                schedule.asleep.retain(|(e, ..)| *e != wire.entity);
-                states.push(wire);
-            } else {
-                // The newest state of this spell the client acknowledged, if young enough.
-                let base = acknowledged
-                    .as_ref()
-                    .and_then(|a| a.newest_tick(&pair.due_sent))
-                    .filter(|&t| {
-                        pair.awake
-                            && t >= pair.deltas_from.max(baselines_from)
-                            && t < now_tick
-                            && now_tick - t <= max_back
-                    });
-                let bytes = base.and_then(|t| {
-                    let known = &mut delta_at[index];
-                    if let Some(&(_, bytes)) = known.iter().find(|(at, _)| *at == t) {
-                        return bytes;
+                let Some(schedule) = schedule.as_deref_mut() else {
+                    encoded.push(index);
+                    trail.extend(trail_at(0));
+                    continue;
+                };
+                let relevance = interest.map_or(Relevance::Full, |i| i.relevance(wire.entity));
+                let pair = schedule.pairs.entry(wire.entity).or_default();
+                if !pair.take(relevance, now) {
+                    if relevance == Relevance::Dormant && pair.awake {
+                        pair.awake = false;
+                        asleep.push(wire.entity);
+                        schedule.asleep.retain(|(e, ..)| *e != wire.entity);
+                        schedule.asleep.push((wire.entity, now_tick, 0));
                     }
-                    let encoded = (trails.baseline)(wire.entity, t).and_then(|baseline| {
-                        let delta =
-                            DeltaProxyState::between(&baseline, wire, now_tick - t, tick_us)?;
-                        let start = delta_bytes.len() as u32;
-                        delta_bytes = delta.encode_body(core::mem::take(&mut delta_bytes));
-                        Some((start, delta_bytes.len() as u32))
-                    });
-                    known.push((t, encoded));
-                    encoded
-                });
-                match bytes {
-                    Some((a, b)) => {
-                        encoded_deltas
-                            .push_encoded(wire.entity, &delta_bytes[a as usize..b as usize]);
-                        sent_deltas += 1;
-                    }
-                    None => encoded.push(index),
+                    continue;
                 }
-            }
-            if !pair.awake {
+                // A rate other than the nominal one, or back to it: told the client from this state.
+                let rate = pair_rate(
+                    own.unwrap_or(trails.nominal),
+                    own.is_some(),
+                    relevance,
+                    trails.tick,
+                );
+                if rate != pair.rate {
+                    pair.rate = rate;
+                    schedule.rates.retain(|(r, _)| r.entity != wire.entity);
+                    let told = ProxyRate {
+                        entity: wire.entity,
+                        since: now_tick,
+                        interval_ticks: rate.unwrap_or(0),
+                        // (Its own rate's states go twice to every client sent the original.)
+                        repeated: unlag_core::repeat_after(own.unwrap_or(trails.nominal)).is_some(),
+                    };
+                    schedule.rates.push((told, 0));
+                }
+                let woke = !pair.awake && pair.sent_before;
                 if woke {
-                    pair.previous_spell = pair.last_tick.map(|last| (pair.awake_since, last));
-                }
-                pair.awake_since = now_tick;
-                pair.woke = woke;
-                // Back from a dormant spell the client has the entity (dormancy keeps it): the
-                // spell's first state (sent in full) will do once acknowledged. Its first
-                // spell waits for the entity's spawn.
-                pair.deltas_from = if woke {
-                    now_tick
+                    let mut wire = wire.clone();
+                    wire.flags |= TELEPORT_BIT;
+                    woken.push(wire.entity);
+                    schedule.asleep.retain(|(e, ..)| *e != wire.entity);
+                    states.push(wire);
                 } else {
-                    now_tick.saturating_add(spawn_ticks)
-                };
-            }
-            pair.awake = true;
-            pair.sent_before = true;
-            pair.last_tick = Some(now_tick);
-            if let Some(message) = message {
-                pair.sent.note(message);
-                pair.due_sent.note(message);
-            }
-            // Never one from before the spell (the client starts the proxy afresh at its
-            // first state): that first state instead, woken again, as long as the client may
-            // have missed it and would sweep across the spell (it is sent no states of it).
-            trail.extend(trail_at(pair.awake_since));
-        }
-        // Those gone dormant lately ride along, a few messages each, and so do rates changed.
-        let mut told = Vec::new();
-        let mut rates = Vec::new();
-        if let Some(schedule) = schedule.as_deref_mut() {
-            for (entity, since, times) in &mut schedule.asleep {
-                told.push((*entity, *since));
-                *times += 1;
-            }
-            schedule
-                .asleep
-                .retain(|(.., times)| *times < ASLEEP_REPEATS);
-            for (rate, times) in &mut schedule.rates {
-                rates.push(*rate);
-                *times += 1;
-            }
-            schedule.rates.retain(|(_, times)| *times < RATE_REPEATS);
-        }
-        let carried = !states.is_empty() || !encoded.is_empty() || !encoded_deltas.is_empty();
-        if let (Some(log), Some(message)) = (log.as_deref_mut(), message)
-            && carried
-        {
-            log.end(message, now_tick, frame);
-        }
-        if carried || !told.is_empty() || !rates.is_empty() {
-            let update = ProxyUpdates {
-                tick: now_tick,
-                states,
-                kind: StatesKind::Due,
-                woken,
-                asleep: told,
-                rates,
-                deltas: Vec::new(),
-                encoded,
-                encoded_deltas,
-            };
-            let size = update.wire_size();
-            traffic.send_counted_sized::<UnreliableChannel, _>(&mut sender, update, size);
-        }
-        // After the update, in the same datagram (read after it): one message per tick the
-        // copies were sampled at, as repeats (their lateness is by design).
-        trail.sort_by_key(|((tick, _), _)| *tick);
-        for group in trail.chunk_by(|a, b| a.0.0 == b.0.0) {
-            sent_trails += group.len() as u64;
-            if let (Some(log), Some(schedule)) = (log.as_deref_mut(), schedule.as_deref_mut()) {
-                let message = log.begin();
-                for ((_, state), _) in group {
-                    if let Some(pair) = schedule.pairs.get_mut(&state.entity) {
-                        pair.sent.note(message);
+                    // The newest state of this spell the client acknowledged, if young enough.
+                    let base = acknowledged
+                        .as_ref()
+                        .and_then(|a| a.newest_tick(&pair.due_sent))
+                        .filter(|&t| {
+                            pair.awake
+                                && t >= pair.deltas_from.max(baselines_from)
+                                && t < now_tick
+                                && now_tick - t <= max_back
+                        });
+                    let bytes = base.and_then(|t| {
+                        let known = &mut delta_at[index];
+                        if let Some(&(_, bytes)) = known.iter().find(|(at, _)| *at == t) {
+                            return bytes;
+                        }
+                        let encoded = (trails.baseline)(wire.entity, t).and_then(|baseline| {
+                            let delta =
+                                DeltaProxyState::between(&baseline, wire, now_tick - t, tick_us)?;
+                            let start = delta_bytes.len() as u32;
+                            *delta_bytes = delta.encode_body(core::mem::take(delta_bytes));
+                            Some((start, delta_bytes.len() as u32))
+                        });
+                        known.push((t, encoded));
+                        encoded
+                    });
+                    match bytes {
+                        Some((a, b)) => {
+                            encoded_deltas
+                                .push_encoded(wire.entity, &delta_bytes[a as usize..b as usize]);
+                            deltas += 1;
+                        }
+                        None => encoded.push(index),
                     }
                 }
-                log.end(message, group[0].0.0, frame);
+                if !pair.awake {
+                    if woke {
+                        pair.previous_spell = pair.last_tick.map(|last| (pair.awake_since, last));
+                    }
+                    pair.awake_since = now_tick;
+                    pair.woke = woke;
+                    // Back from a dormant spell the client has the entity (dormancy keeps it): the
+                    // spell's first state (sent in full) will do once acknowledged. Its first
+                    // spell waits for the entity's spawn.
+                    pair.deltas_from = if woke {
+                        now_tick
+                    } else {
+                        now_tick.saturating_add(spawn_ticks)
+                    };
+                }
+                pair.awake = true;
+                pair.sent_before = true;
+                pair.last_tick = Some(now_tick);
+                if let Some(message) = message {
+                    pair.sent.note(message);
+                    pair.due_sent.note(message);
+                }
+                // Never one from before the spell (the client starts the proxy afresh at its
+                // first state): that first state instead, woken again, as long as the client may
+                // have missed it and would sweep across the spell (it is sent no states of it).
+                trail.extend(trail_at(pair.awake_since));
             }
-            traffic.send_counted::<UnreliableChannel, _>(
-                &mut sender,
-                ProxyUpdates {
-                    tick: group[0].0.0,
-                    states: group.iter().map(|((_, s), _)| s.clone()).collect(),
-                    kind: StatesKind::Repeat,
-                    woken: group
-                        .iter()
-                        .filter(|(_, first)| *first)
-                        .map(|((_, s), _)| s.entity)
-                        .collect(),
-                    ..default()
-                },
-            );
-        }
-        if !asleep.is_empty() {
-            traffic.send_counted::<ReliableChannel, _>(
-                &mut dormancy,
-                ProxyDormancy {
+            // Those gone dormant lately ride along, a few messages each, and so do rates changed.
+            let mut told = Vec::new();
+            let mut rates = Vec::new();
+            if let Some(schedule) = schedule.as_deref_mut() {
+                for (entity, since, times) in &mut schedule.asleep {
+                    told.push((*entity, *since));
+                    *times += 1;
+                }
+                schedule
+                    .asleep
+                    .retain(|(.., times)| *times < ASLEEP_REPEATS);
+                for (rate, times) in &mut schedule.rates {
+                    rates.push(*rate);
+                    *times += 1;
+                }
+                schedule.rates.retain(|(_, times)| *times < RATE_REPEATS);
+            }
+            let carried = !states.is_empty() || !encoded.is_empty() || !encoded_deltas.is_empty();
+            if let (Some(log), Some(message)) = (log.as_deref_mut(), message)
+                && carried
+            {
+                log.end(message, now_tick, frame);
+            }
+            if carried || !told.is_empty() || !rates.is_empty() {
+                let update = ProxyUpdates {
                     tick: now_tick,
-                    entities: core::mem::take(&mut asleep),
-                },
-            );
+                    states,
+                    kind: StatesKind::Due,
+                    woken,
+                    asleep: told,
+                    rates,
+                    deltas: Vec::new(),
+                    encoded,
+                    encoded_deltas,
+                };
+                let size = update.wire_size();
+                traffic.send_counted_sized::<UnreliableChannel, _>(sender, update, size);
+            }
+            // After the update, in the same datagram (read after it): one message per tick the
+            // copies were sampled at, as repeats (their lateness is by design).
+            trail.sort_by_key(|((tick, _), _)| *tick);
+            for group in trail.chunk_by(|a, b| a.0.0 == b.0.0) {
+                trails_sent += group.len() as u64;
+                if let (Some(log), Some(schedule)) = (log.as_deref_mut(), schedule.as_deref_mut()) {
+                    let message = log.begin();
+                    for ((_, state), _) in group {
+                        if let Some(pair) = schedule.pairs.get_mut(&state.entity) {
+                            pair.sent.note(message);
+                        }
+                    }
+                    log.end(message, group[0].0.0, frame);
+                }
+                traffic.send_counted::<UnreliableChannel, _>(
+                    sender,
+                    ProxyUpdates {
+                        tick: group[0].0.0,
+                        states: group.iter().map(|((_, s), _)| s.clone()).collect(),
+                        kind: StatesKind::Repeat,
+                        woken: group
+                            .iter()
+                            .filter(|(_, first)| *first)
+                            .map(|((_, s), _)| s.entity)
+                            .collect(),
+                        ..default()
+                    },
+                );
+            }
+            if !asleep.is_empty() {
+                traffic.send_counted::<ReliableChannel, _>(
+                    dormancy,
+                    ProxyDormancy {
+                        tick: now_tick,
+                        entities: asleep,
+                    },
+                );
+            }
+            work.trails += trails_sent;
+            work.deltas += deltas;
+        });
+    shares
+        .iter()
+        .fold((0, 0), |(t, d), w| (t + w.trails, d + w.deltas))
+}
+
+/// A share of [`send_states`]' clients: its cache of deltas, and the trail copies and delta
+/// states it sent.
+#[derive(Default)]
+struct LinkWork {
+    cache: DeltaCache,
+    trails: u64,
+    deltas: u64,
+}
+
+/// A share's deltas encoded so far in one [`send_states`]: each (proxy, baseline tick)'s
+/// delta once for every client that acknowledged that baseline.
+#[derive(Default)]
+struct DeltaCache {
+    /// The deltas' bytes, one after another.
+    bytes: Vec<u8>,
+    /// By due state: (baseline tick, its delta's range in `bytes`; `None`: only a full state
+    /// will do), a few each (the baselines the clients acknowledged differ by their round
+    /// trips).
+    at: Vec<Vec<(u32, Option<(u32, u32)>)>>,
+}
+
+impl DeltaCache {
+    /// Ready for `due` states, a slot each (a cache serves one call, whose due states stay).
+    fn fit(&mut self, due: usize) {
+        if self.at.len() != due {
+            self.at = vec![Vec::new(); due];
+            self.bytes.clear();
         }
     }
-    (sent_trails, sent_deltas)
 }
