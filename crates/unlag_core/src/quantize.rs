@@ -540,8 +540,8 @@ mod tests {
         assert!(far.is_finite());
     }
 
-    /// A point rounded to whole millimetres is carried exactly, and rounding it again changes
-    /// no bit; points off the millimetres, not finite or too far are not carried so.
+    /// A time goes in whole microseconds within half of one, and read back and sent again it
+    /// is the same bit for bit; a time that is not a number, negative or infinite saturates.
     #[test]
     fn a_time_goes_in_whole_microseconds_and_reads_back_the_same_again() {
         let mut rng = crate::SplitMix64::new(11);
@@ -572,6 +572,8 @@ mod tests {
         assert!(from_micros(u64::MAX).is_finite());
     }
 
+    /// A point rounded to whole millimetres is carried exactly, and rounding it again changes
+    /// no bit; points off the millimetres, not finite or too far are not carried so.
     #[test]
     fn a_point_rounded_to_millimetres_goes_in_whole_millimetres_exactly() {
         let mut rng = crate::SplitMix64::new(3);

@@ -253,12 +253,7 @@ pub fn measure(options: &ReportOptions, peeks: usize) -> Result<PeekFigures, Opt
         listen: options.listen,
         ..default()
     });
-    if options.multi_threaded {
-        crate::setup::multi_threaded(&mut tb, options.listen);
-    }
-    if let Some(shares) = options.work_shares {
-        tb.server().insert_resource(unlag::net::WorkShares(shares));
-    }
+    crate::setup::threads(&mut tb, options);
     let movement = MovementSettings::<CharacterMovement> {
         playout: unlag::core::PlayoutSettings {
             enabled: options.playout,

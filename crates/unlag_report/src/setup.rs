@@ -67,13 +67,20 @@ impl Default for Pace {
     }
 }
 
-/// `--multi-threaded`: every client App on Bevy's multi-threaded executor (as a game with
-/// Bevy's default features runs), and a dedicated server too (a listen server steps in its
-/// host's frame, on one thread, as `unlag_demo::session::host` runs it).
-pub(crate) fn multi_threaded(tb: &mut Testbed, listen: bool) {
-    tb.run_clients_multi_threaded();
-    if !listen {
-        tb.run_server_multi_threaded();
+/// The match's threads as `options` ask. `--multi-threaded`: every client App on Bevy's
+/// multi-threaded executor (as a game with Bevy's default features runs), and a dedicated
+/// server too (a listen server steps in its host's frame, on one thread, as
+/// `unlag_demo::session::host` runs it). `work_shares`: the server's per-client work in at
+/// most that many shares (`unlag::net::WorkShares`).
+pub(crate) fn threads(tb: &mut Testbed, options: &ReportOptions) {
+    if options.multi_threaded {
+        tb.run_clients_multi_threaded();
+        if !options.listen {
+            tb.run_server_multi_threaded();
+        }
+    }
+    if let Some(shares) = options.work_shares {
+        tb.server().insert_resource(unlag::net::WorkShares(shares));
     }
 }
 
@@ -162,12 +169,7 @@ pub fn start_match_with(
     for i in 0..options.clients {
         tb.client(i).insert_resource(clients);
     }
-    if options.multi_threaded {
-        multi_threaded(&mut tb, options.listen);
-    }
-    if let Some(shares) = options.work_shares {
-        tb.server().insert_resource(unlag::net::WorkShares(shares));
-    }
+    threads(&mut tb, options);
     tb.server().add_systems(FixedUpdate, drive_bots);
     add_stopwatch(tb.server());
     if options.compare_validation {
