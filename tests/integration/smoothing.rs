@@ -2008,6 +2008,27 @@ fn proxy_states_encoded_once_go_on_the_wire_as_postcard_writes_them() {
                 encoded_deltas: EncodedDeltas::default(),
                 ..update.clone()
             };
+            // A clone shares the encoded deltas (lightyear clones every message it maps);
+            // adding to one copies them first and leaves the other as it was.
+            let mut grown = update.clone();
+            grown.encoded_deltas.push(&deltas[0]);
+            let half = pick.len() / 2;
+            assert_eq!(update.encoded_deltas.len(), half);
+            assert_eq!(grown.encoded_deltas.len(), half + 1);
+            assert_eq!(
+                grown.encoded_deltas.decode().last(),
+                Some(deltas[0].clone())
+            );
+            assert!(
+                update
+                    .encoded_deltas
+                    .decode()
+                    .eq(grown.encoded_deltas.decode().take(half))
+            );
+            assert_eq!(
+                update.encoded_deltas.decode().collect::<Vec<_>>(),
+                deltas[..half].to_vec()
+            );
             assert_eq!(plain.deltas.len(), pick.len() / 2 + pick.len() / 3);
             let expected = postcard::to_stdvec(&plain).unwrap();
             let mut writer = unlag::net::MessageWriter::with_capacity(16);

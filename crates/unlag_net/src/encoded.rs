@@ -6,6 +6,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
+/// The encoding of no values, that of an [`EncodedRuns`] made empty.
+static EMPTY: Encoding = Encoding {
+    bytes: Vec::new(),
+    ends: Vec::new(),
+};
+
 /// A set of values encoded once, back to back.
 #[derive(Debug, Default, PartialEq)]
 struct Encoding {
@@ -22,12 +28,14 @@ struct Encoding {
 /// every client (and once more to count its size). The bytes are postcard's, so a message
 /// that writes them where its values would go is on the wire as if it held the values.
 ///
-/// Cloning one (lightyear clones every message it maps) copies its runs, not the encoding.
+/// Cloning one (lightyear clones every message it maps) copies its runs, not the encoding;
+/// making one that carries none ([`none`](Self::none), `Default`) allocates nothing (a server
+/// makes one a client a tick).
 pub struct EncodedRuns<T> {
-    /// The shared encoding.
-    shared: Arc<Encoding>,
+    /// The shared encoding; `None`: none (the empty one, [`EMPTY`]).
+    shared: Option<Arc<Encoding>>,
     /// The byte ranges this message carries, in order.
-    runs: Vec<(u32, u32)>,
+    runs: Runs,
     /// How many values they hold.
     count: usize,
     _values: PhantomData<fn() -> T>,
@@ -47,8 +55,8 @@ impl<T> Clone for EncodedRuns<T> {
 impl<T> Default for EncodedRuns<T> {
     fn default() -> Self {
         Self {
-            shared: Arc::default(),
-            runs: Vec::new(),
+            shared: None,
+            runs: Runs::default(),
             count: 0,
             _values: PhantomData,
         }
@@ -85,13 +93,18 @@ impl<T: Serialize> EncodedRuns<T> {
             encoding.ends.push(encoding.bytes.len() as u32);
         }
         Self {
-            shared: Arc::new(encoding),
+            shared: Some(Arc::new(encoding)),
             ..Self::default()
         }
     }
 }
 
 impl<T> EncodedRuns<T> {
+    /// The encoding it shares.
+    fn encoding(&self) -> &Encoding {
+        self.shared.as_deref().unwrap_or(&EMPTY)
+    }
+
     /// None of the values of the same encoding (cheap: the encoding is shared).
     pub fn none(&self) -> Self {
         Self {
@@ -103,10 +116,11 @@ impl<T> EncodedRuns<T> {
     /// Carries the value at `index` of the encoding too (after those it carries); an index
     /// past the encoding is ignored.
     pub fn push(&mut self, index: usize) {
-        let Some(&end) = self.shared.ends.get(index) else {
+        let ends = &self.encoding().ends;
+        let Some(&end) = ends.get(index) else {
             return;
         };
-        let start = index.checked_sub(1).map_or(0, |i| self.shared.ends[i]);
+        let start = index.checked_sub(1).map_or(0, |i| ends[i]);
         match self.runs.last_mut() {
             Some(run) if run.1 == start => run.1 = end,
             _ => self.runs.push((start, end)),
@@ -131,15 +145,17 @@ impl<T> EncodedRuns<T> {
 
     /// The bytes of the values it carries, run by run.
     fn bytes(&self) -> impl Iterator<Item = u8> + '_ {
-        self.runs
-            .iter()
-            .flat_map(|&(a, b)| self.shared.bytes[a as usize..b as usize].iter().copied())
+        self.runs.iter().flat_map(|&(a, b)| {
+            self.encoding().bytes[a as usize..b as usize]
+                .iter()
+                .copied()
+        })
     }
 
     /// Appends the bytes of the values it carries to lightyear's buffer.
     pub fn write(&self, writer: &mut MessageWriter) {
-        for &(a, b) in &self.runs {
-            writer.extend_from_slice(&self.shared.bytes[a as usize..b as usize]);
+        for &(a, b) in self.runs.iter() {
+            writer.extend_from_slice(&self.encoding().bytes[a as usize..b as usize]);
         }
     }
 }
@@ -149,7 +165,7 @@ impl<T: DeserializeOwned> EncodedRuns<T> {
     pub fn decode(&self) -> impl Iterator<Item = T> + '_ {
         self.runs
             .iter()
-            .flat_map(|&(a, b)| decode_each(&self.shared.bytes[a as usize..b as usize]))
+            .flat_map(|&(a, b)| decode_each(&self.encoding().bytes[a as usize..b as usize]))
     }
 }
 
@@ -160,4 +176,47 @@ fn decode_each<T: DeserializeOwned>(mut bytes: &[u8]) -> impl Iterator<Item = T>
         bytes = rest;
         Some(value)
     })
+}
+
+/// The byte ranges one [`EncodedRuns`] carries: the first few in place, the rest in a vector.
+/// A message's values are mostly one run or a few (full states among deltas, less its own),
+/// and a server makes (and lightyear clones) one a client a tick: a vector was two allocations
+/// each.
+#[derive(Clone, Debug, Default)]
+struct Runs {
+    /// The first [`INLINE_RUNS`].
+    first: [(u32, u32); INLINE_RUNS],
+    /// How many of `first` are set.
+    len: usize,
+    /// Those after them.
+    more: Vec<(u32, u32)>,
+}
+
+/// How many runs a [`Runs`] keeps in place.
+const INLINE_RUNS: usize = 3;
+
+impl Runs {
+    /// Every run, in order.
+    fn iter(&self) -> impl Iterator<Item = &(u32, u32)> + '_ {
+        self.first[..self.len].iter().chain(&self.more)
+    }
+
+    /// The last run.
+    fn last_mut(&mut self) -> Option<&mut (u32, u32)> {
+        match self.more.last_mut() {
+            Some(run) => Some(run),
+            None => self.len.checked_sub(1).map(|i| &mut self.first[i]),
+        }
+    }
+
+    /// Adds `run` after the others.
+    fn push(&mut self, run: (u32, u32)) {
+        match self.first.get_mut(self.len) {
+            Some(slot) => {
+                *slot = run;
+                self.len += 1;
+            }
+            None => self.more.push(run),
+        }
+    }
 }

@@ -307,7 +307,7 @@ pub fn message_body_bytes<M: 'static>(world: &World, body: &[u8]) -> Option<Vec<
 
 /// What the guard needs to know of one channel the server receives on.
 #[derive(Copy, Clone, Debug)]
-struct ChannelRule {
+pub(crate) struct ChannelRule {
     reliable_window: bool,
     /// A channel of lightyear messages (a message-kind id, then a body); replicon's own
     /// channels carry raw bytes replicon reads itself.
@@ -326,15 +326,18 @@ pub(crate) fn guard_client_packets(
     mut stats: ResMut<ServerLinkStats>,
     mut links: Query<(&mut Link, &Transport, &mut ReliableWindows), With<ClientOf>>,
     mut accepted: Local<Vec<(u16, u16)>>,
+    (mut raw_channels, mut rules): (Local<Vec<u16>>, Local<HashMap<u16, ChannelRule>>),
 ) {
-    let raw_channels: Vec<u16> = replicon
-        .map(|map| map.client_channels.iter().map(|(_, id)| *id).collect())
-        .unwrap_or_default();
+    // (Both refilled in place: a big server reads hundreds of links a frame.)
+    raw_channels.clear();
+    if let Some(map) = replicon {
+        raw_channels.extend(map.client_channels.iter().map(|(_, id)| *id));
+    }
     for (mut link, transport, mut windows) in &mut links {
         if link.recv.len() == 0 {
             continue;
         }
-        let rules = channel_rules(transport, &channels, &raw_channels);
+        channel_rules(transport, &channels, &raw_channels, &mut rules);
         let compresses = transport.compression.algorithm.is_some();
         // Each packet once round the queue: kept ones go back in their order.
         for _ in 0..link.recv.len() {
@@ -384,34 +387,35 @@ pub(crate) fn guard_client_packets(
     }
 }
 
-/// The rules of the channels a link receives on (a handful, read once per frame), by net id:
-/// whether a channel is reliable (its ids are held to a window) and whether it carries
-/// lightyear messages (`raw_channels` are replicon's, which it reads itself).
+/// The rules of the channels a link receives on (a handful, read once per frame) into
+/// `rules`, by net id: whether a channel is reliable (its ids are held to a window) and
+/// whether it carries lightyear messages (`raw_channels` are replicon's, which it reads
+/// itself).
 fn channel_rules(
     transport: &Transport,
     channels: &ChannelRegistry,
     raw_channels: &[u16],
-) -> HashMap<u16, ChannelRule> {
-    transport
-        .channel_receives()
-        .filter_map(|receive| {
-            let kind: ChannelKind = receive.channel_kind();
-            let id = *channels.get_net_from_kind(&kind)?;
-            let mode = channels.settings(kind)?.mode;
-            let reliable_window = matches!(
-                mode,
-                ChannelMode::OrderedReliable(_) | ChannelMode::UnorderedReliable(_)
-            );
-            let messages = !raw_channels.contains(&id);
-            Some((
-                id,
-                ChannelRule {
-                    reliable_window,
-                    messages,
-                },
-            ))
-        })
-        .collect()
+    rules: &mut HashMap<u16, ChannelRule>,
+) {
+    rules.clear();
+    let receives = transport.channel_receives().filter_map(|receive| {
+        let kind: ChannelKind = receive.channel_kind();
+        let id = *channels.get_net_from_kind(&kind)?;
+        let mode = channels.settings(kind)?.mode;
+        let reliable_window = matches!(
+            mode,
+            ChannelMode::OrderedReliable(_) | ChannelMode::UnorderedReliable(_)
+        );
+        let messages = !raw_channels.contains(&id);
+        Some((
+            id,
+            ChannelRule {
+                reliable_window,
+                messages,
+            },
+        ))
+    });
+    rules.extend(receives);
 }
 
 /// A whole message's bytes: the kind must be one the server takes from clients and, when

@@ -228,11 +228,13 @@ pub(crate) fn receive_datagrams(
     time: Res<Time<Real>>,
     mut links: Query<(&mut Link, &mut LinkTraffic, Option<&mut LinkShaper>)>,
     mut warned: Local<u64>,
+    mut arrived: Local<Vec<RecvPayload>>,
 ) {
     let now = time.elapsed_secs_f64();
     for (mut link, mut traffic, mut shaper) in &mut links {
-        let arrived: Vec<RecvPayload> = link.recv.drain().collect();
-        for datagram in arrived {
+        // (Through one vector kept from frame to frame: a big server reads hundreds of links.)
+        arrived.extend(link.recv.drain());
+        for datagram in arrived.drain(..) {
             if !plausible_netcode_datagram(&datagram) {
                 traffic.malformed_dropped += 1;
                 crate::warn_counted!(
@@ -278,12 +280,14 @@ pub(crate) fn send_datagrams(
     time: Res<Time<Real>>,
     lead: Res<PeerLead>,
     mut links: Query<(&mut Link, &mut LinkTraffic, Option<&mut LinkShaper>)>,
+    mut outgoing: Local<Vec<SendPayload>>,
 ) {
     let now = time.elapsed_secs_f64();
     for (mut link, mut traffic, mut shaper) in &mut links {
         traffic.queued_this_frame = false;
-        let outgoing: Vec<SendPayload> = link.send.drain().collect();
-        for datagram in outgoing {
+        // (Through one vector kept from frame to frame: a big server sends on hundreds of links.)
+        outgoing.extend(link.send.drain());
+        for datagram in outgoing.drain(..) {
             traffic.datagrams_sent += 1;
             traffic.bytes_sent += datagram.len() as u64;
             match shaper.as_deref_mut() {

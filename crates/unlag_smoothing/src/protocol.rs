@@ -400,7 +400,7 @@ fn serialize_body<T: serde::ser::SerializeTuple>(
         }
         Some(DeltaRotation::Whole(_)) => bits.put(u64::from(WIDE_ESCAPE), 4),
     }
-    for byte in &bits.bytes {
+    for byte in bits.bytes() {
         tuple.serialize_element(byte)?;
     }
     if let Some(DeltaRotation::Whole(r)) = delta.rotation {
@@ -417,26 +417,34 @@ fn serialize_body<T: serde::ser::SerializeTuple>(
 /// rotation, flags. (A tuple's length is not on the wire: the heads tell what follows.)
 const DELTA_ELEMENTS: usize = 4 + 30 + 2;
 
-/// Bits written least significant first into bytes, each byte filled from its lowest bit.
+/// Bits written least significant first into bytes, each byte filled from its lowest bit, on
+/// the stack: a delta's bits are at most 30 bytes ([`DELTA_ELEMENTS`]), and a server packs
+/// every proxy's delta every interval (a growing vector was a few allocations each).
 #[derive(Default)]
 struct BitWriter {
-    bytes: Vec<u8>,
+    bytes: [u8; BIT_WRITER_BYTES],
     /// Bits written.
     len: u32,
 }
+
+/// What a [`BitWriter`] holds, bytes: more than a delta's bits can take.
+const BIT_WRITER_BYTES: usize = 32;
 
 impl BitWriter {
     /// Writes the low `width` bits of `value`.
     fn put(&mut self, value: u64, width: u32) {
         for i in 0..width {
-            if self.len.is_multiple_of(8) {
-                self.bytes.push(0);
-            }
             if (value >> i) & 1 == 1 {
-                *self.bytes.last_mut().expect("pushed above") |= 1 << (self.len % 8);
+                // (In bounds: a delta writes at most 235 bits, see `DELTA_ELEMENTS`.)
+                self.bytes[(self.len / 8) as usize] |= 1 << (self.len % 8);
             }
             self.len += 1;
         }
+    }
+
+    /// The bytes written, the last one's unused high bits zero.
+    fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len.div_ceil(8) as usize]
     }
 }
 
@@ -808,9 +816,7 @@ impl ProxyUpdates {
     fn delta_entities(&self) -> impl Iterator<Item = (Option<u32>, Entity)> + '_ {
         let entities = self
             .encoded_deltas
-            .entities
-            .iter()
-            .copied()
+            .entities()
             .chain(self.deltas.iter().map(|d| d.entity));
         entities.scan(None, |prev: &mut Option<u32>, entity| {
             Some((prev.replace(entity.index_u32()), entity))
@@ -835,7 +841,7 @@ impl ProxyUpdates {
         unlag_net::make_room(
             writer,
             16 + self.encoded.byte_len()
-                + self.encoded_deltas.bytes.len()
+                + self.encoded_deltas.byte_len()
                 + 2 * self.encoded_deltas.len(),
         );
         write_postcard(&(self.tick, self.state_count()), writer)?;
@@ -869,7 +875,7 @@ impl ProxyUpdates {
                 .delta_entities()
                 .map(|(prev, entity)| wire_size(&EntityStep(prev, entity)))
                 .sum::<usize>()
-            + self.encoded_deltas.bytes.len()
+            + self.encoded_deltas.byte_len()
             + self
                 .deltas
                 .iter()
@@ -1154,65 +1160,93 @@ pub type EncodedStates = unlag_net::EncodedRuns<WireProxyState>;
 /// from one baseline once ([`DeltaProxyState::encode_body`]) and copies those bytes into the
 /// message of every client that acknowledged the same baseline; the entities are written as
 /// the message is, each against the one before it in that message.
+///
+/// Cloning one shares its bytes (lightyear clones every message it maps before writing it: a
+/// server builds one of these a client a tick), and one that carries none allocates nothing.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct EncodedDeltas {
+pub struct EncodedDeltas(Option<std::sync::Arc<DeltaBodies>>);
+
+/// What an [`EncodedDeltas`] carries.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct DeltaBodies {
     /// postcard's bytes of every delta state's body.
     bytes: Vec<u8>,
-    /// Each one's entity.
-    entities: Vec<Entity>,
-    /// Where each one's body ends in `bytes`.
-    ends: Vec<u32>,
+    /// Each one's entity, and where its body ends in `bytes`.
+    entries: Vec<(Entity, u32)>,
 }
+
+/// The bodies of none.
+static NO_DELTAS: DeltaBodies = DeltaBodies {
+    bytes: Vec::new(),
+    entries: Vec::new(),
+};
 
 impl EncodedDeltas {
     /// None yet, with room for `count` of them of `bytes` in all.
     pub fn with_capacity(count: usize, bytes: usize) -> Self {
-        Self {
+        Self(Some(std::sync::Arc::new(DeltaBodies {
             bytes: Vec::with_capacity(bytes),
-            entities: Vec::with_capacity(count),
-            ends: Vec::with_capacity(count),
-        }
+            entries: Vec::with_capacity(count),
+        })))
+    }
+
+    /// What it carries.
+    fn bodies(&self) -> &DeltaBodies {
+        self.0.as_deref().unwrap_or(&NO_DELTAS)
+    }
+
+    /// What it carries, to add to (copied first if a clone shares it).
+    fn bodies_mut(&mut self) -> &mut DeltaBodies {
+        std::sync::Arc::make_mut(self.0.get_or_insert_with(Default::default))
     }
 
     /// Carries `delta` too, encoded (after those it carries).
     pub fn push(&mut self, delta: &DeltaProxyState) {
-        self.bytes = delta.encode_body(core::mem::take(&mut self.bytes));
-        self.entities.push(delta.entity);
-        self.ends.push(self.bytes.len() as u32);
+        let bodies = self.bodies_mut();
+        bodies.bytes = delta.encode_body(core::mem::take(&mut bodies.bytes));
+        bodies
+            .entries
+            .push((delta.entity, bodies.bytes.len() as u32));
     }
 
     /// Carries the delta state of `entity` whose body [`DeltaProxyState::encode_body`] wrote
     /// as `body` elsewhere.
     pub fn push_encoded(&mut self, entity: Entity, body: &[u8]) {
-        self.bytes.extend_from_slice(body);
-        self.entities.push(entity);
-        self.ends.push(self.bytes.len() as u32);
+        let bodies = self.bodies_mut();
+        bodies.bytes.extend_from_slice(body);
+        bodies.entries.push((entity, bodies.bytes.len() as u32));
     }
 
     /// How many it carries.
     pub fn len(&self) -> usize {
-        self.entities.len()
+        self.bodies().entries.len()
     }
 
     /// Whether it carries none.
     pub fn is_empty(&self) -> bool {
-        self.entities.is_empty()
+        self.len() == 0
     }
 
     /// Their bodies' bytes.
     pub fn byte_len(&self) -> usize {
-        self.bytes.len()
+        self.bodies().bytes.len()
+    }
+
+    /// Each one's entity, in order.
+    fn entities(&self) -> impl Iterator<Item = Entity> + '_ {
+        self.bodies().entries.iter().map(|&(entity, _)| entity)
     }
 
     /// The body of the `i`th.
     fn body(&self, i: usize) -> &[u8] {
-        let start = i.checked_sub(1).map_or(0, |i| self.ends[i]);
-        &self.bytes[start as usize..self.ends[i] as usize]
+        let DeltaBodies { bytes, entries } = self.bodies();
+        let start = i.checked_sub(1).map_or(0, |i| entries[i].1);
+        &bytes[start as usize..entries[i].1 as usize]
     }
 
     /// The delta states it carries, decoded.
     pub fn decode(&self) -> impl Iterator<Item = DeltaProxyState> + '_ {
-        self.entities.iter().enumerate().filter_map(|(i, &entity)| {
+        self.entities().enumerate().filter_map(|(i, entity)| {
             let DeltaBodyOwned(delta) = postcard::from_bytes(self.body(i)).ok()?;
             Some(DeltaProxyState { entity, ..delta })
         })
