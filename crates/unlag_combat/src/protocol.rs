@@ -228,7 +228,8 @@ pub enum Rejection {
     /// server no longer has, one that left while the shot was on its way, is left out of the
     /// judgement instead: see `CombatStats::gone_targets`.)
     BadTarget,
-    /// Every claimed target is behind the static world from the shot's origin.
+    /// Every claimed hit failed, and every claimed target is behind the static world from the
+    /// shot's origin: its middle and each of its boxes as claimed.
     ThroughWall,
     /// NaN, infinity or garbage in the request.
     Malformed,

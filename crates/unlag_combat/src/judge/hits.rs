@@ -250,17 +250,27 @@ impl ShotContext<'_, '_, '_> {
     }
 
     /// When every claimed hit failed: if the world stands between the shot and every target
-    /// claimed hit, the claim was a shot through a wall ([`Rejection::ThroughWall`]).
+    /// claimed hit, the claim was a shot through a wall ([`Rejection::ThroughWall`]). A
+    /// target is behind the world when it hides its middle (1 m above its feet) and every one
+    /// of its boxes as the claim poses them: one in sight (a head over a railing, a shoulder
+    /// past a corner) makes the failed claim a miss, as a graze the server's rewind misses by
+    /// a little is, not a shot through a wall. (Its middle alone refused such honest misses.)
     pub(super) fn not_through_wall(&self, claims: &Claims) -> Result<(), Rejection> {
         let (request, rewind) = (self.request, self.rewind);
+        let hidden = |point: Vec3| {
+            let to = point - request.origin;
+            let length = to.length();
+            length > 0.1
+                && rewind.wall(request.origin, to / length, length, Some(self.shooter))
+                    < length - 0.3
+        };
         let behind_wall = |claim: &ClaimedView| {
             rewind.view_pose(claim).is_ok_and(|poses| {
-                let body = poses.last().map_or(Vec3::ZERO, |p| p.0) + Vec3::Y;
-                let to = body - request.origin;
-                let length = to.length();
-                length > 0.1
-                    && rewind.wall(request.origin, to / length, length, Some(self.shooter))
-                        < length - 0.3
+                // The boxes' poses, then the character's own.
+                let Some((root, boxes)) = poses.split_last() else {
+                    return false;
+                };
+                hidden(root.0 + Vec3::Y) && boxes.iter().all(|(at, _)| hidden(*at))
             })
         };
         let mut hit_claims = claims
