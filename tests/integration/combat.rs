@@ -1133,33 +1133,25 @@ fn cheat_run_rewound(
                 ..default()
             });
     }
-    if cheat == Cheat::OriginThroughWall {
-        // A wall 10 cm thick, 40 cm in front of the shooter's eye, in both worlds.
+    // What stands in the world for the cheats that need it, in both worlds: (half extents,
+    // centre), metres.
+    let obstacle = match cheat {
+        // A wall 10 cm thick, 40 cm in front of the shooter's eye.
+        Cheat::OriginThroughWall => {
+            Some((Vec3::new(10.0, 1.5, 0.05), Vec3::new(0.0, 1.5, EYE.z - 0.4)))
+        }
+        // A railing 0.9-1.12 m high, 1 m before the target's lane: the line from the eye to the
+        // target's middle (1 m above its feet, on the ground) meets it; those to its head
+        // standing and to its torso crouched pass over and under it.
+        Cheat::OverRailing => Some((Vec3::new(10.0, 0.11, 0.05), Vec3::new(0.0, 1.01, 1.0))),
+        // A wall between the shooter and the target's lane.
+        Cheat::ThroughWall => Some((Vec3::new(10.0, 1.5, 0.1), Vec3::new(0.0, 1.5, 6.0))),
+        _ => None,
+    };
+    if let Some((half, centre)) = obstacle {
         let wall = (
-            bevy_rapier3d::prelude::Collider::cuboid(10.0, 1.5, 0.05),
-            Transform::from_xyz(0.0, 1.5, EYE.z - 0.4),
-        );
-        tb.server_world_mut().spawn(wall.clone());
-        tb.client_world_mut(0).spawn(wall);
-        tb.run_for(Duration::from_millis(100));
-    }
-    if cheat == Cheat::OverRailing {
-        // A railing 0.9-1.12 m high, 1 m before the target's lane, in both worlds: the line
-        // from the eye to the target's middle (1 m above its feet, on the ground) meets it;
-        // those to its head standing and to its torso crouched pass over and under it.
-        let railing = (
-            bevy_rapier3d::prelude::Collider::cuboid(10.0, 0.11, 0.05),
-            Transform::from_xyz(0.0, 1.01, 1.0),
-        );
-        tb.server_world_mut().spawn(railing.clone());
-        tb.client_world_mut(0).spawn(railing);
-        tb.run_for(Duration::from_millis(100));
-    }
-    if cheat == Cheat::ThroughWall {
-        // A wall between the shooter and the target's lane, in both worlds.
-        let wall = (
-            bevy_rapier3d::prelude::Collider::cuboid(10.0, 1.5, 0.1),
-            Transform::from_xyz(0.0, 1.5, 6.0),
+            bevy_rapier3d::prelude::Collider::cuboid(half.x, half.y, half.z),
+            Transform::from_translation(centre),
         );
         tb.server_world_mut().spawn(wall.clone());
         tb.client_world_mut(0).spawn(wall);

@@ -4,6 +4,7 @@ use crate::protocol::MessageWriter;
 use core::marker::PhantomData;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// The encoding of no values, that of an [`EncodedRuns`] made empty.
@@ -34,8 +35,10 @@ struct Encoding {
 pub struct EncodedRuns<T> {
     /// The shared encoding; `None`: none (the empty one, [`EMPTY`]).
     shared: Option<Arc<Encoding>>,
-    /// The byte ranges this message carries, in order.
-    runs: Runs,
+    /// The byte ranges this message carries, in order: the first few in place (a message's
+    /// values are mostly one run or a few, and a server makes, and lightyear clones, one a
+    /// client a tick: a vector was two allocations each).
+    runs: SmallVec<[(u32, u32); 3]>,
     /// How many values they hold.
     count: usize,
     _values: PhantomData<fn() -> T>,
@@ -56,7 +59,7 @@ impl<T> Default for EncodedRuns<T> {
     fn default() -> Self {
         Self {
             shared: None,
-            runs: Runs::default(),
+            runs: SmallVec::new(),
             count: 0,
             _values: PhantomData,
         }
@@ -176,47 +179,4 @@ fn decode_each<T: DeserializeOwned>(mut bytes: &[u8]) -> impl Iterator<Item = T>
         bytes = rest;
         Some(value)
     })
-}
-
-/// The byte ranges one [`EncodedRuns`] carries: the first few in place, the rest in a vector.
-/// A message's values are mostly one run or a few (full states among deltas, less its own),
-/// and a server makes (and lightyear clones) one a client a tick: a vector was two allocations
-/// each.
-#[derive(Clone, Debug, Default)]
-struct Runs {
-    /// The first [`INLINE_RUNS`].
-    first: [(u32, u32); INLINE_RUNS],
-    /// How many of `first` are set.
-    len: usize,
-    /// Those after them.
-    more: Vec<(u32, u32)>,
-}
-
-/// How many runs a [`Runs`] keeps in place.
-const INLINE_RUNS: usize = 3;
-
-impl Runs {
-    /// Every run, in order.
-    fn iter(&self) -> impl Iterator<Item = &(u32, u32)> + '_ {
-        self.first[..self.len].iter().chain(&self.more)
-    }
-
-    /// The last run.
-    fn last_mut(&mut self) -> Option<&mut (u32, u32)> {
-        match self.more.last_mut() {
-            Some(run) => Some(run),
-            None => self.len.checked_sub(1).map(|i| &mut self.first[i]),
-        }
-    }
-
-    /// Adds `run` after the others.
-    fn push(&mut self, run: (u32, u32)) {
-        match self.first.get_mut(self.len) {
-            Some(slot) => {
-                *slot = run;
-                self.len += 1;
-            }
-            None => self.more.push(run),
-        }
-    }
 }

@@ -843,7 +843,7 @@ fn send_states(
                         });
                     let bytes = base.and_then(|t| {
                         let known = &mut delta_at[index];
-                        if let Some(bytes) = known.get(t) {
+                        if let Some(&(_, bytes)) = known.iter().find(|(at, _)| *at == t) {
                             return bytes;
                         }
                         let encoded = (trails.baseline)(wire.entity, t).and_then(|baseline| {
@@ -853,7 +853,7 @@ fn send_states(
                             *delta_bytes = delta.encode_body(core::mem::take(delta_bytes));
                             Some((start, delta_bytes.len() as u32))
                         });
-                        known.put(t, encoded);
+                        known.push((t, encoded));
                         encoded
                     });
                     match bytes {
@@ -1008,40 +1008,6 @@ impl DeltaCache {
 
 /// One due state's (baseline tick, its delta's range in a [`DeltaCache`]'s bytes; `None`:
 /// only a full state will do), a few (the baselines the clients acknowledged differ by their
-/// round trips): the first few in place, the rest in a vector (a vector each was one
-/// allocation per due state per share per tick on a big server).
-#[derive(Default)]
-struct Baselines {
-    /// The first [`INLINE_BASELINES`].
-    first: [(u32, Option<(u32, u32)>); INLINE_BASELINES],
-    /// How many of `first` are set.
-    len: usize,
-    /// Those after them.
-    more: Vec<(u32, Option<(u32, u32)>)>,
-}
-
-/// How many baselines a [`Baselines`] keeps in place.
-const INLINE_BASELINES: usize = 4;
-
-impl Baselines {
-    /// The range encoded from baseline tick `t`: `Some(None)` when only a full state will do,
-    /// `None` when none was tried yet.
-    fn get(&self, t: u32) -> Option<Option<(u32, u32)>> {
-        self.first[..self.len]
-            .iter()
-            .chain(&self.more)
-            .find(|(at, _)| *at == t)
-            .map(|&(_, range)| range)
-    }
-
-    /// Notes what was encoded from baseline tick `t`.
-    fn put(&mut self, t: u32, range: Option<(u32, u32)>) {
-        match self.first.get_mut(self.len) {
-            Some(slot) => {
-                *slot = (t, range);
-                self.len += 1;
-            }
-            None => self.more.push((t, range)),
-        }
-    }
-}
+/// round trips): the first four in place (a vector each was one allocation per due state per
+/// share per tick on a big server).
+type Baselines = smallvec::SmallVec<[(u32, Option<(u32, u32)>); 4]>;
